@@ -1,0 +1,1 @@
+"""fairque command line (composition root)."""

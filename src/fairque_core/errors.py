@@ -1,0 +1,179 @@
+"""The one error tree of fairque.
+
+Every exception fairque raises on purpose derives from :class:`FairQueueError`. Where a stdlib
+category fits, the error also derives from it (``TaskValidationError`` is a ``ValueError``,
+``TaskNotFoundError`` a ``KeyError``), so callers can catch either. Errors carry their data as
+attributes, not only in the message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "BackendError",
+    "BackendOutOfMemoryError",
+    "ConfigurationError",
+    "DependencyCycleError",
+    "DomainError",
+    "FairQueueError",
+    "InvalidTransition",
+    "LeaseLostError",
+    "LuaScriptError",
+    "OutcomeUnknownError",
+    "PayloadTooLargeError",
+    "PluginError",
+    "RedisConnectionError",
+    "ScriptContractError",
+    "TaskNotFoundError",
+    "TaskSerializationError",
+    "TaskTimeoutError",
+    "TaskValidationError",
+    "UnknownTaskError",
+]
+
+
+class FairQueueError(Exception):
+    """Root of every error fairque raises on purpose."""
+
+
+class DomainError(FairQueueError):
+    """A rule of the domain was broken (raised by the pure core, no I/O involved)."""
+
+
+class TaskValidationError(DomainError, ValueError):
+    """A task, tenant id, task id or queue name breaks a rule.
+
+    ``field`` names what was checked, ``value`` is the offending value and ``rule`` says which
+    rule it broke. Raised before any command reaches a server.
+    """
+
+    def __init__(self, field: str, value: object, rule: str) -> None:
+        self.field = field
+        self.value = value
+        self.rule = rule
+        shown = repr(value)
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        super().__init__(f"invalid {field} {shown}: {rule}")
+
+
+class PayloadTooLargeError(TaskValidationError):
+    """An encoded payload is larger than the queue's ``max_payload_bytes``."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__("payload", f"<{size} bytes>", f"larger than the limit of {limit} bytes")
+
+
+class InvalidTransition(DomainError):  # noqa: N818 - the name of the concept, as in h11
+    """A task event is not allowed in the task's current state."""
+
+    def __init__(self, state: object, event: object) -> None:
+        self.state = state
+        self.event = event
+        super().__init__(f"event {event!s} is not allowed in state {state!s}")
+
+
+class DependencyCycleError(DomainError, ValueError):
+    """Task dependencies form a cycle; ``cycle`` lists it, first node repeated at the end."""
+
+    def __init__(self, cycle: Sequence[str]) -> None:
+        self.cycle = tuple(cycle)
+        super().__init__("dependency cycle: " + " -> ".join(self.cycle))
+
+
+class TaskSerializationError(FairQueueError, ValueError):
+    """A payload could not be encoded or decoded."""
+
+
+class TaskTimeoutError(FairQueueError, TimeoutError):
+    """A task ran longer than its worker's ``task_timeout_seconds``."""
+
+    def __init__(self, task_id: str, timeout: float) -> None:
+        self.task_id = task_id
+        self.timeout = timeout
+        super().__init__(f"task {task_id} timed out after {timeout:g} s")
+
+
+class UnknownTaskError(FairQueueError, LookupError):
+    """A worker was handed a task whose name no handler registered."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"no handler is registered for task name {name!r}")
+
+
+class TaskNotFoundError(FairQueueError, KeyError):
+    """No task with this id exists (it was never pushed, or it expired)."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(task_id)
+
+    def __str__(self) -> str:
+        return f"no task with id {self.task_id!r}"
+
+
+class ConfigurationError(FairQueueError, ValueError):
+    """A configuration value is invalid; ``path`` names the field, ``value`` the bad value."""
+
+    def __init__(self, message: str, *, path: str = "", value: object = None) -> None:
+        self.path = path
+        self.value = value
+        super().__init__(message)
+
+
+class PluginError(FairQueueError):
+    """A plugin raised or misbehaved; ``plugin`` names it."""
+
+    def __init__(self, plugin: str, hook: str, error: BaseException) -> None:
+        self.plugin = plugin
+        self.hook = hook
+        self.error = error
+        super().__init__(f"plugin {plugin!r} failed in {hook}: {error!r}")
+
+
+class BackendError(FairQueueError):
+    """A queue backend (Redis, Valkey, ...) could not do what was asked."""
+
+
+class RedisConnectionError(BackendError, ConnectionError):
+    """The server could not be reached, or the connection broke."""
+
+
+class OutcomeUnknownError(RedisConnectionError):
+    """The connection broke after a write was sent: it may or may not have been applied.
+
+    fairque never retries a write blindly; a push can be retried safely with the same task id
+    (push is idempotent by id), a claim's orphan lease is recovered by the reaper.
+    """
+
+
+class BackendOutOfMemoryError(BackendError):
+    """The server refused a write because it reached ``maxmemory``."""
+
+
+class LeaseLostError(BackendError):
+    """The caller's lease on a task is gone (expired and reclaimed, or the token is stale).
+
+    Nothing was changed.
+    """
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(f"the lease on task {task_id} is lost (expired or held by another worker)")
+
+
+class LuaScriptError(BackendError):
+    """A server-side script failed in a way that has no more specific error."""
+
+    def __init__(self, script_name: str, error_details: object) -> None:
+        self.script_name = script_name
+        self.error_details = error_details
+        super().__init__(f"Lua script '{script_name}' failed: {error_details}")
+
+
+class ScriptContractError(LuaScriptError):
+    """A script replied with something its contract does not allow."""

@@ -1,0 +1,197 @@
+"""Domain models: frozen attrs classes with no wire-format code in them."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from fairque_core._types import FailureType, Priority, TaskState
+from fairque_core.errors import TaskValidationError
+from fairque_core.validation import check_finite, validate_id
+
+__all__ = ["Claimed", "DLQEntry", "Lease", "Message", "QueueSizes", "Task"]
+
+
+def _check_id(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    validate_id(value, attribute.name)
+
+
+def _check_priority(_inst: object, _attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, Priority):
+        raise TaskValidationError("priority", value, "must be a Priority (1-6)")
+
+
+def _check_count(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise TaskValidationError(attribute.name, value, "must be an int >= 0")
+
+
+def _check_time(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    check_finite(value, attribute.name)
+
+
+def _check_deps(_inst: object, _attribute: attrs.Attribute[Any], value: tuple[str, ...]) -> None:
+    for dep in value:
+        validate_id(dep, "depends_on")
+
+
+def _check_headers(_inst: object, _attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, Mapping):
+        raise TaskValidationError("headers", value, "must be a mapping of str to str")
+    for key, item in value.items():
+        if not isinstance(key, str) or not isinstance(item, str):
+            raise TaskValidationError("headers", {key: item}, "keys and values must be str")
+
+
+def _check_payload(_inst: object, _attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, Mapping):
+        raise TaskValidationError("payload", value, "must be a mapping")
+
+
+def _freeze_headers(value: Mapping[str, str] | None) -> Mapping[str, str]:
+    return dict(value) if value is not None else {}
+
+
+@attrs.frozen(kw_only=True)
+class Lease:
+    """A worker's claim on a task: the token proves it, the deadline bounds it (epoch seconds)."""
+
+    token: str
+    deadline: float
+    worker_id: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class Task:
+    """One unit of work for one tenant (``user_id``).
+
+    ``lease`` is set on tasks handed out by ``pop`` and is what ``finish``/``fail``/``heartbeat``
+    present as proof; it takes no part in equality.
+    """
+
+    task_id: str = attrs.field(validator=_check_id)
+    user_id: str = attrs.field(validator=_check_id)
+    priority: Priority = attrs.field(default=Priority.NORMAL, validator=_check_priority)
+    payload: Mapping[str, Any] = attrs.field(factory=dict, validator=_check_payload)
+    retry_count: int = attrs.field(default=0, validator=_check_count)
+    max_retries: int = attrs.field(default=3, validator=_check_count)
+    created_at: float = attrs.field(factory=time.time, validator=_check_time)
+    execute_after: float = attrs.field(factory=time.time, validator=_check_time)
+    depends_on: tuple[str, ...] = attrs.field(default=(), converter=tuple, validator=_check_deps)
+    headers: Mapping[str, str] = attrs.field(
+        factory=dict, converter=_freeze_headers, validator=_check_headers
+    )
+    name: str = ""
+    lease: Lease | None = attrs.field(default=None, eq=False, repr=False)
+
+    @classmethod
+    def create(
+        cls,
+        user_id: str,
+        priority: Priority | int = Priority.NORMAL,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        task_id: str | None = None,
+        max_retries: int = 3,
+        execute_after: float | None = None,
+        depends_on: Sequence[str] = (),
+        headers: Mapping[str, str] | None = None,
+        name: str = "",
+    ) -> Task:
+        """A new task with a UUID4 id (unless ``task_id`` is given) created now."""
+        now = time.time()
+        if not isinstance(priority, Priority):
+            try:
+                priority = Priority.from_int(priority)
+            except ValueError as exc:
+                raise TaskValidationError("priority", priority, "must be 1-6") from exc
+        return cls(
+            task_id=task_id if task_id is not None else str(uuid.uuid4()),
+            user_id=user_id,
+            priority=priority,
+            payload=dict(payload) if payload is not None else {},
+            max_retries=max_retries,
+            created_at=now,
+            execute_after=execute_after if execute_after is not None else now,
+            depends_on=tuple(depends_on),
+            headers=headers,
+            name=name,
+        )
+
+    def is_ready_to_execute(self, now: float | None = None) -> bool:
+        return (time.time() if now is None else now) >= self.execute_after
+
+    def can_retry(self) -> bool:
+        return self.retry_count < self.max_retries
+
+
+@attrs.frozen(kw_only=True)
+class Message:
+    """A task as a backend stores it: the payload already encoded by the codec.
+
+    ``delay`` is seconds from the moment the backend receives the message until the task is
+    ready (0 for ready now); the backend's clock decides the absolute time.
+    """
+
+    task_id: str
+    user_id: str
+    priority: Priority
+    body: bytes
+    content_type: str = "application/json"
+    retry_count: int = 0
+    max_retries: int = 3
+    created_at: float = 0.0
+    delay: float = 0.0
+    depends_on: tuple[str, ...] = ()
+    headers: Mapping[str, str] = attrs.field(factory=dict)
+    name: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class Claimed:
+    """What a claim hands out: the stored message and the lease on it."""
+
+    message: Message
+    lease: Lease
+    recoveries: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class DLQEntry:
+    """A task in the dead-letter queue with why and when it landed there."""
+
+    entry_id: str
+    original_task: Message
+    failure_type: FailureType
+    reason: str
+    moved_at: float
+    retry_history: tuple[Mapping[str, Any], ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class QueueSizes:
+    """One tenant's depths: ready critical, ready normal, scheduled (delayed), leased."""
+
+    critical: int = 0
+    normal: int = 0
+    scheduled: int = 0
+    leased: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.critical + self.normal + self.scheduled + self.leased
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "critical": self.critical,
+            "normal": self.normal,
+            "scheduled": self.scheduled,
+            "leased": self.leased,
+            "total": self.total,
+        }
+
+

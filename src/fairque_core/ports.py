@@ -1,0 +1,217 @@
+"""Ports: what the engine needs from a queue backend, a clock and an id source.
+
+Backends satisfy these structurally (no inheritance). The contract suite in
+``tests/contract`` is what proves a backend conforms; the semantics every backend must share
+are written down here, method by method, and :class:`fairque_core.memory.InMemoryBackend` is
+their executable form.
+
+Shared rules:
+
+* Times inside a backend are integer milliseconds from the backend's clock (server ``TIME``
+  for Redis, or an injected :class:`Clock`); :func:`fairque_core.scoring.to_ms` converts.
+* A tenant is *active* while it has ready work (critical list or scored set non-empty).
+  Claims pick the active tenant with the lowest virtual time ("pass"), ties by tenant id
+  (byte order). Serving a tenant sets the queue's virtual time to its pass and then adds the
+  tenant's stride (``scoring.stride_for(weight)``). A tenant that becomes active starts at
+  ``max(its stored pass, queue virtual time)``.
+* In strict-tier mode the highest tier with an active tenant is served first; weights order
+  tenants inside a tier. Otherwise tiers only carry weights.
+* Inside a tenant, the critical FIFO comes first, then the lowest static score
+  (``scoring.static_score``), ties by the per-queue push sequence number.
+* Operations that need a lease (heartbeat, finish, fail, release) raise ``LeaseLostError``
+  and change nothing when the token is not the live one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from fairque_core._types import FailureType, TaskState
+from fairque_core.models import Claimed, DLQEntry, Message, QueueSizes
+
+__all__ = ["AsyncQueueBackend", "Clock", "QueueBackend", "TokenSource"]
+
+
+class Clock(Protocol):
+    """A source of the current time in epoch seconds."""
+
+    def __call__(self) -> float: ...
+
+
+class TokenSource(Protocol):
+    """Makes lease tokens (random by default; deterministic in tests)."""
+
+    def __call__(self) -> str: ...
+
+
+class QueueBackend(Protocol):
+    """The synchronous backend port."""
+
+    @property
+    def queue(self) -> str:
+        """The queue's name."""
+        ...
+
+    def push(self, message: Message) -> bool:
+        """Store ``message``; True if new, False if a task with this id already exists.
+
+        A known id is a no-op (idempotent push). Ready now when ``delay <= 0`` (QUEUED), else
+        SCHEDULED until its due time.
+        """
+        ...
+
+    def push_batch(self, messages: Sequence[Message]) -> list[bool]:
+        """``push`` for many messages in one round trip, in order; one flag per message."""
+        ...
+
+    def claim(
+        self,
+        *,
+        worker_id: str = "",
+        assigned: Sequence[str] | None = None,
+        steal: Sequence[str] | None = None,
+        count: int = 1,
+        lease_seconds: float | None = None,
+    ) -> list[Claimed]:
+        """Lease up to ``count`` ready tasks, fairly, each choice made as a single claim would.
+
+        First moves due scheduled tasks to their tenants (a bounded number per call). With
+        neither ``assigned`` nor ``steal`` every tenant is a candidate; otherwise the
+        ``assigned`` tenants first and the ``steal`` tenants only when no assigned one is
+        active. Empty list when nothing is ready.
+        """
+        ...
+
+    def heartbeat(self, task_id: str, token: str, lease_seconds: float | None = None) -> float:
+        """Extend the lease to now + lease; returns the new deadline (epoch seconds)."""
+        ...
+
+    def finish(self, task_id: str, token: str, result: bytes | None = None) -> None:
+        """Mark the task FINISHED, keep ``result`` for the result TTL, drop the lease."""
+        ...
+
+    def fail(
+        self,
+        task_id: str,
+        token: str,
+        *,
+        retry_delay: float | None,
+        failure_type: FailureType = FailureType.FAILED,
+        reason: str = "",
+    ) -> TaskState:
+        """Record a failed attempt.
+
+        ``retry_delay`` not None: retry_count + 1, SCHEDULED after the delay. None: into the
+        dead-letter queue with ``failure_type`` and ``reason`` (state FAILED).
+        """
+        ...
+
+    def release(self, task_id: str, token: str) -> None:
+        """Give a claimed, unstarted task back at once, in its old place; no attempt counted."""
+        ...
+
+    def requeue_expired(self, limit: int = 100) -> int:
+        """The reaper: expired leases (at most ``limit``) back to their tenant's queue.
+
+        A task recovered more than ``max_recoveries`` times goes to the DLQ as EXPIRED.
+        Returns how many leases were handled.
+        """
+        ...
+
+    def cancel(self, task_id: str) -> bool:
+        """Cancel a task that is not finished, failed or canceled; False otherwise."""
+        ...
+
+    def get_message(self, task_id: str) -> Message | None: ...
+
+    def get_state(self, task_id: str) -> TaskState | None: ...
+
+    def get_result(self, task_id: str) -> bytes | None: ...
+
+    def queue_sizes(self, user_ids: Sequence[str]) -> dict[str, QueueSizes]: ...
+
+    def stats(self) -> dict[str, int]:
+        """Queue counters (see ``scoring.STAT_COUNTERS``) and gauges, all keys present."""
+        ...
+
+    def tenant_stats(self, user_id: str) -> dict[str, int]: ...
+
+    def set_tenant_weight(self, user_id: str, weight: float, *, tier: int = 0) -> None: ...
+
+    def list_dlq(
+        self, *, limit: int = 100, offset: int = 0, failure_type: FailureType | None = None
+    ) -> list[DLQEntry]: ...
+
+    def requeue_dlq(self, entry_ids: Sequence[str] | None = None) -> int: ...
+
+    def purge_dlq(self, entry_ids: Sequence[str] | None = None) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class AsyncQueueBackend(Protocol):
+    """The asynchronous twin of :class:`QueueBackend`: same names and meaning, awaitable."""
+
+    @property
+    def queue(self) -> str: ...
+
+    async def push(self, message: Message) -> bool: ...
+
+    async def push_batch(self, messages: Sequence[Message]) -> list[bool]: ...
+
+    async def claim(
+        self,
+        *,
+        worker_id: str = "",
+        assigned: Sequence[str] | None = None,
+        steal: Sequence[str] | None = None,
+        count: int = 1,
+        lease_seconds: float | None = None,
+    ) -> list[Claimed]: ...
+
+    async def heartbeat(
+        self, task_id: str, token: str, lease_seconds: float | None = None
+    ) -> float: ...
+
+    async def finish(self, task_id: str, token: str, result: bytes | None = None) -> None: ...
+
+    async def fail(
+        self,
+        task_id: str,
+        token: str,
+        *,
+        retry_delay: float | None,
+        failure_type: FailureType = FailureType.FAILED,
+        reason: str = "",
+    ) -> TaskState: ...
+
+    async def release(self, task_id: str, token: str) -> None: ...
+
+    async def requeue_expired(self, limit: int = 100) -> int: ...
+
+    async def cancel(self, task_id: str) -> bool: ...
+
+    async def get_message(self, task_id: str) -> Message | None: ...
+
+    async def get_state(self, task_id: str) -> TaskState | None: ...
+
+    async def get_result(self, task_id: str) -> bytes | None: ...
+
+    async def queue_sizes(self, user_ids: Sequence[str]) -> dict[str, QueueSizes]: ...
+
+    async def stats(self) -> dict[str, int]: ...
+
+    async def tenant_stats(self, user_id: str) -> dict[str, int]: ...
+
+    async def set_tenant_weight(self, user_id: str, weight: float, *, tier: int = 0) -> None: ...
+
+    async def list_dlq(
+        self, *, limit: int = 100, offset: int = 0, failure_type: FailureType | None = None
+    ) -> list[DLQEntry]: ...
+
+    async def requeue_dlq(self, entry_ids: Sequence[str] | None = None) -> int: ...
+
+    async def purge_dlq(self, entry_ids: Sequence[str] | None = None) -> int: ...
+
+    async def close(self) -> None: ...

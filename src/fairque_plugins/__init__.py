@@ -1,0 +1,1 @@
+"""fairque plugins: codecs, OpenTelemetry tracing and metrics, DLQ policies."""

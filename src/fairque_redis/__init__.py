@@ -1,0 +1,1 @@
+"""fairque Redis/Valkey adapter."""
