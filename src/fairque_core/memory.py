@@ -416,6 +416,17 @@ class InMemoryBackend:
         self._close_record(rec, now)
         self._release_dependents(rec, task_id, now)
 
+    def finish_batch(self, items: Sequence[tuple[str, str, bytes | None]]) -> list[bool]:
+        done: list[bool] = []
+        for task_id, token, result in items:
+            try:
+                self.finish(task_id, token, result)
+            except LeaseLostError:
+                done.append(False)
+            else:
+                done.append(True)
+        return done
+
     def fail(
         self,
         task_id: str,

@@ -91,6 +91,14 @@ class QueueBackend(Protocol):
         """Mark the task FINISHED, keep ``result`` for the result TTL, drop the lease."""
         ...
 
+    def finish_batch(self, items: Sequence[tuple[str, str, bytes | None]]) -> list[bool]:
+        """``finish`` for many ``(task_id, token, result)`` in one round trip.
+
+        One flag per item: True when finished, False when its lease was lost (that item is
+        left unchanged; the others still finish). Never raises LeaseLostError.
+        """
+        ...
+
     def fail(
         self,
         task_id: str,
@@ -175,6 +183,8 @@ class AsyncQueueBackend(Protocol):
     ) -> float: ...
 
     async def finish(self, task_id: str, token: str, result: bytes | None = None) -> None: ...
+
+    async def finish_batch(self, items: Sequence[tuple[str, str, bytes | None]]) -> list[bool]: ...
 
     async def fail(
         self,
