@@ -1,0 +1,236 @@
+"""Fixtures of the contract suite: one ``backend`` per adapter, on one fake clock.
+
+``backend`` is parametrized over the reference model and the Redis adapter on three servers.
+Every Redis-backed test gets its own queue name (so its own hash tag and keys); the session
+servers come from ``tests/conftest.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import attrs
+import pytest
+
+from fairque_core import QueueBackend, QueueConfig
+from fairque_core.memory import InMemoryBackend
+
+from .helpers import CountingTokens, FakeClock, new_queue_name
+
+SERVER_FIXTURES = {
+    "valkey": "valkey_server",
+    "redis7": "redis7_server",
+    "cluster": "valkey_cluster",
+}
+
+BACKEND_PARAMS = [
+    "memory",
+    pytest.param("valkey", marks=pytest.mark.redis),
+    pytest.param("redis7", marks=pytest.mark.redis),
+    pytest.param("cluster", marks=[pytest.mark.redis, pytest.mark.cluster]),
+]
+
+# Commands that a probe (or a cluster client's topology refresh) sends, never the backend
+# under test on its own behalf.
+_PROBE_COMMANDS = ("cmdstat_info", "cmdstat_cluster", "cmdstat_scan", "cmdstat_config")
+
+
+def _require_redis_backend() -> Any:
+    try:
+        from fairque_redis.backend import RedisBackend
+    except ImportError as exc:
+        pytest.skip(
+            f"fairque_redis.backend is not importable yet ({exc}); Redis params wait for it"
+        )
+    return RedisBackend
+
+
+class RedisProbe:
+    """A raw client beside the backend, to read the server's real structures and counters."""
+
+    def __init__(self, client: Any, queue: str, *, cluster: bool) -> None:
+        self.client = client
+        self.queue = queue
+        self.cluster = cluster
+        self.prefix = f"fq:{{{queue}}}:"
+
+    def _nodes(self) -> list[Any]:
+        return list(self.client.get_nodes()) if self.cluster else [None]
+
+    def command_count(self) -> int:
+        """Commands the server(s) ran, without the INFO/CLUSTER/SCAN calls of probes."""
+        total = 0
+        for node in self._nodes():
+            if node is None:
+                info = self.client.info("commandstats")
+            else:
+                info = self.client.info("commandstats", target_nodes=node)
+            for name, stat in info.items():
+                if name.startswith(_PROBE_COMMANDS):
+                    continue
+                total += int(stat["calls"])
+        return total
+
+    def command_calls(self, *names: str) -> int:
+        """Calls of the named commands (``evalsha``, ``eval`` ...), summed over the nodes."""
+        wanted = {f"cmdstat_{n}" for n in names}
+        total = 0
+        for node in self._nodes():
+            if node is None:
+                info = self.client.info("commandstats")
+            else:
+                info = self.client.info("commandstats", target_nodes=node)
+            total += sum(int(stat["calls"]) for name, stat in info.items() if name in wanted)
+        return total
+
+    def all_keys(self) -> set[str]:
+        """Every key on the server(s), as text."""
+        keys: set[str] = set()
+        for node in self._nodes():
+            if node is None:
+                it = self.client.scan_iter(count=1000)
+            else:
+                it = self.client.scan_iter(count=1000, target_nodes=node)
+            keys.update(k.decode() if isinstance(k, bytes) else k for k in it)
+        return keys
+
+    def queue_keys(self) -> set[str]:
+        return {k for k in self.all_keys() if k.startswith(self.prefix)}
+
+    def keyslot(self, name: str) -> int:
+        return int(self.client.cluster_keyslot(name))
+
+    def script_flush(self) -> None:
+        for node in self._nodes():
+            if node is None:
+                self.client.script_flush()
+            else:
+                self.client.execute_command("SCRIPT", "FLUSH", target_nodes=node)
+
+    def delete_queue_keys(self) -> None:
+        for key in self.queue_keys():
+            self.client.delete(key)
+
+
+@pytest.fixture(scope="session")
+def _raw_clients() -> Iterator[dict[str, Any]]:
+    clients: dict[str, Any] = {}
+    yield clients
+    for client in clients.values():
+        client.close()
+
+
+def _raw_client(cache: dict[str, Any], url: str, *, cluster: bool) -> Any:
+    client = cache.get(url)
+    if client is None:
+        if cluster:
+            from redis.cluster import RedisCluster
+
+            client = RedisCluster.from_url(url)
+        else:
+            import redis
+
+            client = redis.Redis.from_url(url)
+        cache[url] = client
+    return client
+
+
+@pytest.fixture(params=BACKEND_PARAMS)
+def backend_kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def server_url(backend_kind: str, request: pytest.FixtureRequest) -> str | None:
+    """The URL of the session server for a Redis param (None for the model)."""
+    if backend_kind == "memory":
+        return None
+    _require_redis_backend()
+    server = request.getfixturevalue(SERVER_FIXTURES[backend_kind])
+    return str(server.url)
+
+
+@pytest.fixture
+def make_backend(
+    backend_kind: str,
+    clock: FakeClock,
+    server_url: str | None,
+    _raw_clients: dict[str, Any],
+) -> Iterator[Callable[..., QueueBackend]]:
+    """A factory: ``make_backend(config=QueueConfig(...), token_source=...)``, on ``clock``.
+
+    Every call makes a new queue (a new name) on the same server; all are closed and their
+    keys deleted at teardown.
+    """
+    made: list[tuple[QueueBackend, RedisProbe | None]] = []
+
+    def factory(
+        config: QueueConfig | None = None, *, token_source: Callable[[], str] | None = None
+    ) -> QueueBackend:
+        queue = new_queue_name()
+        cfg = attrs.evolve(config or QueueConfig(), name=queue)
+        tokens = token_source if token_source is not None else CountingTokens()
+        backend: QueueBackend
+        probe: RedisProbe | None = None
+        if backend_kind == "memory":
+            backend = InMemoryBackend(clock, queue=queue, config=cfg, token_source=tokens)
+        else:
+            assert server_url is not None
+            redis_backend = _require_redis_backend()
+            cluster = backend_kind == "cluster"
+            backend = redis_backend.from_url(
+                server_url,
+                queue=queue,
+                cluster=cluster,
+                config=cfg,
+                clock=clock,
+                token_source=tokens,
+            )
+            probe = RedisProbe(
+                _raw_client(_raw_clients, server_url, cluster=cluster), queue, cluster=cluster
+            )
+        made.append((backend, probe))
+        return backend
+
+    factory.made = made  # type: ignore[attr-defined]
+    yield factory
+    for backend, probe in made:
+        backend.close()
+        if probe is not None:
+            probe.delete_queue_keys()
+
+
+@pytest.fixture
+def backend(make_backend: Callable[..., QueueBackend]) -> QueueBackend:
+    """A backend with the default QueueConfig on a fresh queue."""
+    return make_backend()
+
+
+@pytest.fixture
+def probe(
+    backend_kind: str,
+    backend: QueueBackend,
+    make_backend: Callable[..., QueueBackend],
+) -> RedisProbe:
+    """The raw-client probe of ``backend``'s queue (Redis params only)."""
+    if backend_kind == "memory":
+        pytest.skip("needs a real server: the in-memory model has no keys or command counters")
+    for made, made_probe in make_backend.made:  # type: ignore[attr-defined]
+        if made is backend:
+            assert made_probe is not None
+            return made_probe
+    raise AssertionError("backend was not made by make_backend")
+
+
+def probe_of(make_backend: Callable[..., QueueBackend], backend: QueueBackend) -> RedisProbe | None:
+    """The probe of any backend ``make_backend`` made (None for the model)."""
+    for made, made_probe in make_backend.made:  # type: ignore[attr-defined]
+        if made is backend:
+            return made_probe
+    raise AssertionError("backend was not made by make_backend")
