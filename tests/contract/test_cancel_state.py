@@ -1,0 +1,149 @@
+"""Cancel in every state, and the read side: get_state, get_message, get_result."""
+
+from __future__ import annotations
+
+import pytest
+
+from fairque_core import LeaseLostError, Priority, TaskState
+
+from .helpers import claim_ids, msg
+
+
+def test_cancel_queued(backend):
+    backend.push(msg("t1"))
+    backend.push(msg("t2"))
+    assert backend.cancel("t1") is True
+    assert backend.get_state("t1") is TaskState.CANCELED
+    assert backend.get_message("t1") == msg("t1")
+    stats = backend.stats()
+    assert (stats["canceled"], stats["ready"]) == (1, 1)
+    assert backend.queue_sizes(["alice"])["alice"].normal == 1
+    assert claim_ids(backend, 3) == ["t2"]
+
+
+def test_cancel_queued_critical(backend):
+    backend.push(msg("c1", priority=Priority.CRITICAL))
+    backend.push(msg("c2", priority=Priority.CRITICAL))
+    assert backend.cancel("c1") is True
+    assert backend.queue_sizes(["alice"])["alice"].critical == 1
+    assert claim_ids(backend, 3) == ["c2"]
+
+
+def test_cancel_the_last_ready_task_deactivates_the_tenant(backend):
+    backend.push(msg("a1", "a"))
+    backend.push(msg("b1", "b"))
+    assert backend.stats()["active_tenants"] == 2
+    backend.cancel("a1")
+    assert backend.stats()["active_tenants"] == 1
+    assert claim_ids(backend, 2) == ["b1"]
+    assert backend.stats()["active_tenants"] == 0
+
+
+def test_cancel_scheduled(backend, clock):
+    backend.push(msg("later", delay=5))
+    assert backend.cancel("later") is True
+    assert backend.get_state("later") is TaskState.CANCELED
+    assert backend.stats()["scheduled"] == 0
+    assert backend.queue_sizes(["alice"])["alice"].scheduled == 0
+    clock.advance(10)
+    assert backend.claim() == []
+
+
+def test_cancel_started(backend):
+    backend.push(msg("t1"))
+    [c] = backend.claim()
+    assert backend.cancel("t1") is True
+    assert backend.get_state("t1") is TaskState.CANCELED
+    stats = backend.stats()
+    assert (stats["leased"], stats["canceled"]) == (0, 1)
+    assert backend.queue_sizes(["alice"])["alice"].leased == 0
+    with pytest.raises(LeaseLostError):
+        backend.finish("t1", c.lease.token)
+    with pytest.raises(LeaseLostError):
+        backend.heartbeat("t1", c.lease.token)
+    assert backend.get_state("t1") is TaskState.CANCELED
+
+
+def test_cancel_started_is_not_redelivered(backend, clock):
+    backend.push(msg("t1"))
+    backend.claim()
+    backend.cancel("t1")
+    clock.advance(3600)
+    assert backend.requeue_expired() == 0
+    assert backend.claim() == []
+
+
+def test_cancel_deferred(backend):
+    backend.push(msg("parent"))
+    backend.push(msg("child", depends_on=["parent"]))
+    assert backend.get_state("child") is TaskState.DEFERRED
+    assert backend.cancel("child") is True
+    assert backend.get_state("child") is TaskState.CANCELED
+    [c] = backend.claim()
+    backend.finish("parent", c.lease.token)
+    assert backend.get_state("child") is TaskState.CANCELED
+    assert backend.claim() == []
+
+
+def test_cancel_scheduled_retry(backend):
+    backend.push(msg("t1"))
+    [c] = backend.claim()
+    backend.fail("t1", c.lease.token, retry_delay=5)
+    assert backend.cancel("t1") is True
+    assert backend.stats()["scheduled"] == 0
+
+
+@pytest.mark.parametrize("final", ["finished", "failed", "canceled"])
+def test_cancel_in_a_final_state_is_refused(backend, final):
+    backend.push(msg("t1"))
+    if final == "canceled":
+        backend.cancel("t1")
+    else:
+        [c] = backend.claim()
+        if final == "finished":
+            backend.finish("t1", c.lease.token, b"r")
+        else:
+            backend.fail("t1", c.lease.token, retry_delay=None)
+    state = backend.get_state("t1")
+    stats = backend.stats()
+    assert backend.cancel("t1") is False
+    assert backend.get_state("t1") is state
+    assert backend.stats() == stats
+
+
+def test_cancel_unknown(backend):
+    assert backend.cancel("never-pushed") is False
+    assert backend.stats()["canceled"] == 0
+
+
+def test_reads_of_unknown_ids(backend):
+    assert backend.get_state("nope") is None
+    assert backend.get_message("nope") is None
+    assert backend.get_result("nope") is None
+
+
+def test_state_through_a_whole_life(backend, clock):
+    backend.push(msg("t", delay=1))
+    seen = [backend.get_state("t")]
+    clock.advance(1)
+    backend.push(msg("other", "zed"))  # unrelated work does not disturb it
+    seen.append(backend.get_state("t"))
+    [c] = backend.claim(assigned=["alice"])
+    seen.append(backend.get_state("t"))
+    backend.fail("t", c.lease.token, retry_delay=1)
+    seen.append(backend.get_state("t"))
+    clock.advance(1)
+    [c] = backend.claim(assigned=["alice"])
+    seen.append(backend.get_state("t"))
+    backend.finish("t", c.lease.token, b"42")
+    seen.append(backend.get_state("t"))
+    assert seen == [
+        TaskState.SCHEDULED,
+        TaskState.SCHEDULED,  # due, but moved only by a claim
+        TaskState.STARTED,
+        TaskState.SCHEDULED,
+        TaskState.STARTED,
+        TaskState.FINISHED,
+    ]
+    assert backend.get_result("t") == b"42"
+    assert backend.get_message("t").retry_count == 1
