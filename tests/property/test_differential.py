@@ -1,0 +1,384 @@
+"""Differential test: the Redis backend must agree with the reference model step for step.
+
+A hypothesis ``RuleBasedStateMachine`` drives the same random operations into
+``InMemoryBackend`` and ``RedisBackend`` (the embedded Valkey of the session, a fresh queue per
+example) on one shared fake clock, each backend with its own deterministic token counter that
+starts at the same value. Every result must be equal (an exception must have the same type),
+and after every step the whole observable state must be equal: stats, per-tenant stats and
+sizes, state / message / result of every id in play, and the DLQ.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import defaultdict
+from typing import Any, ClassVar
+
+import attrs
+import pytest
+from hypothesis import note, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from fairque_core import FailureType, Message, Priority, QueueConfig, TaskState
+from fairque_core.memory import InMemoryBackend
+
+TASK_IDS = [f"t{i}" for i in range(8)]
+USERS = ["a", "b", "c"]
+KNOWN_USERS = [*USERS, "z"]  # "z" never gets work
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = float(int(time.time()))
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class CountingTokens:
+    def __init__(self, start: int = 0) -> None:
+        self.n = start
+
+    def __call__(self) -> str:
+        self.n += 1
+        return f"tok-{self.n:05d}"
+
+
+task_ids = st.sampled_from(TASK_IDS)
+users = st.sampled_from(USERS)
+user_lists = st.none() | st.lists(st.sampled_from(KNOWN_USERS), max_size=3, unique=True)
+messages = st.builds(
+    lambda tid, user, prio, delay, deps, body, max_retries: Message(
+        task_id=tid,
+        user_id=user,
+        priority=prio,
+        body=body,
+        max_retries=max_retries,
+        created_at=1_700_000_000.25,
+        delay=delay,
+        depends_on=tuple(deps),
+        headers={"h": tid},
+    ),
+    task_ids,
+    users,
+    st.sampled_from(list(Priority)),
+    st.sampled_from([0.0, 0.0, 0.0, 2.0, 7.5]),
+    st.one_of(*[st.just([])] * 5, st.lists(task_ids, min_size=1, max_size=2, unique=True)),
+    st.binary(max_size=6),
+    st.integers(0, 3),
+)
+# 0: the latest token of the task, 1: the one before, 2: bogus
+token_picks = st.sampled_from([0, 0, 0, 1, 2])
+# A task to act on: an id, or (an int) preferably one that has been claimed at some point.
+targets = st.one_of(task_ids, *[st.integers(0, 63)] * 3)
+
+
+def _outcome(fn: Any) -> tuple[str, Any]:
+    try:
+        return ("ok", fn())
+    except Exception as exc:
+        return ("raised", type(exc))
+
+
+class ModelVsRedis(RuleBasedStateMachine):
+    redis_client: ClassVar[Any] = None
+    redis_backend_cls: ClassVar[Any] = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = FakeClock()
+        self.model: Any = None
+        self.real: Any = None
+        self.queue = "d" + uuid.uuid4().hex[:16]
+        self.tokens: dict[str, list[str]] = defaultdict(list)
+
+    # ------------------------------------------------------------------ plumbing
+    def both(self, label: str, call: Any) -> Any:
+        expected = _outcome(lambda: call(self.model))
+        actual = _outcome(lambda: call(self.real))
+        note(f"{label}: model={expected!r} redis={actual!r}")
+        assert actual == expected, f"{label}: model {expected!r} != redis {actual!r}"
+        return expected[1] if expected[0] == "ok" else None
+
+    def token(self, task_id: str, pick: int) -> str:
+        issued = self.tokens.get(task_id, [])
+        if pick < len(issued) and pick < 2:
+            return issued[-1 - pick]
+        return "bogus-token"
+
+    def target(self, choice: str | int) -> str:
+        if isinstance(choice, str):
+            return choice
+        claimed = sorted(self.tokens)
+        leased = [t for t in claimed if self.model.get_state(t) is TaskState.STARTED]
+        pool = leased or claimed or TASK_IDS
+        return pool[choice % len(pool)]
+
+    def remember(self, claimed: list[Any] | None) -> None:
+        for c in claimed or ():
+            self.tokens[c.message.task_id].append(c.lease.token)
+
+    @initialize(
+        strict=st.booleans(),
+        max_recoveries=st.integers(0, 2),
+        lease=st.sampled_from([3.0, 10.0]),
+        first=st.lists(messages, max_size=6),
+    )
+    def setup(self, strict: bool, max_recoveries: int, lease: float, first: list[Message]) -> None:
+        config = QueueConfig(
+            name=self.queue,
+            lease_seconds=lease,
+            max_recoveries=max_recoveries,
+            strict_tiers=strict,
+        )
+        note(f"config: lease={lease} max_recoveries={max_recoveries} strict={strict}")
+        self.model = InMemoryBackend(
+            self.clock, queue=self.queue, config=config, token_source=CountingTokens()
+        )
+        self.real = self.redis_backend_cls(
+            self.redis_client,
+            queue=self.queue,
+            config=config,
+            clock=self.clock,
+            token_source=CountingTokens(),
+        )
+        first = [attrs.evolve(m, depends_on=()) for m in first]
+        self.both("push_batch(first)", lambda b: b.push_batch(first))
+
+    def teardown(self) -> None:
+        if self.real is not None:
+            self.real.close()
+        client = self.redis_client
+        keys = list(client.scan_iter(match=f"fq:{{{self.queue}}}:*", count=1000))
+        if keys:
+            client.delete(*keys)
+
+    def ready(self) -> bool:
+        return self.model is not None
+
+    # ------------------------------------------------------------------ rules
+    @precondition(ready)
+    @rule(m=messages)
+    def push(self, m: Message) -> None:
+        self.do_push(m)
+
+    @precondition(ready)
+    @rule(m=messages)
+    def push_again(self, m: Message) -> None:
+        self.do_push(m)
+
+    def do_push(self, m: Message) -> None:
+        self.both(
+            f"push({m.task_id}, {m.user_id}, {m.priority.name}, delay={m.delay}, "
+            f"deps={m.depends_on})",
+            lambda b: b.push(m),
+        )
+
+    @precondition(ready)
+    @rule(ms=st.lists(messages, min_size=0, max_size=4))
+    def push_batch(self, ms: list[Message]) -> None:
+        label = (
+            "push_batch("
+            + ", ".join(
+                f"{m.task_id}/{m.user_id}/{int(m.priority)}/{m.delay}/{m.depends_on}" for m in ms
+            )
+            + ")"
+        )
+        self.both(label, lambda b: b.push_batch(ms))
+
+    @precondition(ready)
+    @rule(
+        assigned=user_lists,
+        steal=user_lists,
+        count=st.integers(1, 3),
+        lease=st.sampled_from([None, None, 4.0]),
+        worker=st.sampled_from(["", "w1"]),
+    )
+    def claim(self, assigned: Any, steal: Any, count: int, lease: Any, worker: str) -> None:
+        self.do_claim(assigned, steal, count, lease, worker)
+
+    @precondition(ready)
+    @rule(count=st.integers(1, 3), lease=st.sampled_from([None, 4.0]))
+    def claim_any(self, count: int, lease: Any) -> None:
+        self.do_claim(None, None, count, lease, "w2")
+
+    @precondition(ready)
+    @rule(count=st.integers(1, 2))
+    def claim_any_again(self, count: int) -> None:
+        self.do_claim(None, None, count, None, "")
+
+    def do_claim(self, assigned: Any, steal: Any, count: int, lease: Any, worker: str) -> None:
+        got = self.both(
+            f"claim(assigned={assigned}, steal={steal}, count={count}, lease={lease})",
+            lambda b: b.claim(
+                worker_id=worker, assigned=assigned, steal=steal, count=count, lease_seconds=lease
+            ),
+        )
+        self.remember(got)
+
+    @precondition(ready)
+    @rule(
+        action=st.sampled_from(["finish", "retry", "dead", "heartbeat", "release", "cancel"]),
+        retry_delay=st.sampled_from([0.0, 1.0, 4.0]),
+        advance=st.sampled_from([0.0, 0.0, 1.0, 2.999, 3.0, 10.0]),
+    )
+    def claim_and_act(self, action: str, retry_delay: float, advance: float) -> None:
+        got = self.both("claim()", lambda b: b.claim())
+        self.remember(got)
+        if not got:
+            return
+        tid, token = got[0].message.task_id, got[0].lease.token
+        if advance:
+            note(f"advance({advance})")
+            self.clock.advance(advance)
+        calls = {
+            "finish": lambda b: b.finish(tid, token, b"result"),
+            "retry": lambda b: b.fail(tid, token, retry_delay=retry_delay, reason="retry"),
+            "dead": lambda b: b.fail(tid, token, retry_delay=None, reason="dead"),
+            "heartbeat": lambda b: b.heartbeat(tid, token),
+            "release": lambda b: b.release(tid, token),
+            "cancel": lambda b: b.cancel(tid),
+        }
+        self.both(f"{action}({tid}, {token})", calls[action])
+
+    @precondition(ready)
+    @rule(tid=targets, pick=token_picks, result=st.none() | st.binary(max_size=4))
+    def finish(self, tid: Any, pick: int, result: bytes | None) -> None:
+        tid = self.target(tid)
+        token = self.token(tid, pick)
+        self.both(f"finish({tid}, {token})", lambda b: b.finish(tid, token, result))
+
+    @precondition(ready)
+    @rule(items=st.lists(st.tuples(targets, token_picks), max_size=3))
+    def finish_batch(self, items: list[tuple[Any, int]]) -> None:
+        ids = [(self.target(choice), pick) for choice, pick in items]
+        batch = [(tid, self.token(tid, pick), b"r") for tid, pick in ids]
+        self.both(f"finish_batch({batch})", lambda b: b.finish_batch(batch))
+
+    @precondition(ready)
+    @rule(
+        tid=task_ids,
+        pick=token_picks,
+        retry_delay=st.sampled_from([None, 0.0, 1.5, 6.0]),
+        failure_type=st.sampled_from(list(FailureType)),
+        reason=st.sampled_from(["", "boom"]),
+    )
+    def fail(
+        self, tid: Any, pick: int, retry_delay: Any, failure_type: FailureType, reason: str
+    ) -> None:
+        tid = self.target(tid)
+        token = self.token(tid, pick)
+        self.both(
+            f"fail({tid}, {token}, retry_delay={retry_delay}, {failure_type.value})",
+            lambda b: b.fail(
+                tid, token, retry_delay=retry_delay, failure_type=failure_type, reason=reason
+            ),
+        )
+
+    @precondition(ready)
+    @rule(tid=targets, pick=token_picks, lease=st.sampled_from([None, 4.0]))
+    def heartbeat(self, tid: Any, pick: int, lease: Any) -> None:
+        tid = self.target(tid)
+        token = self.token(tid, pick)
+        self.both(f"heartbeat({tid}, {token}, {lease})", lambda b: b.heartbeat(tid, token, lease))
+
+    @precondition(ready)
+    @rule(tid=targets, pick=token_picks)
+    def release(self, tid: Any, pick: int) -> None:
+        tid = self.target(tid)
+        token = self.token(tid, pick)
+        self.both(f"release({tid}, {token})", lambda b: b.release(tid, token))
+
+    @precondition(ready)
+    @rule(seconds=st.sampled_from([0.001, 0.5, 1.0, 2.5, 5.0, 11.0]))
+    def advance(self, seconds: float) -> None:
+        note(f"advance({seconds})")
+        self.clock.advance(seconds)
+
+    @precondition(ready)
+    @rule(limit=st.integers(1, 4))
+    def requeue_expired(self, limit: int) -> None:
+        self.both(f"requeue_expired({limit})", lambda b: b.requeue_expired(limit))
+
+    @precondition(ready)
+    @rule(seconds=st.sampled_from([3.0, 5.0, 11.0]))
+    def advance_and_reap(self, seconds: float) -> None:
+        note(f"advance({seconds})")
+        self.clock.advance(seconds)
+        self.both("requeue_expired(100)", lambda b: b.requeue_expired(100))
+
+    @precondition(ready)
+    @rule(tid=targets)
+    def cancel(self, tid: Any) -> None:
+        tid = self.target(tid)
+        self.both(f"cancel({tid})", lambda b: b.cancel(tid))
+
+    @precondition(ready)
+    @rule(user=users, weight=st.sampled_from([0.5, 1.0, 2.0, 3.0]), tier=st.integers(0, 2))
+    def set_tenant_weight(self, user: str, weight: float, tier: int) -> None:
+        self.both(
+            f"set_tenant_weight({user}, {weight}, tier={tier})",
+            lambda b: b.set_tenant_weight(user, weight, tier=tier),
+        )
+
+    @precondition(ready)
+    @rule(ids=st.none() | st.lists(task_ids, max_size=3, unique=True))
+    def requeue_dlq(self, ids: Any) -> None:
+        self.both(f"requeue_dlq({ids})", lambda b: b.requeue_dlq(ids))
+
+    @precondition(ready)
+    @rule(ids=st.none() | st.lists(task_ids, max_size=2, unique=True))
+    def purge_dlq(self, ids: Any) -> None:
+        self.both(f"purge_dlq({ids})", lambda b: b.purge_dlq(ids))
+
+    # ------------------------------------------------------------------ state
+    @invariant()
+    def same_state(self) -> None:
+        if self.model is None:
+            return
+        checks = {
+            "stats": lambda b: b.stats(),
+            "queue_sizes": lambda b: b.queue_sizes(KNOWN_USERS),
+            "list_dlq": lambda b: b.list_dlq(limit=100),
+        }
+        for user in KNOWN_USERS:
+            checks[f"tenant_stats({user})"] = lambda b, u=user: b.tenant_stats(u)
+        for tid in TASK_IDS:
+            checks[f"get_state({tid})"] = lambda b, t=tid: b.get_state(t)
+            checks[f"get_message({tid})"] = lambda b, t=tid: b.get_message(t)
+            checks[f"get_result({tid})"] = lambda b, t=tid: b.get_result(t)
+        for label, call in checks.items():
+            expected = _outcome(lambda c=call: c(self.model))
+            actual = _outcome(lambda c=call: c(self.real))
+            assert actual == expected, (
+                f"after the step, {label}: model {expected!r} != redis {actual!r}"
+            )
+
+
+@pytest.mark.redis
+def test_model_and_redis_agree(valkey_server: Any) -> None:
+    try:
+        from fairque_redis.backend import RedisBackend
+    except ImportError as exc:
+        pytest.skip(f"fairque_redis.backend is not importable yet ({exc})")
+    import redis
+
+    client = redis.Redis.from_url(valkey_server.url)
+    ModelVsRedis.redis_client = client
+    ModelVsRedis.redis_backend_cls = RedisBackend
+    try:
+        run_state_machine_as_test(ModelVsRedis, settings=settings(stateful_step_count=30))
+    finally:
+        client.close()
