@@ -8,8 +8,10 @@ window, weighted shares within 2%, Jain's index >= 0.99, a newly active tenant s
 from __future__ import annotations
 
 import time
+import uuid
 from collections import Counter, defaultdict
 
+import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
 
@@ -285,3 +287,39 @@ def test_expired_lease_handed_out_again_after_requeue(n, users, over):
     for tid, c in again.items():
         assert c.recoveries == 1
         assert c.lease.token != first[tid]
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("weights", [(1, 1, 1, 1), (1, 3), (1, 2, 5)])
+def test_redis_backend_meets_the_same_bars(valkey_server, weights):
+    """The shares bar (and Jain for equal weights) on the real scripts, 1200 pops."""
+    try:
+        from fairque_redis.backend import RedisBackend
+    except ImportError as exc:
+        pytest.skip(f"fairque_redis.backend is not importable yet ({exc})")
+    queue = "f" + uuid.uuid4().hex[:16]
+    backend = RedisBackend.from_url(
+        valkey_server.url, queue=queue, config=QueueConfig(), clock=FakeClock()
+    )
+    try:
+        users = [f"t{i}" for i in range(len(weights))]
+        pops = 1200
+        for u, w in zip(users, weights, strict=True):
+            backend.set_tenant_weight(u, w)
+            backend.push_batch([_msg(f"{u}-{i}", u) for i in range(pops)])
+        served = Counter(_pop_users(backend, pops, [1, 7, 16]))
+        total_w = sum(weights)
+        for u, w in zip(users, weights, strict=True):
+            expected = pops * w / total_w
+            assert abs(served[u] - expected) <= 0.02 * expected, (u, served)
+        if len(set(weights)) == 1:
+            assert _jain([served[u] for u in users]) >= 0.99
+    finally:
+        backend.close()
+        import redis
+
+        client = redis.Redis.from_url(valkey_server.url)
+        keys = list(client.scan_iter(match=f"fq:{{{queue}}}:*", count=1000))
+        if keys:
+            client.delete(*keys)
+        client.close()
