@@ -33,7 +33,7 @@ BACKEND_PARAMS = [
 
 # Commands that a probe (or a cluster client's topology refresh) sends, never the backend
 # under test on its own behalf.
-_PROBE_COMMANDS = ("cmdstat_info", "cmdstat_cluster", "cmdstat_scan", "cmdstat_config")
+_PROBE_COMMANDS = ("cmdstat_info", "cmdstat_cluster")
 
 
 def _require_redis_backend() -> Any:
