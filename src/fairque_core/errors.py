@@ -67,7 +67,7 @@ class PayloadTooLargeError(TaskValidationError):
         super().__init__("payload", f"<{size} bytes>", f"larger than the limit of {limit} bytes")
 
 
-class InvalidTransition(DomainError):  # noqa: N818 - the name of the concept, as in h11
+class InvalidTransition(DomainError):
     """A task event is not allowed in the task's current state."""
 
     def __init__(self, state: object, event: object) -> None:

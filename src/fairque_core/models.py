@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
-from fairque_core._types import FailureType, Priority, TaskState
+from fairque_core._types import FailureType, Priority
 from fairque_core.errors import TaskValidationError
 from fairque_core.validation import check_finite, validate_id
 
@@ -52,6 +52,12 @@ def _check_payload(_inst: object, _attribute: attrs.Attribute[Any], value: objec
         raise TaskValidationError("payload", value, "must be a mapping")
 
 
+def _to_tuple(value: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(value, str):
+        raise TaskValidationError("depends_on", value, "must be a sequence of task ids, not a str")
+    return tuple(value)
+
+
 def _freeze_headers(value: Mapping[str, str] | None) -> Mapping[str, str]:
     return dict(value) if value is not None else {}
 
@@ -81,7 +87,9 @@ class Task:
     max_retries: int = attrs.field(default=3, validator=_check_count)
     created_at: float = attrs.field(factory=time.time, validator=_check_time)
     execute_after: float = attrs.field(factory=time.time, validator=_check_time)
-    depends_on: tuple[str, ...] = attrs.field(default=(), converter=tuple, validator=_check_deps)
+    depends_on: tuple[str, ...] = attrs.field(
+        default=(), converter=_to_tuple, validator=_check_deps
+    )
     headers: Mapping[str, str] = attrs.field(
         factory=dict, converter=_freeze_headers, validator=_check_headers
     )
@@ -193,5 +201,3 @@ class QueueSizes:
             "leased": self.leased,
             "total": self.total,
         }
-
-
