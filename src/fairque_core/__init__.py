@@ -2,6 +2,8 @@
 
 from fairque_core._types import FailureType, Priority, TaskState
 from fairque_core.config import FairQueueConfig, QueueConfig, RedisConfig, TierConfig, WorkerConfig
+from fairque_core.engine import FairQueue
+from fairque_core.engine_async import AsyncFairQueue
 from fairque_core.errors import (
     BackendError,
     BackendOutOfMemoryError,
@@ -23,10 +25,14 @@ from fairque_core.errors import (
     TaskValidationError,
     UnknownTaskError,
 )
+from fairque_core.memory import InMemoryBackend
+from fairque_core.memory_async import AsyncInMemoryBackend
 from fairque_core.models import Claimed, DLQEntry, Lease, Message, QueueSizes, Task
 from fairque_core.ports import AsyncQueueBackend, Clock, QueueBackend, TokenSource
 
 __all__ = [
+    "AsyncFairQueue",
+    "AsyncInMemoryBackend",
     "AsyncQueueBackend",
     "BackendError",
     "BackendOutOfMemoryError",
@@ -37,8 +43,10 @@ __all__ = [
     "DependencyCycleError",
     "DomainError",
     "FailureType",
+    "FairQueue",
     "FairQueueConfig",
     "FairQueueError",
+    "InMemoryBackend",
     "InvalidTransition",
     "Lease",
     "LeaseLostError",

@@ -1,0 +1,141 @@
+"""AsyncInMemoryBackend: the reference model behind the async port.
+
+Every method runs the matching :class:`~fairque_core.memory.InMemoryBackend` method at once
+(the model does no I/O, so nothing would be gained by a thread), which makes
+:class:`~fairque_core.engine_async.AsyncFairQueue` and the async worker usable without Redis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fairque_core._types import FailureType, TaskState
+from fairque_core.config import QueueConfig
+from fairque_core.memory import InMemoryBackend
+from fairque_core.models import Claimed, DLQEntry, Message, QueueSizes
+from fairque_core.ports import Clock, TokenSource
+
+__all__ = ["AsyncInMemoryBackend"]
+
+
+class AsyncInMemoryBackend:
+    """Awaitable methods over one :class:`InMemoryBackend` (given, or built from the args)."""
+
+    def __init__(
+        self,
+        clock: Clock | None = None,
+        *,
+        queue: str = "default",
+        config: QueueConfig | None = None,
+        token_source: TokenSource | None = None,
+        model: InMemoryBackend | None = None,
+    ) -> None:
+        self._model = (
+            model
+            if model is not None
+            else InMemoryBackend(clock, queue=queue, config=config, token_source=token_source)
+        )
+
+    @property
+    def model(self) -> InMemoryBackend:
+        """The synchronous model underneath (shared state)."""
+        return self._model
+
+    @property
+    def queue(self) -> str:
+        return self._model.queue
+
+    @property
+    def config(self) -> QueueConfig:
+        return self._model.config
+
+    async def push(self, message: Message) -> bool:
+        return self._model.push(message)
+
+    async def push_batch(self, messages: Sequence[Message]) -> list[bool]:
+        return self._model.push_batch(messages)
+
+    async def claim(
+        self,
+        *,
+        worker_id: str = "",
+        assigned: Sequence[str] | None = None,
+        steal: Sequence[str] | None = None,
+        count: int = 1,
+        lease_seconds: float | None = None,
+    ) -> list[Claimed]:
+        return self._model.claim(
+            worker_id=worker_id,
+            assigned=assigned,
+            steal=steal,
+            count=count,
+            lease_seconds=lease_seconds,
+        )
+
+    async def heartbeat(
+        self, task_id: str, token: str, lease_seconds: float | None = None
+    ) -> float:
+        return self._model.heartbeat(task_id, token, lease_seconds)
+
+    async def finish(self, task_id: str, token: str, result: bytes | None = None) -> None:
+        self._model.finish(task_id, token, result)
+
+    async def finish_batch(self, items: Sequence[tuple[str, str, bytes | None]]) -> list[bool]:
+        return self._model.finish_batch(items)
+
+    async def fail(
+        self,
+        task_id: str,
+        token: str,
+        *,
+        retry_delay: float | None,
+        failure_type: FailureType = FailureType.FAILED,
+        reason: str = "",
+    ) -> TaskState:
+        return self._model.fail(
+            task_id, token, retry_delay=retry_delay, failure_type=failure_type, reason=reason
+        )
+
+    async def release(self, task_id: str, token: str) -> None:
+        self._model.release(task_id, token)
+
+    async def requeue_expired(self, limit: int = 100) -> int:
+        return self._model.requeue_expired(limit)
+
+    async def cancel(self, task_id: str) -> bool:
+        return self._model.cancel(task_id)
+
+    async def get_message(self, task_id: str) -> Message | None:
+        return self._model.get_message(task_id)
+
+    async def get_state(self, task_id: str) -> TaskState | None:
+        return self._model.get_state(task_id)
+
+    async def get_result(self, task_id: str) -> bytes | None:
+        return self._model.get_result(task_id)
+
+    async def queue_sizes(self, user_ids: Sequence[str]) -> dict[str, QueueSizes]:
+        return self._model.queue_sizes(user_ids)
+
+    async def stats(self) -> dict[str, int]:
+        return self._model.stats()
+
+    async def tenant_stats(self, user_id: str) -> dict[str, int]:
+        return self._model.tenant_stats(user_id)
+
+    async def set_tenant_weight(self, user_id: str, weight: float, *, tier: int = 0) -> None:
+        self._model.set_tenant_weight(user_id, weight, tier=tier)
+
+    async def list_dlq(
+        self, *, limit: int = 100, offset: int = 0, failure_type: FailureType | None = None
+    ) -> list[DLQEntry]:
+        return self._model.list_dlq(limit=limit, offset=offset, failure_type=failure_type)
+
+    async def requeue_dlq(self, entry_ids: Sequence[str] | None = None) -> int:
+        return self._model.requeue_dlq(entry_ids)
+
+    async def purge_dlq(self, entry_ids: Sequence[str] | None = None) -> int:
+        return self._model.purge_dlq(entry_ids)
+
+    async def close(self) -> None:
+        self._model.close()

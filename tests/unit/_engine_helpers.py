@@ -1,0 +1,75 @@
+"""Test doubles for the engine and worker tests: a fake clock and a recording plugin host."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from fairque_core import FailureType, Task
+from fairque_core.retry import RetryDecision
+
+
+class FakeClock:
+    """A clock tests move by hand."""
+
+    def __init__(self, start: float | None = None) -> None:
+        self.now = float(int(time.time())) if start is None else float(start)
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> float:
+        with self._lock:
+            self.now += seconds
+            return self.now
+
+
+class RecordingHost:
+    """A minimal PluginHost: JSON codec, a fixed retry delay (None: dead-letter at once),
+    and a record of every task event."""
+
+    def __init__(self, retry_delay: float | None = None) -> None:
+        self.retry_delay = retry_delay
+        self.extra_headers: dict[str, str] = {}
+        self.events: list[tuple[str, Task]] = []
+        self.infos: list[dict[str, Any]] = []
+        self.executed = 0
+        self._lock = threading.Lock()
+
+    def encode(self, task: Task) -> tuple[bytes, str]:
+        return json.dumps(dict(task.payload)).encode(), "application/json"
+
+    def decode(self, content_type: str, body: bytes) -> dict[str, Any]:
+        value = json.loads(body)
+        if not isinstance(value, dict):
+            raise ValueError("not an object")
+        return value
+
+    def push_headers(self, task: Task) -> dict[str, str]:
+        return dict(self.extra_headers)
+
+    def task_event(self, event: str, task: Task, queue: str, **info: Any) -> None:
+        with self._lock:
+            self.events.append((event, task))
+            self.infos.append({"event": event, **info})
+
+    def execute(self, task: Task, call: Callable[[], Any]) -> Any:
+        with self._lock:
+            self.executed += 1
+        return call()
+
+    def retry_decide(self, task: Task, error: BaseException, attempt: int) -> RetryDecision:
+        if self.retry_delay is not None and task.retry_count < task.max_retries:
+            return RetryDecision.retry(self.retry_delay)
+        return RetryDecision.dead(FailureType.FAILED, repr(error))
+
+    def configure(self, config: Any) -> None:
+        return None
+
+    def count(self, event: str) -> int:
+        with self._lock:
+            return sum(1 for e, _ in self.events if e == event)
