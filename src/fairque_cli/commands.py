@@ -1,0 +1,313 @@
+"""``fairque push``, ``fairque stats`` and ``fairque dlq``: small operations on a live queue."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
+
+from fairque_cli.context import (
+    CliError,
+    SubCommands,
+    config_tenants,
+    describe_target,
+    load_config,
+    open_queue,
+    split_ids,
+)
+from fairque_cli.term import LiveView, bold, format_table
+from fairque_core import FailureType, Priority, Task, TaskState
+from fairque_core.engine import FairQueue
+
+__all__ = ["add_dlq", "add_push", "add_stats", "parse_priority"]
+
+_SIZE_COLUMNS = ("critical", "normal", "scheduled", "leased", "total")
+
+
+# ---- push ------------------------------------------------------------------------------------
+
+
+def parse_priority(text: str) -> Priority:
+    """A priority from ``1``-``6`` or a name (``high``, ``VERY_LOW``, ``critical``)."""
+    value = text.strip()
+    if value.lstrip("-").isdigit():
+        try:
+            return Priority.from_int(int(value))
+        except ValueError as exc:
+            raise CliError(f"--priority must be 1-6 or a name, got {text!r}") from exc
+    try:
+        return Priority[value.upper().replace("-", "_")]
+    except KeyError:
+        names = ", ".join(p.name.lower() for p in Priority)
+        raise CliError(f"--priority must be 1-6 or one of {names}; got {text!r}") from None
+
+
+def _parse_payload(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"--payload is not valid JSON: {exc.msg} (column {exc.colno})") from None
+    if not isinstance(value, dict):
+        raise CliError(f"--payload must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _run_push(args: argparse.Namespace, out: TextIO) -> int:
+    priority = parse_priority(args.priority)
+    payload = _parse_payload(args.payload)
+    if args.delay is not None and args.delay < 0:
+        raise CliError("--delay must be >= 0 seconds")
+    execute_after = time.time() + args.delay if args.delay else None
+    task = Task.create(
+        args.user,
+        priority,
+        payload,
+        task_id=args.id,
+        max_retries=args.max_retries,
+        execute_after=execute_after,
+        name=args.name or "",
+    )
+    config = load_config(args)
+    with open_queue(config) as queue:
+        task_id = queue.push(task)
+        state = queue.get_state(task_id)
+    out.write(f"{task_id}\n")
+    if not args.quiet:
+        sys.stderr.write(
+            f"pushed {task_id} for {args.user} (priority {priority.name.lower()}, "
+            f"{state if state is not None else 'unknown'}) to queue {config.queue.name}\n"
+        )
+    return 0
+
+
+def add_push(sub: SubCommands) -> None:
+    p = sub.add_parser(
+        "push",
+        help="push one task",
+        description="Push one task for a tenant; prints its id on stdout.",
+    )
+    p.add_argument("--user", required=True, help="tenant id (user_id)")
+    p.add_argument(
+        "--priority", default="normal", help="1-6 or very_low|low|normal|high|very_high|critical"
+    )
+    p.add_argument("--payload", default="{}", help="task payload, a JSON object")
+    p.add_argument("--name", default="", help="task name (what a registry handler dispatches on)")
+    p.add_argument("--delay", type=float, default=None, metavar="S", help="run after S seconds")
+    p.add_argument("--id", default=None, help="task id (pushing a known id is a no-op)")
+    p.add_argument("--max-retries", type=int, default=3)
+    p.add_argument("-q", "--quiet", action="store_true", help="print only the task id")
+    p.set_defaults(func=_run_push)
+
+
+# ---- stats -----------------------------------------------------------------------------------
+
+
+def _stats_lines(
+    queue: FairQueue, target: str, tenants: Sequence[str], styled: bool
+) -> tuple[list[str], dict[str, Any]]:
+    stats = queue.get_stats()
+    sizes = queue.get_queue_sizes_batch(tenants) if tenants else {}
+    tenant_counters = {t: queue.get_tenant_stats(t) for t in tenants}
+    per_tenant: dict[str, Any] = {}
+    data: dict[str, Any] = {"queue": queue.name, "stats": stats, "tenants": per_tenant}
+    lines = [
+        bold(f"queue {queue.name}", styled) + f"  on {target}",
+        "",
+    ]
+    keys = sorted(stats)
+    pairs = [f"{k} {stats[k]}" for k in keys]
+    for start in range(0, len(pairs), 5):
+        lines.append("  " + "   ".join(pairs[start : start + 5]))
+    lines.append(f"  dead-letter queue: {stats.get('dlq', 0)} entries")
+    lines.append("")
+    if tenants:
+        rows = []
+        for tenant in tenants:
+            size = sizes.get(tenant, {})
+            counters = tenant_counters[tenant]
+            rows.append(
+                [
+                    tenant,
+                    *(str(size.get(c, 0)) for c in _SIZE_COLUMNS),
+                    str(counters.get("pushed", 0)),
+                    str(counters.get("finished", 0)),
+                    str(counters.get("dead", 0)),
+                ]
+            )
+            per_tenant[tenant] = {"sizes": dict(size), "counters": dict(counters)}
+        header = ["tenant", *_SIZE_COLUMNS, "pushed", "finished", "dead"]
+        lines += format_table(header, rows, right=range(1, len(header)))
+    else:
+        lines.append("(no tenants to show: name them with --user or in the config's queue section)")
+    return lines, data
+
+
+def _run_stats(args: argparse.Namespace, out: TextIO) -> int:
+    config = load_config(args)
+    tenants = split_ids(args.user) or config_tenants(config)
+    target = describe_target(config)
+    with open_queue(config) as queue:
+        if args.json:
+            _lines, data = _stats_lines(queue, target, tenants, styled=False)
+            out.write(json.dumps(data, indent=2, default=str) + "\n")
+            return 0
+        view = LiveView(out, period=args.watch or 2.0, tty_period=args.watch or 1.0)
+        if not args.watch:
+            lines, _data = _stats_lines(queue, target, tenants, view.tty)
+            view.finish(lines)
+            return 0
+        try:
+            while True:
+                lines, _data = _stats_lines(queue, target, tenants, view.tty)
+                stamp = dt.datetime.now().strftime("%H:%M:%S")
+                view.update([*lines, "", f"{stamp}  (Ctrl-C to stop)"], force=True)
+                time.sleep(args.watch)
+        except KeyboardInterrupt:
+            return 0
+
+
+def add_stats(sub: SubCommands) -> None:
+    p = sub.add_parser(
+        "stats",
+        help="queue counters, per-tenant depths, DLQ size",
+        description="Show the queue's counters, the DLQ size and per-tenant depths. Tenants come "
+        "from --user, else from the config (tenant_weights, tenant_tiers, worker lists).",
+    )
+    p.add_argument("--user", action="append", help="tenant(s) to show; repeat or comma-separate")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("--watch", type=float, default=None, metavar="S", help="refresh every S seconds")
+    p.set_defaults(func=_run_stats)
+
+
+# ---- dlq -------------------------------------------------------------------------------------
+
+
+def _failure_type(text: str | None) -> FailureType | None:
+    if text is None:
+        return None
+    try:
+        return FailureType(text.lower())
+    except ValueError:
+        names = ", ".join(t.value for t in FailureType)
+        raise CliError(f"--type must be one of {names}; got {text!r}") from None
+
+
+def _short(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _entry_row(entry: Any) -> list[str]:
+    task = entry.original_task
+    moved = dt.datetime.fromtimestamp(entry.moved_at).strftime("%Y-%m-%d %H:%M:%S")
+    return [
+        entry.entry_id,
+        task.user_id,
+        task.name or "-",
+        str(entry.failure_type),
+        str(task.retry_count),
+        moved,
+        _short(entry.reason or "", 60),
+    ]
+
+
+def _selected_ids(queue: FairQueue, args: argparse.Namespace) -> list[str] | None:
+    """The DLQ entries to act on: ``--id`` values (checked), a ``--type``, or None for all."""
+    ids = split_ids(args.id)
+    kind = _failure_type(args.type)
+    if ids:
+        missing = [i for i in ids if queue.get_state(i) is not TaskState.FAILED]
+        if missing:
+            shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+            raise CliError(f"not in the dead-letter queue: {shown} (nothing was changed)")
+        if kind is not None:
+            wrong = [
+                e.entry_id
+                for e in _all_entries(queue, None)
+                if e.entry_id in ids and e.failure_type is not kind
+            ]
+            if wrong:
+                raise CliError(f"not of type {kind}: {', '.join(wrong[:5])} (nothing was changed)")
+        return ids
+    if kind is not None:
+        return [e.entry_id for e in _all_entries(queue, kind)]
+    if not args.all:
+        raise CliError(f"name entries with --id or --type, or pass --all to {args.action} them all")
+    return None
+
+
+def _all_entries(queue: FairQueue, kind: FailureType | None) -> list[Any]:
+    out: list[Any] = []
+    page = 500
+    while True:
+        chunk = queue.list_dlq(limit=page, offset=len(out), failure_type=kind)
+        out.extend(chunk)
+        if len(chunk) < page:
+            return out
+
+
+def _run_dlq(args: argparse.Namespace, out: TextIO) -> int:
+    config = load_config(args)
+    with open_queue(config) as queue:
+        if args.action == "list":
+            kind = _failure_type(args.type)
+            entries = queue.list_dlq(limit=args.limit, offset=args.offset, failure_type=kind)
+            wanted = set(split_ids(args.id))
+            if wanted:
+                entries = [e for e in entries if e.entry_id in wanted]
+            if args.json:
+                out.write(json.dumps([_entry_json(e) for e in entries], indent=2) + "\n")
+                return 0
+            if not entries:
+                what = f" of type {kind}" if kind is not None else ""
+                out.write(f"the dead-letter queue of {queue.name} has no entries{what}\n")
+                return 0
+            header = ["entry id", "tenant", "name", "type", "retries", "moved at", "reason"]
+            out.write("\n".join(format_table(header, [_entry_row(e) for e in entries])) + "\n")
+            return 0
+        ids = _selected_ids(queue, args)
+        if ids is not None and not ids:
+            out.write("nothing to do: no matching entries\n")
+            return 0
+        if args.action == "requeue":
+            count = queue.requeue_dlq(ids)
+            out.write(f"requeued {count} entr{'y' if count == 1 else 'ies'}\n")
+        else:
+            count = queue.purge_dlq(ids)
+            out.write(f"purged {count} entr{'y' if count == 1 else 'ies'}\n")
+        return 0
+
+
+def _entry_json(entry: Any) -> Mapping[str, Any]:
+    task = entry.original_task
+    return {
+        "entry_id": entry.entry_id,
+        "user_id": task.user_id,
+        "name": task.name,
+        "priority": int(task.priority),
+        "failure_type": str(entry.failure_type),
+        "reason": entry.reason,
+        "retry_count": task.retry_count,
+        "moved_at": entry.moved_at,
+    }
+
+
+def add_dlq(sub: SubCommands) -> None:
+    p = sub.add_parser(
+        "dlq",
+        help="list, requeue or purge dead-letter entries",
+        description="Inspect and repair the dead-letter queue. requeue/purge act on the --id "
+        "entries, on every entry of a --type, or on everything with --all.",
+    )
+    p.add_argument("action", choices=("list", "requeue", "purge"))
+    p.add_argument("--type", choices=[t.value for t in FailureType], default=None)
+    p.add_argument("--id", action="append", help="entry id(s); repeat or comma-separate")
+    p.add_argument("--all", action="store_true", help="requeue/purge every entry")
+    p.add_argument("--limit", type=int, default=100, help="list: at most this many")
+    p.add_argument("--offset", type=int, default=0, help="list: skip this many")
+    p.add_argument("--json", action="store_true", help="list: print JSON")
+    p.set_defaults(func=_run_dlq)

@@ -1,0 +1,63 @@
+"""``fairque demo``: the flags, then :func:`fairque_cli.demo.run_demo`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import TextIO
+
+from fairque_cli.context import URL_ENV, CliError, SubCommands
+from fairque_cli.demo import DemoOptions, run_demo
+
+__all__ = ["add_demo"]
+
+
+def _run(args: argparse.Namespace, out: TextIO) -> int:
+    if args.tenants < 3:
+        raise CliError("--tenants must be at least 3 (a flood, a busy and a light tenant)")
+    if args.duration < 2:
+        raise CliError("--duration must be at least 2 seconds")
+    if args.workers < 1 or args.batch < 1:
+        raise CliError("--workers and --batch must be at least 1")
+    if args.work_ms <= 0:
+        raise CliError("--work-ms must be > 0")
+    url = args.url or (os.environ.get(URL_ENV, "").strip() if args.use_env else "") or None
+    opts = DemoOptions(
+        tenants=args.tenants,
+        duration=args.duration,
+        workers=args.workers,
+        work_ms=args.work_ms,
+        batch=args.batch,
+        light_rate=args.light_rate,
+        flood_factor=args.flood_factor,
+        url=url,
+        json_path=args.json,
+    )
+    summary = run_demo(opts, out)
+    return 0 if summary["ok"] or not args.check else 3
+
+
+def add_demo(sub: SubCommands) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="watch fair scheduling under a flood (embedded Valkey)",
+        description="Run a baseline, then a flood by one tenant, on an embedded Valkey (or "
+        "--url), and show per-tenant service shares, Jain's index and waits live.",
+    )
+    p.add_argument("--tenants", type=int, default=6, help="number of tenants (>= 3)")
+    p.add_argument(
+        "--duration", type=float, default=15.0, metavar="S", help="total seconds (both phases)"
+    )
+    p.add_argument("--workers", type=int, default=4, help="worker threads")
+    p.add_argument("--batch", type=int, default=2, help="tasks claimed per pop_batch")
+    p.add_argument("--work-ms", type=float, default=2.0, help="time each task 'works'")
+    p.add_argument("--light-rate", type=float, default=30.0, help="tasks/s per light tenant")
+    p.add_argument("--flood-factor", type=float, default=20.0, help="flood pushes x the others")
+    p.add_argument(
+        "--use-env",
+        action="store_true",
+        help=f"use ${URL_ENV} when --url is not given (default: embedded Valkey)",
+    )
+    p.add_argument("--json", default=None, metavar="PATH", help="write the summary as JSON")
+    p.add_argument("--check", action="store_true", help="exit 3 when a fairness bar fails")
+    p.set_defaults(func=_run)

