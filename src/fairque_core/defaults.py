@@ -1,0 +1,161 @@
+"""The default plugins: plain Python, registered explicitly by the PluginHost.
+
+* :class:`JsonPayloadCodec` - strict JSON (UTF-8, no NaN/Infinity, str keys, dict at the top),
+  content type ``application/json``. It is ``trylast``: any other codec plugin wins.
+* :class:`DefaultRetry` - exponential backoff from :mod:`fairque_core.retry` until the task's
+  ``max_retries`` is used up, then the dead-letter queue as ``failed``.
+* :class:`DefaultExecutor` - runs the task's ``call()``; other plugins wrap it.
+
+``encode_json`` and ``decode_json`` are the strict JSON rules themselves, shared with the
+``fairque_plugins`` codec.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from fairque_core.errors import TaskSerializationError
+from fairque_core.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from fairque_core.models import Task
+    from fairque_core.retry import RetryDecision, RetryPolicy
+
+__all__ = [
+    "DEFAULT_PLUGINS",
+    "JSON_CONTENT_TYPE",
+    "DefaultExecutor",
+    "DefaultRetry",
+    "JsonPayloadCodec",
+    "decode_json",
+    "encode_json",
+    "media_type",
+]
+
+JSON_CONTENT_TYPE = "application/json"
+
+
+def media_type(content_type: str) -> str:
+    """``content_type`` without parameters, lower case: ``"application/json"``."""
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+def _check_keys(value: object, path: str) -> None:
+    # json.dumps turns int/float/bool/None keys into strings silently; a strict codec refuses
+    # them, since the payload would not come back equal.
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TaskSerializationError(f"payload key {key!r} at {path} is not a str")
+            _check_keys(item, f"{path}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _check_keys(item, f"{path}[{index}]")
+
+
+def encode_json(payload: object) -> bytes:
+    """``payload`` as compact UTF-8 JSON; TaskSerializationError when JSON cannot hold it.
+
+    The top level must be a mapping; keys must be ``str``; NaN and infinities are refused
+    (they are not JSON). Tuples are written as lists.
+    """
+    if not isinstance(payload, Mapping):
+        raise TaskSerializationError(f"a payload must be a mapping, not {type(payload).__name__}")
+    _check_keys(payload, "$")
+    try:
+        text = json.dumps(dict(payload), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise TaskSerializationError(f"payload is not JSON-serializable: {exc}") from exc
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:  # lone surrogates
+        raise TaskSerializationError(f"payload is not valid UTF-8 text: {exc}") from exc
+
+
+def _refuse_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def decode_json(body: bytes) -> dict[str, Any]:
+    """The dict encoded in ``body``; TaskSerializationError for anything else."""
+    try:
+        text = bytes(body).decode("utf-8")
+        value = json.loads(text, parse_constant=_refuse_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError, TypeError) as exc:
+        raise TaskSerializationError(f"payload is not valid UTF-8 JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise TaskSerializationError(
+            f"payload decodes to {type(value).__name__}, not a JSON object"
+        )
+    return value
+
+
+class JsonPayloadCodec:
+    """The fallback codec: strict JSON, used when no other codec plugin encodes."""
+
+    fairque_plugin_name = "fairque.defaults.json"
+
+    @hookimpl(trylast=True)
+    def fairque_payload_encode(self, task: Task) -> tuple[bytes, str]:
+        return encode_json(task.payload), JSON_CONTENT_TYPE
+
+    @hookimpl(trylast=True)
+    def fairque_payload_decode(self, content_type: str, body: bytes) -> dict[str, Any] | None:
+        if media_type(content_type) != JSON_CONTENT_TYPE:
+            return None
+        return decode_json(body)
+
+
+def retry_decision(
+    task: Task, error: BaseException, attempt: int, policy: RetryPolicy | None = None
+) -> RetryDecision:
+    """Backoff by ``policy`` while ``attempt <= task.max_retries``, else dead as FAILED.
+
+    ``attempt`` is 1 for the first failure, so the first retry waits ``policy.delay(0)``.
+    """
+    from fairque_core.retry import RetryPolicy, decide
+
+    chosen = policy if policy is not None else RetryPolicy()
+    return decide(chosen, max(0, attempt - 1), task.max_retries, error)
+
+
+class DefaultRetry:
+    """The fallback retry policy (``trylast``): backoff, then the DLQ as ``failed``.
+
+    The backoff comes from the queue config's ``retry_*`` settings once ``fairque_configure``
+    delivers a ``QueueConfig``; until then from ``RetryPolicy()``'s defaults.
+    """
+
+    fairque_plugin_name = "fairque.defaults.retry"
+
+    def __init__(self, policy: RetryPolicy | None = None) -> None:
+        self.policy = policy
+
+    @hookimpl
+    def fairque_configure(self, config: object) -> None:
+        from fairque_core.config import QueueConfig
+        from fairque_core.retry import RetryPolicy
+
+        if isinstance(config, QueueConfig):
+            self.policy = RetryPolicy.from_queue_config(config)
+
+    @hookimpl(trylast=True)
+    def fairque_retry_decide(self, task: Task, error: BaseException, attempt: int) -> RetryDecision:
+        return retry_decision(task, error, attempt, self.policy)
+
+
+class DefaultExecutor:
+    """Runs the task (``trylast``); wrapper plugins go around it."""
+
+    fairque_plugin_name = "fairque.defaults.executor"
+
+    @hookimpl(trylast=True)
+    def fairque_task_execute(self, call: Callable[[], object]) -> object:
+        return call()
+
+
+#: The default plugin classes; every host registers a fresh instance of each first (so with
+#: the lowest precedence).
+DEFAULT_PLUGINS: tuple[type, ...] = (JsonPayloadCodec, DefaultRetry, DefaultExecutor)
