@@ -2,6 +2,7 @@
 
 from fairque_core._types import FailureType, Priority, TaskState
 from fairque_core.config import FairQueueConfig, QueueConfig, RedisConfig, TierConfig, WorkerConfig
+from fairque_core.deps import check_batch, dependency_edges, find_cycle, topological_order
 from fairque_core.engine import FairQueue
 from fairque_core.engine_async import AsyncFairQueue
 from fairque_core.errors import (
@@ -29,8 +30,12 @@ from fairque_core.memory import InMemoryBackend
 from fairque_core.memory_async import AsyncInMemoryBackend
 from fairque_core.models import Claimed, DLQEntry, Lease, Message, QueueSizes, Task
 from fairque_core.ports import AsyncQueueBackend, Clock, QueueBackend, TokenSource
+from fairque_core.retry import RetryDecision, RetryPolicy, decide
+from fairque_core.states import TERMINAL_STATES, TRANSITIONS, TaskEvent, next_state
 
 __all__ = [
+    "TERMINAL_STATES",
+    "TRANSITIONS",
     "AsyncFairQueue",
     "AsyncInMemoryBackend",
     "AsyncQueueBackend",
@@ -61,8 +66,11 @@ __all__ = [
     "QueueSizes",
     "RedisConfig",
     "RedisConnectionError",
+    "RetryDecision",
+    "RetryPolicy",
     "ScriptContractError",
     "Task",
+    "TaskEvent",
     "TaskNotFoundError",
     "TaskSerializationError",
     "TaskState",
@@ -72,4 +80,10 @@ __all__ = [
     "TokenSource",
     "UnknownTaskError",
     "WorkerConfig",
+    "check_batch",
+    "decide",
+    "dependency_edges",
+    "find_cycle",
+    "next_state",
+    "topological_order",
 ]
