@@ -1,0 +1,105 @@
+"""The adapter edge: redis-py exceptions become fairque errors here, and only here.
+
+Also builds redis-py clients the way fairque needs them: bytes replies, automatic command
+retries off (a retried script call could run twice, see ADR 0011), TLS verification on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit
+
+from redis import exceptions as rexc
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from fairque_core.errors import (
+    BackendError,
+    BackendOutOfMemoryError,
+    ConfigurationError,
+    OutcomeUnknownError,
+    RedisConnectionError,
+)
+
+from fairque_redis.scripts import translate_script_error
+
+__all__ = ["client_options", "normalize_url", "translate_errors"]
+
+log = logging.getLogger("fairque.redis")
+
+_SCHEMES = {"redis": "redis", "rediss": "rediss", "valkey": "redis", "valkeys": "rediss"}
+_NOT_SENT_MARKERS = ("connecting to", "Connection refused", "Name or service not known")
+
+
+def normalize_url(url: str) -> str:
+    """``url`` with a ``valkey(s)://`` scheme rewritten to ``redis(s)://``; others refused."""
+    if not isinstance(url, str):
+        raise ConfigurationError("the server URL must be a str", path="url")
+    scheme, sep, rest = url.partition("://")
+    target = _SCHEMES.get(scheme.lower()) if sep else None
+    if target is None:
+        # never echo the URL: it may carry a password
+        raise ConfigurationError(
+            "the server URL must start with redis://, rediss://, valkey:// or valkeys://",
+            path="url",
+        )
+    return f"{target}://{rest}"
+
+
+def client_options(url: str | None, opts: dict[str, Any], *, cluster: bool) -> dict[str, Any]:
+    """redis-py keyword options with fairque's fixed choices applied."""
+    out = dict(opts)
+    for forbidden in ("decode_responses",):
+        if out.pop(forbidden, False):
+            raise ConfigurationError(
+                "fairque needs raw bytes replies: decode_responses must be False",
+                path=forbidden,
+            )
+    out["retry"] = Retry(NoBackoff(), 0)
+    if not cluster:
+        out["retry_on_timeout"] = False
+    tls = url is not None and urlsplit(url).scheme == "rediss"
+    if (tls or out.get("ssl")) and out.get("ssl_cert_reqs") in (None, ""):
+        out["ssl_cert_reqs"] = "required"
+    if str(out.get("ssl_cert_reqs", "required")).lower() == "none":
+        log.warning("TLS certificate verification is off (ssl_cert_reqs='none')")
+    return out
+
+
+def _not_sent(exc: BaseException) -> bool:
+    if isinstance(exc, (rexc.AuthenticationError, rexc.AuthorizationError, rexc.BusyLoadingError)):
+        return True
+    if isinstance(exc, rexc.MaxConnectionsError):
+        return True
+    text = str(exc)
+    return any(marker in text for marker in _NOT_SENT_MARKERS)
+
+
+@contextmanager
+def translate_errors(script: str, *, writes: bool) -> Iterator[None]:
+    """Translate redis-py exceptions raised by one script call."""
+    try:
+        yield
+    except rexc.OutOfMemoryError as exc:
+        raise BackendOutOfMemoryError(f"the server is out of memory ({script})") from exc
+    except (rexc.ClusterDownError, rexc.TryAgainError, rexc.ReadOnlyError) as exc:
+        raise RedisConnectionError(f"the server cannot take {script} now: {exc}") from exc
+    except rexc.ResponseError as exc:
+        text = str(exc)
+        if text.startswith("OOM"):
+            raise BackendOutOfMemoryError(f"the server is out of memory ({script})") from exc
+        raise translate_script_error(script, text) from exc
+    except (rexc.ConnectionError, rexc.TimeoutError) as exc:
+        if writes and not _not_sent(exc):
+            raise OutcomeUnknownError(
+                f"the connection broke after {script} was sent; it may or may not have run: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        raise RedisConnectionError(f"{script}: {type(exc).__name__}: {exc}") from exc
+    except rexc.RedisClusterException as exc:
+        raise RedisConnectionError(f"{script}: {type(exc).__name__}: {exc}") from exc
+    except rexc.RedisError as exc:
+        raise BackendError(f"{script}: {type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,127 @@
+"""Key layout of a queue: the only place fairque spells Redis key names.
+
+Every key of one queue starts with the same prefix ``fq:{<queue>}:``. The braces are a Redis
+Cluster hash tag, so every key of a queue lives in ONE slot and every script touches one slot:
+it runs unchanged on a single server, Redis Cluster, Valkey cluster and MemoryDB. One queue is
+therefore served by one shard. To spread a queue over shards, split it into partitions:
+``KeySpace(queue, partition=n)`` has the prefix ``fq:{<queue>:<n>}:`` (its own slot), and
+:func:`partition_for` maps a tenant to its partition with a stable hash.
+
+Inside the prefix a key is ``<family>:<id>`` where the family is a fixed word and the id (tenant
+or task) always comes LAST, so an id containing ``:`` can never make one family's key equal
+another's. Scripts get the anchor key (``meta``) in KEYS and derive tenant and task keys from
+its prefix with the same spelling as the builders below (see ``lua/_include/keys.lua``).
+
+=================  ======  ==============================================================
+key                type    contents
+=================  ======  ==============================================================
+``meta``           hash    ``vtime`` (queue virtual time), ``seq`` (push sequence), ``ready``
+``stats``          hash    queue counters (``scoring.STAT_COUNTERS``)
+``tiers``          zset    tiers with at least one active tenant, scored by tier
+``active:<tier>``  zset    active tenants of a tier, scored by their pass
+``delayed``        zset    scheduled task ids by due time (ms)
+``leases``         zset    leased task ids by lease deadline (ms)
+``dlq``            zset    dead task ids by the time they died (ms)
+``task:<id>``      hash    one task: message fields and its state
+``waits:<id>``     set     parents a deferred task still waits for
+``children:<id>``  list    tasks that depend on this one
+``c:<tenant>``     list    the tenant's critical FIFO
+``n:<tenant>``     zset    the tenant's scored tasks (member = seq + id)
+``tenant:<t>``     hash    ``pass``, ``stride``, ``tier`` of a tenant
+``ts:<tenant>``    hash    tenant counters plus ``scheduled`` and ``leased`` gauges
+=================  ======  ==============================================================
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from fairque_core.errors import TaskValidationError
+from fairque_core.validation import validate_id, validate_queue_name
+
+__all__ = ["KEY_PREFIX", "KeySpace", "partition_for"]
+
+KEY_PREFIX = "fq"
+
+
+def partition_for(tenant: str, n_partitions: int) -> int:
+    """The partition (0 .. n-1) of ``tenant``: CRC-32 of its id, stable across processes."""
+    validate_id(tenant, "user_id")
+    if isinstance(n_partitions, bool) or not isinstance(n_partitions, int) or n_partitions < 1:
+        raise TaskValidationError("n_partitions", n_partitions, "must be an int >= 1")
+    return zlib.crc32(tenant.encode("ascii")) % n_partitions
+
+
+class KeySpace:
+    """Key builders for one queue (or one partition of it)."""
+
+    __slots__ = ("partition", "prefix", "queue", "tag")
+
+    def __init__(self, queue: str, *, partition: int | None = None) -> None:
+        self.queue = validate_queue_name(queue)
+        if partition is not None and (
+            isinstance(partition, bool) or not isinstance(partition, int) or partition < 0
+        ):
+            raise TaskValidationError("partition", partition, "must be an int >= 0")
+        self.partition = partition
+        self.tag = self.queue if partition is None else f"{self.queue}:{partition}"
+        self.prefix = f"{KEY_PREFIX}:{{{self.tag}}}:"
+
+    def __repr__(self) -> str:
+        return f"KeySpace({self.prefix!r})"
+
+    # -- queue-wide keys
+    @property
+    def meta(self) -> str:
+        """The anchor key every script receives first; others derive from its prefix."""
+        return self.prefix + "meta"
+
+    @property
+    def stats(self) -> str:
+        return self.prefix + "stats"
+
+    @property
+    def tiers(self) -> str:
+        return self.prefix + "tiers"
+
+    @property
+    def delayed(self) -> str:
+        return self.prefix + "delayed"
+
+    @property
+    def leases(self) -> str:
+        return self.prefix + "leases"
+
+    @property
+    def dlq(self) -> str:
+        return self.prefix + "dlq"
+
+    def active(self, tier: int) -> str:
+        return f"{self.prefix}active:{int(tier)}"
+
+    # -- per task
+    def task(self, task_id: str) -> str:
+        return self.prefix + "task:" + task_id
+
+    def waits(self, task_id: str) -> str:
+        return self.prefix + "waits:" + task_id
+
+    def children(self, task_id: str) -> str:
+        return self.prefix + "children:" + task_id
+
+    # -- per tenant
+    def critical(self, tenant: str) -> str:
+        return self.prefix + "c:" + tenant
+
+    def normal(self, tenant: str) -> str:
+        return self.prefix + "n:" + tenant
+
+    def tenant(self, tenant: str) -> str:
+        return self.prefix + "tenant:" + tenant
+
+    def tenant_stats(self, tenant: str) -> str:
+        return self.prefix + "ts:" + tenant
+
+    def anchors(self) -> list[str]:
+        """The fixed keys every script declares, in the order ``lua/_include/keys.lua`` reads."""
+        return [self.meta, self.stats, self.tiers, self.delayed, self.leases, self.dlq]

@@ -1,0 +1,107 @@
+--[[ core: the queue context every script opens, integer formatting, time, counters.
+
+  The context `q` carries the anchor keys (KEYS[1..6]), the key prefix derived from the anchor,
+  the common ARGV header (ARGV[1..7]) and write-back caches that fq_close flushes once:
+    ARGV[1] now_ms ('' = server TIME)   ARGV[2] strict tiers (0|1)   ARGV[3] aging horizon ms
+    ARGV[4] result TTL ms               ARGV[5] max recoveries       ARGV[6] delayed move limit
+    ARGV[7] max payload bytes
+  Numbers are integers held in Lua doubles (exact below 2^53); they are always written to
+  Redis through fq_int, never tostring (which would print 1e+15 style floats).
+]]
+
+local function fq_int(n)
+  return string.format('%d', n)
+end
+
+local function fq_err(code, detail)
+  return redis.error_reply('FQ_E_' .. code .. ' ' .. (detail or ''))
+end
+
+local function fq_now(arg)
+  if arg ~= nil and arg ~= '' then
+    return tonumber(arg)
+  end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function fq_open(keys, argv)
+  local meta = keys[1]
+  return {
+    p = string.sub(meta, 1, #meta - 4),
+    meta = keys[1], stats = keys[2], tiers = keys[3],
+    delayed = keys[4], leases = keys[5], dlq = keys[6],
+    now = fq_now(argv[1]),
+    strict = argv[2] == '1',
+    horizon = tonumber(argv[3]),
+    ttl = tonumber(argv[4]),
+    max_recoveries = tonumber(argv[5]),
+    move_limit = tonumber(argv[6]),
+    max_payload = tonumber(argv[7]),
+    cnt = {}, tcnt = {}, tn = {}, act = {},
+    ready = 0, vtime = nil, vtime_dirty = false, seq = nil,
+  }
+end
+
+-- count `name` (a queue counter or a tenant gauge) for tenant u, flushed by fq_close
+local function fq_bump(q, u, name, by)
+  by = by or 1
+  local t = q.tcnt[u]
+  if t == nil then
+    t = {}
+    q.tcnt[u] = t
+  end
+  t[name] = (t[name] or 0) + by
+  if name ~= 'scheduled' and name ~= 'leased' then
+    q.cnt[name] = (q.cnt[name] or 0) + by
+  end
+end
+
+local function fq_vtime(q)
+  if q.vtime == nil then
+    q.vtime = tonumber(redis.call('HGET', q.meta, 'vtime') or '0')
+  end
+  return q.vtime
+end
+
+local function fq_set_vtime(q, v)
+  q.vtime = v
+  q.vtime_dirty = true
+end
+
+local function fq_next_seq(q)
+  if q.seq == nil then
+    q.seq = tonumber(redis.call('HGET', q.meta, 'seq') or '0')
+  end
+  q.seq = q.seq + 1
+  return q.seq
+end
+
+-- static score of a priority 1-5 task (scoring.static_score)
+local function fq_score(prio, ready_ms, horizon_ms)
+  return ready_ms - math.floor(prio * horizon_ms / 5)
+end
+
+-- scored-set member: 16-digit sequence then id (scoring.seq_member)
+local function fq_member(seq, id)
+  return string.format('%016d', seq) .. id
+end
+
+-- write back every cache: counters, gauges, tenant passes, vtime, seq
+local function fq_close(q)
+  for name, by in pairs(q.cnt) do
+    if by ~= 0 then redis.call('HINCRBY', q.stats, name, fq_int(by)) end
+  end
+  for u, names in pairs(q.tcnt) do
+    local key = q.p .. 'ts:' .. u
+    for name, by in pairs(names) do
+      if by ~= 0 then redis.call('HINCRBY', key, name, fq_int(by)) end
+    end
+  end
+  for u, t in pairs(q.tn) do
+    if t.dirty then redis.call('HSET', q.p .. 'tenant:' .. u, 'pass', fq_int(t.pass)) end
+  end
+  if q.ready ~= 0 then redis.call('HINCRBY', q.meta, 'ready', fq_int(q.ready)) end
+  if q.vtime_dirty then redis.call('HSET', q.meta, 'vtime', fq_int(q.vtime)) end
+  if q.seq ~= nil then redis.call('HSET', q.meta, 'seq', fq_int(q.seq)) end
+end

@@ -1,0 +1,55 @@
+--[[ deps: dependents of a task are released when it finishes and canceled when it dies.
+
+  waits:<id> is the set of parents a deferred task still waits for; children:<id> lists the
+  tasks that named <id> in depends_on (in push order, duplicates kept, as the model does).
+]]
+--- @include "task"
+
+local function fq_cancel_dependents(q, r)
+  local stack = {r.id}
+  while #stack > 0 do
+    local parent = table.remove(stack)
+    local kids = redis.call('LRANGE', q.p .. 'children:' .. parent, 0, -1)
+    for _, cid in ipairs(kids) do
+      local c = fq_rec(q, cid)
+      if c ~= nil and c.st == 'deferred' then
+        redis.call('HSET', q.p .. 'task:' .. cid, 'st', 'canceled',
+          'rs', 'dependency ' .. parent .. ' did not finish')
+        c.st = 'canceled'
+        fq_bump(q, c.u, 'canceled', 1)
+        fq_close_record(q, c)
+        table.insert(stack, cid)
+      end
+    end
+  end
+end
+
+-- a task whose dependencies are met: ready now, or scheduled for what is left of its delay
+local function fq_enter(q, r)
+  if r.dms > 0 and r.due > q.now then
+    fq_schedule(q, r, r.due)
+  else
+    fq_make_ready(q, r, q.now, false)
+  end
+end
+
+local function fq_release_dependents(q, r)
+  local kids = redis.call('LRANGE', q.p .. 'children:' .. r.id, 0, -1)
+  for _, cid in ipairs(kids) do
+    local c = fq_rec(q, cid)
+    if c ~= nil and c.st == 'deferred' then
+      local wkey = q.p .. 'waits:' .. cid
+      redis.call('SREM', wkey, r.id)
+      if redis.call('SCARD', wkey) == 0 then fq_enter(q, c) end
+    end
+  end
+end
+
+local function fq_to_dlq(q, r, ftype, reason)
+  redis.call('HSET', q.p .. 'task:' .. r.id, 'st', 'failed', 'ft', ftype, 'rs', reason,
+    'mv', fq_int(q.now))
+  r.st = 'failed'
+  redis.call('ZADD', q.dlq, fq_int(q.now), r.id)
+  fq_bump(q, r.u, 'dead', 1)
+  fq_cancel_dependents(q, r)
+end

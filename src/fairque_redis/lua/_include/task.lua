@@ -1,0 +1,87 @@
+--[[ task: reading a task record and moving it between the queue's structures.
+
+  Task hash fields: u user, p priority (1-6), b body, m message metadata (opaque JSON written by
+  the client), rc retry count, seq push sequence, st state, rd ready ms, due due ms, dms delay
+  ms, tok lease token, wk worker id, dl lease deadline ms, rec recoveries, ft failure type,
+  rs reason, mv moved-to-DLQ ms, res result (absent = None), exp logical expiry ms.
+]]
+--- @include "tenant"
+
+-- the live record of task `id` (nil when absent or past its logical expiry)
+local function fq_rec(q, id)
+  local v = redis.call('HMGET', q.p .. 'task:' .. id,
+    'st', 'u', 'p', 'seq', 'exp', 'rd', 'due', 'dms', 'tok', 'rec')
+  if v[1] == false then return nil end
+  if v[5] ~= false and tonumber(v[5]) <= q.now then return nil end
+  return {
+    id = id, st = v[1], u = v[2], p = tonumber(v[3]), seq = tonumber(v[4]),
+    rd = tonumber(v[6]), due = tonumber(v[7]), dms = tonumber(v[8]),
+    tok = v[9], rec = tonumber(v[10]),
+  }
+end
+
+-- forget every key of task `id` (an expired record being replaced, or a DLQ purge)
+local function fq_forget(q, id)
+  redis.call('DEL', q.p .. 'task:' .. id, q.p .. 'waits:' .. id, q.p .. 'children:' .. id)
+end
+
+-- into the tenant's critical FIFO (head when given back) or scored set; tenant activated
+local function fq_make_ready(q, r, ready_ms, head)
+  redis.call('HSET', q.p .. 'task:' .. r.id, 'st', 'queued', 'rd', fq_int(ready_ms))
+  r.st = 'queued'
+  r.rd = ready_ms
+  if r.p == 6 then
+    if head then
+      redis.call('LPUSH', q.p .. 'c:' .. r.u, r.id)
+    else
+      redis.call('RPUSH', q.p .. 'c:' .. r.u, r.id)
+    end
+  else
+    redis.call('ZADD', q.p .. 'n:' .. r.u, fq_int(fq_score(r.p, ready_ms, q.horizon)),
+      fq_member(r.seq, r.id))
+  end
+  q.ready = q.ready + 1
+  fq_activate(q, r.u)
+end
+
+local function fq_remove_ready(q, r)
+  if r.p == 6 then
+    redis.call('LREM', q.p .. 'c:' .. r.u, 1, r.id)
+  else
+    redis.call('ZREM', q.p .. 'n:' .. r.u, fq_member(r.seq, r.id))
+  end
+  q.ready = q.ready - 1
+  if not fq_has_ready(q, r.u) then fq_deactivate(q, r.u) end
+end
+
+local function fq_schedule(q, r, due_ms)
+  redis.call('HSET', q.p .. 'task:' .. r.id, 'st', 'scheduled', 'due', fq_int(due_ms))
+  r.st = 'scheduled'
+  r.due = due_ms
+  redis.call('ZADD', q.delayed, fq_int(due_ms), r.id)
+  fq_bump(q, r.u, 'scheduled', 1)
+end
+
+local function fq_drop_lease(q, r)
+  redis.call('ZREM', q.leases, r.id)
+  fq_bump(q, r.u, 'leased', -1)
+  redis.call('HSET', q.p .. 'task:' .. r.id, 'tok', '', 'wk', '', 'dl', '0')
+  r.tok = ''
+end
+
+-- the record of a task leased with `token`, or nil (the caller reports FQ_E_LEASE_LOST)
+local function fq_leased(q, id, token)
+  local r = fq_rec(q, id)
+  if r == nil or r.st ~= 'started' or r.tok ~= token then return nil end
+  return r
+end
+
+-- a finished or canceled record lives on for the result TTL (logical expiry + real PEXPIRE)
+local function fq_close_record(q, r)
+  local key = q.p .. 'task:' .. r.id
+  redis.call('HSET', key, 'exp', fq_int(q.now + q.ttl))
+  local ms = fq_int(math.max(q.ttl, 0))
+  redis.call('PEXPIRE', key, ms)
+  redis.call('PEXPIRE', q.p .. 'waits:' .. r.id, ms)
+  redis.call('PEXPIRE', q.p .. 'children:' .. r.id, ms)
+end

@@ -1,0 +1,33 @@
+#!lua
+--[[ cancel: cancel a task that is still alive (InMemoryBackend.cancel).
+
+  KEYS[1] meta  KEYS[2] stats  KEYS[3] tiers  KEYS[4] delayed  KEYS[5] leases  KEYS[6] dlq
+  (derived) task:<id> children:<id> c:<tenant> n:<tenant> active:<tier> tenant:<t> ts:<t>
+  ARGV[1..7] common header (see _include/core.lua)
+  ARGV[8] task id
+  Returns: 1 canceled, 0 unknown or already finished, failed or canceled
+]]
+--- @include "_include/deps"
+
+local q = fq_open(KEYS, ARGV)
+local id = ARGV[8]
+local r = fq_rec(q, id)
+if r == nil or (r.st ~= 'scheduled' and r.st ~= 'deferred' and r.st ~= 'queued'
+    and r.st ~= 'started') then
+  return 0
+end
+if r.st == 'queued' then
+  fq_remove_ready(q, r)
+elseif r.st == 'scheduled' then
+  redis.call('ZREM', q.delayed, id)
+  fq_bump(q, r.u, 'scheduled', -1)
+elseif r.st == 'started' then
+  fq_drop_lease(q, r)
+end
+redis.call('HSET', q.p .. 'task:' .. id, 'st', 'canceled', 'rs', 'canceled')
+r.st = 'canceled'
+fq_bump(q, r.u, 'canceled', 1)
+fq_close_record(q, r)
+fq_cancel_dependents(q, r)
+fq_close(q)
+return 1

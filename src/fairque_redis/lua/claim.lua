@@ -1,0 +1,59 @@
+#!lua
+--[[ claim: lease up to `count` ready tasks, fairly (InMemoryBackend.claim).
+
+  KEYS[1] meta  KEYS[2] stats  KEYS[3] tiers  KEYS[4] delayed  KEYS[5] leases  KEYS[6] dlq
+  (derived) task:<id> c:<tenant> n:<tenant> active:<tier> tenant:<t> ts:<t>
+  ARGV[1..7] common header (see _include/core.lua)
+  ARGV[8] worker id  ARGV[9] lease ms  ARGV[10] count  ARGV[11] 1 = groups follow, 0 = all
+  then (groups) A, A assigned tenant ids, S, S steal tenant ids
+  then `count` lease tokens (the i-th claimed task gets the i-th token)
+  Returns: {now_ms, n, then per claimed task: id, user, priority, retry count, meta, body,
+           recoveries}
+]]
+--- @include "_include/claim"
+
+local q = fq_open(KEYS, ARGV)
+local worker = ARGV[8]
+local lease_ms = tonumber(ARGV[9])
+local count = tonumber(ARGV[10])
+local groups = nil
+local i = 12
+if ARGV[11] == '1' then
+  groups = {}
+  for g = 1, 2 do
+    local members = {}
+    local n = tonumber(ARGV[i])
+    for k = 1, n do members[k] = ARGV[i + k] end
+    i = i + 1 + n
+    groups[g] = members
+  end
+end
+local tokens_at = i
+
+fq_move_due(q)
+local out = {q.now, 0}
+local deadline = fq_int(q.now + lease_ms)
+local n = 0
+while n < count do
+  local u = fq_pick(q, groups)
+  if u == nil then break end
+  local id = fq_serve(q, u)
+  local token = ARGV[tokens_at + n]
+  n = n + 1
+  local key = q.p .. 'task:' .. id
+  redis.call('HSET', key, 'st', 'started', 'tok', token, 'wk', worker, 'dl', deadline)
+  redis.call('ZADD', q.leases, deadline, id)
+  fq_bump(q, u, 'leased', 1)
+  fq_bump(q, u, 'claimed', 1)
+  local v = redis.call('HMGET', key, 'p', 'rc', 'm', 'b', 'rec')
+  table.insert(out, id)
+  table.insert(out, u)
+  table.insert(out, v[1])
+  table.insert(out, v[2])
+  table.insert(out, v[3])
+  table.insert(out, v[4])
+  table.insert(out, v[5])
+end
+out[2] = n
+fq_close(q)
+return out

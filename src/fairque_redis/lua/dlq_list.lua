@@ -1,0 +1,45 @@
+#!lua flags=no-writes
+--[[ dlq_list: dead-letter entries oldest first, optionally of one failure type (list_dlq).
+
+  KEYS[1] meta  KEYS[2] stats  KEYS[3] tiers  KEYS[4] delayed  KEYS[5] leases  KEYS[6] dlq
+  (derived) task:<id>
+  ARGV[1..7] common header (see _include/core.lua)
+  ARGV[8] limit  ARGV[9] offset  ARGV[10] failure type ('' = any)
+  Returns: 9 fields per entry: id, user, priority, retry count, meta, body, failure type,
+           reason, moved ms
+]]
+--- @include "_include/core"
+
+local q = fq_open(KEYS, ARGV)
+local limit = tonumber(ARGV[8])
+local offset = tonumber(ARGV[9])
+local want = ARGV[10]
+local out = {}
+if limit <= 0 then return out end
+local skipped = 0
+local taken = 0
+local start = 0
+local chunk = 256
+if want == '' then
+  start = math.max(offset, 0)
+  skipped = offset
+end
+while taken < limit do
+  local ids = redis.call('ZRANGE', q.dlq, start, start + chunk - 1, 'WITHSCORES')
+  if #ids == 0 then break end
+  start = start + chunk
+  for k = 1, #ids, 2 do
+    local v = redis.call('HMGET', q.p .. 'task:' .. ids[k], 'u', 'p', 'rc', 'm', 'b', 'ft', 'rs')
+    if want == '' or v[6] == want then
+      if skipped < offset then
+        skipped = skipped + 1
+      elseif taken < limit then
+        taken = taken + 1
+        table.insert(out, ids[k])
+        for f = 1, 7 do table.insert(out, v[f] or '') end
+        table.insert(out, ids[k + 1])
+      end
+    end
+  end
+end
+return out

@@ -1,0 +1,27 @@
+#!lua
+--[[ dlq_purge: delete dead-letter entries and their tasks for good (purge_dlq).
+
+  KEYS[1] meta  KEYS[2] stats  KEYS[3] tiers  KEYS[4] delayed  KEYS[5] leases  KEYS[6] dlq
+  (derived) task:<id> waits:<id> children:<id>
+  ARGV[1..7] common header (see _include/core.lua)
+  ARGV[8] 1 = every entry, 0 = the N ids that follow: ARGV[9] N, ids
+  Returns: how many entries were purged
+]]
+--- @include "_include/task"
+
+local q = fq_open(KEYS, ARGV)
+local ids
+if ARGV[8] == '1' then
+  ids = redis.call('ZRANGE', q.dlq, 0, -1)
+else
+  ids = {}
+  for k = 1, tonumber(ARGV[9]) do ids[k] = ARGV[9 + k] end
+end
+local n = 0
+for _, id in ipairs(ids) do
+  if redis.call('ZREM', q.dlq, id) == 1 then
+    n = n + 1
+    fq_forget(q, id)
+  end
+end
+return n

@@ -1,0 +1,35 @@
+#!lua
+--[[ dlq_requeue: dead-letter entries back into their tenants' queues, retry count and
+  recoveries reset (requeue_dlq).
+
+  KEYS[1] meta  KEYS[2] stats  KEYS[3] tiers  KEYS[4] delayed  KEYS[5] leases  KEYS[6] dlq
+  (derived) task:<id> c:<tenant> n:<tenant> active:<tier> tenant:<t> ts:<t>
+  ARGV[1..7] common header (see _include/core.lua)
+  ARGV[8] 1 = every entry (oldest first), 0 = the N ids that follow: ARGV[9] N, ids
+  Returns: how many entries were requeued
+]]
+--- @include "_include/task"
+
+local q = fq_open(KEYS, ARGV)
+local ids
+if ARGV[8] == '1' then
+  ids = redis.call('ZRANGE', q.dlq, 0, -1)
+else
+  ids = {}
+  for k = 1, tonumber(ARGV[9]) do ids[k] = ARGV[9 + k] end
+end
+local n = 0
+for _, id in ipairs(ids) do
+  if redis.call('ZREM', q.dlq, id) == 1 then
+    n = n + 1
+    local key = q.p .. 'task:' .. id
+    local v = redis.call('HMGET', key, 'u', 'p', 'seq', 'rd')
+    redis.call('HSET', key, 'rc', '0', 'rec', '0', 'rs', '')
+    redis.call('HDEL', key, 'ft')
+    local r = {id = id, u = v[1], p = tonumber(v[2]), seq = tonumber(v[3])}
+    fq_bump(q, r.u, 'dlq_requeued', 1)
+    fq_make_ready(q, r, q.now, false)
+  end
+end
+fq_close(q)
+return n

@@ -1,0 +1,29 @@
+#!lua
+--[[ fail: record a failed attempt: retry later, or into the DLQ (InMemoryBackend.fail).
+
+  KEYS[1] meta  KEYS[2] stats  KEYS[3] tiers  KEYS[4] delayed  KEYS[5] leases  KEYS[6] dlq
+  (derived) task:<id> children:<id> and the dependents' keys
+  ARGV[1..7] common header (see _include/core.lua)
+  ARGV[8] task id  ARGV[9] token  ARGV[10] retry delay ms ('' = no retry: DLQ)
+  ARGV[11] failure type (failed|expired|poisoned)  ARGV[12] reason
+  Returns: the task's new state ('scheduled' or 'failed')
+  Errors: FQ_E_LEASE_LOST <id>
+]]
+--- @include "_include/deps"
+
+local q = fq_open(KEYS, ARGV)
+local id = ARGV[8]
+local r = fq_leased(q, id, ARGV[9])
+if r == nil then return fq_err('LEASE_LOST', id) end
+fq_drop_lease(q, r)
+if ARGV[10] ~= '' then
+  local key = q.p .. 'task:' .. id
+  redis.call('HINCRBY', key, 'rc', 1)
+  redis.call('HSET', key, 'rs', ARGV[12])
+  fq_bump(q, r.u, 'retried', 1)
+  fq_schedule(q, r, q.now + math.max(0, tonumber(ARGV[10])))
+else
+  fq_to_dlq(q, r, ARGV[11], ARGV[12])
+end
+fq_close(q)
+return r.st

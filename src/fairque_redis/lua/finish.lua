@@ -1,0 +1,43 @@
+#!lua
+--[[ finish: mark leased tasks FINISHED with their results (finish and finish_batch).
+
+  KEYS[1] meta  KEYS[2] stats  KEYS[3] tiers  KEYS[4] delayed  KEYS[5] leases  KEYS[6] dlq
+  (derived) task:<id> waits:<id> children:<id> and the dependents' tenant keys
+  ARGV[1..7] common header (see _include/core.lua)
+  ARGV[8] 1 = fail with FQ_E_LEASE_LOST on a lost lease (single finish), 0 = report it
+  ARGV[9] number of items N, then per item: task id, token, has result (0|1), result
+  Returns: array of N integers, 1 = finished, 0 = lease lost (item left unchanged)
+  Errors: FQ_E_LEASE_LOST <id> (only when ARGV[8] is 1)
+]]
+--- @include "_include/deps"
+
+local q = fq_open(KEYS, ARGV)
+local strict = ARGV[8] == '1'
+local n = tonumber(ARGV[9])
+local out = {}
+local i = 10
+for k = 1, n do
+  local id, token, has, result = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  i = i + 4
+  local r = fq_leased(q, id, token)
+  if r == nil then
+    if strict then return fq_err('LEASE_LOST', id) end
+    out[k] = 0
+  else
+    fq_drop_lease(q, r)
+    local key = q.p .. 'task:' .. id
+    redis.call('HSET', key, 'st', 'finished')
+    if has == '1' then
+      redis.call('HSET', key, 'res', result)
+    else
+      redis.call('HDEL', key, 'res')
+    end
+    r.st = 'finished'
+    fq_bump(q, r.u, 'finished', 1)
+    fq_close_record(q, r)
+    fq_release_dependents(q, r)
+    out[k] = 1
+  end
+end
+fq_close(q)
+return out

@@ -1,0 +1,35 @@
+#!lua
+--[[ requeue_expired: the reaper; expired leases back to their queue or, past
+  max recoveries, to the DLQ as expired (InMemoryBackend.requeue_expired).
+
+  KEYS[1] meta  KEYS[2] stats  KEYS[3] tiers  KEYS[4] delayed  KEYS[5] leases  KEYS[6] dlq
+  (derived) task:<id> children:<id> c:<tenant> n:<tenant> active:<tier> tenant:<t> ts:<t>
+  ARGV[1..7] common header (see _include/core.lua)
+  ARGV[8] limit (most leases handled in this call)
+  Returns: how many expired leases were handled
+]]
+--- @include "_include/deps"
+
+local q = fq_open(KEYS, ARGV)
+local limit = tonumber(ARGV[8])
+if limit <= 0 then return 0 end
+local expired = redis.call('ZRANGEBYSCORE', q.leases, '-inf', fq_int(q.now), 'LIMIT', 0, limit)
+for _, id in ipairs(expired) do
+  local r = fq_rec(q, id)
+  if r == nil then
+    -- a lease whose task hash is gone (deleted by hand, evicted): drop the stray entry
+    redis.call('ZREM', q.leases, id)
+  else
+  fq_drop_lease(q, r)
+  r.rec = r.rec + 1
+  redis.call('HSET', q.p .. 'task:' .. id, 'rec', fq_int(r.rec))
+  if r.rec > q.max_recoveries then
+    fq_to_dlq(q, r, 'expired', 'lease expired ' .. fq_int(r.rec) .. ' times')
+  else
+    fq_bump(q, r.u, 'recovered', 1)
+    fq_make_ready(q, r, r.rd, true)
+  end
+  end
+end
+fq_close(q)
+return #expired

@@ -1,0 +1,35 @@
+#!lua flags=no-writes
+--[[ stats: queue counters and gauges (stats), or one tenant's (tenant_stats).
+
+  KEYS[1] meta  KEYS[2] stats  KEYS[3] tiers  KEYS[4] delayed  KEYS[5] leases  KEYS[6] dlq
+  (derived) active:<tier>, and for a tenant c:<tenant> n:<tenant> ts:<tenant>
+  ARGV[1..7] common header (see _include/core.lua)
+  ARGV[8] tenant id ('' = the whole queue)
+  Returns: flat {name, value, ...}: every counter present in the hash, then the gauges
+           (queue: ready scheduled leased dlq active_tenants; tenant: ready scheduled leased)
+]]
+--- @include "_include/core"
+
+local q = fq_open(KEYS, ARGV)
+local u = ARGV[8]
+local out
+if u == '' then
+  out = redis.call('HGETALL', q.stats)
+  local active = 0
+  for _, tier in ipairs(redis.call('ZRANGE', q.tiers, 0, -1)) do
+    active = active + redis.call('ZCARD', q.p .. 'active:' .. tier)
+  end
+  local gauges = {
+    'ready', tonumber(redis.call('HGET', q.meta, 'ready') or '0'),
+    'scheduled', redis.call('ZCARD', q.delayed),
+    'leased', redis.call('ZCARD', q.leases),
+    'dlq', redis.call('ZCARD', q.dlq),
+    'active_tenants', active,
+  }
+  for _, x in ipairs(gauges) do table.insert(out, x) end
+else
+  out = redis.call('HGETALL', q.p .. 'ts:' .. u)
+  table.insert(out, 'ready')
+  table.insert(out, redis.call('LLEN', q.p .. 'c:' .. u) + redis.call('ZCARD', q.p .. 'n:' .. u))
+end
+return out

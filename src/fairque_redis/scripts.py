@@ -1,0 +1,181 @@
+"""The Lua scripts: include resolution, the registry of operations, and the error table.
+
+Each operation is one file in ``lua/`` whose header docblock lists its KEYS, ARGV and return
+value. Shared ``local function``s live in ``lua/_include/`` and are pulled in by lines of the
+form ``--- @include "name"``; :func:`resolve` flattens a script once at import (each include
+appears once, in dependency order; a cycle is an error). The flattened text is static module
+data, never formatted with user data, and each is registered through redis-py ``Script``
+objects, which send ``EVALSHA`` and reload the script on ``NOSCRIPT`` (after a restart, a
+failover or ``SCRIPT FLUSH``).
+
+Scripts report refusals as ``FQ_E_<CODE> detail`` error replies; :func:`translate_script_error`
+turns them into typed exceptions through the one table :data:`ERROR_CODES`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from importlib import resources
+
+import attrs
+
+from fairque_core.errors import (
+    FairQueueError,
+    LeaseLostError,
+    LuaScriptError,
+    PayloadTooLargeError,
+    ScriptContractError,
+    TaskValidationError,
+)
+
+__all__ = [
+    "ERROR_CODES",
+    "SCRIPTS",
+    "IncludeCycleError",
+    "ScriptSpec",
+    "load_source",
+    "resolve",
+    "translate_script_error",
+]
+
+_INCLUDE_RE = re.compile(r'^--- @include "([A-Za-z0-9_/]+)"\s*$')
+
+#: The anchor keys every script declares (``KeySpace.anchors()``), in this order.
+ANCHOR_KEYS: tuple[str, ...] = ("meta", "stats", "tiers", "delayed", "leases", "dlq")
+
+
+class IncludeCycleError(ValueError):
+    """Lua includes refer to each other in a cycle; ``chain`` shows it."""
+
+    def __init__(self, chain: tuple[str, ...]) -> None:
+        self.chain = chain
+        super().__init__("Lua include cycle: " + " -> ".join(chain))
+
+
+@attrs.frozen
+class ScriptSpec:
+    """One operation: its file name (without ``.lua``) and the KEYS it declares, in order."""
+
+    name: str
+    keys: tuple[str, ...] = ANCHOR_KEYS
+    writes: bool = True
+
+
+def load_source(name: str) -> str:
+    """The raw text of ``lua/<name>.lua`` (``name`` may be ``_include/x``)."""
+    *folders, leaf = name.split("/")
+    path = resources.files("fairque_redis").joinpath("lua")
+    for folder in folders:
+        path = path.joinpath(folder)
+    return path.joinpath(leaf + ".lua").read_text(encoding="utf-8")
+
+
+def resolve(name: str, loader: Callable[[str], str] = load_source) -> str:
+    """Flatten script ``name``: every include inlined once, before its first user.
+
+    Include names are relative to ``lua/``; a bare name (``"core"``) means ``_include/core``.
+    A shebang line (``#!lua ...``) stays the first line of the result.
+    """
+    seen: set[str] = set()
+    parts: list[str] = []
+
+    def norm(include: str) -> str:
+        return include if "/" in include else f"_include/{include}"
+
+    def visit(unit: str, chain: tuple[str, ...]) -> list[str]:
+        if unit in chain:
+            raise IncludeCycleError((*chain, unit))
+        body: list[str] = []
+        for line in loader(unit).splitlines():
+            match = _INCLUDE_RE.match(line)
+            if match is None:
+                body.append(line)
+                continue
+            dep = norm(match.group(1))
+            if dep in chain or dep == unit:
+                raise IncludeCycleError((*chain, unit, dep))
+            if dep in seen:
+                continue
+            dep_lines = visit(dep, (*chain, unit))
+            seen.add(dep)
+            parts.append(f"-- ---- include {dep} ----")
+            parts.extend(dep_lines)
+        return body
+
+    main = visit(name, ())
+    shebang: list[str] = []
+    if main and main[0].startswith("#!"):
+        shebang = [main.pop(0)]
+    return "\n".join([*shebang, *parts, f"-- ---- script {name} ----", *main]) + "\n"
+
+
+SCRIPTS: Mapping[str, ScriptSpec] = {
+    spec.name: spec
+    for spec in (
+        ScriptSpec("push"),
+        ScriptSpec("claim"),
+        ScriptSpec("heartbeat"),
+        ScriptSpec("finish"),
+        ScriptSpec("fail"),
+        ScriptSpec("release"),
+        ScriptSpec("requeue_expired"),
+        ScriptSpec("cancel"),
+        ScriptSpec("get", writes=False),
+        ScriptSpec("sizes", writes=False),
+        ScriptSpec("stats", writes=False),
+        ScriptSpec("set_weight"),
+        ScriptSpec("dlq_list", writes=False),
+        ScriptSpec("dlq_requeue"),
+        ScriptSpec("dlq_purge"),
+    )
+}
+
+#: The flattened source of every script, resolved once at import.
+SOURCES: Mapping[str, str] = {name: resolve(name) for name in SCRIPTS}
+
+
+def _lease_lost(detail: str) -> FairQueueError:
+    return LeaseLostError(detail)
+
+
+def _unknown_dep(detail: str) -> FairQueueError:
+    return TaskValidationError("depends_on", detail, "names no known task")
+
+
+def _too_large(detail: str) -> FairQueueError:
+    size, _, limit = detail.partition(" ")
+    try:
+        return PayloadTooLargeError(int(size), int(limit))
+    except ValueError:
+        return PayloadTooLargeError(-1, -1)
+
+
+def _bad_id(detail: str) -> FairQueueError:
+    return TaskValidationError(detail or "id", "<refused by the script>", "breaks the id grammar")
+
+
+def _bad_arg(detail: str) -> FairQueueError:
+    return TaskValidationError(detail or "argument", "<refused by the script>", "is malformed")
+
+
+#: FQ_E_<CODE> -> how to build the exception from the detail text after the code.
+ERROR_CODES: Mapping[str, Callable[[str], FairQueueError]] = {
+    "LEASE_LOST": _lease_lost,
+    "UNKNOWN_DEP": _unknown_dep,
+    "TOO_LARGE": _too_large,
+    "BAD_ID": _bad_id,
+    "BAD_ARG": _bad_arg,
+}
+
+
+def translate_script_error(script: str, message: str) -> FairQueueError:
+    """The typed exception for a script's error reply ``message``."""
+    text = message.strip()
+    if text.startswith("FQ_E_"):
+        code, _, detail = text[5:].partition(" ")
+        make = ERROR_CODES.get(code)
+        if make is None:
+            return ScriptContractError(script, f"unknown error code FQ_E_{code}")
+        return make(detail.strip())
+    return LuaScriptError(script, text)
