@@ -26,12 +26,15 @@ from fairque_core.errors import (
     TaskValidationError,
     UnknownTaskError,
 )
+from fairque_core.handlers import RegistryHandler, TaskHandler, TaskRegistry, task
 from fairque_core.memory import InMemoryBackend
 from fairque_core.memory_async import AsyncInMemoryBackend
 from fairque_core.models import Claimed, DLQEntry, Lease, Message, QueueSizes, Task
 from fairque_core.ports import AsyncQueueBackend, Clock, QueueBackend, TokenSource
 from fairque_core.retry import RetryDecision, RetryPolicy, decide
 from fairque_core.states import TERMINAL_STATES, TRANSITIONS, TaskEvent, next_state
+from fairque_core.worker import Worker
+from fairque_core.worker_async import AsyncWorker
 
 __all__ = [
     "TERMINAL_STATES",
@@ -39,6 +42,7 @@ __all__ = [
     "AsyncFairQueue",
     "AsyncInMemoryBackend",
     "AsyncQueueBackend",
+    "AsyncWorker",
     "BackendError",
     "BackendOutOfMemoryError",
     "Claimed",
@@ -66,12 +70,15 @@ __all__ = [
     "QueueSizes",
     "RedisConfig",
     "RedisConnectionError",
+    "RegistryHandler",
     "RetryDecision",
     "RetryPolicy",
     "ScriptContractError",
     "Task",
     "TaskEvent",
+    "TaskHandler",
     "TaskNotFoundError",
+    "TaskRegistry",
     "TaskSerializationError",
     "TaskState",
     "TaskTimeoutError",
@@ -79,11 +86,13 @@ __all__ = [
     "TierConfig",
     "TokenSource",
     "UnknownTaskError",
+    "Worker",
     "WorkerConfig",
     "check_batch",
     "decide",
     "dependency_edges",
     "find_cycle",
     "next_state",
+    "task",
     "topological_order",
 ]

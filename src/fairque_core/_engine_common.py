@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
@@ -79,11 +79,11 @@ class PluginHostLike(Protocol):
 
     def decode(self, content_type: str, body: bytes) -> dict[str, Any]: ...
 
-    def push_headers(self, task: Task) -> dict[str, str]: ...
+    def push_headers(self, task: Task, *, queue: str = "") -> dict[str, str]: ...
 
     def task_event(self, event: str, task: Task, queue: str, **info: Any) -> None: ...
 
-    def execute(self, task: Task, call: Any) -> Any: ...
+    def execute(self, task: Task, call: Callable[[], object], *, queue: str = "") -> object: ...
 
     def retry_decide(self, task: Task, error: BaseException, attempt: int) -> Any: ...
 
@@ -107,9 +107,13 @@ def make_host(
         if plugins:
             raise ConfigurationError("pass either plugins or plugin_host, not both")
         return plugin_host
+    from fairque_core.defaults import DefaultRetry
     from fairque_core.plugins import PluginHost
+    from fairque_core.retry import RetryPolicy
 
-    host: PluginHostLike = PluginHost(tuple(plugins))
+    # The queue's retry_* settings become the fallback policy (plugins still win over it).
+    fallback = DefaultRetry(RetryPolicy.from_queue_config(config))
+    host: PluginHostLike = PluginHost((*plugins, fallback))
     host.configure(config)
     return host
 
@@ -132,9 +136,9 @@ def to_message(
         raise TaskValidationError("task", task, "must be a fairque_core.Task")
     if task.task_id in task.depends_on:
         raise TaskValidationError("depends_on", task.task_id, "a task cannot depend on itself")
-    extra = host.push_headers(task)
-    if extra:
-        task = attrs.evolve(task, headers={**task.headers, **extra})
+    headers = host.push_headers(task, queue=config.name)
+    if headers != task.headers:
+        task = attrs.evolve(task, headers={**task.headers, **headers})
     try:
         body, content_type = host.encode(task)
     except FairQueueError:

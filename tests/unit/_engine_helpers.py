@@ -49,15 +49,15 @@ class RecordingHost:
             raise ValueError("not an object")
         return value
 
-    def push_headers(self, task: Task) -> dict[str, str]:
-        return dict(self.extra_headers)
+    def push_headers(self, task: Task, *, queue: str = "") -> dict[str, str]:
+        return {**task.headers, **self.extra_headers}
 
     def task_event(self, event: str, task: Task, queue: str, **info: Any) -> None:
         with self._lock:
             self.events.append((event, task))
             self.infos.append({"event": event, **info})
 
-    def execute(self, task: Task, call: Callable[[], Any]) -> Any:
+    def execute(self, task: Task, call: Callable[[], object], *, queue: str = "") -> object:
         with self._lock:
             self.executed += 1
         return call()

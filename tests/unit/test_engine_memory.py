@@ -62,7 +62,8 @@ def test_push_pop_finish_round_trip(queue: FairQueue, host: RecordingHost) -> No
     assert got.task_id == task.task_id
     assert got.payload == {"n": 1, "s": "x"}
     assert got.name == "job"
-    assert got.lease is not None and got.lease.worker_id == "w1"
+    assert got.lease is not None
+    assert got.lease.worker_id == "w1"
     assert queue.get_state(task.task_id) is TaskState.STARTED
     queue.finish(got, {"ok": True})
     assert queue.get_state(task.task_id) is TaskState.FINISHED
@@ -77,7 +78,9 @@ def test_push_is_idempotent_and_get_task_decodes(queue: FairQueue) -> None:
     queue.push(task)
     assert queue.get_stats()["duplicates"] == 1
     stored = queue.get_task("t-1")
-    assert stored is not None and stored.payload == {"a": [1, 2]} and stored.lease is None
+    assert stored is not None
+    assert stored.payload == {"a": [1, 2]}
+    assert stored.lease is None
     assert queue.get_task("nope") is None
 
 
@@ -112,7 +115,8 @@ def test_push_batch_orders_parents_first_and_keeps_fifo(queue: FairQueue, clock:
     assert queue.push_batch([child, parent, other]) == ["child", "parent", "other"]
     assert queue.get_state("child") is TaskState.DEFERRED
     first = queue.pop()
-    assert first is not None and first.task_id == "parent"
+    assert first is not None
+    assert first.task_id == "parent"
     clock.advance(1)  # the child becomes ready when its parent finishes, after "other"
     queue.finish(first)
     ids = [t.task_id for t in queue.pop_batch(5)]
@@ -143,7 +147,8 @@ def test_poisoned_payload_goes_to_dlq_and_pop_continues(
     backend.push(Message(task_id="list", user_id="alice", priority=Priority.NORMAL, body=b"[1, 2]"))
     queue.push(Task.create("alice", payload={"fine": 1}, task_id="good"))
     got = queue.pop()
-    assert got is not None and got.task_id == "good"
+    assert got is not None
+    assert got.task_id == "good"
     dlq = {e.entry_id: e for e in queue.list_dlq()}
     assert set(dlq) == {"bad", "list"}
     assert all(e.failure_type is FailureType.POISONED for e in dlq.values())
@@ -204,14 +209,17 @@ def test_lease_needed_for_acks(queue: FairQueue) -> None:
 def test_heartbeat_extends_and_release_returns(queue: FairQueue, clock: FakeClock) -> None:
     queue.push(Task.create("alice", task_id="t"))
     got = queue.pop()
-    assert got is not None and got.lease is not None
+    assert got is not None
+    assert got.lease is not None
     clock.advance(5)
     beat = queue.heartbeat(got)
-    assert beat.lease is not None and beat.lease.deadline == pytest.approx(got.lease.deadline + 5)
+    assert beat.lease is not None
+    assert beat.lease.deadline == pytest.approx(got.lease.deadline + 5)
     queue.release(beat)
     assert queue.get_state("t") is TaskState.QUEUED
     again = queue.pop()
-    assert again is not None and again.retry_count == 0
+    assert again is not None
+    assert again.retry_count == 0
 
 
 def test_requeue_expired_and_finish_many(queue: FairQueue, clock: FakeClock) -> None:
@@ -275,7 +283,8 @@ def test_default_plugin_host_round_trip(backend: InMemoryBackend) -> None:
     with FairQueue(backend) as queue:
         queue.push(Task.create("alice", payload={"k": "v"}))
         got = queue.pop()
-        assert got is not None and got.payload == {"k": "v"}
+        assert got is not None
+        assert got.payload == {"k": "v"}
         queue.finish(got, [1, 2])
         assert queue.get_result(got.task_id) == [1, 2]
 

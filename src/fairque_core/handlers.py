@@ -1,0 +1,287 @@
+"""Task handlers: the ``TaskHandler`` base, the ``@task`` decorator and its registry.
+
+A :class:`TaskRegistry` maps task names to plain functions (sync or async). ``@task`` registers a
+function and returns a :class:`TaskFunction`: calling it builds a :class:`~fairque_core.Task` to
+push, ``.call(...)`` runs the function directly. :class:`RegistryHandler` is the handler a
+worker uses to run registered tasks: it dispatches by ``task.name`` among the registered names
+only (it never imports a module named in task data), and an unknown name raises
+:class:`~fairque_core.errors.UnknownTaskError`, which the worker dead-letters as POISONED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import Any, Generic, TypeVar, overload
+
+from fairque_core._types import Priority
+from fairque_core.errors import TaskSerializationError, TaskValidationError, UnknownTaskError
+from fairque_core.models import Task
+
+__all__ = [
+    "RegistryHandler",
+    "TaskFunction",
+    "TaskHandler",
+    "TaskRegistry",
+    "default_registry",
+    "task",
+]
+
+R = TypeVar("R")
+
+
+class TaskHandler:
+    """Subclass and implement :meth:`process_task`; the worker calls the rest.
+
+    ``process_task`` may also be ``async def``: the async worker awaits it, the thread worker
+    runs it to completion on its own event loop. Its return value is stored as the task's
+    result (it must be JSON-serializable). Raising marks the attempt failed (retry or DLQ).
+    The ``on_*`` callbacks must be quick; their exceptions are logged and ignored.
+    """
+
+    def process_task(self, task: Task) -> object:
+        raise NotImplementedError
+
+    async def process_task_async(self, task: Task) -> object:
+        """How the async worker runs a task: awaits an async ``process_task``, else a thread."""
+        if inspect.iscoroutinefunction(self.process_task):
+            return await self.process_task(task)
+        result = await asyncio.to_thread(self.process_task, task)
+        if inspect.isawaitable(result):
+            return await result
+        return result
+
+    def run_sync(self, task: Task) -> object:
+        """How the thread worker runs a task: calls ``process_task``, runs a coroutine result."""
+        result = self.process_task(task)
+        if inspect.iscoroutine(result):
+            return asyncio.run(result)
+        return result
+
+    def on_task_success(self, task: Task, result: object) -> None:
+        """Called after ``process_task`` returned (before the result is acknowledged)."""
+
+    def on_task_failure(self, task: Task, error: BaseException) -> None:
+        """Called after ``process_task`` raised."""
+
+    def on_task_timeout(self, task: Task) -> None:
+        """Called when the task ran past the worker's ``task_timeout_seconds``."""
+
+
+class TaskFunction(Generic[R]):
+    """A registered task function.
+
+    ``fn(user_id, *args, **kwargs)`` (same as ``fn.create``) returns a Task for tenant
+    ``user_id`` whose payload is ``{"args": [...], "kwargs": {...}}``; ``fn.call(*args,
+    **kwargs)`` runs the function here and now. With ``bind=True`` the function receives the
+    running :class:`Task` as its first argument (not part of the payload).
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., R] | Callable[..., Awaitable[R]],
+        *,
+        name: str,
+        priority: Priority = Priority.NORMAL,
+        max_retries: int = 3,
+        bind: bool = False,
+    ) -> None:
+        self.fn = fn
+        self.name = name
+        self.priority = priority
+        self.max_retries = max_retries
+        self.bind = bind
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self._signature = inspect.signature(fn)
+        functools.update_wrapper(self, fn)
+
+    def create(
+        self,
+        user_id: str,
+        *args: Any,
+        task_id: str | None = None,
+        priority: Priority | int | None = None,
+        execute_after: float | None = None,
+        depends_on: Sequence[str] = (),
+        max_retries: int | None = None,
+        headers: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> Task:
+        """A new Task (fresh id unless ``task_id``) that runs this function with the args."""
+        self._check_args(args, kwargs)
+        return Task.create(
+            user_id,
+            self.priority if priority is None else priority,
+            {"args": list(args), "kwargs": dict(kwargs)},
+            task_id=task_id,
+            max_retries=self.max_retries if max_retries is None else max_retries,
+            execute_after=execute_after,
+            depends_on=depends_on,
+            headers=headers,
+            name=self.name,
+        )
+
+    __call__ = create
+
+    def call(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the function directly (a coroutine for an async function)."""
+        return self.fn(*args, **kwargs)
+
+    def _check_args(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        try:
+            if self.bind:
+                self._signature.bind(None, *args, **kwargs)
+            else:
+                self._signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TaskValidationError(
+                "args", (args, kwargs), f"do not fit {self.name}: {exc}"
+            ) from exc
+
+    def arguments(self, task: Task) -> tuple[list[Any], dict[str, Any]]:
+        """The call arguments stored in ``task.payload`` (TaskSerializationError if malformed)."""
+        args = task.payload.get("args", [])
+        kwargs = task.payload.get("kwargs", {})
+        if not isinstance(args, list) or not isinstance(kwargs, Mapping):
+            raise TaskSerializationError(
+                f"task {task.task_id}: payload must hold 'args' (list) and 'kwargs' (mapping)"
+            )
+        if not all(isinstance(key, str) for key in kwargs):
+            raise TaskSerializationError(f"task {task.task_id}: kwargs keys must be str")
+        call_args: list[Any] = [task, *args] if self.bind else list(args)
+        return call_args, dict(kwargs)
+
+    def __repr__(self) -> str:
+        return f"<TaskFunction {self.name}>"
+
+
+class TaskRegistry:
+    """Task names to functions. Names are unique; registering a name twice is an error."""
+
+    def __init__(self) -> None:
+        self._functions: dict[str, TaskFunction[Any]] = {}
+
+    def register(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        priority: Priority | int = Priority.NORMAL,
+        max_retries: int = 3,
+        bind: bool = False,
+    ) -> TaskFunction[Any]:
+        task_name = name if name is not None else f"{fn.__module__}.{fn.__qualname__}"
+        if not task_name or not isinstance(task_name, str):
+            raise TaskValidationError("name", task_name, "must be a non-empty str")
+        if task_name in self._functions:
+            raise TaskValidationError("name", task_name, "is already registered")
+        try:
+            level = priority if isinstance(priority, Priority) else Priority.from_int(priority)
+        except ValueError as exc:
+            raise TaskValidationError("priority", priority, "must be 1-6") from exc
+        wrapped: TaskFunction[Any] = TaskFunction(
+            fn, name=task_name, priority=level, max_retries=max_retries, bind=bind
+        )
+        self._functions[task_name] = wrapped
+        return wrapped
+
+    def task(
+        self,
+        name: str | None = None,
+        *,
+        priority: Priority | int = Priority.NORMAL,
+        max_retries: int = 3,
+        bind: bool = False,
+    ) -> Callable[[Callable[..., Any]], TaskFunction[Any]]:
+        """Decorator form of :meth:`register`."""
+
+        def decorate(fn: Callable[..., Any]) -> TaskFunction[Any]:
+            return self.register(
+                fn, name=name, priority=priority, max_retries=max_retries, bind=bind
+            )
+
+        return decorate
+
+    def get(self, name: str) -> TaskFunction[Any]:
+        """The function registered under ``name``; UnknownTaskError otherwise."""
+        found = self._functions.get(name)
+        if found is None:
+            raise UnknownTaskError(name)
+        return found
+
+    def names(self) -> list[str]:
+        return sorted(self._functions)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._functions
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._functions))
+
+    def __len__(self) -> int:
+        return len(self._functions)
+
+
+#: The registry ``@task`` uses when no ``registry`` is given. Prefer explicit registries in
+#: libraries; this one is for applications and scripts.
+default_registry = TaskRegistry()
+
+
+@overload
+def task(fn: Callable[..., Any], /) -> TaskFunction[Any]: ...
+
+
+@overload
+def task(
+    name: str | None = None,
+    *,
+    priority: Priority | int = ...,
+    max_retries: int = ...,
+    bind: bool = ...,
+    registry: TaskRegistry | None = ...,
+) -> Callable[[Callable[..., Any]], TaskFunction[Any]]: ...
+
+
+def task(
+    name: str | Callable[..., Any] | None = None,
+    *,
+    priority: Priority | int = Priority.NORMAL,
+    max_retries: int = 3,
+    bind: bool = False,
+    registry: TaskRegistry | None = None,
+) -> TaskFunction[Any] | Callable[[Callable[..., Any]], TaskFunction[Any]]:
+    """Register a function as a task: ``@task``, ``@task("name")`` or ``@task(registry=r)``.
+
+    The default name is ``module.qualname``.
+    """
+    target = registry if registry is not None else default_registry
+    if callable(name):
+        return target.register(name)
+    return target.task(name, priority=priority, max_retries=max_retries, bind=bind)
+
+
+class RegistryHandler(TaskHandler):
+    """Runs registered task functions by ``task.name``; nothing outside the registry."""
+
+    def __init__(self, registry: TaskRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else default_registry
+
+    def process_task(self, task: Task) -> object:
+        function = self.registry.get(task.name)
+        args, kwargs = function.arguments(task)
+        result = function.fn(*args, **kwargs)
+        if inspect.iscoroutine(result):
+            return asyncio.run(result)
+        return result
+
+    async def process_task_async(self, task: Task) -> object:
+        function = self.registry.get(task.name)
+        args, kwargs = function.arguments(task)
+        if function.is_async:
+            return await function.fn(*args, **kwargs)
+        return await asyncio.to_thread(function.fn, *args, **kwargs)
+
+    def run_sync(self, task: Task) -> object:
+        return self.process_task(task)
