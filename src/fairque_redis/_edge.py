@@ -16,6 +16,7 @@ from redis import exceptions as rexc
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from fairque_core.config import FairQueueConfig, QueueConfig, RedisConfig
 from fairque_core.errors import (
     BackendError,
     BackendOutOfMemoryError,
@@ -23,10 +24,16 @@ from fairque_core.errors import (
     OutcomeUnknownError,
     RedisConnectionError,
 )
-
 from fairque_redis.scripts import translate_script_error
 
-__all__ = ["client_options", "normalize_url", "translate_errors"]
+__all__ = [
+    "client_options",
+    "config_url",
+    "normalize_url",
+    "redis_options",
+    "split_config",
+    "translate_errors",
+]
 
 log = logging.getLogger("fairque.redis")
 
@@ -47,6 +54,41 @@ def normalize_url(url: str) -> str:
             path="url",
         )
     return f"{target}://{rest}"
+
+
+def redis_options(config: RedisConfig) -> dict[str, Any]:
+    """redis-py keyword options from a RedisConfig (never ``decode_responses``)."""
+    opts: dict[str, Any] = {
+        "socket_timeout": config.socket_timeout,
+        "socket_connect_timeout": config.socket_connect_timeout,
+        "health_check_interval": config.health_check_interval,
+    }
+    if config.username is not None:
+        opts["username"] = config.username
+    if config.password is not None:
+        opts["password"] = config.password
+    for name in ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile"):
+        value = getattr(config, name)
+        if value is not None:
+            opts[name] = value
+    return opts
+
+
+def config_url(config: RedisConfig) -> str:
+    """The URL a RedisConfig names (``url`` wins over host/port/db); carries no password."""
+    if config.url:
+        return config.url
+    scheme = "rediss" if config.ssl_ca_certs or config.ssl_certfile else "redis"
+    return f"{scheme}://{config.host}:{config.port}/{config.db}"
+
+
+def split_config(
+    config: QueueConfig | FairQueueConfig | None, opts: dict[str, Any]
+) -> tuple[QueueConfig | None, dict[str, Any]]:
+    """The queue section and redis-py options (explicit ``opts`` win over the redis section)."""
+    if isinstance(config, FairQueueConfig):
+        return config.queue, {**redis_options(config.redis), **opts}
+    return config, opts
 
 
 def client_options(url: str | None, opts: dict[str, Any], *, cluster: bool) -> dict[str, Any]:

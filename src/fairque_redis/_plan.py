@@ -23,7 +23,6 @@ from fairque_core.models import Claimed, DLQEntry, Lease, Message, QueueSizes
 from fairque_core.ports import Clock, TokenSource
 from fairque_core.scoring import STAT_COUNTERS, stride_for, to_ms
 from fairque_core.validation import validate_id
-
 from fairque_redis.keys import KeySpace
 
 __all__ = ["Call", "Planner", "decode_message"]
@@ -79,10 +78,9 @@ def encode_meta(message: Message) -> str:
     )
 
 
-def decode_message(
-    task_id: Any, user_id: Any, priority: Any, retry_count: Any, meta: Any, body: Any
-) -> Message:
-    """A Message from the fields a script returns."""
+def decode_message(fields: Sequence[Any]) -> Message:
+    """A Message from the six fields a script returns: id, user, priority, retries, meta, body."""
+    task_id, user_id, priority, retry_count, meta, body = fields
     content_type, max_retries, created_at, delay, deps, headers, name = json.loads(meta)
     return Message(
         task_id=_text(task_id),
@@ -242,7 +240,7 @@ class Planner:
             out: list[Claimed] = []
             for k in range(n):
                 i = 2 + 7 * k
-                message = decode_message(*reply[i : i + 6])
+                message = decode_message(reply[i : i + 6])
                 lease = Lease(token=tokens[k], deadline=deadline, worker_id=worker_id)
                 out.append(Claimed(message=message, lease=lease, recoveries=int(reply[i + 6])))
             return out
@@ -265,7 +263,12 @@ class Planner:
     ) -> Call[list[bool]]:
         args: list[Any] = [*self.header(), "1" if strict else "0", len(items)]
         for task_id, token, result in items:
-            args += [task_id, token, "0" if result is None else "1", b"" if result is None else result]
+            args += [
+                task_id,
+                token,
+                "0" if result is None else "1",
+                b"" if result is None else result,
+            ]
         n = len(items)
 
         def parse(reply: Any) -> list[bool]:
@@ -340,9 +343,9 @@ class Planner:
             fields = inner.parse(reply)
             if fields is None:
                 return None
-            return decode_message(task_id, *fields[1:6])
+            return decode_message([task_id, *fields[1:6]])
 
-        return attrs.evolve(inner, parse=parse)
+        return Call(inner.script, inner.args, parse, writes=False)
 
     def get_state(self, task_id: str) -> Call[TaskState | None]:
         inner = self.get(task_id)
@@ -355,7 +358,7 @@ class Planner:
             _contract("get", state is not None, reply)
             return state
 
-        return attrs.evolve(inner, parse=parse)
+        return Call(inner.script, inner.args, parse, writes=False)
 
     def get_result(self, task_id: str) -> Call[bytes | None]:
         inner = self.get(task_id)
@@ -366,7 +369,7 @@ class Planner:
                 return None
             return _bytes(fields[7])
 
-        return attrs.evolve(inner, parse=parse)
+        return Call(inner.script, inner.args, parse, writes=False)
 
     def queue_sizes(self, user_ids: Sequence[str]) -> Call[dict[str, QueueSizes]]:
         users = list(user_ids)
@@ -431,7 +434,7 @@ class Planner:
                 out.append(
                     DLQEntry(
                         entry_id=_text(task_id),
-                        original_task=decode_message(task_id, user, prio, rc, meta, body),
+                        original_task=decode_message([task_id, user, prio, rc, meta, body]),
                         failure_type=_FAILURES.get(_text(ftype), FailureType.FAILED),
                         reason=_text(reason),
                         moved_at=int(moved) / 1000,

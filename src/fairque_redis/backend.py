@@ -15,12 +15,18 @@ from redis import Redis
 from redis.cluster import RedisCluster
 
 from fairque_core._types import FailureType, TaskState
-from fairque_core.config import QueueConfig, RedisConfig
+from fairque_core.config import FairQueueConfig, QueueConfig, RedisConfig
 from fairque_core.memory import random_token
 from fairque_core.models import Claimed, DLQEntry, Message, QueueSizes
 from fairque_core.ports import Clock, QueueBackend, TokenSource
-
-from fairque_redis._edge import client_options, normalize_url, translate_errors
+from fairque_redis._edge import (
+    client_options,
+    config_url,
+    normalize_url,
+    redis_options,
+    split_config,
+    translate_errors,
+)
 from fairque_redis._plan import Call, Planner
 from fairque_redis.keys import KeySpace
 from fairque_redis.scripts import SOURCES
@@ -28,36 +34,10 @@ from fairque_redis.scripts import SOURCES
 if TYPE_CHECKING:
     from redis.commands.core import Script
 
-__all__ = ["RedisBackend", "redis_options"]
+__all__ = ["RedisBackend"]
 
 T = TypeVar("T")
 log = logging.getLogger("fairque.redis")
-
-
-def redis_options(config: RedisConfig) -> dict[str, Any]:
-    """redis-py keyword options from a RedisConfig (never ``decode_responses``)."""
-    opts: dict[str, Any] = {
-        "socket_timeout": config.socket_timeout,
-        "socket_connect_timeout": config.socket_connect_timeout,
-        "health_check_interval": config.health_check_interval,
-    }
-    if config.username is not None:
-        opts["username"] = config.username
-    if config.password is not None:
-        opts["password"] = config.password
-    for name in ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile"):
-        value = getattr(config, name)
-        if value is not None:
-            opts[name] = value
-    return opts
-
-
-def config_url(config: RedisConfig) -> str:
-    """The URL a RedisConfig names (``url`` wins over host/port/db); carries no password."""
-    if config.url:
-        return config.url
-    scheme = "rediss" if config.ssl_ca_certs or config.ssl_certfile else "redis"
-    return f"{scheme}://{config.host}:{config.port}/{config.db}"
 
 
 class RedisBackend:
@@ -99,21 +79,21 @@ class RedisBackend:
         *,
         queue: str = "default",
         cluster: bool = False,
-        config: QueueConfig | None = None,
+        config: QueueConfig | FairQueueConfig | None = None,
         clock: Clock | None = None,
         token_source: TokenSource | None = None,
         **redis_opts: Any,
     ) -> RedisBackend:
         """A backend on a client of its own for ``redis://``, ``rediss://`` (TLS) or
         ``valkey(s)://`` URLs. ``redis_opts`` go to redis-py (``password``, ``username``,
-        ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``, timeouts ...)."""
+        ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``, timeouts ...). A whole
+        FairQueueConfig as ``config`` contributes its ``redis`` section's options too."""
         url = normalize_url(url)
+        config, redis_opts = split_config(config, redis_opts)
         opts = client_options(url, redis_opts, cluster=cluster)
-        client: Redis | RedisCluster
-        if cluster:
-            client = RedisCluster.from_url(url, **opts)
-        else:
-            client = Redis.from_url(url, **opts)
+        client: Redis | RedisCluster = (
+            RedisCluster.from_url(url, **opts) if cluster else Redis.from_url(url, **opts)
+        )
         backend = cls(client, queue=queue, config=config, clock=clock, token_source=token_source)
         backend._owns_client = True
         return backend

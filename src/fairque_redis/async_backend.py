@@ -1,0 +1,263 @@
+"""AsyncRedisBackend: the asyncio twin of :class:`~fairque_redis.backend.RedisBackend`.
+
+Every operation is "plan -> one script call -> parse": argument building and reply parsing
+live in :mod:`fairque_redis._plan` (shared with the async twin), the atomic work in the Lua
+scripts, and redis-py exceptions are translated at this edge (:mod:`fairque_redis._edge`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+
+from fairque_core._types import FailureType, TaskState
+from fairque_core.config import FairQueueConfig, QueueConfig, RedisConfig
+from fairque_core.memory import random_token
+from fairque_core.models import Claimed, DLQEntry, Message, QueueSizes
+from fairque_core.ports import AsyncQueueBackend, Clock, TokenSource
+from fairque_redis._edge import (
+    client_options,
+    config_url,
+    normalize_url,
+    redis_options,
+    split_config,
+    translate_errors,
+)
+from fairque_redis._plan import Call, Planner
+from fairque_redis.keys import KeySpace
+from fairque_redis.scripts import SOURCES
+
+if TYPE_CHECKING:
+    from redis.commands.core import AsyncScript
+
+__all__ = ["AsyncRedisBackend"]
+
+T = TypeVar("T")
+log = logging.getLogger("fairque.redis")
+
+
+class AsyncRedisBackend:
+    """The asyncio queue backend on a ``redis.asyncio.Redis`` or ``RedisCluster`` client.
+
+    The client must return bytes (``decode_responses=False``). Build it with :meth:`from_url`
+    or :meth:`from_config` to get fairque's settings (automatic retries off for scripts, TLS
+    verification on). ``clock`` is for tests only: it replaces server ``TIME``.
+    """
+
+    def __init__(
+        self,
+        client: Redis | RedisCluster,
+        *,
+        queue: str = "default",
+        config: QueueConfig | None = None,
+        clock: Clock | None = None,
+        token_source: TokenSource | None = None,
+    ) -> None:
+        self._keys = KeySpace(queue)
+        self._config = config if config is not None else QueueConfig(name=queue)
+        self._client = client
+        self._owns_client = False
+        self._planner = Planner(
+            self._keys,
+            self._config,
+            clock,
+            token_source if token_source is not None else random_token,
+        )
+        self._scripts: dict[str, AsyncScript] = {
+            name: client.register_script(source) for name, source in SOURCES.items()
+        }
+        self._closed = False
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        queue: str = "default",
+        cluster: bool = False,
+        config: QueueConfig | FairQueueConfig | None = None,
+        clock: Clock | None = None,
+        token_source: TokenSource | None = None,
+        **redis_opts: Any,
+    ) -> AsyncRedisBackend:
+        """A backend on a client of its own for ``redis://``, ``rediss://`` (TLS) or
+        ``valkey(s)://`` URLs. ``redis_opts`` go to redis-py (``password``, ``username``,
+        ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``, timeouts ...). A whole
+        FairQueueConfig as ``config`` contributes its ``redis`` section's options too."""
+        url = normalize_url(url)
+        config, redis_opts = split_config(config, redis_opts)
+        opts = client_options(url, redis_opts, cluster=cluster)
+        client: Redis | RedisCluster = (
+            RedisCluster.from_url(url, **opts) if cluster else Redis.from_url(url, **opts)
+        )
+        backend = cls(client, queue=queue, config=config, clock=clock, token_source=token_source)
+        backend._owns_client = True
+        return backend
+
+    @classmethod
+    def from_config(
+        cls,
+        redis_config: RedisConfig,
+        queue_config: QueueConfig | None = None,
+        *,
+        clock: Clock | None = None,
+        token_source: TokenSource | None = None,
+    ) -> AsyncRedisBackend:
+        """A backend from the ``redis`` and ``queue`` sections of a FairQueueConfig."""
+        queue_config = queue_config if queue_config is not None else QueueConfig()
+        return cls.from_url(
+            config_url(redis_config),
+            queue=queue_config.name,
+            cluster=redis_config.cluster,
+            config=queue_config,
+            clock=clock,
+            token_source=token_source,
+            **redis_options(redis_config),
+        )
+
+    def __repr__(self) -> str:
+        kind = "cluster" if isinstance(self._client, RedisCluster) else "server"
+        return f"AsyncRedisBackend(queue={self._keys.queue!r}, {kind})"
+
+    # ------------------------------------------------------------------ plumbing
+    @property
+    def queue(self) -> str:
+        return self._keys.queue
+
+    @property
+    def config(self) -> QueueConfig:
+        return self._config
+
+    @property
+    def keys(self) -> KeySpace:
+        return self._keys
+
+    @property
+    def client(self) -> Redis | RedisCluster:
+        return self._client
+
+    async def _run(self, call: Call[T]) -> T:
+        script = self._scripts[call.script]
+        with translate_errors(call.script, writes=call.writes):
+            reply = await script(keys=self._planner.anchors, args=call.args)
+        return call.parse(reply)
+
+    # ------------------------------------------------------------------ push and claim
+    async def push(self, message: Message) -> bool:
+        return (await self._run(self._planner.push([message])))[0]
+
+    async def push_batch(self, messages: Sequence[Message]) -> list[bool]:
+        if not messages:
+            return []
+        return await self._run(self._planner.push(messages))
+
+    async def claim(
+        self,
+        *,
+        worker_id: str = "",
+        assigned: Sequence[str] | None = None,
+        steal: Sequence[str] | None = None,
+        count: int = 1,
+        lease_seconds: float | None = None,
+    ) -> list[Claimed]:
+        call = self._planner.claim(
+            worker_id=worker_id,
+            assigned=assigned,
+            steal=steal,
+            count=count,
+            lease_seconds=lease_seconds,
+        )
+        return await self._run(call)
+
+    # ------------------------------------------------------------------ leases
+    async def heartbeat(
+        self, task_id: str, token: str, lease_seconds: float | None = None
+    ) -> float:
+        return await self._run(self._planner.heartbeat(task_id, token, lease_seconds))
+
+    async def finish(self, task_id: str, token: str, result: bytes | None = None) -> None:
+        await self._run(self._planner.finish([(task_id, token, result)], strict=True))
+
+    async def finish_batch(self, items: Sequence[tuple[str, str, bytes | None]]) -> list[bool]:
+        if not items:
+            return []
+        return await self._run(self._planner.finish(items, strict=False))
+
+    async def fail(
+        self,
+        task_id: str,
+        token: str,
+        *,
+        retry_delay: float | None,
+        failure_type: FailureType = FailureType.FAILED,
+        reason: str = "",
+    ) -> TaskState:
+        call = self._planner.fail(task_id, token, retry_delay, failure_type, reason)
+        return await self._run(call)
+
+    async def release(self, task_id: str, token: str) -> None:
+        await self._run(self._planner.release(task_id, token))
+
+    async def requeue_expired(self, limit: int = 100) -> int:
+        return await self._run(self._planner.requeue_expired(limit))
+
+    # ------------------------------------------------------------------ cancel and reads
+    async def cancel(self, task_id: str) -> bool:
+        return await self._run(self._planner.cancel(task_id))
+
+    async def get_message(self, task_id: str) -> Message | None:
+        return await self._run(self._planner.get_message(task_id))
+
+    async def get_state(self, task_id: str) -> TaskState | None:
+        return await self._run(self._planner.get_state(task_id))
+
+    async def get_result(self, task_id: str) -> bytes | None:
+        return await self._run(self._planner.get_result(task_id))
+
+    async def queue_sizes(self, user_ids: Sequence[str]) -> dict[str, QueueSizes]:
+        call = self._planner.queue_sizes(user_ids)
+        if not user_ids:
+            return {}
+        return await self._run(call)
+
+    async def stats(self) -> dict[str, int]:
+        return await self._run(self._planner.stats())
+
+    async def tenant_stats(self, user_id: str) -> dict[str, int]:
+        return await self._run(self._planner.tenant_stats(user_id))
+
+    async def set_tenant_weight(self, user_id: str, weight: float, *, tier: int = 0) -> None:
+        await self._run(self._planner.set_tenant_weight(user_id, weight, tier))
+
+    # ------------------------------------------------------------------ DLQ
+    async def list_dlq(
+        self, *, limit: int = 100, offset: int = 0, failure_type: FailureType | None = None
+    ) -> list[DLQEntry]:
+        return await self._run(self._planner.list_dlq(limit, offset, failure_type))
+
+    async def requeue_dlq(self, entry_ids: Sequence[str] | None = None) -> int:
+        return await self._run(self._planner.requeue_dlq(entry_ids))
+
+    async def purge_dlq(self, entry_ids: Sequence[str] | None = None) -> int:
+        return await self._run(self._planner.purge_dlq(entry_ids))
+
+    async def close(self) -> None:
+        """Close the client if this backend made it (``from_url``/``from_config``)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> AsyncRedisBackend:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+
+_: type[AsyncQueueBackend] = AsyncRedisBackend
