@@ -84,6 +84,40 @@ class RedisProbe:
             total += sum(int(stat["calls"]) for name, stat in info.items() if name in wanted)
         return total
 
+    def client_commands(self, action: Callable[[], object]) -> list[str]:
+        """The commands a client sent to the queue's node while ``action`` ran (MONITOR).
+
+        Commands run inside scripts are left out, so a batch done by one script call shows
+        as exactly one EVALSHA (``INFO commandstats`` counts the script's inner calls too).
+        """
+        import redis
+
+        if self.cluster:
+            node = self.client.get_node_from_key("{" + self.queue + "}")
+            conn = redis.Redis(host=node.host, port=node.port)
+        else:
+            conn = redis.Redis(connection_pool=self.client.connection_pool)
+        marker = "fq-probe-marker-" + self.queue
+        events: list[tuple[str, str]] = []
+        marker_source = ""
+        try:
+            with conn.monitor() as monitor:
+                action()
+                conn.echo(marker)  # through another connection: left out by its address
+                for event in monitor.listen():
+                    source = f"{event.get('client_address')}:{event.get('client_port')}"
+                    command = str(event["command"])
+                    if marker in command:
+                        marker_source = source
+                        break
+                    if event.get("client_type") == "lua":
+                        continue
+                    events.append((source, command))
+        finally:
+            if self.cluster:
+                conn.close()
+        return [command for source, command in events if source != marker_source]
+
     def all_keys(self) -> set[str]:
         """Every key on the server(s), as text."""
         keys: set[str] = set()
