@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import quote
 
 import attrs
 
@@ -273,15 +272,16 @@ def tenant_weights(config: QueueConfig) -> dict[str, tuple[float, int]]:
 
 
 def backend_url(config: FairQueueConfig) -> str:
-    """The backend URL of ``config``: ``redis.url``, else one built from host/port/db."""
+    """The backend URL of ``config``: ``redis.url``, else one built from host/port/db.
+
+    Credentials never go into the URL (it may end up in logs); the backend factory receives
+    the whole config and takes them from its ``redis`` section.
+    """
     redis = config.redis
     if redis.url:
         return redis.url
-    auth = ""
-    if redis.password is not None:
-        user = quote(redis.username or "", safe="")
-        auth = f"{user}:{quote(redis.password, safe='')}@"
-    return f"redis://{auth}{redis.host}:{redis.port}/{redis.db}"
+    scheme = "rediss" if redis.ssl_ca_certs or redis.ssl_certfile else "redis"
+    return f"{scheme}://{redis.host}:{redis.port}/{redis.db}"
 
 
 def load_backend_factory(scheme: str) -> Any:

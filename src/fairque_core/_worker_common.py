@@ -23,6 +23,8 @@ POISON_ERRORS = (UnknownTaskError, TaskSerializationError)
 #: Backoff after a backend error: first wait, and the cap of the exponential growth.
 BACKOFF_BASE_SECONDS = 0.05
 BACKOFF_CAP_SECONDS = 2.0
+#: Longest wait for more free places before claiming for fewer than a quarter of them.
+CLAIM_LINGER_SECONDS = 0.002
 #: How many reaper batches one reaper tick may run when every batch comes back full.
 REAPER_ROUNDS = 10
 REAPER_LIMIT = 100

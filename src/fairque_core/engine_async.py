@@ -57,7 +57,7 @@ class AsyncFairQueue:
     ) -> AsyncFairQueue:
         """An async queue from a config or YAML path (``memory://`` or a registered scheme).
 
-        The backend factory is called with ``asynchronous=True``.
+        The backend factory is called with ``asyncio=True``.
         """
         if isinstance(config_or_path, FairQueueConfig):
             config = config_or_path
@@ -77,7 +77,7 @@ class AsyncFairQueue:
                 queue=config.queue.name,
                 config=config,
                 cluster=config.redis.cluster,
-                asynchronous=True,
+                asyncio=True,
                 **backend_options,
             )
         queue = cls(backend, plugins=plugins, config=config.queue, plugin_host=plugin_host)

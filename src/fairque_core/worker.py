@@ -140,6 +140,8 @@ class Worker:
         self._releases: list[wc.Slot] = []
         self._hb_due = 0.0
         self._reap_due = 0.0
+        self._room_since: float | None = None
+        self._claim_threshold = max(1, (self._cap + prefetch) // 4)
 
     # ------------------------------------------------------------------ public
     def start(self) -> None:
@@ -297,7 +299,7 @@ class Worker:
                 self._maybe_heartbeat(now)
                 self._maybe_reap(now)
                 if not stopping:
-                    idle = self._claim()
+                    idle = self._claim(now)
                 self._backoff.ok()
             except _Outage:
                 pass
@@ -442,12 +444,33 @@ class Worker:
             if handled < wc.REAPER_LIMIT:
                 break
 
-    def _claim(self) -> bool:
-        """Claim for the free places; True when the queue had fewer tasks than asked."""
-        free = self._cap + self.prefetch - self._executing - len(self._buffer)
-        if free <= 0:
+    def _room(self) -> int:
+        return self._cap + self.prefetch - self._executing - len(self._buffer)
+
+    def _worth_claiming(self, now: float) -> bool:
+        """Claim now, or linger a moment so that one claim fills several places?
+
+        While tasks are running, places free up one by one; claiming for each alone would cost
+        a round trip per task. A claim waits until a quarter of the places are free, or at
+        most ``CLAIM_LINGER_SECONDS``, whichever comes first.
+        """
+        room = self._room()
+        if room <= 0:
+            self._room_since = None
             return False
-        count = wc.claim_size(self.config, free)
+        if room >= self._claim_threshold or not self._executing:
+            self._room_since = None
+            return True
+        if self._room_since is None:
+            self._room_since = now
+        return now - self._room_since >= wc.CLAIM_LINGER_SECONDS
+
+    def _claim(self, now: float) -> bool:
+        """Claim for the free places; True when the queue had fewer tasks than asked."""
+        if not self._worth_claiming(now):
+            return False
+        self._room_since = None
+        count = wc.claim_size(self.config, self._room())
         tasks: list[Task] = self._backend_call(
             functools.partial(
                 self.queue.pop_batch,
@@ -483,9 +506,11 @@ class Worker:
         else:
             if self._acks or self._fails or self._releases:
                 return 0.0
-            free = self._cap + self.prefetch - self._executing - len(self._buffer)
-            if free > 0 and not idle and not stopping:
-                return 0.0  # the queue had work and there is room: claim again at once
+            if self._room() > 0 and not idle and not stopping:
+                if self._room_since is None:
+                    return 0.0  # the queue had work and there is room: claim again at once
+                # lingering for more room (woken early by completions)
+                return max(0.0, self._room_since + wc.CLAIM_LINGER_SECONDS - now)
             deadlines = [
                 self._hb_due,
                 self._reap_due,

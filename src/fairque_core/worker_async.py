@@ -87,6 +87,8 @@ class AsyncWorker:
         self._releases: list[wc.Slot] = []
         self._hb_due = 0.0
         self._reap_due = 0.0
+        self._room_since: float | None = None
+        self._claim_threshold = max(1, (self._cap + prefetch) // 4)
 
     # ------------------------------------------------------------------ public
     async def start(self) -> None:
@@ -268,7 +270,7 @@ class AsyncWorker:
                 await self._maybe_heartbeat(now)
                 await self._maybe_reap(now)
                 if not stopping:
-                    idle = await self._claim()
+                    idle = await self._claim(now)
                 self._backoff.ok()
             except _Outage:
                 pass
@@ -372,11 +374,27 @@ class AsyncWorker:
     def _executing(self) -> int:
         return len(self._running)
 
-    async def _claim(self) -> bool:
-        free = self._cap + self.prefetch - self._executing() - len(self._buffer)
-        if free <= 0:
+    def _room(self) -> int:
+        return self._cap + self.prefetch - self._executing() - len(self._buffer)
+
+    def _worth_claiming(self, now: float) -> bool:
+        """Claim now, or linger briefly so one claim fills several places (see Worker)."""
+        room = self._room()
+        if room <= 0:
+            self._room_since = None
             return False
-        count = wc.claim_size(self.config, free)
+        if room >= self._claim_threshold or not self._executing():
+            self._room_since = None
+            return True
+        if self._room_since is None:
+            self._room_since = now
+        return now - self._room_since >= wc.CLAIM_LINGER_SECONDS
+
+    async def _claim(self, now: float) -> bool:
+        if not self._worth_claiming(now):
+            return False
+        self._room_since = None
+        count = wc.claim_size(self.config, self._room())
         tasks: list[Task] = await self._backend_call(
             self.queue.pop_batch(count, self._assigned, steal=self._steal, worker_id=self.config.id)
         )
@@ -404,9 +422,10 @@ class AsyncWorker:
             return backoff
         if self._acks or self._fails or self._releases:
             return 0.0
-        free = self._cap + self.prefetch - self._executing() - len(self._buffer)
-        if free > 0 and not idle and not stopping:
-            return 0.0
+        if self._room() > 0 and not idle and not stopping:
+            if self._room_since is None:
+                return 0.0
+            return max(0.0, self._room_since + wc.CLAIM_LINGER_SECONDS - now)
         return max(
             0.0, min(self._hb_due, self._reap_due, now + self.config.poll_interval_seconds) - now
         )
