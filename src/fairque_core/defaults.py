@@ -29,6 +29,7 @@ __all__ = [
     "DefaultExecutor",
     "DefaultRetry",
     "JsonPayloadCodec",
+    "check_str_keys",
     "decode_json",
     "encode_json",
     "media_type",
@@ -42,17 +43,18 @@ def media_type(content_type: str) -> str:
     return content_type.split(";", 1)[0].strip().lower()
 
 
-def _check_keys(value: object, path: str) -> None:
+def check_str_keys(value: object, path: str = "$") -> None:
+    """TaskSerializationError unless every mapping key inside ``value`` is a ``str``."""
     # json.dumps turns int/float/bool/None keys into strings silently; a strict codec refuses
     # them, since the payload would not come back equal.
     if isinstance(value, Mapping):
         for key, item in value.items():
             if not isinstance(key, str):
                 raise TaskSerializationError(f"payload key {key!r} at {path} is not a str")
-            _check_keys(item, f"{path}.{key}")
+            check_str_keys(item, f"{path}.{key}")
     elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
-            _check_keys(item, f"{path}[{index}]")
+            check_str_keys(item, f"{path}[{index}]")
 
 
 def encode_json(payload: object) -> bytes:
@@ -63,7 +65,7 @@ def encode_json(payload: object) -> bytes:
     """
     if not isinstance(payload, Mapping):
         raise TaskSerializationError(f"a payload must be a mapping, not {type(payload).__name__}")
-    _check_keys(payload, "$")
+    check_str_keys(payload, "$")
     try:
         text = json.dumps(dict(payload), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError, RecursionError) as exc:

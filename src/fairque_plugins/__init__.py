@@ -1,1 +1,20 @@
-"""fairque plugins: codecs, OpenTelemetry tracing and metrics, DLQ policies."""
+"""fairque plugins: codecs, OpenTelemetry tracing and metrics, DLQ policies.
+
+Compose them with a queue: ``FairQueue(backend, plugins=[OpenTelemetryTracing(), ...])``.
+``MsgpackCodec`` needs the ``msgpack`` extra; the OpenTelemetry plugins need only the API.
+"""
+
+from __future__ import annotations
+
+from fairque_plugins.dlq import RetryPolicy
+from fairque_plugins.metrics import OpenTelemetryMetrics
+from fairque_plugins.serialization import JsonCodec, MsgpackCodec
+from fairque_plugins.tracing import OpenTelemetryTracing
+
+__all__ = [
+    "JsonCodec",
+    "MsgpackCodec",
+    "OpenTelemetryMetrics",
+    "OpenTelemetryTracing",
+    "RetryPolicy",
+]

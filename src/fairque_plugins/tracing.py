@@ -1,0 +1,117 @@
+"""OpenTelemetry tracing: a PRODUCER span per push, a CONSUMER span per execution.
+
+The producer injects W3C trace context (``traceparent``, plus whatever the globally
+configured propagator writes) into the task's headers through ``fairque_push_headers``; the
+worker extracts it and runs the task inside a CONSUMER span, either as a child of the
+producer span or, with ``link_instead_of_parent=True``, as the root of a new trace that
+links to it (better for tasks that run long after they were pushed). Only
+``opentelemetry-api`` is needed at run time; without an SDK the spans are no-ops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping
+from typing import TYPE_CHECKING
+
+from opentelemetry import propagate, trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+
+from fairque_core.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from opentelemetry.util.types import AttributeValue
+
+    from fairque_core.models import Task
+
+__all__ = ["OpenTelemetryTracing"]
+
+_SYSTEM = "fairque"
+
+
+def _library_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("fairque")
+    except PackageNotFoundError:
+        return None
+
+
+class OpenTelemetryTracing:
+    """Trace tasks from push to execution.
+
+    ``tracer_provider`` defaults to the global one. Spans carry the messaging semantic
+    conventions (``messaging.system="fairque"``, ``messaging.destination.name``,
+    ``messaging.message.id``, ``messaging.operation``) and ``fairque.tenant``,
+    ``fairque.priority`` and ``fairque.retry_count``. A handler's exception is recorded on the
+    consumer span, whose status becomes ERROR; the exception itself is re-raised untouched.
+    """
+
+    fairque_plugin_name = "fairque.tracing"
+
+    def __init__(
+        self,
+        tracer_provider: trace.TracerProvider | None = None,
+        link_instead_of_parent: bool = False,
+    ) -> None:
+        self._tracer = trace.get_tracer(
+            "fairque", _library_version(), tracer_provider=tracer_provider
+        )
+        self.link_instead_of_parent = link_instead_of_parent
+        self._queue = "default"
+
+    @hookimpl
+    def fairque_configure(self, config: object) -> None:
+        name = getattr(config, "name", None)
+        if isinstance(name, str) and name:
+            self._queue = name
+
+    def _attributes(self, task: Task, queue: str, operation: str) -> Mapping[str, AttributeValue]:
+        return {
+            "messaging.system": _SYSTEM,
+            "messaging.destination.name": queue,
+            "messaging.message.id": task.task_id,
+            "messaging.operation": operation,
+            "fairque.tenant": task.user_id,
+            "fairque.priority": int(task.priority),
+            "fairque.retry_count": task.retry_count,
+        }
+
+    @hookimpl
+    def fairque_push_headers(self, task: Task, headers: dict[str, str], queue: str) -> None:
+        destination = queue or self._queue
+        with self._tracer.start_as_current_span(
+            f"publish {destination}",
+            kind=SpanKind.PRODUCER,
+            attributes=self._attributes(task, destination, "publish"),
+        ):
+            propagate.inject(headers)
+
+    @hookimpl(wrapper=True)
+    def fairque_task_execute(self, task: Task, queue: str) -> Generator[None, object, object]:
+        destination = queue or self._queue
+        carried = propagate.extract(dict(task.headers))
+        links: list[Link] = []
+        parent: Context | None = carried
+        if self.link_instead_of_parent:
+            producer = trace.get_current_span(carried).get_span_context()
+            if producer.is_valid:
+                links.append(Link(producer))
+            parent = Context()  # a new trace, whatever span is current in the worker
+        with self._tracer.start_as_current_span(
+            f"process {destination}",
+            context=parent,
+            kind=SpanKind.CONSUMER,
+            attributes=self._attributes(task, destination, "process"),
+            links=links,
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            try:
+                result = yield
+            except BaseException as exc:
+                span.record_exception(exc)
+                span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+                raise
+            return result
