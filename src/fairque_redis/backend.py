@@ -77,7 +77,7 @@ class RedisBackend:
         cls,
         url: str,
         *,
-        queue: str = "default",
+        queue: str | None = None,
         cluster: bool = False,
         config: QueueConfig | FairQueueConfig | None = None,
         clock: Clock | None = None,
@@ -87,9 +87,12 @@ class RedisBackend:
         """A backend on a client of its own for ``redis://``, ``rediss://`` (TLS) or
         ``valkey(s)://`` URLs. ``redis_opts`` go to redis-py (``password``, ``username``,
         ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``, timeouts ...). A whole
-        FairQueueConfig as ``config`` contributes its ``redis`` section's options too."""
+        FairQueueConfig as ``config`` contributes its ``redis`` section's options too.
+        ``queue`` defaults to the queue config's name (``"default"`` without a config)."""
         url = normalize_url(url)
         config, redis_opts = split_config(config, redis_opts)
+        if queue is None:
+            queue = config.name if config is not None else "default"
         opts = client_options(url, redis_opts, cluster=cluster)
         client: Redis | RedisCluster = (
             RedisCluster.from_url(url, **opts) if cluster else Redis.from_url(url, **opts)

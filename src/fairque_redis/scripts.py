@@ -55,11 +55,24 @@ class IncludeCycleError(ValueError):
 
 @attrs.frozen
 class ScriptSpec:
-    """One operation: its file name (without ``.lua``) and the KEYS it declares, in order."""
+    """One operation: its file name (without ``.lua``) and the KEYS it declares, in order.
+
+    ``writes`` False: the script is flagged ``no-writes``. ``allow_oom`` True: the script runs
+    when the server is at ``maxmemory`` (claims and acknowledgements keep draining the queue);
+    only ``push`` is refused up front then, before it writes anything.
+    """
 
     name: str
     keys: tuple[str, ...] = ANCHOR_KEYS
     writes: bool = True
+    allow_oom: bool = True
+
+    @property
+    def shebang(self) -> str:
+        """The first line the script file must have."""
+        if not self.writes:
+            return "#!lua flags=no-writes"
+        return "#!lua flags=allow-oom" if self.allow_oom else "#!lua"
 
 
 def load_source(name: str) -> str:
@@ -113,7 +126,7 @@ def resolve(name: str, loader: Callable[[str], str] = load_source) -> str:
 SCRIPTS: Mapping[str, ScriptSpec] = {
     spec.name: spec
     for spec in (
-        ScriptSpec("push"),
+        ScriptSpec("push", allow_oom=False),
         ScriptSpec("claim"),
         ScriptSpec("heartbeat"),
         ScriptSpec("finish"),

@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 --[[ dlq_purge: delete dead-letter entries and their tasks for good (purge_dlq).
 
   KEYS[1] meta  KEYS[2] stats  KEYS[3] tiers  KEYS[4] delayed  KEYS[5] leases  KEYS[6] dlq

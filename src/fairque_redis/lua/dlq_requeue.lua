@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 --[[ dlq_requeue: dead-letter entries back into their tenants' queues, retry count and
   recoveries reset (requeue_dlq).
 

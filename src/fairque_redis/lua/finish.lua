@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 --[[ finish: mark leased tasks FINISHED with their results (finish and finish_batch).
 
   KEYS[1] meta  KEYS[2] stats  KEYS[3] tiers  KEYS[4] delayed  KEYS[5] leases  KEYS[6] dlq

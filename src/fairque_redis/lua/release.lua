@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 --[[ release: give a leased task back at once, in its old place (InMemoryBackend.release).
 
   KEYS[1] meta  KEYS[2] stats  KEYS[3] tiers  KEYS[4] delayed  KEYS[5] leases  KEYS[6] dlq

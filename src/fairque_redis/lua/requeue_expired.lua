@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 --[[ requeue_expired: the reaper; expired leases back to their queue or, past
   max recoveries, to the DLQ as expired (InMemoryBackend.requeue_expired).
 

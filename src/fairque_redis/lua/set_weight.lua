@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 --[[ set_weight: a tenant's stride and tier, moving it between active sets if it is active
   (InMemoryBackend.set_tenant_weight).
 

@@ -1,0 +1,277 @@
+"""The Lua scripts as artefacts: includes, declared KEYS, static text, error table, NOSCRIPT."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from importlib import resources
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fairque_core import (
+    LeaseLostError,
+    LuaScriptError,
+    Message,
+    PayloadTooLargeError,
+    Priority,
+    QueueConfig,
+    ScriptContractError,
+    TaskValidationError,
+)
+from fairque_core.scoring import STRIDE_SCALE, seq_member, static_score, stride_for
+from fairque_redis.keys import KeySpace
+from fairque_redis.scripts import (
+    ANCHOR_KEYS,
+    SCRIPTS,
+    SOURCES,
+    IncludeCycleError,
+    load_source,
+    resolve,
+    translate_script_error,
+)
+
+LUA_DIR = resources.files("fairque_redis").joinpath("lua")
+OPERATION_FILES = sorted(
+    p.name[:-4] for p in LUA_DIR.iterdir() if p.name.endswith(".lua") and p.is_file()
+)
+INCLUDE_FILES = sorted(
+    p.name[:-4] for p in LUA_DIR.joinpath("_include").iterdir() if p.name.endswith(".lua")
+)
+
+
+def _loader(files: dict[str, str]) -> Any:
+    return lambda name: files[name]
+
+
+# ---- the include resolver ---------------------------------------------------------------------
+
+
+def test_resolver_inlines_each_include_once_before_its_users() -> None:
+    files = {
+        "main": '#!lua\n--- @include "b"\n--- @include "a"\nreturn x()',
+        "_include/a": "local function a() return 1 end",
+        "_include/b": '--- @include "a"\nlocal function b() return a() end',
+    }
+    text = resolve("main", _loader(files))
+    lines = text.splitlines()
+    assert lines[0] == "#!lua"
+    assert text.count("local function a()") == 1
+    assert text.index("local function a()") < text.index("local function b()")
+    assert text.index("local function b()") < text.index("return x()")
+    assert "@include" not in text
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        {
+            "main": '--- @include "a"',
+            "_include/a": '--- @include "b"',
+            "_include/b": '--- @include "a"',
+        },
+        {"main": '--- @include "a"', "_include/a": '--- @include "a"'},
+    ],
+)
+def test_resolver_refuses_cycles(files: dict[str, str]) -> None:
+    with pytest.raises(IncludeCycleError) as info:
+        resolve("main", _loader(files))
+    assert "_include/a" in info.value.chain
+
+
+def test_every_lua_file_has_a_spec_and_every_spec_a_file() -> None:
+    assert sorted(SCRIPTS) == OPERATION_FILES
+    assert set(SOURCES) == set(SCRIPTS)
+
+
+def _docblock(name: str) -> str:
+    text = load_source(name)
+    match = re.search(r"--\[\[(.*?)\]\]", text, re.S)
+    assert match is not None, f"{name}.lua has no --[[ ]] docblock"
+    return match.group(1)
+
+
+@pytest.mark.parametrize("name", OPERATION_FILES)
+def test_docblock_declares_the_spec_keys(name: str) -> None:
+    doc = _docblock(name)
+    declared = re.findall(r"KEYS\[(\d+)\]\s+(\w+)", doc)
+    assert [int(i) for i, _ in declared] == list(range(1, len(declared) + 1))
+    assert tuple(k for _, k in declared) == SCRIPTS[name].keys
+    assert "ARGV" in doc
+    assert "Returns:" in doc
+
+
+@pytest.mark.parametrize("name", OPERATION_FILES)
+def test_shebang_matches_the_write_flag(name: str) -> None:
+    assert load_source(name).splitlines()[0] == SCRIPTS[name].shebang
+    assert SCRIPTS["push"].shebang == "#!lua"  # refused up front at maxmemory
+
+
+def test_anchor_keys_match_the_keyspace() -> None:
+    keys = KeySpace("q1")
+    assert keys.anchors() == [getattr(keys, name) for name in ANCHOR_KEYS]
+    assert keys.meta.endswith(":meta")  # core.lua strips the 4-letter suffix for the prefix
+
+
+@pytest.mark.parametrize("name", INCLUDE_FILES)
+def test_includes_hold_only_local_definitions(name: str) -> None:
+    text = load_source(f"_include/{name}")
+    text = re.sub(r"--\[\[.*?\]\]", "", text, flags=re.S)
+    allowed = re.compile(r"^(local function \w+\(|local [A-Z_]+ = |end$|--|$)")
+    for line in text.splitlines():
+        if line and not line[0].isspace():
+            assert allowed.match(line), f"_include/{name}.lua: top-level {line!r}"
+
+
+def test_default_stride_in_lua_matches_scoring() -> None:
+    assert "local FQ_DEFAULT_STRIDE = " + str(STRIDE_SCALE) in load_source("_include/tenant")
+    assert stride_for(1.0) == STRIDE_SCALE
+
+
+def test_script_text_is_static() -> None:
+    # Two backends with different queues and configs load byte-identical scripts: nothing
+    # about a queue, tenant or task is ever formatted into script text.
+    import redis
+
+    from fairque_redis.backend import RedisBackend
+
+    one = RedisBackend(redis.Redis(), queue="q1")
+    two = RedisBackend(redis.Redis(), queue="q2", config=QueueConfig(strict_tiers=True))
+    assert {n: s.sha for n, s in one._scripts.items()} == {
+        n: s.sha for n, s in two._scripts.items()
+    }
+    for source in SOURCES.values():
+        assert "q1" not in source
+        assert "fq:{" not in source
+
+
+# ---- the error table --------------------------------------------------------------------------
+
+
+def test_error_codes_map_to_typed_errors() -> None:
+    lost = translate_script_error("finish", "FQ_E_LEASE_LOST t-1")
+    assert isinstance(lost, LeaseLostError)
+    assert lost.task_id == "t-1"
+    dep = translate_script_error("push", "FQ_E_UNKNOWN_DEP ghost")
+    assert isinstance(dep, TaskValidationError)
+    assert dep.value == "ghost"
+    big = translate_script_error("push", "FQ_E_TOO_LARGE 2000 1024")
+    assert isinstance(big, PayloadTooLargeError)
+    assert (big.size, big.limit) == (2000, 1024)
+    assert isinstance(translate_script_error("push", "FQ_E_BAD_ID task_id"), TaskValidationError)
+    assert isinstance(translate_script_error("push", "FQ_E_NOPE x"), ScriptContractError)
+    other = translate_script_error("push", "ERR something else")
+    assert isinstance(other, LuaScriptError)
+    assert not isinstance(other, ScriptContractError)
+
+
+# ---- against a real server -----------------------------------------------------------------
+
+
+def _eval_include(client: Any, body: str, *args: Any) -> Any:
+    files = {"main": '--- @include "core"\n' + body, "_include/core": load_source("_include/core")}
+    return client.eval(resolve("main", _loader(files)), 0, *args)
+
+
+@pytest.fixture(scope="module")
+def raw_client(valkey_server: Any) -> Any:
+    import redis
+
+    client = redis.Redis.from_url(valkey_server.url)
+    yield client
+    client.close()
+
+
+@given(
+    priority=st.integers(1, 5),
+    ready_ms=st.integers(0, 2**48),
+    horizon_ms=st.integers(0, 10**9),
+    seq=st.integers(1, 10**15),
+)
+def test_lua_score_and_member_agree_with_scoring(
+    raw_client: Any, priority: int, ready_ms: int, horizon_ms: int, seq: int
+) -> None:
+    got = _eval_include(
+        raw_client,
+        "return {fq_int(fq_score(tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]))),"
+        " fq_member(tonumber(ARGV[4]), 'x:y')}",
+        priority,
+        ready_ms,
+        horizon_ms,
+        seq,
+    )
+    assert int(got[0]) == static_score(Priority(priority), ready_ms, horizon_ms)
+    assert got[1].decode() == seq_member(seq, "x:y")
+
+
+def test_script_errors_come_back_typed(raw_client: Any, valkey_server: Any) -> None:
+    from fairque_redis.backend import RedisBackend
+
+    backend = RedisBackend.from_url(valkey_server.url, queue="errs")
+    try:
+        with pytest.raises(LeaseLostError):
+            backend.finish("nope", "tok")
+        # the script itself refuses what the client check would have caught
+        call = backend._planner.push(
+            [Message(task_id="big", user_id="u", priority=Priority.LOW, body=b"x" * 10)]
+        )
+        args = list(call.args)
+        args[6] = "5"  # max payload bytes in the common header
+        with pytest.raises(PayloadTooLargeError):
+            backend._run(type(call)(call.script, args, call.parse))
+        assert backend.get_state("big") is None
+    finally:
+        backend.close()
+        raw_client.delete(*KeySpace("errs").anchors())
+
+
+def test_sync_backend_survives_script_flush(raw_client: Any, valkey_server: Any) -> None:
+    from fairque_redis.backend import RedisBackend
+
+    backend = RedisBackend.from_url(valkey_server.url, queue="flush-sync")
+    try:
+        msg = Message(task_id="t1", user_id="u", priority=Priority.NORMAL, body=b"{}")
+        assert backend.push(msg) is True
+        raw_client.script_flush()
+        [claimed] = backend.claim()
+        raw_client.script_flush()
+        backend.finish("t1", claimed.lease.token, b"ok")
+        raw_client.script_flush()
+        assert backend.get_result("t1") == b"ok"
+        assert backend.stats()["finished"] == 1
+    finally:
+        backend.close()
+        _drop_queue(raw_client, "flush-sync")
+
+
+def test_async_backend_survives_script_flush(raw_client: Any, valkey_server: Any) -> None:
+    from fairque_redis.async_backend import AsyncRedisBackend
+
+    async def scenario() -> None:
+        backend = AsyncRedisBackend.from_url(valkey_server.url, queue="flush-async")
+        try:
+            msg = Message(task_id="t1", user_id="u", priority=Priority.CRITICAL, body=b"{}")
+            assert await backend.push(msg) is True
+            assert await backend.push(msg) is False
+            raw_client.script_flush()
+            [claimed] = await backend.claim(worker_id="w")
+            raw_client.script_flush()
+            await backend.heartbeat("t1", claimed.lease.token)
+            with pytest.raises(LeaseLostError):
+                await backend.finish("t1", "stale")
+            await backend.finish("t1", claimed.lease.token)
+            stats = await backend.stats()
+            assert (stats["pushed"], stats["duplicates"], stats["finished"]) == (1, 1, 1)
+        finally:
+            await backend.close()
+
+    asyncio.run(scenario())
+    _drop_queue(raw_client, "flush-async")
+
+
+def _drop_queue(client: Any, queue: str) -> None:
+    keys = list(client.scan_iter(match=KeySpace(queue).prefix.replace("{", "\\{") + "*"))
+    if keys:
+        client.delete(*keys)
