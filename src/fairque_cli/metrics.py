@@ -46,9 +46,9 @@ __all__ = [
 #: A tenant counts as backlogged when it had waiting work in at least this share of samples.
 BACKLOGGED_FRACTION = 0.9
 #: Jain's index over weight-normalised service of the backlogged tenants must reach this.
-JAIN_BAR = 0.98
+JAIN_BAR = 0.99
 #: Each backlogged tenant's service share must be within this of its weight share.
-SHARE_TOLERANCE = 0.03
+SHARE_TOLERANCE = 0.02
 #: A light tenant's p99 wait with the flood may be at most ``max(WAIT_FACTOR * baseline p99,
 #: baseline p99 + WAIT_SLACK_SECONDS)``.
 WAIT_FACTOR = 3.0
@@ -96,6 +96,7 @@ class TenantResult:
     done: int
     waits: tuple[float, ...]
     backlogged_fraction: float
+    ahead: tuple[int, ...] = ()  # per task: tasks of anyone started between its push and start
 
     @property
     def p50(self) -> float | None:
@@ -127,6 +128,9 @@ class PhaseResult:
 
     def light_waits(self) -> list[float]:
         return [w for t in self.by_role("light") for w in t.waits]
+
+    def light_ahead(self) -> list[int]:
+        return [a for t in self.by_role("light") for a in t.ahead]
 
 
 @attrs.frozen

@@ -91,7 +91,7 @@ def _metrics_plugins(port: int) -> list[object]:
         from opentelemetry.sdk.metrics import MeterProvider
         from prometheus_client import start_http_server
 
-        from fairque_plugins import OpenTelemetryMetrics  # type: ignore[attr-defined]
+        from fairque_plugins.metrics import OpenTelemetryMetrics
     except ImportError as exc:
         raise CliError(
             f"--metrics-port needs the prometheus extra (pip install 'fairque[prometheus]'): {exc}"

@@ -137,12 +137,8 @@ def connect(
     target = _pick_url(url, full)
     server = _start_embedded() if target is None else None
     try:
-        backend = RedisBackend.from_url(
-            server.url if server is not None else str(target),
-            queue=full.queue.name,
-            cluster=full.redis.cluster,
-            config=full,
-        )
+        redis_config = attrs.evolve(full.redis, url=server.url if server else str(target))
+        backend = RedisBackend.from_config(redis_config, full.queue)
         result = _OwningFairQueue(backend, plugins=tuple(plugins or ()), config=full.queue)
         result._server = server
     except BaseException:
@@ -173,12 +169,8 @@ async def aconnect(
     target = _pick_url(url, full)
     server = _start_embedded() if target is None else None
     try:
-        backend = AsyncRedisBackend.from_url(
-            server.url if server is not None else str(target),
-            queue=full.queue.name,
-            cluster=full.redis.cluster,
-            config=full,
-        )
+        redis_config = attrs.evolve(full.redis, url=server.url if server else str(target))
+        backend = AsyncRedisBackend.from_config(redis_config, full.queue)
         result = _OwningAsyncFairQueue(backend, plugins=tuple(plugins or ()), config=full.queue)
         result._server = server
     except BaseException:

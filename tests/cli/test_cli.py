@@ -1,0 +1,264 @@
+"""``fairque push|stats|dlq|worker`` against a real Valkey, and the one-line errors."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from fairque_cli.main import main
+from fairque_core import FailureType, Priority, Task, TaskState
+from fairque_redis.connect import connect
+
+from .conftest import REPO, run_cli
+
+pytestmark = pytest.mark.redis
+
+
+def cli(*args: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main(list(args), stdout=out)
+    return code, out.getvalue()
+
+
+def test_push_then_stats_shows_the_task(
+    server_url: str, queue_name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ("--url", server_url, "--queue", queue_name)
+    code, out = cli(*base, "push", "--user", "alice", "--priority", "high", "--payload", '{"n": 1}')
+    assert code == 0
+    task_id = out.strip()
+    assert len(task_id) == 36
+    assert "pushed" in capsys.readouterr().err
+
+    code, out = cli(*base, "stats", "--user", "alice,bob")
+    assert code == 0
+    lines = out.splitlines()
+    alice = next(line for line in lines if line.startswith("alice"))
+    assert alice.split()[1:6] == ["0", "1", "0", "0", "1"]  # critical normal sched leased total
+    assert "dead-letter queue: 0 entries" in out
+
+    code, out = cli(*base, "stats", "--user", "alice", "--json")
+    data = json.loads(out)
+    assert data["queue"] == queue_name
+    assert data["stats"]["pushed"] == 1
+    assert data["tenants"]["alice"]["sizes"]["total"] == 1
+
+    with connect(server_url, queue=queue_name) as queue:
+        task = queue.get_task(task_id)
+        assert task is not None
+        assert task.priority is Priority.HIGH
+        assert dict(task.payload) == {"n": 1}
+
+
+def test_push_with_delay_and_critical_priority(server_url: str, queue_name: str) -> None:
+    base = ("--url", server_url, "--queue", queue_name)
+    code, out = cli(*base, "push", "--user", "bob", "--delay", "60", "-q", "--name", "later")
+    assert code == 0
+    code, _out2 = cli(*base, "push", "--user", "bob", "--priority", "6", "-q")
+    assert code == 0
+    with connect(server_url, queue=queue_name) as queue:
+        assert queue.get_state(out.strip()) is TaskState.SCHEDULED
+        sizes = queue.get_queue_sizes("bob")
+        assert sizes["scheduled"] == 1
+        assert sizes["critical"] == 1
+
+
+def test_stats_takes_tenants_from_the_config(
+    server_url: str, queue_name: str, tmp_path: Path
+) -> None:
+    config = tmp_path / "fairque.yaml"
+    config.write_text(
+        f"redis:\n  url: {server_url}\nqueue:\n  name: {queue_name}\n"
+        "  tiers:\n    pro: {weight: 2.0}\n  tenant_tiers:\n    acme: pro\n"
+        "worker:\n  assigned_users: [zeta]\n"
+    )
+    code, out = cli("--config", str(config), "stats")
+    assert code == 0
+    assert any(line.startswith("acme") for line in out.splitlines())
+    assert any(line.startswith("zeta") for line in out.splitlines())
+
+
+def test_dlq_list_on_an_empty_dlq(server_url: str, queue_name: str) -> None:
+    code, out = cli("--url", server_url, "--queue", queue_name, "dlq", "list")
+    assert code == 0
+    assert "no entries" in out
+    code, out = cli("--url", server_url, "--queue", queue_name, "dlq", "list", "--json")
+    assert json.loads(out) == []
+
+
+def _dead_task(server_url: str, queue_name: str, user: str) -> str:
+    with connect(server_url, queue=queue_name) as queue:
+        queue.push(Task.create(user, Priority.NORMAL, {"boom": True}, max_retries=0))
+        task = queue.pop()
+        assert task is not None
+        queue.fail(task, RuntimeError("handler exploded"))
+        assert queue.get_state(task.task_id) is TaskState.FAILED
+        return task.task_id
+
+
+def test_dlq_list_requeue_purge(
+    server_url: str, queue_name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ("--url", server_url, "--queue", queue_name)
+    first = _dead_task(server_url, queue_name, "alice")
+    second = _dead_task(server_url, queue_name, "bob")
+
+    code, out = cli(*base, "dlq", "list", "--type", "failed")
+    assert code == 0
+    assert first in out
+    assert second in out
+    assert "handler exploded" in out
+    code, out = cli(*base, "dlq", "list", "--type", "poisoned")
+    assert "no entries of type poisoned" in out
+
+    code, out = cli(*base, "dlq", "requeue")  # neither ids nor --all: refused
+    assert code == 1
+    assert "--all" in capsys.readouterr().err
+
+    code, out = cli(*base, "dlq", "requeue", "--id", first)
+    assert (code, out.strip()) == (0, "requeued 1 entry")
+    with connect(server_url, queue=queue_name) as queue:
+        assert queue.get_state(first) is TaskState.QUEUED
+        assert [e.entry_id for e in queue.list_dlq()] == [second]
+        assert queue.list_dlq()[0].failure_type is FailureType.FAILED
+
+    code, out = cli(*base, "dlq", "purge", "--id", first)  # no longer in the DLQ
+    assert code == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "not in the dead-letter queue" in err
+
+    code, out = cli(*base, "dlq", "purge", "--all")
+    assert (code, out.strip()) == (0, "purged 1 entry")
+
+
+def test_bad_ids_are_one_line_errors(
+    server_url: str, queue_name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ("--url", server_url, "--queue", queue_name)
+    code, _ = cli(*base, "dlq", "requeue", "--id", "no{such}id")
+    assert code == 1
+    err = capsys.readouterr().err
+    assert err.startswith("fairque: error: ")
+    assert err.count("\n") == 1
+    code, _ = cli(*base, "push", "--user", "has space")
+    assert code == 1
+    assert "invalid user_id" in capsys.readouterr().err
+    code, _ = cli(*base, "push", "--user", "u", "--payload", "{nope")
+    assert code == 1
+    assert "--payload is not valid JSON" in capsys.readouterr().err
+    code, _ = cli(*base, "push", "--user", "u", "--priority", "9")
+    assert code == 1
+    assert "--priority must be 1-6" in capsys.readouterr().err
+
+
+def test_unreachable_server_is_one_line_without_traceback() -> None:
+    started = time.monotonic()
+    proc = run_cli(["--url", "redis://127.0.0.1:1", "stats"])
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("fairque: error: cannot reach the server")
+    assert time.monotonic() - started < 30
+
+
+def test_unreachable_server_from_the_environment() -> None:
+    proc = run_cli(["push", "--user", "alice"], env={"FAIRQUE_REDIS_URL": "redis://127.0.0.1:1"})
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("redis: [unclosed\n", "not valid YAML"),
+        ("queue:\n  lease_seconds: -1\n", "queue.lease_seconds"),
+        ("queue:\n  no_such_field: 1\n", "no_such_field"),
+        ("- just\n- a list\n", "mapping"),
+    ],
+)
+def test_bad_config_file_is_a_clear_message(tmp_path: Path, content: str, expected: str) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(content)
+    proc = run_cli(["--config", str(config), "stats"])
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("fairque: error: bad configuration")
+    assert expected in lines[0]
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    proc = run_cli(["stats", "--config", str(tmp_path / "nope.yaml")])
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == f"fairque: error: config file not found: {tmp_path / 'nope.yaml'}"
+
+
+def test_env_override_of_a_config_key(server_url: str, queue_name: str) -> None:
+    proc = run_cli(
+        ["stats", "--json"],
+        env={"FAIRQUE_REDIS_URL": server_url, "FAIRQUE_QUEUE__NAME": queue_name},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["queue"] == queue_name
+
+
+def test_worker_runs_a_registry_handler(server_url: str, queue_name: str) -> None:
+    for n in range(5):
+        code, _ = cli(
+            "--url",
+            server_url,
+            "--queue",
+            queue_name,
+            "push",
+            "--user",
+            f"t{n % 2}",
+            "--name",
+            "examples.thumbnail",
+            "--payload",
+            json.dumps({"args": [f"img-{n}.png"], "kwargs": {}}),
+            "-q",
+        )
+        assert code == 0
+    proc = run_cli(
+        [
+            "worker",
+            "--url",
+            server_url,
+            "--queue",
+            queue_name,
+            "--handler",
+            "tasks:registry",
+            "--burst",
+            "--max-seconds",
+            "20",
+        ],
+        cwd=REPO / "examples",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "processed 5 tasks, 0 failed" in proc.stdout
+    with connect(server_url, queue=queue_name) as queue:
+        assert queue.get_stats()["finished"] == 5
+
+
+@pytest.mark.parametrize(
+    ("handler", "expected"),
+    [
+        ("no_such_module:x", "cannot import handler module"),
+        ("tasks:nothing", "has no attribute"),
+        ("tasks:thumbnail", "single @task function"),
+        ("tasks:time", "not a TaskHandler"),
+    ],
+)
+def test_worker_bad_handler(server_url: str, handler: str, expected: str) -> None:
+    proc = run_cli(["worker", "--url", server_url, "--handler", handler], cwd=REPO / "examples")
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert expected in proc.stderr
