@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fairque_core import LeaseLostError, Priority, TaskState
+from fairque_core import LeaseLostError, Priority, QueueConfig, TaskState
 
 from .helpers import claim_ids, msg
 
@@ -147,3 +147,35 @@ def test_state_through_a_whole_life(backend, clock):
     ]
     assert backend.get_result("t") == b"42"
     assert backend.get_message("t").retry_count == 1
+
+
+@pytest.mark.parametrize("final", ["finished", "canceled"])
+def test_closed_records_expire_after_the_result_ttl(make_backend, clock, final):
+    backend = make_backend(QueueConfig(result_ttl_seconds=10))
+    backend.push(msg("t1"))
+    if final == "finished":
+        [c] = backend.claim()
+        backend.finish("t1", c.lease.token, b"r")
+    else:
+        backend.cancel("t1")
+    clock.advance(9.999)
+    assert backend.get_state("t1") is not None
+    clock.advance(0.001)
+    assert backend.get_state("t1") is None
+    assert backend.get_message("t1") is None
+    assert backend.get_result("t1") is None
+    # The id is free again: a new push is a new task.
+    assert backend.push(msg("t1", body=b"again")) is True
+    assert backend.get_state("t1") is TaskState.QUEUED
+    assert backend.get_message("t1").body == b"again"
+    assert claim_ids(backend, 2) == ["t1"]
+
+
+def test_failed_records_stay_until_purged(make_backend, clock):
+    backend = make_backend(QueueConfig(result_ttl_seconds=10))
+    backend.push(msg("t1"))
+    [c] = backend.claim()
+    backend.fail("t1", c.lease.token, retry_delay=None)
+    clock.advance(100)
+    assert backend.get_state("t1") is TaskState.FAILED
+    assert [e.entry_id for e in backend.list_dlq()] == ["t1"]
