@@ -134,16 +134,28 @@ class ModelVsRedis(RuleBasedStateMachine):
         strict=st.booleans(),
         max_recoveries=st.integers(0, 2),
         lease=st.sampled_from([3.0, 10.0]),
+        result_ttl=st.sampled_from([3600.0, 12.0]),
         first=st.lists(messages, max_size=6),
     )
-    def setup(self, strict: bool, max_recoveries: int, lease: float, first: list[Message]) -> None:
+    def setup(
+        self,
+        strict: bool,
+        max_recoveries: int,
+        lease: float,
+        result_ttl: float,
+        first: list[Message],
+    ) -> None:
         config = QueueConfig(
             name=self.queue,
             lease_seconds=lease,
             max_recoveries=max_recoveries,
             strict_tiers=strict,
+            result_ttl_seconds=result_ttl,
         )
-        note(f"config: lease={lease} max_recoveries={max_recoveries} strict={strict}")
+        note(
+            f"config: lease={lease} max_recoveries={max_recoveries} strict={strict} "
+            f"result_ttl={result_ttl}"
+        )
         self.model = InMemoryBackend(
             self.clock, queue=self.queue, config=config, token_source=CountingTokens()
         )
@@ -368,17 +380,28 @@ class ModelVsRedis(RuleBasedStateMachine):
 
 
 @pytest.mark.redis
-def test_model_and_redis_agree(valkey_server: Any) -> None:
+@pytest.mark.parametrize("server", ["valkey", pytest.param("cluster", marks=pytest.mark.cluster)])
+def test_model_and_redis_agree(server: str, request: pytest.FixtureRequest) -> None:
     try:
         from fairque_redis.backend import RedisBackend
     except ImportError as exc:
         pytest.skip(f"fairque_redis.backend is not importable yet ({exc})")
     import redis
+    from redis.cluster import RedisCluster
 
-    client = redis.Redis.from_url(valkey_server.url)
+    if server == "cluster":
+        url = request.getfixturevalue("valkey_cluster").url
+        client: Any = RedisCluster.from_url(url)
+        # The cluster run is a cross-check of the same scripts: an eighth of the examples.
+        examples = max(10, settings.default.max_examples // 8)
+    else:
+        client = redis.Redis.from_url(request.getfixturevalue("valkey_server").url)
+        examples = settings.default.max_examples
     ModelVsRedis.redis_client = client
     ModelVsRedis.redis_backend_cls = RedisBackend
     try:
-        run_state_machine_as_test(ModelVsRedis, settings=settings(stateful_step_count=30))
+        run_state_machine_as_test(
+            ModelVsRedis, settings=settings(stateful_step_count=30, max_examples=examples)
+        )
     finally:
         client.close()
