@@ -107,17 +107,29 @@ def _fail(inst: object, attribute: attrs.Attribute[Any], value: object, rule: st
     return _FieldError(_section(inst), attribute.name, value, rule)
 
 
-def _number(*, minimum: float, strict: bool, integer: bool = False) -> Validator:
-    """A validator: a finite number (an int if ``integer``), ``>`` or ``>=`` ``minimum``."""
+def _number(
+    low: float,
+    high: float = math.inf,
+    *,
+    integer: bool = False,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> Validator:
+    """A validator: a finite number (an int if ``integer``) between ``low`` and ``high``."""
     kind = "an int" if integer else "a number"
-    rule = f"must be {kind} {'>' if strict else '>='} {minimum:g}"
+    if high == math.inf:
+        rule = f"must be {kind} {'>' if low_open else '>='} {low:g}"
+    else:
+        rule = f"must be {kind} in [{low:g}, {high:g}{')' if high_open else ']'}"
+    allowed = (int,) if integer else (int, float)
 
     def check(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-        allowed = (int,) if integer else (int, float)
         if isinstance(value, bool) or not isinstance(value, allowed):
             raise _fail(inst, attribute, value, rule)
         assert isinstance(value, (int, float))  # narrowed for mypy
-        if not math.isfinite(value) or value < minimum or (strict and value == minimum):
+        too_low = value <= low if low_open else value < low
+        too_high = value >= high if high_open else value > high
+        if not math.isfinite(value) or too_low or too_high:
             raise _fail(inst, attribute, value, rule)
 
     return check
@@ -129,24 +141,6 @@ def _optional(check: Validator) -> Validator:
             check(inst, attribute, value)
 
     return optional
-
-
-def _between(
-    low: float, high: float, *, integer: bool = False, high_open: bool = False
-) -> Validator:
-    kind = "an int" if integer else "a number"
-    rule = f"must be {kind} in [{low:g}, {high:g}{')' if high_open else ']'}"
-
-    def check(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-        allowed = (int,) if integer else (int, float)
-        if isinstance(value, bool) or not isinstance(value, allowed):
-            raise _fail(inst, attribute, value, rule)
-        assert isinstance(value, (int, float))
-        too_high = value >= high if high_open else value > high
-        if not math.isfinite(value) or value < low or too_high:
-            raise _fail(inst, attribute, value, rule)
-
-    return check
 
 
 def _type(kind: type, rule: str) -> Validator:
@@ -202,10 +196,10 @@ def _id_keys(inst: object, attribute: attrs.Attribute[Any], value: object) -> No
             raise _FieldError(_section(inst), f"{attribute.name}.{key}", key, exc.rule) from None
 
 
-_POSITIVE = _number(minimum=0, strict=True)
-_NON_NEGATIVE = _number(minimum=0, strict=False)
-_POSITIVE_INT = _number(minimum=1, strict=False, integer=True)
-_NON_NEGATIVE_INT = _number(minimum=0, strict=False, integer=True)
+_POSITIVE = _number(0, low_open=True)
+_NON_NEGATIVE = _number(0)
+_POSITIVE_INT = _number(1, integer=True)
+_NON_NEGATIVE_INT = _number(0, integer=True)
 _BOOL = _type(bool, "must be true or false")
 _OPTIONAL_STR = _optional(_type(str, "must be a string"))
 
@@ -224,7 +218,7 @@ class RedisConfig:
 
     url: str | None = attrs.field(default=None, repr=_repr_url, validator=_OPTIONAL_STR)
     host: str = attrs.field(default="localhost", validator=_type(str, "must be a string"))
-    port: int = attrs.field(default=6379, validator=_between(1, 65535, integer=True))
+    port: int = attrs.field(default=6379, validator=_number(1, 65535, integer=True))
     db: int = attrs.field(default=0, validator=_NON_NEGATIVE_INT)
     password: str | None = attrs.field(default=None, repr=False, validator=_OPTIONAL_STR)
     username: str | None = attrs.field(default=None, validator=_OPTIONAL_STR)
@@ -271,7 +265,7 @@ class TierConfig:
     """A subscription tier: its weight and, in strict mode, its rank (higher served first)."""
 
     weight: float = attrs.field(default=1.0, validator=_weight)
-    rank: int = attrs.field(default=0, validator=_between(0, _MAX_TIER_RANK, integer=True))
+    rank: int = attrs.field(default=0, validator=_number(0, _MAX_TIER_RANK, integer=True))
 
 
 def _weights(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -322,9 +316,9 @@ class QueueConfig:
     result_ttl_seconds: float = attrs.field(default=3600.0, validator=_POSITIVE)
     delayed_move_limit: int = attrs.field(default=100, validator=_POSITIVE_INT)
     retry_base_seconds: float = attrs.field(default=1.0, validator=_NON_NEGATIVE)
-    retry_factor: float = attrs.field(default=2.0, validator=_number(minimum=1, strict=False))
+    retry_factor: float = attrs.field(default=2.0, validator=_number(1))
     retry_cap_seconds: float = attrs.field(default=300.0, validator=_NON_NEGATIVE)
-    retry_jitter: float = attrs.field(default=0.0, validator=_between(0, 1, high_open=True))
+    retry_jitter: float = attrs.field(default=0.0, validator=_number(0, 1, high_open=True))
     tenant_weights: dict[str, float] = attrs.field(factory=dict, validator=_weights)
     tiers: dict[str, TierConfig] = attrs.field(factory=dict, validator=_tiers)
     tenant_tiers: dict[str, str] = attrs.field(factory=dict, validator=_tenant_tiers)
