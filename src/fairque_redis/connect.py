@@ -163,7 +163,7 @@ async def aconnect(
     **queue_opts: Any,
 ) -> AsyncFairQueue:
     """The asyncio twin of :func:`connect`: an :class:`AsyncFairQueue`."""
-    from fairque_redis.backend_async import AsyncRedisBackend
+    from fairque_redis.async_backend import AsyncRedisBackend
 
     full = resolve_config(config, queue, cluster, queue_opts)
     target = _pick_url(url, full)

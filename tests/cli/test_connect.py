@@ -1,0 +1,88 @@
+"""``fairque_redis.connect`` / ``aconnect``: URL resolution, queue options, the owned server."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+
+from fairque_core import ConfigurationError, FairQueueConfig, Priority, QueueConfig, Task
+from fairque_redis.connect import aconnect, connect, resolve_config
+
+pytestmark = pytest.mark.redis
+
+
+def test_resolve_config_applies_name_and_options() -> None:
+    full = resolve_config(None, "jobs", False, {"lease_seconds": 7.5})
+    assert full.queue.name == "jobs"
+    assert full.queue.lease_seconds == 7.5
+    base = QueueConfig(name="from-config", lease_seconds=3.0)
+    assert resolve_config(base, None, True, {}).queue.name == "from-config"
+    assert resolve_config(base, None, True, {}).redis.cluster is True
+    with pytest.raises(ConfigurationError, match="unknown queue option"):
+        resolve_config(None, None, False, {"lease_secs": 1})
+    with pytest.raises(ConfigurationError, match="lease_seconds"):
+        resolve_config(None, None, False, {"lease_seconds": -1})
+
+
+def test_connect_to_a_url_from_the_environment(
+    valkey_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAIRQUE_REDIS_URL", valkey_server.url)
+    name = f"conn-{uuid.uuid4().hex[:8]}"
+    config = FairQueueConfig.from_dict({"queue": {"tenant_weights": {"big": 3.0}}}, env={})
+    with connect(queue=name, config=config, lease_seconds=12) as queue:
+        assert queue.name == name
+        assert queue.config.lease_seconds == 12
+        assert getattr(queue, "server", None) is None  # nothing embedded was started
+        queue.push(Task.create("big", Priority.HIGH, {"x": 1}))
+        task = queue.pop()
+        assert task is not None
+        assert task.lease is not None
+        queue.finish(task)
+        assert queue.get_stats()["finished"] == 1
+
+
+def test_connect_without_url_owns_an_embedded_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FAIRQUE_REDIS_URL", raising=False)
+    queue = connect(queue="owned")
+    server = getattr(queue, "server", None)
+    assert server is not None
+    assert server.running
+    queue.push(Task.create("alice", Priority.NORMAL, {}))
+    assert queue.get_stats()["pushed"] == 1
+    queue.close()
+    assert not server.running
+    queue.close()  # idempotent
+
+
+def test_aconnect(valkey_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FAIRQUE_REDIS_URL", raising=False)
+    name = f"aconn-{uuid.uuid4().hex[:8]}"
+
+    async def scenario() -> None:
+        queue = await aconnect(valkey_server.url, queue=name, lease_seconds=5)
+        async with queue:
+            await queue.push(Task.create("bob", Priority.NORMAL, {"n": 1}))
+            task = await queue.pop()
+            assert task is not None
+            await queue.finish(task)
+            assert (await queue.get_stats())["finished"] == 1
+
+    asyncio.run(scenario())
+
+
+def test_aconnect_embedded_is_stopped_on_close(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FAIRQUE_REDIS_URL", raising=False)
+
+    async def scenario() -> Any:
+        queue = await aconnect()
+        server = getattr(queue, "server", None)
+        assert server is not None
+        await queue.push(Task.create("carol", Priority.NORMAL, {}))
+        await queue.close()
+        return server
+
+    assert not asyncio.run(scenario()).running
