@@ -7,6 +7,7 @@ itself with two ANSI sequences (cursor up N lines, clear to the end of the scree
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -102,6 +103,9 @@ class LiveView:
         self._shown = 0
 
     def _write(self, lines: Sequence[str]) -> None:
+        if self._tty:  # a wrapped line would break the cursor arithmetic of the redraw
+            width = shutil.get_terminal_size().columns
+            lines = [line if len(line) <= width else line[: max(1, width - 1)] for line in lines]
         text = "\n".join(lines) + "\n"
         if self._tty:
             if self._shown:

@@ -262,3 +262,46 @@ def test_worker_bad_handler(server_url: str, handler: str, expected: str) -> Non
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
     assert expected in proc.stderr
+
+
+def test_worker_stops_gracefully_on_sigterm(server_url: str, queue_name: str) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRQUE_")}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fairque_cli",
+            "--url",
+            server_url,
+            "--queue",
+            queue_name,
+            "worker",
+            "--handler",
+            "tasks:registry",
+            "--status-every",
+            "0",
+        ],
+        cwd=REPO / "examples",
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        banner = proc.stderr.readline()  # written once the worker is about to start
+        assert "fairque worker" in banner
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "processed 0 tasks" in out
+    assert "Traceback" not in err
