@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 import attrs
 
 __all__ = [
+    "AHEAD_FACTOR",
+    "AHEAD_SLACK",
     "BACKLOGGED_FRACTION",
     "JAIN_BAR",
     "SHARE_TOLERANCE",
@@ -32,6 +34,7 @@ __all__ = [
     "PhaseResult",
     "TenantResult",
     "TenantSpec",
+    "ahead_bar",
     "backlogged",
     "evaluate",
     "fifo_wait_estimate",
@@ -53,6 +56,10 @@ SHARE_TOLERANCE = 0.02
 #: baseline p99 + WAIT_SLACK_SECONDS)``.
 WAIT_FACTOR = 3.0
 WAIT_SLACK_SECONDS = 0.1
+#: The same bar in scheduling steps: tasks served ahead of a light task (p99) may be at most
+#: ``max(AHEAD_FACTOR * baseline, baseline + AHEAD_SLACK)``. FIFO would make it the flood backlog.
+AHEAD_FACTOR = 3.0
+AHEAD_SLACK = 20
 
 #: Tiers of the demo and their weights (as in the tier layer of the design documents).
 TIERS: Mapping[str, float] = {"free": 1.0, "pro": 2.0, "enterprise": 4.0}
@@ -220,6 +227,11 @@ def wait_bar(baseline_p99: float) -> float:
     return max(WAIT_FACTOR * baseline_p99, baseline_p99 + WAIT_SLACK_SECONDS)
 
 
+def ahead_bar(baseline_p99: float) -> float:
+    """The most tasks that may be served ahead of a light task (p99) under the flood."""
+    return max(AHEAD_FACTOR * baseline_p99, baseline_p99 + AHEAD_SLACK)
+
+
 def fifo_wait_estimate(flood_backlog: int, throughput: float) -> float | None:
     """How long a newcomer would wait behind the flood's backlog in one FIFO queue (seconds)."""
     if throughput <= 0:
@@ -272,6 +284,18 @@ def evaluate(baseline: PhaseResult, flood: PhaseResult) -> list[Check]:
                 "light tenants' p99 wait",
                 flood_p99 <= bar,
                 f"{_ms(flood_p99)} with the flood vs {_ms(base_p99)} without (bar <= {_ms(bar)})",
+            )
+        )
+    base_ahead = percentile(baseline.light_ahead(), 99.0)
+    flood_ahead = percentile(flood.light_ahead(), 99.0)
+    if base_ahead is not None and flood_ahead is not None:
+        limit = ahead_bar(base_ahead)
+        checks.append(
+            Check(
+                "tasks served ahead of light tasks",
+                flood_ahead <= limit,
+                f"p99 {flood_ahead:.0f} with the flood vs {base_ahead:.0f} without "
+                f"(bar <= {limit:.0f})",
             )
         )
     return checks

@@ -61,10 +61,15 @@ def test_demo_reports_fair_figures(tmp_path: Path) -> None:
     assert fifo > 2.0
     assert light["flood_p99"] < fifo / 10
 
-    if light["flood_p99"] > metrics.wait_bar(light["baseline_p99"]):
+    def timing_ok(light: dict[str, Any]) -> bool:
+        return light["flood_p99"] <= metrics.wait_bar(light["baseline_p99"]) and light[
+            "flood_ahead_p99"
+        ] <= metrics.ahead_bar(light["baseline_ahead_p99"])
+
+    if not timing_ok(light):
         summary, _ = run_demo(tmp_path, 2)  # a load spike on the machine: one more try
         light = summary["light"]
-    assert light["flood_p99"] <= metrics.wait_bar(light["baseline_p99"]), light
+    assert timing_ok(light), light
 
 
 def test_demo_rejects_bad_arguments() -> None:

@@ -18,6 +18,7 @@ def tenant(
     role: str = "busy",
     backlogged: float = 1.0,
     waits: tuple[float, ...] = (),
+    ahead: tuple[int, ...] = (),
 ) -> TenantResult:
     return TenantResult(
         name=name,
@@ -28,6 +29,7 @@ def tenant(
         done=done,
         waits=waits,
         backlogged_fraction=backlogged,
+        ahead=ahead,
     )
 
 
@@ -89,6 +91,8 @@ def test_plan_tenants_default_roles_and_weights() -> None:
 def test_wait_bar_and_fifo_estimate() -> None:
     assert metrics.wait_bar(0.010) == pytest.approx(0.110)  # slack dominates small waits
     assert metrics.wait_bar(0.200) == pytest.approx(0.600)  # the factor dominates large ones
+    assert metrics.ahead_bar(5) == 25
+    assert metrics.ahead_bar(40) == 120
     assert metrics.fifo_wait_estimate(1000, 500.0) == pytest.approx(2.0)
     assert metrics.fifo_wait_estimate(1000, 0.0) is None
 
@@ -103,7 +107,7 @@ def test_evaluate_passes_a_fair_run() -> None:
         "baseline",
         [
             tenant("acme", 4, 800),
-            tenant("light", 1, 50, role="light", backlogged=0.05, waits=light_waits),
+            tenant("light", 1, 50, role="light", backlogged=0.05, waits=light_waits, ahead=(8,)),
         ],
     )
     flood = _phase(
@@ -112,7 +116,7 @@ def test_evaluate_passes_a_fair_run() -> None:
             tenant("flood", 1, 200, role="flood"),
             tenant("acme", 4, 802),
             tenant("globex", 2, 399),
-            tenant("light", 1, 50, role="light", backlogged=0.05, waits=light_waits),
+            tenant("light", 1, 50, role="light", backlogged=0.05, waits=light_waits, ahead=(11,)),
         ],
     )
     checks = metrics.evaluate(baseline, flood)
@@ -120,24 +124,27 @@ def test_evaluate_passes_a_fair_run() -> None:
     names = [c.name for c in checks]
     assert "share of flood" in names
     assert "share of light" not in names  # light tenants are not part of the shares
+    assert "tasks served ahead of light tasks" in names
 
 
 def test_evaluate_fails_an_unfair_run() -> None:
     baseline = _phase(
-        "baseline", [tenant("light", 1, 50, role="light", backlogged=0.0, waits=(0.002,) * 50)]
+        "baseline",
+        [tenant("light", 1, 50, role="light", backlogged=0.0, waits=(0.002,) * 50, ahead=(5,))],
     )
     flood = _phase(
         "flood",
         [
             tenant("flood", 1, 900, role="flood"),  # FIFO-like: the flood got almost everything
             tenant("acme", 4, 100),
-            tenant("light", 1, 50, role="light", backlogged=0.0, waits=(2.0,) * 50),
+            tenant("light", 1, 50, role="light", backlogged=0.0, waits=(2.0,) * 50, ahead=(900,)),
         ],
     )
     checks = {c.name: c for c in metrics.evaluate(baseline, flood)}
     assert not checks["Jain's index (weight-normalised service)"].ok
     assert not checks["share of flood"].ok
     assert not checks["light tenants' p99 wait"].ok
+    assert not checks["tasks served ahead of light tasks"].ok
     assert math.isclose(
         metrics.weighted_jain(metrics.backlogged(flood.tenants)), 0.528, abs_tol=0.001
     )
