@@ -54,18 +54,17 @@ end
 local out = {}
 for k, m in ipairs(msgs) do
   local key = q.p .. 'task:' .. m.id
-  if fq_rec(q, m.id) ~= nil then
+  local v = redis.call('HMGET', key, 'st', 'exp')
+  local expired = v[1] ~= false and v[2] ~= false and tonumber(v[2]) <= q.now
+  if v[1] ~= false and not expired then
     fq_bump(q, m.u, 'duplicates', 1)
     out[k] = 0
   else
-    if redis.call('EXISTS', key) == 1 then fq_forget(q, m.id) end
+    if expired then fq_forget(q, m.id) end
     local seq = fq_next_seq(q)
     local due = q.now + math.max(0, m.dms)
-    redis.call('HSET', key, 'u', m.u, 'p', fq_int(m.p), 'b', m.body, 'm', m.meta, 'rc', '0',
-      'seq', fq_int(seq), 'st', 'queued', 'rd', '0', 'due', fq_int(due), 'dms', fq_int(m.dms),
-      'rec', '0')
-    fq_bump(q, m.u, 'pushed', 1)
     local r = {id = m.id, u = m.u, p = m.p, seq = seq, due = due, dms = m.dms, st = 'queued'}
+    fq_bump(q, m.u, 'pushed', 1)
     local failed_parent = nil
     local waiting = false
     for _, dep in ipairs(m.deps) do
@@ -80,16 +79,21 @@ for k, m in ipairs(msgs) do
         end
       end
     end
-    if failed_parent ~= nil then
+    -- the common case (ready now) is written in one HSET; the rest take their own path
+    local ready_now = failed_parent == nil and not waiting and due <= q.now
+    redis.call('HSET', key, 'u', m.u, 'p', fq_int(m.p), 'b', m.body, 'm', m.meta, 'rc', '0',
+      'seq', fq_int(seq), 'st', 'queued', 'rd', fq_int(ready_now and q.now or 0),
+      'due', fq_int(due), 'dms', fq_int(m.dms), 'rec', '0')
+    if ready_now then
+      fq_enqueue(q, r, q.now, false)
+    elseif failed_parent ~= nil then
       redis.call('HSET', key, 'st', 'canceled', 'rs', 'dependency ' .. failed_parent .. ' did not finish')
       fq_bump(q, m.u, 'canceled', 1)
       fq_close_record(q, r)
     elseif waiting then
       redis.call('HSET', key, 'st', 'deferred')
-    elseif due > q.now then
-      fq_schedule(q, r, due)
     else
-      fq_make_ready(q, r, q.now, false)
+      fq_schedule(q, r, due)
     end
     out[k] = 1
   end

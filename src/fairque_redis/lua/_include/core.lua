@@ -32,6 +32,7 @@ local function fq_open(keys, argv)
     meta = keys[1], stats = keys[2], tiers = keys[3],
     delayed = keys[4], leases = keys[5], dlq = keys[6],
     now = fq_now(argv[1]),
+    server_time = argv[1] == nil or argv[1] == '',
     strict = argv[2] == '1',
     horizon = tonumber(argv[3]),
     ttl = tonumber(argv[4]),
@@ -39,7 +40,7 @@ local function fq_open(keys, argv)
     move_limit = tonumber(argv[6]),
     max_payload = tonumber(argv[7]),
     cnt = {}, tcnt = {}, tn = {}, act = {},
-    ready = 0, vtime = nil, vtime_dirty = false, seq = nil,
+    ready = 0, vtime = nil, seq = nil, ready_base = 0, meta_dirty = false,
   }
 end
 
@@ -57,23 +58,31 @@ local function fq_bump(q, u, name, by)
   end
 end
 
-local function fq_vtime(q)
+-- the queue's meta fields (virtual time, push sequence, ready gauge), read once per call
+local function fq_meta(q)
   if q.vtime == nil then
-    q.vtime = tonumber(redis.call('HGET', q.meta, 'vtime') or '0')
+    local v = redis.call('HMGET', q.meta, 'vtime', 'seq', 'ready')
+    q.vtime = tonumber(v[1] or '0')
+    q.seq = tonumber(v[2] or '0')
+    q.ready_base = tonumber(v[3] or '0')
   end
+end
+
+local function fq_vtime(q)
+  fq_meta(q)
   return q.vtime
 end
 
 local function fq_set_vtime(q, v)
+  fq_meta(q)
   q.vtime = v
-  q.vtime_dirty = true
+  q.meta_dirty = true
 end
 
 local function fq_next_seq(q)
-  if q.seq == nil then
-    q.seq = tonumber(redis.call('HGET', q.meta, 'seq') or '0')
-  end
+  fq_meta(q)
   q.seq = q.seq + 1
+  q.meta_dirty = true
   return q.seq
 end
 
@@ -101,7 +110,12 @@ local function fq_close(q)
   for u, t in pairs(q.tn) do
     if t.dirty then redis.call('HSET', q.p .. 'tenant:' .. u, 'pass', fq_int(t.pass)) end
   end
-  if q.ready ~= 0 then redis.call('HINCRBY', q.meta, 'ready', fq_int(q.ready)) end
-  if q.vtime_dirty then redis.call('HSET', q.meta, 'vtime', fq_int(q.vtime)) end
-  if q.seq ~= nil then redis.call('HSET', q.meta, 'seq', fq_int(q.seq)) end
+  if q.ready ~= 0 then
+    fq_meta(q)
+    q.meta_dirty = true
+  end
+  if q.meta_dirty then
+    redis.call('HSET', q.meta, 'vtime', fq_int(q.vtime), 'seq', fq_int(q.seq),
+      'ready', fq_int(q.ready_base + q.ready))
+  end
 end

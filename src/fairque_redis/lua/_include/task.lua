@@ -25,9 +25,9 @@ local function fq_forget(q, id)
   redis.call('DEL', q.p .. 'task:' .. id, q.p .. 'waits:' .. id, q.p .. 'children:' .. id)
 end
 
--- into the tenant's critical FIFO (head when given back) or scored set; tenant activated
-local function fq_make_ready(q, r, ready_ms, head)
-  redis.call('HSET', q.p .. 'task:' .. r.id, 'st', 'queued', 'rd', fq_int(ready_ms))
+-- into the tenant's critical FIFO (head when given back) or scored set, tenant activated;
+-- the caller has already set st=queued and rd=ready_ms on the task hash
+local function fq_enqueue(q, r, ready_ms, head)
   r.st = 'queued'
   r.rd = ready_ms
   if r.p == 6 then
@@ -42,6 +42,12 @@ local function fq_make_ready(q, r, ready_ms, head)
   end
   q.ready = q.ready + 1
   fq_activate(q, r.u)
+end
+
+-- fq_enqueue with the task hash updated (state queued, ready time)
+local function fq_make_ready(q, r, ready_ms, head)
+  redis.call('HSET', q.p .. 'task:' .. r.id, 'st', 'queued', 'rd', fq_int(ready_ms))
+  fq_enqueue(q, r, ready_ms, head)
 end
 
 local function fq_remove_ready(q, r)
@@ -76,12 +82,16 @@ local function fq_leased(q, id, token)
   return r
 end
 
--- a finished or canceled record lives on for the result TTL (logical expiry + real PEXPIRE)
+-- a finished or canceled record lives on for the result TTL. The `exp` field is the logical
+-- expiry every read checks; on server time the keys also get a real PEXPIRE of the same TTL.
+-- With an injected clock (tests) server and clock time differ, so only the logical one applies.
 local function fq_close_record(q, r)
   local key = q.p .. 'task:' .. r.id
   redis.call('HSET', key, 'exp', fq_int(q.now + q.ttl))
-  local ms = fq_int(math.max(q.ttl, 0))
-  redis.call('PEXPIRE', key, ms)
-  redis.call('PEXPIRE', q.p .. 'waits:' .. r.id, ms)
-  redis.call('PEXPIRE', q.p .. 'children:' .. r.id, ms)
+  if q.server_time then
+    local ms = fq_int(math.max(q.ttl, 0))
+    redis.call('PEXPIRE', key, ms)
+    redis.call('PEXPIRE', q.p .. 'waits:' .. r.id, ms)
+    redis.call('PEXPIRE', q.p .. 'children:' .. r.id, ms)
+  end
 end

@@ -30,8 +30,9 @@ end
 local function fq_is_active(q, u)
   local cached = q.act[u]
   if cached ~= nil then return cached end
-  local t = fq_tenant(q, u)
-  local on = redis.call('ZSCORE', q.p .. 'active:' .. fq_int(fq_tier(q, t)), u) ~= false
+  local tier = 0
+  if q.strict then tier = fq_tenant(q, u).tier end
+  local on = redis.call('ZSCORE', q.p .. 'active:' .. fq_int(tier), u) ~= false
   q.act[u] = on
   return on
 end
