@@ -36,6 +36,11 @@ _DEFAULT_STRIDE = stride_for(1.0)
 _ALIVE = (TaskState.SCHEDULED, TaskState.DEFERRED, TaskState.QUEUED, TaskState.STARTED)
 
 
+def _check_limit(field: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise TaskValidationError(field, value, "must be an int >= 0")
+
+
 def random_token() -> str:
     """A 128-bit random lease token."""
     return secrets.token_hex(16)
@@ -358,7 +363,7 @@ class InMemoryBackend:
     ) -> list[Claimed]:
         for candidate in (*(assigned or ()), *(steal or ())):
             validate_id(candidate, "user_id")
-        if count < 1:
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise TaskValidationError("count", count, "must be >= 1")
         lease_ms = to_ms(self._config.lease_seconds if lease_seconds is None else lease_seconds)
         if lease_ms <= 0:
@@ -457,6 +462,7 @@ class InMemoryBackend:
         self._make_ready(task_id, rec, rec.ready_ms, head=True)
 
     def requeue_expired(self, limit: int = 100) -> int:
+        _check_limit("limit", limit)
         now = self._now()
         expired = sorted((ms, tid) for tid, ms in self._leases.items() if ms <= now)[:limit]
         for _deadline, task_id in expired:
@@ -564,6 +570,8 @@ class InMemoryBackend:
     def list_dlq(
         self, *, limit: int = 100, offset: int = 0, failure_type: FailureType | None = None
     ) -> list[DLQEntry]:
+        _check_limit("limit", limit)
+        _check_limit("offset", offset)
         entries: list[DLQEntry] = []
         for moved_ms, task_id in sorted((ms, tid) for tid, ms in self._dlq.items()):
             rec = self._records[task_id]
@@ -585,7 +593,7 @@ class InMemoryBackend:
             return [tid for _ms, tid in sorted((ms, tid) for tid, ms in self._dlq.items())]
         for entry_id in entry_ids:
             validate_id(entry_id, "entry_id")
-        return [tid for tid in entry_ids if tid in self._dlq]
+        return list(dict.fromkeys(tid for tid in entry_ids if tid in self._dlq))
 
     def requeue_dlq(self, entry_ids: Sequence[str] | None = None) -> int:
         now = self._now()
