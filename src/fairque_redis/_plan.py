@@ -309,8 +309,8 @@ class Planner:
         return Call("release", [*self.header(), task_id, token], lambda _reply: None)
 
     def requeue_expired(self, limit: int) -> Call[int]:
-        if isinstance(limit, bool) or not isinstance(limit, int):
-            raise TaskValidationError("limit", limit, "must be an int")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise TaskValidationError("limit", limit, "must be an int >= 0")
         return Call("requeue_expired", [*self.header(), limit], self._int("requeue_expired"))
 
     @staticmethod
