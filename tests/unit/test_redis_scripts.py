@@ -275,3 +275,14 @@ def _drop_queue(client: Any, queue: str) -> None:
     keys = list(client.scan_iter(match=KeySpace(queue).prefix.replace("{", "\\{") + "*"))
     if keys:
         client.delete(*keys)
+
+
+_ID_CHARS = "ABCZabcz0129_.:@/+=#-"
+
+
+@given(st.text(_ID_CHARS, min_size=1, max_size=12), st.text(_ID_CHARS, min_size=1, max_size=12))
+def test_lua_tenant_tie_break_is_byte_order(raw_client: Any, a: str, b: str) -> None:
+    # Lua's `<` on strings follows the server's locale; ties between tenants must not
+    main = '--- @include "claim"\nreturn fq_bytes_less(ARGV[1], ARGV[2]) and 1 or 0'
+    text = resolve("main", lambda name: main if name == "main" else load_source(name))
+    assert raw_client.eval(text, 0, a, b) == int(a.encode() < b.encode())

@@ -16,6 +16,16 @@ local function fq_move_due(q)
   end
 end
 
+-- byte order of two strings (Lua's `<` uses strcoll, which follows the server's locale)
+local function fq_bytes_less(a, b)
+  local n = math.min(#a, #b)
+  for k = 1, n do
+    local x, y = string.byte(a, k), string.byte(b, k)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+
 -- the tenant to serve: with no group (nil) the lowest pass in the highest active tier; else
 -- the best active tenant of the first group that has one, by (-tier, pass, tenant id)
 local function fq_pick(q, groups)
@@ -32,7 +42,7 @@ local function fq_pick(q, groups)
         local t = fq_tenant(q, u)
         local tier = fq_tier(q, t)
         if best == nil or tier > best_tier
-          or (tier == best_tier and (t.pass < best_pass or (t.pass == best_pass and u < best))) then
+          or (tier == best_tier and (t.pass < best_pass or (t.pass == best_pass and fq_bytes_less(u, best)))) then
           best, best_tier, best_pass = u, tier, t.pass
         end
       end
