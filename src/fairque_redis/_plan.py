@@ -31,6 +31,7 @@ T = TypeVar("T")
 
 _QUEUE_GAUGES = ("ready", "scheduled", "leased", "dlq", "active_tenants")
 _TENANT_GAUGES = ("ready", "scheduled", "leased")
+_DEFAULT_CT = "application/json"
 _STATES = {state.value: state for state in TaskState}
 _FAILURES = {ft.value: ft for ft in FailureType}
 
@@ -63,6 +64,22 @@ def _bytes(value: Any) -> bytes:
 
 def encode_meta(message: Message) -> str:
     """The immutable message fields Lua stores as one opaque JSON value."""
+    if (
+        message.content_type == _DEFAULT_CT
+        and not message.depends_on
+        and not message.headers
+        and not message.name
+        and type(message.max_retries) is int
+        and type(message.created_at) is float
+        and type(message.delay) in (int, float)
+        and math.isfinite(message.created_at)
+        and math.isfinite(message.delay)
+    ):
+        # the common shape, spelled directly (json.dumps writes floats with repr too)
+        return (
+            f'["{_DEFAULT_CT}",{message.max_retries},{message.created_at!r},'
+            f'{message.delay!r},[],{{}},""]'
+        )
     return json.dumps(
         [
             message.content_type,

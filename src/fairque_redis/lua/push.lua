@@ -20,6 +20,7 @@ local i = 9
 for k = 1, n do
   local m = {
     id = ARGV[i], u = ARGV[i + 1], p = tonumber(ARGV[i + 2]), dms = tonumber(ARGV[i + 3]),
+    ps = ARGV[i + 2], dmss = ARGV[i + 3],
     meta = ARGV[i + 4], body = ARGV[i + 5], deps = {},
   }
   local nd = tonumber(ARGV[i + 6])
@@ -40,7 +41,9 @@ for _, m in ipairs(msgs) do
   if m.p == nil or m.p < 1 or m.p > 6 or m.p ~= math.floor(m.p) then
     return fq_err('BAD_ARG', 'priority')
   end
-  if m.dms == nil then return fq_err('BAD_ARG', 'delay') end
+  if m.dms == nil or m.dms ~= math.floor(m.dms) or m.ps ~= fq_int(m.p) then
+    return fq_err('BAD_ARG', 'priority or delay')
+  end
   if #m.body > q.max_payload then
     return fq_err('TOO_LARGE', fq_int(#m.body) .. ' ' .. fq_int(q.max_payload))
   end
@@ -81,9 +84,9 @@ for k, m in ipairs(msgs) do
     end
     -- the common case (ready now) is written in one HSET; the rest take their own path
     local ready_now = failed_parent == nil and not waiting and due <= q.now
-    redis.call('HSET', key, 'u', m.u, 'p', fq_int(m.p), 'b', m.body, 'm', m.meta, 'rc', '0',
+    redis.call('HSET', key, 'u', m.u, 'p', m.ps, 'b', m.body, 'm', m.meta, 'rc', '0',
       'seq', fq_int(seq), 'st', 'queued', 'rd', fq_int(ready_now and q.now or 0),
-      'due', fq_int(due), 'dms', fq_int(m.dms), 'rec', '0')
+      'due', fq_int(due), 'dms', m.dmss, 'rec', '0')
     if ready_now then
       fq_enqueue(q, r, q.now, false)
     elseif failed_parent ~= nil then
