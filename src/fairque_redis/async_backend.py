@@ -1,13 +1,11 @@
 """AsyncRedisBackend: the asyncio twin of :class:`~fairque_redis.backend.RedisBackend`.
 
-Every operation is "plan -> one script call -> parse": argument building and reply parsing
-live in :mod:`fairque_redis._plan` (shared with the async twin), the atomic work in the Lua
-scripts, and redis-py exceptions are translated at this edge (:mod:`fairque_redis._edge`).
+Same scripts, same plans (:mod:`fairque_redis._plan`), same error edge; the two faces differ
+only by ``await`` on the script call. Keep them in step when either changes.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -37,7 +35,6 @@ if TYPE_CHECKING:
 __all__ = ["AsyncRedisBackend"]
 
 T = TypeVar("T")
-log = logging.getLogger("fairque.redis")
 
 
 class AsyncRedisBackend:

@@ -7,7 +7,6 @@ scripts, and redis-py exceptions are translated at this edge (:mod:`fairque_redi
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -37,7 +36,6 @@ if TYPE_CHECKING:
 __all__ = ["RedisBackend"]
 
 T = TypeVar("T")
-log = logging.getLogger("fairque.redis")
 
 
 class RedisBackend:

@@ -176,3 +176,23 @@ def test_concurrent_claims_never_share_a_task(valkey_server: Any) -> None:
     for key in admin.scan_iter(match="fq:\\{race\\}:*"):
         admin.delete(key)
     admin.close()
+
+
+def test_async_face_mirrors_the_sync_face() -> None:
+    import inspect
+
+    from fairque_redis.async_backend import AsyncRedisBackend
+
+    def public(cls: type) -> dict[str, inspect.Signature]:
+        return {
+            name: inspect.signature(member)
+            for name, member in vars(cls).items()
+            if not name.startswith("_") and callable(member)
+        }
+
+    sync, face = public(RedisBackend), public(AsyncRedisBackend)
+    assert sync.keys() == face.keys()
+    for name, sig in sync.items():
+        assert list(sig.parameters) == list(face[name].parameters), name
+        if name not in ("from_url", "from_config"):
+            assert inspect.iscoroutinefunction(getattr(AsyncRedisBackend, name)), name
