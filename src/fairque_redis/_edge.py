@@ -31,6 +31,7 @@ __all__ = [
     "config_url",
     "normalize_url",
     "redis_options",
+    "require_bytes_client",
     "split_config",
     "translate_errors",
 ]
@@ -109,6 +110,19 @@ def client_options(url: str | None, opts: dict[str, Any], *, cluster: bool) -> d
     if str(out.get("ssl_cert_reqs", "required")).lower() == "none":
         log.warning("TLS certificate verification is off (ssl_cert_reqs='none')")
     return out
+
+
+def require_bytes_client(client: Any) -> None:
+    """ConfigurationError unless ``client`` returns raw bytes (bodies and results are binary)."""
+    try:
+        decodes = bool(client.get_encoder().decode_responses)
+    except AttributeError:
+        return
+    if decodes:
+        raise ConfigurationError(
+            "fairque needs a client with decode_responses=False (task bodies are bytes)",
+            path="decode_responses",
+        )
 
 
 def _not_sent(exc: BaseException) -> bool:

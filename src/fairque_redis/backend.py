@@ -23,6 +23,7 @@ from fairque_redis._edge import (
     config_url,
     normalize_url,
     redis_options,
+    require_bytes_client,
     split_config,
     translate_errors,
 )
@@ -57,6 +58,7 @@ class RedisBackend:
     ) -> None:
         self._keys = KeySpace(queue)
         self._config = config if config is not None else QueueConfig(name=queue)
+        require_bytes_client(client)
         self._client = client
         self._owns_client = False
         self._planner = Planner(

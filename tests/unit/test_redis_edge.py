@@ -196,3 +196,10 @@ def test_async_face_mirrors_the_sync_face() -> None:
         assert list(sig.parameters) == list(face[name].parameters), name
         if name not in ("from_url", "from_config"):
             assert inspect.iscoroutinefunction(getattr(AsyncRedisBackend, name)), name
+
+
+def test_decoding_clients_are_refused() -> None:
+    import redis
+
+    with pytest.raises(ConfigurationError):
+        RedisBackend(redis.Redis(decode_responses=True), queue="q")
