@@ -14,7 +14,7 @@ import argparse
 from tasks import send_report, thumbnail
 
 from fairque_core import Priority
-from fairque_redis.connect import connect
+from fairque_redis import connect
 
 TENANTS = {"acme": 4.0, "globex": 2.0, "initech": 1.0}  # tenant -> weight (its tier)
 

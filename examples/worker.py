@@ -18,7 +18,7 @@ from tasks import registry
 from fairque_core import WorkerConfig
 from fairque_core.handlers import RegistryHandler
 from fairque_core.worker import Worker
-from fairque_redis.connect import connect
+from fairque_redis import connect
 
 
 def main() -> None:

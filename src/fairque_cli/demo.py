@@ -461,7 +461,7 @@ def _open_queue(url: str, name: str) -> FairQueue:
         from fairque_core.memory import InMemoryBackend
 
         return FairQueue(InMemoryBackend(queue=name))
-    from fairque_redis.connect import connect
+    from fairque_redis import connect
 
     return connect(url, queue=name)
 

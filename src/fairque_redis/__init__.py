@@ -1,8 +1,10 @@
 """fairque Redis/Valkey adapter: the Lua-backed queue backends, key layout and embedded server.
 
-``connect``/``aconnect`` (a ready FairQueue in one call) live in :mod:`fairque_redis.connect`.
+``connect``/``aconnect`` give a ready FairQueue / AsyncFairQueue in one call (an embedded Valkey
+when no URL is configured).
 """
 
+from fairque_redis._connect import aconnect, connect
 from fairque_redis.async_backend import AsyncRedisBackend
 from fairque_redis.backend import RedisBackend
 from fairque_redis.embedded import EmbeddedCluster, EmbeddedValkey
@@ -15,6 +17,8 @@ __all__ = [
     "EmbeddedValkey",
     "KeySpace",
     "RedisBackend",
+    "aconnect",
     "backend_from_url",
+    "connect",
     "partition_for",
 ]

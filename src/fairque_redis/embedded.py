@@ -386,8 +386,11 @@ class ServerProcess:
 
     def __del__(self) -> None:
         # Best effort during garbage collection or interpreter shutdown: never raise from here.
-        with contextlib.suppress(Exception):
+        # (A try block, not contextlib.suppress: module globals may already be gone at exit.)
+        try:  # noqa: SIM105
             self.stop()
+        except Exception:  # noqa: S110 - nothing useful can be done in a finalizer
+            pass
 
     def __repr__(self) -> str:
         proc = self._proc

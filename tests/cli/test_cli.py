@@ -11,7 +11,7 @@ import pytest
 
 from fairque_cli.main import main
 from fairque_core import FailureType, Priority, Task, TaskState
-from fairque_redis.connect import connect
+from fairque_redis import connect
 
 from .conftest import REPO, run_cli
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from fairque_core import ConfigurationError, FairQueueConfig, Priority, QueueConfig, Task
-from fairque_redis.connect import aconnect, connect, resolve_config
+from fairque_redis._connect import aconnect, connect, resolve_config
 
 pytestmark = pytest.mark.redis
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from fairque_core.config import FairQueueConfig
-from fairque_redis.connect import connect
+from fairque_redis import connect
 
 from .conftest import REPO
 
