@@ -24,8 +24,8 @@ from typing import Any, NoReturn
 import pytest
 from hypothesis import settings
 
+from fairque_redis.cluster import EmbeddedCluster
 from fairque_redis.embedded import (
-    EmbeddedCluster,
     EmbeddedValkey,
     RedisServerProcess,
     ServerBinaryNotFoundError,

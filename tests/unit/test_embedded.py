@@ -12,9 +12,8 @@ from redis.cluster import RedisCluster
 
 from conftest import server_command_count
 from fairque_core.errors import RedisConnectionError
+from fairque_redis.cluster import CLUSTER_SLOT_RANGES, EmbeddedCluster
 from fairque_redis.embedded import (
-    CLUSTER_SLOT_RANGES,
-    EmbeddedCluster,
     EmbeddedValkey,
     RedisServerProcess,
     ServerBinaryNotFoundError,
