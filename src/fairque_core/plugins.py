@@ -152,14 +152,28 @@ class PluginHost:
         return registered
 
     def _load_entrypoints(self) -> None:
-        try:
-            self._pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
-        except pluggy.PluginValidationError as exc:
-            raise PluginError(self._name_of(exc.plugin), "register", exc) from exc
-        except Exception as exc:
-            raise PluginError(
-                f"entry-point group {ENTRY_POINT_GROUP!r}", "load_setuptools_entrypoints", exc
-            ) from exc
+        """Register every object of the ``fairque`` entry-point group, named as its entry point.
+
+        An entry point may name a module, an object or a class; a class is instantiated with no
+        arguments (its hooks are instance methods). A distribution found twice on ``sys.path``
+        is loaded once; a name already registered or blocked is skipped.
+        """
+        from importlib.metadata import distributions
+
+        seen: set[tuple[str, str]] = set()
+        for dist in list(distributions()):
+            for ep in dist.entry_points:
+                if ep.group != ENTRY_POINT_GROUP or (ep.name, ep.value) in seen:
+                    continue
+                seen.add((ep.name, ep.value))
+                if self._pm.get_plugin(ep.name) is not None or self._pm.is_blocked(ep.name):
+                    continue
+                try:
+                    loaded = ep.load()
+                    plugin = loaded() if isinstance(loaded, type) else loaded
+                except Exception as exc:
+                    raise PluginError(f"entry point {ep.name}={ep.value}", "load", exc) from exc
+                self._register(plugin, ep.name)
 
     def _check_pending(self) -> None:
         try:

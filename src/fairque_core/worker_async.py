@@ -8,7 +8,9 @@ cancelled (``asyncio.wait_for``) and failed with :class:`~fairque_core.errors.Ta
 a sync handler's thread cannot be cancelled and runs on, its result dropped.
 
 Plugin hooks are synchronous: ``PluginHost.execute`` wraps the creation of the handler's
-coroutine, which is then awaited outside the hook.
+coroutine, which is then awaited outside the hook. An execution wrapper that must cover the
+awaited run (the tracing plugin's consumer span) sees that coroutine as the hook's result and
+returns an instrumented awaitable in its place; whatever the hook returns is awaited here.
 """
 
 from __future__ import annotations

@@ -6,11 +6,18 @@ worker extracts it and runs the task inside a CONSUMER span, either as a child o
 producer span or, with ``link_instead_of_parent=True``, as the root of a new trace that
 links to it (better for tasks that run long after they were pushed). Only
 ``opentelemetry-api`` is needed at run time; without an SDK the spans are no-ops.
+
+Async handlers: when the wrapped ``call()`` returns an awaitable (the
+:class:`~fairque_core.worker_async.AsyncWorker` creates the handler's coroutine inside the
+hook and awaits it afterwards), the consumer span is not ended by the hook; the hook returns
+an instrumented coroutine that keeps the span current while the handler runs and ends it
+when the handler returns or raises.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+import inspect
+from collections.abc import Awaitable, Generator, Mapping
 from typing import TYPE_CHECKING
 
 from opentelemetry import propagate, trace
@@ -99,19 +106,40 @@ class OpenTelemetryTracing:
             if producer.is_valid:
                 links.append(Link(producer))
             parent = Context()  # a new trace, whatever span is current in the worker
-        with self._tracer.start_as_current_span(
+        span = self._tracer.start_span(
             f"process {destination}",
             context=parent,
             kind=SpanKind.CONSUMER,
             attributes=self._attributes(task, destination, "process"),
             links=links,
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
-            try:
+        )
+        try:
+            with trace.use_span(span, record_exception=False, set_status_on_exception=False):
                 result = yield
-            except BaseException as exc:
-                span.record_exception(exc)
-                span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
-                raise
-            return result
+        except BaseException as exc:
+            _record_failure(span, exc)
+            span.end()
+            raise
+        if inspect.isawaitable(result):
+            # An async handler (AsyncWorker): ``call()`` only created the coroutine. The span
+            # stays open and current until it has been awaited.
+            return _traced(span, result)
+        span.end()
+        return result
+
+
+def _record_failure(span: trace.Span, exc: BaseException) -> None:
+    span.record_exception(exc)
+    span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+
+
+async def _traced(span: trace.Span, awaitable: Awaitable[object]) -> object:
+    """Await ``awaitable`` with ``span`` current, then end the span (ERROR if it raised)."""
+    try:
+        with trace.use_span(span, record_exception=False, set_status_on_exception=False):
+            return await awaitable
+    except BaseException as exc:
+        _record_failure(span, exc)
+        raise
+    finally:
+        span.end()
