@@ -1,0 +1,227 @@
+"""Throughput and latency of ONE thread worker on an embedded Valkey (prints numbers; not a test).
+
+    uv run --no-sync python bench/bench_worker.py [--quick] [--rounds N] [--profile]
+
+Throughput: 20,000 no-op tasks over 100 tenants are pushed beforehand (push_batch, 1,000 per
+call) into a fresh queue; a ``fairque_core.Worker`` (leases and fair claims, as always) is
+started and timed until ``get_stats()["finished"]`` reaches 20,000 (polled every 5 ms on a
+separate connection). Settings: max_concurrent_tasks 10 / 50 / 100, with and without prefetch.
+The claim and finish round trips are counted on the worker's backend.
+
+Latency: a producer thread pushes one task every 5 ms (200 tasks/s) with its push time in the
+payload, to a worker that is already running and idle; the handler records start - push.
+
+Every measurement runs ``--rounds`` times (interleaved); best and median are printed, with the
+load average, since the machine (2 cores) is shared and its load changes from second to second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import statistics
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from fairque_core import FairQueue, Task, WorkerConfig
+from fairque_core.handlers import TaskHandler
+from fairque_core.worker import Worker
+from fairque_redis import connect
+from fairque_redis.embedded import EmbeddedValkey
+
+TENANTS = 100
+
+
+class Noop(TaskHandler):
+    def process_task(self, task: Task) -> object:
+        return None
+
+
+class Stamp(TaskHandler):
+    """Records start - push time (the producer's perf_counter in the payload)."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    def process_task(self, task: Task) -> object:
+        self.delays.append(time.perf_counter() - float(task.payload["t"]))
+        return None
+
+
+class Counter:
+    """Counts calls of one backend method (set on the instance, so only this queue's)."""
+
+    def __init__(self, target: Any, name: str) -> None:
+        self.calls = 0
+        inner: Callable[..., Any] = getattr(target, name)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            return inner(*args, **kwargs)
+
+        setattr(target, name, counted)
+
+
+def fresh_queue(url: str, tag: str) -> FairQueue:
+    return connect(url, queue=f"bw-{tag}-{uuid.uuid4().hex[:8]}")
+
+
+def fill(queue: FairQueue, total: int) -> None:
+    for start in range(0, total, 1000):
+        queue.push_batch(
+            [
+                Task.create(f"tenant-{i % TENANTS}", payload={"n": i})
+                for i in range(start, min(total, start + 1000))
+            ]
+        )
+
+
+def drain(url: str, total: int, cap: int, prefetch: int) -> dict[str, Any]:
+    queue = fresh_queue(url, f"d{cap}p{prefetch}")
+    fill(queue, total)
+    monitor = connect(url, queue=queue.name)
+    claims = Counter(queue.backend, "claim")
+    finishes = Counter(queue.backend, "finish_batch")
+    heartbeats = Counter(queue.backend, "heartbeat")
+    config = WorkerConfig(id=f"bench-{cap}", max_concurrent_tasks=cap, poll_interval_seconds=0.1)
+    worker = Worker(config, Noop(), queue, prefetch=prefetch)
+    load = os.getloadavg()[0]
+    start = time.perf_counter()
+    worker.start()
+    while monitor.get_stats()["finished"] < total:
+        time.sleep(0.005)
+    elapsed = time.perf_counter() - start
+    worker.stop(10)
+    stats = worker.health()
+    queue.close()
+    monitor.close()
+    return {
+        "rate": total / elapsed,
+        "claims": claims.calls,
+        "finishes": finishes.calls,
+        "heartbeats": heartbeats.calls,
+        "processed": stats["processed"],
+        "load": load,
+    }
+
+
+def latency(url: str, count: int, poll: float, cap: int) -> dict[str, float]:
+    queue = fresh_queue(url, "lat")
+    producer_q = connect(url, queue=queue.name)
+    handler = Stamp()
+    config = WorkerConfig(id="bench-lat", max_concurrent_tasks=cap, poll_interval_seconds=poll)
+    worker = Worker(config, handler, queue)
+    worker.start()
+    time.sleep(max(0.3, 2 * poll))  # idle but running
+    load = os.getloadavg()[0]
+    next_at = time.perf_counter()
+    for i in range(count):
+        next_at += 0.005
+        pause = next_at - time.perf_counter()
+        if pause > 0:
+            time.sleep(pause)
+        producer_q.push(Task.create(f"tenant-{i % TENANTS}", payload={"t": time.perf_counter()}))
+    deadline = time.monotonic() + 10 + poll
+    while len(handler.delays) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    worker.stop(10)
+    queue.close()
+    producer_q.close()
+    delays = sorted(handler.delays)
+    return {
+        "p50": delays[len(delays) // 2] * 1000,
+        "p99": delays[int(len(delays) * 0.99)] * 1000,
+        "n": float(len(delays)),
+        "load": load,
+    }
+
+
+def loads(runs: list[dict[str, Any]] | list[dict[str, float]]) -> str:
+    return ", ".join(f"{r['load']:.2f}" for r in runs)
+
+
+def summary(values: list[float], high_is_best: bool = True) -> tuple[float, float]:
+    best = max(values) if high_is_best else min(values)
+    return best, statistics.median(values)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="smaller runs")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--profile", action="store_true", help="cProfile one drain (cap 50)")
+    parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--skip-throughput", action="store_true")
+    opts = parser.parse_args()
+    total = 4_000 if opts.quick else 20_000
+    lat_count = 300 if opts.quick else 1_000
+    settings = [(10, 0), (10, 10), (50, 0), (50, 25), (100, 0), (100, 50)]
+    lat_settings = [(1.0, 10), (0.1, 10)]
+    print(f"cpus={os.cpu_count()} loadavg at start={os.getloadavg()}")
+    with EmbeddedValkey() as server:
+        if opts.profile:
+            profile_drain(server.url, total)
+            return
+        drains: dict[tuple[int, int], list[dict[str, Any]]] = {s: [] for s in settings}
+        lats: dict[tuple[float, int], list[dict[str, float]]] = {s: [] for s in lat_settings}
+        for _ in range(opts.rounds):
+            if not opts.skip_throughput:
+                for cap, prefetch in settings:
+                    drains[(cap, prefetch)].append(drain(server.url, total, cap, prefetch))
+            if not opts.skip_latency:
+                for poll, cap in lat_settings:
+                    lats[(poll, cap)].append(latency(server.url, lat_count, poll, cap))
+    if not opts.skip_throughput:
+        print(f"\nthroughput: {total:,} no-op tasks, {TENANTS} tenants, one worker")
+        print(f"{'cap':>4} {'prefetch':>8} {'best/s':>8} {'median/s':>9}  claims finishes  load")
+        for (cap, prefetch), runs in drains.items():
+            best, med = summary([r["rate"] for r in runs])
+            top = max(runs, key=lambda r: r["rate"])
+            print(
+                f"{cap:>4} {prefetch:>8} {best:>8,.0f} {med:>9,.0f}  "
+                f"{top['claims']:>6} {top['finishes']:>8}  "
+                f"{loads(runs)}"
+            )
+    if not opts.skip_latency:
+        print(f"\nenqueue-to-start latency at 200 tasks/s ({lat_count} tasks), ms")
+        print(
+            f"{'poll_s':>6} {'cap':>4} {'p50 best':>9} {'p50 med':>8} {'p99 best':>9} "
+            f"{'p99 med':>8}  load"
+        )
+        for (poll, cap), lat_runs in lats.items():
+            p50b, p50m = summary([r["p50"] for r in lat_runs], high_is_best=False)
+            p99b, p99m = summary([r["p99"] for r in lat_runs], high_is_best=False)
+            print(
+                f"{poll:>6} {cap:>4} {p50b:>9.2f} {p50m:>8.2f} {p99b:>9.2f} {p99m:>8.2f}  "
+                f"{loads(lat_runs)}"
+            )
+
+
+def profile_drain(url: str, total: int) -> None:
+    """cProfile of the worker's control loop and pool threads during one drain (cap 50)."""
+    prof = cProfile.Profile()
+    original = Worker._main
+
+    def profiled(self: Worker) -> None:
+        prof.enable()
+        try:
+            original(self)
+        finally:
+            prof.disable()
+
+    Worker._main = profiled  # type: ignore[method-assign]
+    try:
+        result = drain(url, total, 50, 0)
+    finally:
+        Worker._main = original  # type: ignore[method-assign]
+    print(result)
+    pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
+    pstats.Stats(prof).sort_stats("tottime").print_stats(30)
+
+
+if __name__ == "__main__":
+    main()
