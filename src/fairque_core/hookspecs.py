@@ -117,6 +117,10 @@ def fairque_task_execute(task: Task, call: Callable[[], object], queue: str) -> 
     the result and must re-raise the handler's exception. A plain implementation that
     returns non-None replaces execution. Stops at the first non-None result. ``queue`` is
     the queue name (empty when the caller did not say).
+
+    Under the AsyncWorker ``call()`` returns the handler's coroutine, not yet awaited, and the
+    worker awaits whatever the hook returns: a wrapper that must cover the awaited run returns
+    its own awaitable wrapping the one it got (the tracing plugin does this).
     """
 
 

@@ -298,13 +298,13 @@ def test_misspelt_hook_and_bad_arguments_are_named() -> None:
 
 def test_autoload_env_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
-    original: Callable[..., int] = __import__("pluggy").PluginManager.load_setuptools_entrypoints
+    original: Callable[..., None] = PluginHost._load_entrypoints
 
-    def spy(self: Any, group: str, name: str | None = None) -> int:
-        calls.append(group)
-        return original(self, group, name)
+    def spy(self: PluginHost) -> None:
+        calls.append("fairque")
+        original(self)
 
-    monkeypatch.setattr("pluggy.PluginManager.load_setuptools_entrypoints", spy)
+    monkeypatch.setattr(PluginHost, "_load_entrypoints", spy)
     monkeypatch.setenv("FAIRQUE_DISABLE_PLUGIN_AUTOLOAD", "1")
     PluginHost()
     assert calls == []
