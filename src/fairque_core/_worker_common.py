@@ -14,7 +14,15 @@ from fairque_core.errors import ConfigurationError, TaskSerializationError, Unkn
 from fairque_core.models import Task
 from fairque_core.validation import validate_id
 
-__all__ = ["Backoff", "Slot", "Stats", "check_worker_config", "heartbeat_interval", "logger"]
+__all__ = [
+    "Backoff",
+    "IdlePoll",
+    "Slot",
+    "Stats",
+    "check_worker_config",
+    "heartbeat_interval",
+    "logger",
+]
 
 logger = logging.getLogger("fairque.worker")
 
@@ -25,6 +33,11 @@ BACKOFF_BASE_SECONDS = 0.05
 BACKOFF_CAP_SECONDS = 2.0
 #: Longest wait for more free places before claiming for fewer than a quarter of them.
 CLAIM_LINGER_SECONDS = 0.002
+#: Idle polling: right after a claim found work the next empty-queue wait is this short, and it
+#: doubles with every empty claim up to ``poll_interval_seconds`` (low pick-up latency under a
+#: steady trickle of tasks, no busy polling once the queue stays empty).
+IDLE_POLL_MIN_SECONDS = 0.0005
+IDLE_POLL_GROWTH = 2.0
 #: How many reaper batches one reaper tick may run when every batch comes back full.
 REAPER_ROUNDS = 10
 REAPER_LIMIT = 100
@@ -96,6 +109,25 @@ class Backoff:
     def waiting(self, now: float) -> float:
         """Seconds left before backend calls may resume (0 when not backing off)."""
         return max(0.0, self.retry_at - now)
+
+
+class IdlePoll:
+    """The wait before the next claim when the queue came back empty (adaptive backoff)."""
+
+    def __init__(self, cap: float) -> None:
+        self.cap = cap
+        self.wait = min(cap, IDLE_POLL_MIN_SECONDS)
+        self._next = min(cap, self.wait * IDLE_POLL_GROWTH)
+
+    def found(self) -> None:
+        """A claim returned work: poll again after the minimum, then back off from there."""
+        self.wait = min(self.cap, IDLE_POLL_MIN_SECONDS)
+        self._next = min(self.cap, self.wait * IDLE_POLL_GROWTH)
+
+    def empty(self) -> None:
+        """A claim returned nothing: wait the current step, grow the next one."""
+        self.wait = self._next
+        self._next = min(self.cap, self._next * IDLE_POLL_GROWTH)
 
 
 def check_worker_config(config: WorkerConfig) -> None:

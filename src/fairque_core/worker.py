@@ -27,6 +27,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from queue import Empty, SimpleQueue
 from types import FrameType
 from typing import Any
@@ -142,6 +143,8 @@ class Worker:
         self._reap_due = 0.0
         self._room_since: float | None = None
         self._claim_threshold = max(1, (self._cap + prefetch) // 4)
+        self._idle_poll = wc.IdlePoll(config.poll_interval_seconds)
+        self._acker: ThreadPoolExecutor | None = None
 
     # ------------------------------------------------------------------ public
     def start(self) -> None:
@@ -220,7 +223,9 @@ class Worker:
         ok = False
         value: Any
         try:
-            value = self.queue.plugins.execute(task, functools.partial(self._run_task, task))
+            value = self.queue.plugins.execute(
+                task, functools.partial(self._run_task, task), queue=self.queue.name
+            )
             if value is not None:
                 encode_result(task.task_id, value)
             ok = True
@@ -233,7 +238,8 @@ class Worker:
             else:
                 wc.safe_callback("on_task_failure", self.handler.on_task_failure, task, value)
         self._completions.put((slot, ok, value))
-        self._wake.set()
+        if not self._wake.is_set():
+            self._wake.set()
 
     # ------------------------------------------------------------------ control loop
     def _main(self) -> None:
@@ -266,6 +272,8 @@ class Worker:
             logger.exception("worker %s: control loop crashed", self.config.id)
             self._stats.note_error(exc)
         finally:
+            if self._acker is not None:
+                self._acker.shutdown(wait=False)
             self._pool.shutdown()
             self._state = "stopped"
             self._done.set()
@@ -295,11 +303,14 @@ class Worker:
         idle = True
         if self._backoff.waiting(now) <= 0:
             try:
-                self._flush()
-                self._maybe_heartbeat(now)
-                self._maybe_reap(now)
-                if not stopping:
-                    idle = self._claim(now)
+                claim = not stopping and self._worth_claiming(now)
+                if claim and self._acks and now < self._hb_due and now < self._reap_due:
+                    idle = self._flush_and_claim(now)
+                else:
+                    self._flush()
+                    self._maybe_heartbeat(now)
+                    self._maybe_reap(now)
+                    idle = self._claim(now) if claim else False
                 self._backoff.ok()
             except _Outage:
                 pass
@@ -366,6 +377,52 @@ class Worker:
         raise _Outage from exc
 
     def _flush(self) -> None:
+        self._flush_releases()
+        if self._acks:
+            acks = self._acks
+            flags = self._backend_call(functools.partial(self._finish, acks))
+            self._acks = []
+            self._settle_acks(acks, flags)
+        self._flush_fails()
+
+    def _flush_and_claim(self, now: float) -> bool:
+        """Releases and failures, then the batch of acks on a helper thread while this thread
+        claims: the two round trips (and the decoding of the claimed tasks) overlap."""
+        self._flush_releases()
+        self._flush_fails()
+        acks, self._acks = self._acks, []
+        if self._acker is None:
+            self._acker = ThreadPoolExecutor(1, thread_name_prefix=f"fairque-{self.config.id}-ack")
+        sent: Future[list[bool]] = self._acker.submit(self._finish, acks)
+        try:
+            return self._claim(now)
+        finally:
+            try:
+                flags = self._backend_call(sent.result)
+            except BaseException:
+                self._acks[:0] = acks  # kept for the next flush, as in _flush
+                raise
+            self._settle_acks(acks, flags)
+
+    def _finish(self, acks: list[tuple[wc.Slot, object]]) -> list[bool]:
+        items = [(slot.task, value) for slot, value in acks]
+        seconds = [slot.run_seconds for slot, _ in acks]
+        return self.queue.finish_many(items, run_seconds=seconds)
+
+    def _settle_acks(self, acks: list[tuple[wc.Slot, object]], flags: list[bool]) -> None:
+        for (slot, _), ok in zip(acks, flags, strict=True):
+            self._held.pop(slot.task.task_id, None)
+            if ok:
+                self._stats.processed += 1
+            else:
+                self._stats.lease_lost += 1
+                logger.warning(
+                    "worker %s: lease on %s lost before finish; its result is dropped",
+                    self.config.id,
+                    slot.task.task_id,
+                )
+
+    def _flush_releases(self) -> None:
         while self._releases:
             slot = self._releases[0]
             try:
@@ -375,25 +432,8 @@ class Worker:
                 self._stats.lease_lost += 1
             self._releases.pop(0)
             self._held.pop(slot.task.task_id, None)
-        if self._acks:
-            acks = self._acks
-            items = [(slot.task, value) for slot, value in acks]
-            seconds = [slot.run_seconds for slot, _ in acks]
-            flags = self._backend_call(
-                functools.partial(self.queue.finish_many, items, run_seconds=seconds)
-            )
-            self._acks = []
-            for (slot, _), ok in zip(acks, flags, strict=True):
-                self._held.pop(slot.task.task_id, None)
-                if ok:
-                    self._stats.processed += 1
-                else:
-                    self._stats.lease_lost += 1
-                    logger.warning(
-                        "worker %s: lease on %s lost before finish; its result is dropped",
-                        self.config.id,
-                        slot.task.task_id,
-                    )
+
+    def _flush_fails(self) -> None:
         while self._fails:
             slot, error = self._fails[0]
             self._stats.failed += 1
@@ -466,9 +506,8 @@ class Worker:
         return now - self._room_since >= wc.CLAIM_LINGER_SECONDS
 
     def _claim(self, now: float) -> bool:
-        """Claim for the free places; True when the queue had fewer tasks than asked."""
-        if not self._worth_claiming(now):
-            return False
+        """Claim for the free places (the caller checked ``_worth_claiming``); True when the
+        queue had fewer tasks than asked."""
         self._room_since = None
         count = wc.claim_size(self.config, self._room())
         tasks: list[Task] = self._backend_call(
@@ -487,6 +526,10 @@ class Worker:
             self._held[task.task_id] = slot
             self._buffer.append(slot)
         self._stats.claimed += len(tasks)
+        if tasks:
+            self._idle_poll.found()
+        else:
+            self._idle_poll.empty()
         return len(tasks) < count
 
     def _dispatch(self, now: float) -> None:
@@ -511,11 +554,10 @@ class Worker:
                     return 0.0  # the queue had work and there is room: claim again at once
                 # lingering for more room (woken early by completions)
                 return max(0.0, self._room_since + wc.CLAIM_LINGER_SECONDS - now)
-            deadlines = [
-                self._hb_due,
-                self._reap_due,
-                now + self.config.poll_interval_seconds,
-            ]
+            # the queue had less than asked: poll again soon after work was found, backing
+            # off to poll_interval_seconds while it stays empty (wakes early on completions)
+            poll = self._idle_poll.wait if idle else self.config.poll_interval_seconds
+            deadlines = [self._hb_due, self._reap_due, now + poll]
         limit = self.config.task_timeout_seconds
         for slot in self._running.values():
             if not slot.timed_out and slot.started_at is not None:
