@@ -3,7 +3,8 @@
 Each operation is one file in ``lua/`` whose header docblock lists its KEYS, ARGV and return
 value. Shared ``local function``s live in ``lua/_include/`` and are pulled in by lines of the
 form ``--- @include "name"``; :func:`resolve` flattens a script once at import (each include
-appears once, in dependency order; a cycle is an error). The flattened text is static module
+appears once, in dependency order; a cycle is an error) and keeps only the included
+definitions the script uses, transitively. The flattened text is static module
 data, never formatted with user data, and each is registered through redis-py ``Script``
 objects, which send ``EVALSHA`` and reload the script on ``NOSCRIPT`` (after a restart, a
 failover or ``SCRIPT FLUSH``).
@@ -40,6 +41,9 @@ __all__ = [
 ]
 
 _INCLUDE_RE = re.compile(r'^--- @include "([A-Za-z0-9_/]+)"\s*$')
+_DEFINE_RE = re.compile(r"^local (function )?([A-Za-z_]\w*)")
+_WORD_RE = re.compile(r"[A-Za-z_]\w*")
+_ONE_LINE_END_RE = re.compile(r"\bend\s*$")
 
 #: The anchor keys every script declares (``KeySpace.anchors()``), in this order.
 ANCHOR_KEYS: tuple[str, ...] = ("meta", "stats", "tiers", "delayed", "leases", "dlq")
@@ -84,14 +88,59 @@ def load_source(name: str) -> str:
     return path.joinpath(leaf + ".lua").read_text(encoding="utf-8")
 
 
-def resolve(name: str, loader: Callable[[str], str] = load_source) -> str:
+def _blocks(lines: list[str]) -> list[tuple[str | None, list[str]]]:
+    """Split include text into top-level blocks: ``(defined name, lines)``.
+
+    A block is one ``local function NAME(`` ... ``end`` or one ``local NAME = ...`` line, with
+    the comment lines right above it; text outside any definition (a file's docblock) is a
+    block of its own with no name and is dropped by the shaker.
+    """
+    out: list[tuple[str | None, list[str]]] = []
+    pending: list[str] = []
+    current: list[str] | None = None
+    for line in lines:
+        if current is not None:
+            current.append(line)
+            if line.startswith("end"):
+                current = None
+            continue
+        match = _DEFINE_RE.match(line)
+        if match is None:
+            pending.append(line)
+            continue
+        block = [*_trailing_comments(pending), line]
+        if pending:
+            out.append((None, pending))
+        pending = []
+        out.append((match.group(2), block))
+        if match.group(1) and not _ONE_LINE_END_RE.search(line):
+            current = block
+    if pending:
+        out.append((None, pending))
+    return out
+
+
+def _trailing_comments(pending: list[str]) -> list[str]:
+    """Move the comment lines at the end of ``pending`` (a definition's own comment) out."""
+    k = len(pending)
+    while k > 0 and pending[k - 1].startswith("--") and not pending[k - 1].startswith("--[["):
+        k -= 1
+    moved = pending[k:]
+    del pending[k:]
+    return moved
+
+
+def resolve(name: str, loader: Callable[[str], str] = load_source, *, shake: bool = True) -> str:
     """Flatten script ``name``: every include inlined once, before its first user.
 
     Include names are relative to ``lua/``; a bare name (``"core"``) means ``_include/core``.
-    A shebang line (``#!lua ...``) stays the first line of the result.
+    A shebang line (``#!lua ...``) stays the first line of the result. With ``shake`` (the
+    default) only the included definitions the script uses, directly or through other
+    included definitions, are emitted: every ``local function`` costs a closure on every call
+    (ADR 0012), so ``push`` does not carry the claim helpers.
     """
     seen: set[str] = set()
-    parts: list[str] = []
+    units: list[tuple[str, list[str]]] = []
 
     def norm(include: str) -> str:
         return include if "/" in include else f"_include/{include}"
@@ -112,14 +161,35 @@ def resolve(name: str, loader: Callable[[str], str] = load_source) -> str:
                 continue
             dep_lines = visit(dep, (*chain, unit))
             seen.add(dep)
-            parts.append(f"-- ---- include {dep} ----")
-            parts.extend(dep_lines)
+            units.append((dep, dep_lines))
         return body
 
     main = visit(name, ())
     shebang: list[str] = []
     if main and main[0].startswith("#!"):
         shebang = [main.pop(0)]
+    parts: list[str] = []
+    if not shake:
+        for unit, lines in units:
+            parts += [f"-- ---- include {unit} ----", *lines]
+    else:
+        blocks = [(unit, blk) for unit, lines in units for blk in _blocks(lines)]
+        defined = {blk[0]: "\n".join(blk[1]) for _, blk in blocks if blk[0] is not None}
+        wanted: set[str] = set()
+        todo = [w for w in _WORD_RE.findall("\n".join(main)) if w in defined]
+        while todo:
+            word = todo.pop()
+            if word not in wanted:
+                wanted.add(word)
+                todo += [w for w in _WORD_RE.findall(defined[word]) if w in defined]
+        last_unit = ""
+        for unit, (defines, lines) in blocks:
+            if defines is None or defines not in wanted:
+                continue
+            if unit != last_unit:
+                parts.append(f"-- ---- include {unit} (used definitions only) ----")
+                last_unit = unit
+            parts += lines
     return "\n".join([*shebang, *parts, f"-- ---- script {name} ----", *main]) + "\n"
 
 

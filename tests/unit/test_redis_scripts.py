@@ -51,17 +51,47 @@ def _loader(files: dict[str, str]) -> Any:
 
 def test_resolver_inlines_each_include_once_before_its_users() -> None:
     files = {
-        "main": '#!lua\n--- @include "b"\n--- @include "a"\nreturn x()',
+        "main": '#!lua\n--- @include "b"\n--- @include "a"\nreturn b()',
         "_include/a": "local function a() return 1 end",
         "_include/b": '--- @include "a"\nlocal function b() return a() end',
     }
+    for shake in (True, False):
+        text = resolve("main", _loader(files), shake=shake)
+        lines = text.splitlines()
+        assert lines[0] == "#!lua"
+        assert text.count("local function a()") == 1
+        assert text.index("local function a()") < text.index("local function b()")
+        assert text.index("local function b()") < text.index("return b()")
+        assert "@include" not in text
+
+
+def test_resolver_keeps_only_the_definitions_a_script_uses() -> None:
+    files = {
+        "main": '--- @include "b"\nreturn b()',
+        "_include/a": (
+            "--[[ a: docblock naming unused() ]]\n"
+            "local K = 3\n"
+            "-- used through b\n"
+            "local function a()\n  return K\nend\n"
+            "local function unused()\n  return 0\nend"
+        ),
+        "_include/b": '--- @include "a"\nlocal function b() return a() end\nlocal function c() end',
+    }
     text = resolve("main", _loader(files))
-    lines = text.splitlines()
-    assert lines[0] == "#!lua"
-    assert text.count("local function a()") == 1
-    assert text.index("local function a()") < text.index("local function b()")
-    assert text.index("local function b()") < text.index("return x()")
-    assert "@include" not in text
+    assert "local K = 3" in text
+    assert "-- used through b\nlocal function a()" in text
+    assert "unused" not in text
+    assert "local function c()" not in text
+    assert "unused" in resolve("main", _loader(files), shake=False)
+
+
+def test_every_script_defines_what_it_uses() -> None:
+    # the shaker must never drop a definition a script needs: every fq_ name a flattened script
+    # mentions is defined in it (a global would be nil at run time)
+    for name, source in SOURCES.items():
+        used = set(re.findall(r"\b(fq_\w+|FQ_DEFAULT_\w+)\b", source))
+        defined = set(re.findall(r"^local (?:function )?(\w+)", source, re.M))
+        assert used <= defined, f"{name}: {sorted(used - defined)}"
 
 
 @pytest.mark.parametrize(
