@@ -124,6 +124,11 @@ class FairQueue:
     def _event(self, event: str, task: Task, **info: Any) -> None:
         self._plugins.task_event(event, task, self._queue_name, **info)
 
+    def _listening(self) -> bool:
+        """False only when the plugin host says no plugin receives task events."""
+        check = getattr(self._plugins, "has_event_listeners", None)
+        return True if check is None else bool(check())
+
     # ------------------------------------------------------------------ push
     def push(self, task: Task) -> str:
         """Store ``task``; returns its id. A known id is a no-op (idempotent push)."""
@@ -174,6 +179,7 @@ class FairQueue:
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise TaskValidationError("count", count, "must be an int >= 1")
         out: list[Task] = []
+        listening = self._listening()
         for _ in range(_MAX_POISON_ROUNDS):
             want = count - len(out)
             claimed = self._backend.claim(
@@ -192,13 +198,14 @@ class FairQueue:
                     poisoned += 1
                     self._poison(item.message, item.lease.token, exc)
                     continue
-                self._event(
-                    "started",
-                    task,
-                    wait_seconds=common.wait_seconds(item.message, now),
-                    recoveries=item.recoveries,
-                    worker_id=worker_id,
-                )
+                if listening:
+                    self._event(
+                        "started",
+                        task,
+                        wait_seconds=common.wait_seconds(item.message, now),
+                        recoveries=item.recoveries,
+                        worker_id=worker_id,
+                    )
                 out.append(task)
             if not poisoned or len(claimed) < want:
                 break
@@ -261,9 +268,10 @@ class FairQueue:
                     flags.append(False)
                 else:
                     flags.append(True)
+        listening = self._listening()
         for index, ok in zip(positions, flags, strict=True):
             done[index] = bool(ok)
-            if ok:
+            if ok and listening:
                 seconds = None if run_seconds is None else run_seconds[index]
                 self._event("finished", items[index][0], run_seconds=seconds)
         return done

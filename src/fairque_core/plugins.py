@@ -299,6 +299,11 @@ class PluginHost:
                 self._report(PluginError(impl.plugin_name, hook, exc), exc)
         return headers
 
+    def has_event_listeners(self) -> bool:
+        """Whether any plugin implements ``fairque_task_event`` (callers may skip building
+        events nobody receives; checked per call, so plugins registered later count)."""
+        return bool(self._hook("fairque_task_event").get_hookimpls())
+
     def task_event(self, event: str, task: Task, queue: str, **info: Any) -> None:
         """Tell every plugin about ``event``; failures are logged (raised when strict)."""
         self._broadcast("fairque_task_event", event=event, task=task, queue=queue, info=info)
