@@ -15,91 +15,113 @@
 
 local q = fq_open(KEYS, ARGV)
 local n = tonumber(ARGV[8])
-local msgs = {}
-local i = 9
-for k = 1, n do
-  local m = {
-    id = ARGV[i], u = ARGV[i + 1], p = tonumber(ARGV[i + 2]), dms = tonumber(ARGV[i + 3]),
-    ps = ARGV[i + 2], dmss = ARGV[i + 3],
-    meta = ARGV[i + 4], body = ARGV[i + 5], deps = {},
-  }
-  local nd = tonumber(ARGV[i + 6])
-  for d = 1, nd do m.deps[d] = ARGV[i + 6 + d] end
-  i = i + 7 + nd
-  msgs[k] = m
-end
+local now = q.now
 
 local function valid_id(s)
   return #s >= 1 and #s <= 128 and string.find(s, '^[%w_%.:@/%+=#%-]+$') ~= nil
 end
 
--- check everything before the first write
+-- check everything before the first write; at[k] is where message k starts in ARGV
+local at = {}
 local seen = {}
-for _, m in ipairs(msgs) do
-  if not valid_id(m.id) then return fq_err('BAD_ID', 'task_id') end
-  if not valid_id(m.u) then return fq_err('BAD_ID', 'user_id') end
-  if m.p == nil or m.p < 1 or m.p > 6 or m.p ~= math.floor(m.p) then
+local i = 9
+for k = 1, n do
+  local id, u, ps, dmss, body = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 5]
+  local p, dms, nd = tonumber(ps), tonumber(dmss), tonumber(ARGV[i + 6])
+  if not valid_id(id) then return fq_err('BAD_ID', 'task_id') end
+  if not valid_id(u) then return fq_err('BAD_ID', 'user_id') end
+  if p == nil or p < 1 or p > 6 or p ~= math.floor(p) then
     return fq_err('BAD_ARG', 'priority')
   end
-  if m.dms == nil or m.dms ~= math.floor(m.dms) or m.ps ~= fq_int(m.p) then
+  if dms == nil or dms ~= math.floor(dms) or ps ~= fq_int(p) then
     return fq_err('BAD_ARG', 'priority or delay')
   end
-  if #m.body > q.max_payload then
-    return fq_err('TOO_LARGE', fq_int(#m.body) .. ' ' .. fq_int(q.max_payload))
+  if #body > q.max_payload then
+    return fq_err('TOO_LARGE', fq_int(#body) .. ' ' .. fq_int(q.max_payload))
   end
-  for _, dep in ipairs(m.deps) do
+  for d = 1, nd do
+    local dep = ARGV[i + 6 + d]
     if not valid_id(dep) then return fq_err('BAD_ID', 'depends_on') end
     if not seen[dep] and fq_rec(q, dep) == nil then return fq_err('UNKNOWN_DEP', dep) end
   end
-  seen[m.id] = true
+  seen[id] = true
+  at[k] = i
+  i = i + 7 + nd
 end
 
+-- per call, not per task: the formatted clock, scores by priority, pushes by tenant
+local now_s = fq_int(now)
+local scores = {}
+local pushed = {}
 local out = {}
-for k, m in ipairs(msgs) do
-  local key = q.p .. 'task:' .. m.id
+for k = 1, n do
+  i = at[k]
+  local id, u = ARGV[i], ARGV[i + 1]
+  local key = q.p .. 'task:' .. id
   local v = redis.call('HMGET', key, 'st', 'exp')
-  local expired = v[1] ~= false and v[2] ~= false and tonumber(v[2]) <= q.now
+  local expired = v[1] ~= false and v[2] ~= false and tonumber(v[2]) <= now
   if v[1] ~= false and not expired then
-    fq_bump(q, m.u, 'duplicates', 1)
+    fq_bump(q, u, 'duplicates', 1)
     out[k] = 0
   else
-    if expired then fq_forget(q, m.id) end
+    if expired then fq_forget(q, id) end
+    local ps, dmss = ARGV[i + 2], ARGV[i + 3]
+    local p, dms, nd = tonumber(ps), tonumber(dmss), tonumber(ARGV[i + 6])
     local seq = fq_next_seq(q)
-    local due = q.now + math.max(0, m.dms)
-    local r = {id = m.id, u = m.u, p = m.p, seq = seq, due = due, dms = m.dms, st = 'queued'}
-    fq_bump(q, m.u, 'pushed', 1)
-    local failed_parent = nil
-    local waiting = false
-    for _, dep in ipairs(m.deps) do
-      local parent = fq_rec(q, dep)
-      if parent ~= nil then
-        if parent.st == 'failed' or parent.st == 'canceled' then
-          failed_parent = dep
-        elseif parent.st ~= 'finished' then
-          redis.call('SADD', q.p .. 'waits:' .. m.id, dep)
-          redis.call('RPUSH', q.p .. 'children:' .. dep, m.id)
-          waiting = true
+    pushed[u] = (pushed[u] or 0) + 1
+    if nd == 0 and dms <= 0 then
+      -- the common case, ready now: one HSET, then into the tenant's queue (fq_enqueue)
+      redis.call('HSET', key, 'u', u, 'p', ps, 'b', ARGV[i + 5], 'm', ARGV[i + 4], 'rc', '0',
+        'seq', fq_int(seq), 'st', 'queued', 'rd', now_s, 'due', now_s, 'dms', dmss, 'rec', '0')
+      if p == 6 then
+        redis.call('RPUSH', q.p .. 'c:' .. u, id)
+      else
+        local score = scores[p]
+        if score == nil then
+          score = fq_int(fq_score(p, now, q.horizon))
+          scores[p] = score
+        end
+        redis.call('ZADD', q.p .. 'n:' .. u, score, fq_member(seq, id))
+      end
+      q.ready = q.ready + 1
+      fq_activate(q, u)
+    else
+      local due = now + math.max(0, dms)
+      local r = {id = id, u = u, p = p, seq = seq, due = due, dms = dms, st = 'queued'}
+      local failed_parent = nil
+      local waiting = false
+      for d = 1, nd do
+        local dep = ARGV[i + 6 + d]
+        local parent = fq_rec(q, dep)
+        if parent ~= nil then
+          if parent.st == 'failed' or parent.st == 'canceled' then
+            failed_parent = dep
+          elseif parent.st ~= 'finished' then
+            redis.call('SADD', q.p .. 'waits:' .. id, dep)
+            redis.call('RPUSH', q.p .. 'children:' .. dep, id)
+            waiting = true
+          end
         end
       end
-    end
-    -- the common case (ready now) is written in one HSET; the rest take their own path
-    local ready_now = failed_parent == nil and not waiting and due <= q.now
-    redis.call('HSET', key, 'u', m.u, 'p', m.ps, 'b', m.body, 'm', m.meta, 'rc', '0',
-      'seq', fq_int(seq), 'st', 'queued', 'rd', fq_int(ready_now and q.now or 0),
-      'due', fq_int(due), 'dms', m.dmss, 'rec', '0')
-    if ready_now then
-      fq_enqueue(q, r, q.now, false)
-    elseif failed_parent ~= nil then
-      redis.call('HSET', key, 'st', 'canceled', 'rs', 'dependency ' .. failed_parent .. ' did not finish')
-      fq_bump(q, m.u, 'canceled', 1)
-      fq_close_record(q, r)
-    elseif waiting then
-      redis.call('HSET', key, 'st', 'deferred')
-    else
-      fq_schedule(q, r, due)
+      local ready_now = failed_parent == nil and not waiting and due <= now
+      redis.call('HSET', key, 'u', u, 'p', ps, 'b', ARGV[i + 5], 'm', ARGV[i + 4], 'rc', '0',
+        'seq', fq_int(seq), 'st', 'queued', 'rd', ready_now and now_s or '0',
+        'due', fq_int(due), 'dms', dmss, 'rec', '0')
+      if ready_now then
+        fq_enqueue(q, r, now, false)
+      elseif failed_parent ~= nil then
+        redis.call('HSET', key, 'st', 'canceled', 'rs', 'dependency ' .. failed_parent .. ' did not finish')
+        fq_bump(q, u, 'canceled', 1)
+        fq_close_record(q, r)
+      elseif waiting then
+        redis.call('HSET', key, 'st', 'deferred')
+      else
+        fq_schedule(q, r, due)
+      end
     end
     out[k] = 1
   end
 end
+for u, count in pairs(pushed) do fq_bump(q, u, 'pushed', count) end
 fq_close(q)
 return out
