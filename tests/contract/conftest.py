@@ -1,6 +1,9 @@
 """Fixtures of the contract suite: one ``backend`` per adapter, on one fake clock.
 
-``backend`` is parametrized over the reference model and the Redis adapter on three servers.
+``backend`` is parametrized over the reference model and the Redis adapter on three servers,
+and over their async twins (``*-async``): the async model and ``AsyncRedisBackend`` on Valkey
+and on the cluster, each seen through :class:`SyncOverAsync` (its own event loop on a thread),
+so the same test bodies check both faces.
 Every Redis-backed test gets its own queue name (so its own hash tag and keys); the session
 servers come from ``tests/conftest.py``.
 """
@@ -15,13 +18,17 @@ import pytest
 
 from fairque_core import QueueBackend, QueueConfig
 from fairque_core.memory import InMemoryBackend
+from fairque_core.memory_async import AsyncInMemoryBackend
 
+from ._async_facade import SyncOverAsync
 from .helpers import CountingTokens, FakeClock, new_queue_name
 
 SERVER_FIXTURES = {
     "valkey": "valkey_server",
     "redis7": "redis7_server",
     "cluster": "valkey_cluster",
+    "valkey-async": "valkey_server",
+    "cluster-async": "valkey_cluster",
 }
 
 BACKEND_PARAMS = [
@@ -29,7 +36,13 @@ BACKEND_PARAMS = [
     pytest.param("valkey", marks=pytest.mark.redis),
     pytest.param("redis7", marks=pytest.mark.redis),
     pytest.param("cluster", marks=[pytest.mark.redis, pytest.mark.cluster]),
+    "memory-async",
+    pytest.param("valkey-async", marks=pytest.mark.redis),
+    pytest.param("cluster-async", marks=[pytest.mark.redis, pytest.mark.cluster]),
 ]
+
+#: The params backed by the reference model (no server, no keys, no command counters).
+MODEL_KINDS = frozenset({"memory", "memory-async"})
 
 # Commands that a probe (or a cluster client's topology refresh) sends, never the backend
 # under test on its own behalf.
@@ -44,6 +57,14 @@ def _require_redis_backend() -> Any:
             f"fairque_redis.backend is not importable yet ({exc}); Redis params wait for it"
         )
     return RedisBackend
+
+
+def _require_async_redis_backend() -> Any:
+    try:
+        from fairque_redis.async_backend import AsyncRedisBackend
+    except ImportError as exc:
+        pytest.skip(f"fairque_redis.async_backend is not importable ({exc})")
+    return AsyncRedisBackend
 
 
 class RedisProbe:
@@ -183,7 +204,7 @@ def clock() -> FakeClock:
 @pytest.fixture
 def server_url(backend_kind: str, request: pytest.FixtureRequest) -> str | None:
     """The URL of the session server for a Redis param (None for the model)."""
-    if backend_kind == "memory":
+    if backend_kind in MODEL_KINDS:
         return None
     _require_redis_backend()
     server = request.getfixturevalue(SERVER_FIXTURES[backend_kind])
@@ -214,18 +235,27 @@ def make_backend(
         probe: RedisProbe | None = None
         if backend_kind == "memory":
             backend = InMemoryBackend(clock, queue=queue, config=cfg, token_source=tokens)
+        elif backend_kind == "memory-async":
+            backend = SyncOverAsync(
+                lambda: AsyncInMemoryBackend(clock, queue=queue, config=cfg, token_source=tokens)
+            )
         else:
             assert server_url is not None
-            redis_backend = _require_redis_backend()
-            cluster = backend_kind == "cluster"
-            backend = redis_backend.from_url(
-                server_url,
-                queue=queue,
-                cluster=cluster,
-                config=cfg,
-                clock=clock,
-                token_source=tokens,
-            )
+            url = server_url
+            cluster = backend_kind in ("cluster", "cluster-async")
+            options: dict[str, Any] = {
+                "queue": queue,
+                "cluster": cluster,
+                "config": cfg,
+                "clock": clock,
+                "token_source": tokens,
+            }
+            if backend_kind.endswith("-async"):
+                async_backend = _require_async_redis_backend()
+                # Built on the facade's loop, so the async client's connections belong to it.
+                backend = SyncOverAsync(lambda: async_backend.from_url(url, **options))
+            else:
+                backend = _require_redis_backend().from_url(url, **options)
             probe = RedisProbe(
                 _raw_client(_raw_clients, server_url, cluster=cluster), queue, cluster=cluster
             )
@@ -253,7 +283,7 @@ def probe(
     make_backend: Callable[..., QueueBackend],
 ) -> RedisProbe:
     """The raw-client probe of ``backend``'s queue (Redis params only)."""
-    if backend_kind == "memory":
+    if backend_kind in MODEL_KINDS:
         pytest.skip("needs a real server: the in-memory model has no keys or command counters")
     for made, made_probe in make_backend.made:  # type: ignore[attr-defined]
         if made is backend:

@@ -6,13 +6,13 @@ import pytest
 
 from fairque_core import FailureType, Priority, QueueConfig, TaskState
 
-from .conftest import probe_of
+from .conftest import MODEL_KINDS, probe_of
 from .helpers import msg
 
 
 @pytest.fixture
 def redis_only(backend_kind):
-    if backend_kind == "memory":
+    if backend_kind in MODEL_KINDS:
         pytest.skip("key layout and script cache exist only on a real server")
     return backend_kind
 
