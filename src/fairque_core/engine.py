@@ -24,6 +24,7 @@ from fairque_core.errors import LeaseLostError, TaskSerializationError, TaskVali
 from fairque_core.memory import InMemoryBackend
 from fairque_core.models import DLQEntry, Message, Task
 from fairque_core.ports import QueueBackend
+from fairque_core.validation import check_wait_timeout
 
 __all__ = ["FairQueue"]
 
@@ -333,6 +334,17 @@ class FairQueue:
         """The reaper: expired leases back to their queue (workers call this periodically)."""
         return self._backend.requeue_expired(limit)
 
+    def wait_for_work(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for the queue's wake signal (``QueueBackend.wait_for_work``).
+
+        True when woken by the signal; a backend without one just sleeps and returns False.
+        """
+        wait = getattr(self._backend, "wait_for_work", None)
+        if wait is None:
+            time.sleep(check_wait_timeout(timeout))
+            return False
+        return bool(wait(timeout))
+
     # ------------------------------------------------------------------ reads
     def get_task(self, task_id: str) -> Task | None:
         """The stored task, decoded (TaskSerializationError if its payload is undecodable)."""
@@ -410,6 +422,10 @@ class _Synchronized:
     @property
     def model(self) -> InMemoryBackend:
         return self._wrapped
+
+    def wait_for_work(self, timeout: float) -> bool:
+        # blocks, so never under the lock; the model guards its wake signal itself
+        return self._wrapped.wait_for_work(timeout)
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._wrapped, name)

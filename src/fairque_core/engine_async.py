@@ -8,6 +8,7 @@ faces differ only by ``await``. Plugin hooks are synchronous (pluggy has no asyn
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Sequence
@@ -22,6 +23,7 @@ from fairque_core.deps import check_batch
 from fairque_core.errors import LeaseLostError, TaskSerializationError, TaskValidationError
 from fairque_core.models import DLQEntry, Message, Task
 from fairque_core.ports import AsyncQueueBackend
+from fairque_core.validation import check_wait_timeout
 
 __all__ = ["AsyncFairQueue"]
 
@@ -288,6 +290,14 @@ class AsyncFairQueue:
 
     async def requeue_expired(self, limit: int = 100) -> int:
         return await self._backend.requeue_expired(limit)
+
+    async def wait_for_work(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for the queue's wake signal (see ``FairQueue``)."""
+        wait = getattr(self._backend, "wait_for_work", None)
+        if wait is None:
+            await asyncio.sleep(check_wait_timeout(timeout))
+            return False
+        return bool(await wait(timeout))
 
     # ------------------------------------------------------------------ reads
     async def get_task(self, task_id: str) -> Task | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import secrets
+import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -28,7 +29,7 @@ from fairque_core.errors import (
 from fairque_core.models import Claimed, DLQEntry, Lease, Message, QueueSizes
 from fairque_core.ports import Clock, TokenSource
 from fairque_core.scoring import STAT_COUNTERS, seq_member, static_score, stride_for, to_ms
-from fairque_core.validation import validate_id, validate_queue_name
+from fairque_core.validation import check_wait_timeout, validate_id, validate_queue_name
 
 __all__ = ["InMemoryBackend", "random_token"]
 
@@ -117,6 +118,9 @@ class InMemoryBackend:
         self._seq = 0
         self._counters = dict.fromkeys(STAT_COUNTERS, 0)
         self._closed = False
+        # the wake signal (at most one pending token); the only state touched off the engine lock
+        self._wake = threading.Condition(threading.Lock())
+        self._wake_pending = False
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -183,6 +187,13 @@ class InMemoryBackend:
             heapq.heappush(tenant.normal, (score, member))
             tenant.normal_live[member] = task_id
         self._activate(user_id, tenant)
+        self._signal()
+
+    def _signal(self) -> None:
+        with self._wake:
+            if not self._wake_pending:
+                self._wake_pending = True
+                self._wake.notify()
 
     def _remove_ready(self, task_id: str, rec: _Record) -> None:
         user_id = rec.message.user_id
@@ -396,6 +407,8 @@ class InMemoryBackend:
             tenant.leased += 1
             self._bump("claimed", tenant)
             claimed.append(self._claimed(task_id, rec))
+        if claimed and self._active:
+            self._signal()  # ready work left behind: pass the signal on to the next idle worker
         return claimed
 
     def _claimed(self, task_id: str, rec: _Record) -> Claimed:
@@ -623,5 +636,17 @@ class InMemoryBackend:
             raise TaskNotFoundError(task_id)
         return message
 
+    def wait_for_work(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for the wake signal and consume it (see the port)."""
+        check_wait_timeout(timeout)
+        with self._wake:
+            if timeout > 0:
+                self._wake.wait_for(lambda: self._wake_pending or self._closed, timeout)
+            woke = self._wake_pending
+            self._wake_pending = False
+        return woke
+
     def close(self) -> None:
-        self._closed = True
+        with self._wake:
+            self._closed = True
+            self._wake.notify_all()

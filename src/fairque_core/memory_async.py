@@ -3,10 +3,12 @@
 Every method runs the matching :class:`~fairque_core.memory.InMemoryBackend` method at once
 (the model does no I/O, so nothing would be gained by a thread), which makes
 :class:`~fairque_core.engine_async.AsyncFairQueue` and the async worker usable without Redis.
+The one exception is ``wait_for_work``, which blocks, so it waits on a worker thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from fairque_core._types import FailureType, TaskState
@@ -14,6 +16,7 @@ from fairque_core.config import QueueConfig
 from fairque_core.memory import InMemoryBackend
 from fairque_core.models import Claimed, DLQEntry, Message, QueueSizes
 from fairque_core.ports import Clock, TokenSource
+from fairque_core.validation import check_wait_timeout
 
 __all__ = ["AsyncInMemoryBackend"]
 
@@ -136,6 +139,11 @@ class AsyncInMemoryBackend:
 
     async def purge_dlq(self, entry_ids: Sequence[str] | None = None) -> int:
         return self._model.purge_dlq(entry_ids)
+
+    async def wait_for_work(self, timeout: float) -> bool:
+        if check_wait_timeout(timeout) == 0:
+            return self._model.wait_for_work(0)
+        return await asyncio.to_thread(self._model.wait_for_work, timeout)
 
     async def close(self) -> None:
         self._model.close()

@@ -155,6 +155,19 @@ class QueueBackend(Protocol):
 
     def purge_dlq(self, entry_ids: Sequence[str] | None = None) -> int: ...
 
+    def wait_for_work(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the queue's wake signal and consume it.
+
+        The signal is one pending token per queue, raised by every call that makes a task
+        ready (push, release, the reaper, a retry coming due on claim, a dependency finishing,
+        a DLQ requeue) and by a claim that leaves ready tasks behind, so that idle workers wake
+        one after another. True when a token was taken. It is a hint, never a promise: the
+        caller must still claim, and the claim may find nothing (another worker was faster).
+        ``timeout`` 0 takes a pending token without waiting. An idle worker calls this instead
+        of sleeping, so a push reaches it within a round trip instead of a poll interval.
+        """
+        ...
+
     def close(self) -> None: ...
 
 
@@ -223,5 +236,7 @@ class AsyncQueueBackend(Protocol):
     async def requeue_dlq(self, entry_ids: Sequence[str] | None = None) -> int: ...
 
     async def purge_dlq(self, entry_ids: Sequence[str] | None = None) -> int: ...
+
+    async def wait_for_work(self, timeout: float) -> bool: ...
 
     async def close(self) -> None: ...

@@ -15,6 +15,7 @@ __all__ = [
     "MAX_ID_LENGTH",
     "MAX_QUEUE_NAME_LENGTH",
     "check_finite",
+    "check_wait_timeout",
     "validate_id",
     "validate_queue_name",
 ]
@@ -60,3 +61,11 @@ def check_finite(value: object, field: str) -> float:
     if not math.isfinite(as_float):
         raise TaskValidationError(field, value, "must be finite")
     return as_float
+
+
+def check_wait_timeout(value: object) -> float:
+    """Return ``value`` (seconds) if it is a finite number >= 0 (a ``wait_for_work`` timeout)."""
+    seconds = check_finite(value, "timeout")
+    if seconds < 0:
+        raise TaskValidationError("timeout", value, "must be >= 0")
+    return seconds

@@ -145,6 +145,10 @@ class Worker:
         self._claim_threshold = max(1, (self._cap + prefetch) // 4)
         self._idle_poll = wc.IdlePoll(config.poll_interval_seconds)
         self._acker: ThreadPoolExecutor | None = None
+        # set by the control loop while a claim came back short and there is room: then the
+        # listener thread waits on the queue's wake signal and wakes the loop when it comes
+        self._listen = threading.Event()
+        self._listener: threading.Thread | None = None
 
     # ------------------------------------------------------------------ public
     def start(self) -> None:
@@ -156,11 +160,16 @@ class Worker:
             target=self._main, name=f"fairque-{self.config.id}-loop", daemon=True
         )
         self._thread.start()
+        self._listener = threading.Thread(
+            target=self._listen_for_work, name=f"fairque-{self.config.id}-wake", daemon=True
+        )
+        self._listener.start()
 
     def request_stop(self) -> None:
         """Ask for a graceful stop and return at once (safe in a signal handler)."""
         self._stop_requested.set()
         self._wake.set()
+        self._listen.set()  # lets the listener see the stop (it never blocks the shutdown)
 
     def stop(self, timeout: float | None = None) -> bool:
         """Stop gracefully and wait up to ``timeout`` (default: the shutdown timeout + 5 s).
@@ -203,6 +212,7 @@ class Worker:
             buffered=len(self._buffer),
             stuck_threads=self._zombies,
             backing_off=self._backoff.failures > 0,
+            waiting_for_work=self._listen.is_set() and not self._stop_requested.is_set(),
         )
         return out
 
@@ -241,6 +251,31 @@ class Worker:
         if not self._wake.is_set():
             self._wake.set()
 
+    # ------------------------------------------------------------------ wake listener
+    def _listen_for_work(self) -> None:
+        """While the loop is idle, block on the queue's wake signal and wake the loop.
+
+        Its own thread, because a blocking pop holds a connection for up to a poll interval;
+        the loop keeps its timers. Errors are the loop's to report (it meets the same outage
+        on its next call); here they only pause listening.
+        """
+        failures = 0
+        while not self._stop_requested.is_set():
+            self._listen.wait()
+            if self._stop_requested.is_set():
+                return
+            try:
+                woke = self.queue.wait_for_work(self.config.poll_interval_seconds)
+            except Exception as exc:  # an outage (or a closed queue): pause, then listen again
+                logger.debug("worker %s: wake listener: %s", self.config.id, exc)
+                failures += 1
+                self._stop_requested.wait(min(wc.BACKOFF_CAP_SECONDS, 0.05 * 2**failures))
+                continue
+            failures = 0
+            if woke:
+                self._listen.clear()
+                self._wake.set()
+
     # ------------------------------------------------------------------ control loop
     def _main(self) -> None:
         shutdown_at: float | None = None
@@ -272,6 +307,7 @@ class Worker:
             logger.exception("worker %s: control loop crashed", self.config.id)
             self._stats.note_error(exc)
         finally:
+            self._listen.set()  # the listener sees the stop and ends
             if self._acker is not None:
                 self._acker.shutdown(wait=False)
             self._pool.shutdown()
@@ -311,6 +347,8 @@ class Worker:
                     self._maybe_heartbeat(now)
                     self._maybe_reap(now)
                     idle = self._claim(now) if claim else False
+                if not claim and not stopping:
+                    self._listen.clear()  # no room: leave the signal to idle workers
                 self._backoff.ok()
             except _Outage:
                 pass
@@ -530,7 +568,12 @@ class Worker:
             self._idle_poll.found()
         else:
             self._idle_poll.empty()
-        return len(tasks) < count
+        short = len(tasks) < count
+        if short:
+            self._listen.set()
+        else:
+            self._listen.clear()
+        return short
 
     def _dispatch(self, now: float) -> None:
         while self._buffer and self._executing < self._cap:

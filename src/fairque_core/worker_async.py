@@ -91,6 +91,11 @@ class AsyncWorker:
         self._reap_due = 0.0
         self._room_since: float | None = None
         self._claim_threshold = max(1, (self._cap + prefetch) // 4)
+        self._idle_poll = wc.IdlePoll(config.poll_interval_seconds)
+        # set while a claim came back short and there is room: the listener task then waits
+        # on the queue's wake signal and wakes the loop when it comes (see Worker)
+        self._listen: asyncio.Event | None = None
+        self._listener: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ public
     async def start(self) -> None:
@@ -100,8 +105,12 @@ class AsyncWorker:
         self._wake = asyncio.Event()
         self._stop_requested = asyncio.Event()
         self._done = asyncio.Event()
+        self._listen = asyncio.Event()
         self._state = "running"
         self._main_task = asyncio.create_task(self._main(), name=f"fairque-{self.config.id}")
+        self._listener = asyncio.create_task(
+            self._listen_for_work(), name=f"fairque-{self.config.id}-wake"
+        )
 
     def request_stop(self) -> None:
         """Ask for a graceful stop (call from the event loop's thread)."""
@@ -157,6 +166,9 @@ class AsyncWorker:
             buffered=len(self._buffer),
             stuck_threads=0,
             backing_off=self._backoff.failures > 0,
+            waiting_for_work=self._listen is not None
+            and self._listen.is_set()
+            and self._state == "running",
         )
         return out
 
@@ -206,6 +218,31 @@ class AsyncWorker:
             return await made
         return made
 
+    # ------------------------------------------------------------------ wake listener
+    async def _listen_for_work(self) -> None:
+        """While the loop is idle, wait on the queue's wake signal and wake the loop.
+
+        A task of its own, because a blocking pop holds a connection for up to a poll
+        interval; the loop keeps its timers. Errors only pause listening (the loop reports the
+        outage on its next call). Cancelled when the loop ends.
+        """
+        assert self._listen is not None
+        assert self._wake is not None
+        failures = 0
+        while True:
+            await self._listen.wait()
+            try:
+                woke = await self.queue.wait_for_work(self.config.poll_interval_seconds)
+            except Exception as exc:  # an outage (or a closed queue): pause, then listen again
+                logger.debug("worker %s: wake listener: %s", self.config.id, exc)
+                failures += 1
+                await asyncio.sleep(min(wc.BACKOFF_CAP_SECONDS, 0.05 * 2**failures))
+                continue
+            failures = 0
+            if woke:
+                self._listen.clear()
+                self._wake.set()
+
     # ------------------------------------------------------------------ control loop
     async def _main(self) -> None:
         assert self._stop_requested is not None
@@ -237,6 +274,8 @@ class AsyncWorker:
                     with contextlib.suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(self._wake.wait(), wait)
         finally:
+            if self._listener is not None:
+                self._listener.cancel()
             for running in list(self._running.values()):
                 running.cancel()
             self._state = "stopped"
@@ -273,6 +312,8 @@ class AsyncWorker:
                 await self._maybe_reap(now)
                 if not stopping:
                     idle = await self._claim(now)
+                elif self._listen is not None:
+                    self._listen.clear()
                 self._backoff.ok()
             except _Outage:
                 pass
@@ -393,7 +434,9 @@ class AsyncWorker:
         return now - self._room_since >= wc.CLAIM_LINGER_SECONDS
 
     async def _claim(self, now: float) -> bool:
+        assert self._listen is not None
         if not self._worth_claiming(now):
+            self._listen.clear()  # no room: leave the signal to idle workers
             return False
         self._room_since = None
         count = wc.claim_size(self.config, self._room())
@@ -407,7 +450,16 @@ class AsyncWorker:
             self._held[task.task_id] = slot
             self._buffer.append(slot)
         self._stats.claimed += len(tasks)
-        return len(tasks) < count
+        if tasks:
+            self._idle_poll.found()
+        else:
+            self._idle_poll.empty()
+        short = len(tasks) < count
+        if short:
+            self._listen.set()
+        else:
+            self._listen.clear()
+        return short
 
     def _dispatch(self) -> None:
         now = time.monotonic()
@@ -428,6 +480,7 @@ class AsyncWorker:
             if self._room_since is None:
                 return 0.0
             return max(0.0, self._room_since + wc.CLAIM_LINGER_SECONDS - now)
-        return max(
-            0.0, min(self._hb_due, self._reap_due, now + self.config.poll_interval_seconds) - now
-        )
+        # the queue had less than asked: poll again soon after work was found, backing off to
+        # poll_interval_seconds while it stays empty (woken early by completions or the signal)
+        poll = self._idle_poll.wait if idle else self.config.poll_interval_seconds
+        return max(0.0, min(self._hb_due, self._reap_due, now + poll) - now)

@@ -27,6 +27,7 @@ from fairque_core.errors import (
 from fairque_redis.scripts import translate_script_error
 
 __all__ = [
+    "blocking_seconds",
     "client_options",
     "config_url",
     "normalize_url",
@@ -110,6 +111,22 @@ def client_options(url: str | None, opts: dict[str, Any], *, cluster: bool) -> d
     if str(out.get("ssl_cert_reqs", "required")).lower() == "none":
         log.warning("TLS certificate verification is off (ssl_cert_reqs='none')")
     return out
+
+
+def blocking_seconds(timeout: float, client: Any) -> float:
+    """How long a blocking pop may wait: ``timeout``, kept well under the client's socket
+    timeout (a read blocked longer than that fails as a broken connection)."""
+    try:
+        socket_timeout = client.get_connection_kwargs().get("socket_timeout")
+    except AttributeError:
+        socket_timeout = None
+    if isinstance(socket_timeout, (int, float)) and socket_timeout > 0:
+        return min(timeout, 0.8 * float(socket_timeout))
+    return timeout
+
+
+# Below this a blocking pop is not worth it: take a pending token without waiting.
+MIN_BLOCK_SECONDS = 0.001
 
 
 def require_bytes_client(client: Any) -> None:

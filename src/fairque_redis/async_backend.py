@@ -17,7 +17,10 @@ from fairque_core.config import FairQueueConfig, QueueConfig, RedisConfig
 from fairque_core.memory import random_token
 from fairque_core.models import Claimed, DLQEntry, Message, QueueSizes
 from fairque_core.ports import AsyncQueueBackend, Clock, TokenSource
+from fairque_core.validation import check_wait_timeout
 from fairque_redis._edge import (
+    MIN_BLOCK_SECONDS,
+    blocking_seconds,
     client_options,
     config_url,
     normalize_url,
@@ -246,6 +249,14 @@ class AsyncRedisBackend:
 
     async def purge_dlq(self, entry_ids: Sequence[str] | None = None) -> int:
         return await self._run(self._planner.purge_dlq(entry_ids))
+
+    async def wait_for_work(self, timeout: float) -> bool:
+        """BLPOP on the queue's wake signal (LPOP for a timeout under 1 ms); see the port."""
+        seconds = blocking_seconds(check_wait_timeout(timeout), self._client)
+        with translate_errors("wait_for_work", writes=False):
+            if seconds < MIN_BLOCK_SECONDS:
+                return await self._client.lpop(self._keys.wake) is not None
+            return await self._client.blpop([self._keys.wake], timeout=seconds) is not None
 
     async def close(self) -> None:
         """Close the client if this backend made it (``from_url``/``from_config``)."""

@@ -18,7 +18,10 @@ from fairque_core.config import FairQueueConfig, QueueConfig, RedisConfig
 from fairque_core.memory import random_token
 from fairque_core.models import Claimed, DLQEntry, Message, QueueSizes
 from fairque_core.ports import Clock, QueueBackend, TokenSource
+from fairque_core.validation import check_wait_timeout
 from fairque_redis._edge import (
+    MIN_BLOCK_SECONDS,
+    blocking_seconds,
     client_options,
     config_url,
     normalize_url,
@@ -245,6 +248,14 @@ class RedisBackend:
 
     def purge_dlq(self, entry_ids: Sequence[str] | None = None) -> int:
         return self._run(self._planner.purge_dlq(entry_ids))
+
+    def wait_for_work(self, timeout: float) -> bool:
+        """BLPOP on the queue's wake signal (LPOP for a timeout under 1 ms); see the port."""
+        seconds = blocking_seconds(check_wait_timeout(timeout), self._client)
+        with translate_errors("wait_for_work", writes=False):
+            if seconds < MIN_BLOCK_SECONDS:
+                return self._client.lpop(self._keys.wake) is not None
+            return self._client.blpop([self._keys.wake], timeout=seconds) is not None
 
     def close(self) -> None:
         """Close the client if this backend made it (``from_url``/``from_config``)."""

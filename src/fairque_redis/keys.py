@@ -22,6 +22,7 @@ key                type    contents
 ``delayed``        zset    scheduled task ids by due time (ms)
 ``leases``         zset    leased task ids by lease deadline (ms)
 ``dlq``            zset    dead task ids by the time they died (ms)
+``wake``           list    the wake signal: at most one token, BLPOPped by idle workers
 ``task:<id>``      hash    one task: message fields and its state
 ``waits:<id>``     set     parents a deferred task still waits for
 ``children:<id>``  list    tasks that depend on this one
@@ -121,6 +122,11 @@ class KeySpace:
 
     def tenant_stats(self, tenant: str) -> str:
         return self.prefix + "ts:" + tenant
+
+    @property
+    def wake(self) -> str:
+        """The wake signal (a list of at most one token); scripts spell it ``<prefix>wake``."""
+        return self.prefix + "wake"
 
     def anchors(self) -> list[str]:
         """The fixed keys every script declares, in the order ``lua/_include/keys.lua`` reads."""

@@ -7,6 +7,7 @@
   ARGV[8] worker id  ARGV[9] lease ms  ARGV[10] count  ARGV[11] 1 = groups follow, 0 = all
   then (groups) A, A assigned tenant ids, S, S steal tenant ids
   then `count` lease tokens (the i-th claimed task gets the i-th token)
+  Raises the wake signal when it claimed and ready tasks remain (or it moved due ones).
   Returns: {now_ms, n, then per claimed task: id, user, priority, retry count, meta, body,
            recoveries}
 ]]
@@ -55,5 +56,10 @@ while n < count do
   table.insert(out, v[5])
 end
 out[2] = n
+-- ready work left behind: pass the wake signal on to the next idle worker
+if n > 0 then
+  fq_meta(q)
+  if q.ready_base + q.ready > 0 then q.wake = true end
+end
 fq_close(q)
 return out

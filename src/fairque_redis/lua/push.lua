@@ -84,6 +84,7 @@ for k = 1, n do
         redis.call('ZADD', q.p .. 'n:' .. u, score, fq_member(seq, id))
       end
       q.ready = q.ready + 1
+      q.wake = true
       fq_activate(q, u)
     else
       local due = now + math.max(0, dms)

@@ -1,7 +1,8 @@
 --[[ core: the queue context every script opens, integer formatting, time, counters.
 
   The context `q` carries the anchor keys (KEYS[1..6]), the key prefix derived from the anchor,
-  the common ARGV header (ARGV[1..7]) and write-back caches that fq_close flushes once:
+  the common ARGV header (ARGV[1..7]) and write-back caches that fq_close flushes once
+  (q.wake: raise the queue's wake signal, see fq_close):
     ARGV[1] now_ms ('' = server TIME)   ARGV[2] strict tiers (0|1)   ARGV[3] aging horizon ms
     ARGV[4] result TTL ms               ARGV[5] max recoveries       ARGV[6] delayed move limit
     ARGV[7] max payload bytes
@@ -40,7 +41,7 @@ local function fq_open(keys, argv)
     move_limit = tonumber(argv[6]),
     max_payload = tonumber(argv[7]),
     cnt = {}, tcnt = {}, tn = {}, act = {},
-    ready = 0, vtime = nil, seq = nil, ready_base = 0, meta_dirty = false,
+    ready = 0, vtime = nil, seq = nil, ready_base = 0, meta_dirty = false, wake = false,
   }
 end
 
@@ -117,5 +118,10 @@ local function fq_close(q)
   if q.meta_dirty then
     redis.call('HSET', q.meta, 'vtime', fq_int(q.vtime), 'seq', fq_int(q.seq),
       'ready', fq_int(q.ready_base + q.ready))
+  end
+  -- the wake signal: a list holding at most one token, which idle workers BLPOP
+  if q.wake then
+    local wake = q.p .. 'wake'
+    if redis.call('LLEN', wake) == 0 then redis.call('RPUSH', wake, '1') end
   end
 end

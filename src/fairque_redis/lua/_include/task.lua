@@ -41,6 +41,7 @@ local function fq_enqueue(q, r, ready_ms, head)
       fq_member(r.seq, r.id))
   end
   q.ready = q.ready + 1
+  q.wake = true
   fq_activate(q, r.u)
 end
 
