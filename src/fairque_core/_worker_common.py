@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -19,6 +19,7 @@ __all__ = [
     "IdlePoll",
     "Slot",
     "Stats",
+    "after_claim",
     "check_worker_config",
     "heartbeat_interval",
     "logger",
@@ -128,6 +129,33 @@ class IdlePoll:
         """A claim returned nothing: wait the current step, grow the next one."""
         self.wait = self._next
         self._next = min(self.cap, self._next * IDLE_POLL_GROWTH)
+
+
+class Flag(Protocol):
+    """What a ``threading.Event`` and an ``asyncio.Event`` have in common here."""
+
+    def set(self) -> None: ...
+
+    def clear(self) -> None: ...
+
+
+def after_claim(poll: IdlePoll, listen: Flag, *, got: int, asked: int) -> bool:
+    """Book a claim's outcome; True when it came back short (the queue had less than asked).
+
+    The idle poll steps (back to its minimum after work, one step longer after nothing), and
+    the wake listener listens only while claims come back short: a worker whose claims are
+    full has no use for the wake signal and must leave it to idle workers (ADR 16).
+    """
+    if got:
+        poll.found()
+    else:
+        poll.empty()
+    short = got < asked
+    if short:
+        listen.set()
+    else:
+        listen.clear()
+    return short
 
 
 def check_worker_config(config: WorkerConfig) -> None:

@@ -450,16 +450,7 @@ class AsyncWorker:
             self._held[task.task_id] = slot
             self._buffer.append(slot)
         self._stats.claimed += len(tasks)
-        if tasks:
-            self._idle_poll.found()
-        else:
-            self._idle_poll.empty()
-        short = len(tasks) < count
-        if short:
-            self._listen.set()
-        else:
-            self._listen.clear()
-        return short
+        return wc.after_claim(self._idle_poll, self._listen, got=len(tasks), asked=count)
 
     def _dispatch(self) -> None:
         now = time.monotonic()
