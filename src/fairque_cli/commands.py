@@ -22,6 +22,7 @@ from fairque_cli.context import (
 from fairque_cli.term import LiveView, bold, format_table
 from fairque_core import FailureType, Priority, Task, TaskState
 from fairque_core.engine import FairQueue
+from fairque_core.validation import MAX_TENANT_PAGE
 
 __all__ = ["add_dlq", "add_push", "add_stats", "parse_priority"]
 
@@ -106,14 +107,63 @@ def add_push(sub: SubCommands) -> None:
 # ---- stats -----------------------------------------------------------------------------------
 
 
+def _ready(size: Mapping[str, int]) -> int:
+    return size.get("critical", 0) + size.get("normal", 0)
+
+
+def _busiest_tenants(
+    queue: FairQueue, limit: int
+) -> tuple[list[str], int, dict[str, dict[str, int]]]:
+    """The ``limit`` tenants with the most ready tasks among all the queue has seen (ties in
+    first-push order), the number of tenants, and the depths of the chosen ones.
+
+    Reads every tenant's depths: one ``list_tenants`` and one ``queue_sizes`` call per 1000
+    tenants.
+    """
+    seen: dict[str, None] = {}
+    total = 0
+    while True:
+        page, total = queue.list_tenants(limit=MAX_TENANT_PAGE, offset=len(seen))
+        seen.update(dict.fromkeys(page))
+        if not page or len(seen) >= total:
+            break
+    tenants = list(seen)
+    sizes: dict[str, dict[str, int]] = {}
+    for start in range(0, len(tenants), MAX_TENANT_PAGE):
+        sizes.update(queue.get_queue_sizes_batch(tenants[start : start + MAX_TENANT_PAGE]))
+    ranked = sorted(tenants, key=lambda t: -_ready(sizes[t]))[:limit]
+    return ranked, max(total, len(tenants)), {t: sizes[t] for t in ranked}
+
+
 def _stats_lines(
-    queue: FairQueue, target: str, tenants: Sequence[str], styled: bool
+    queue: FairQueue,
+    target: str,
+    named: Sequence[str],
+    styled: bool,
+    *,
+    limit: int = 20,
+    source: str = "user",
 ) -> tuple[list[str], dict[str, Any]]:
+    """The text and the JSON of ``fairque stats``: the ``named`` tenants, or (none named)
+    the ``limit`` tenants of the queue with the most ready tasks."""
     stats = queue.get_stats()
-    sizes = queue.get_queue_sizes_batch(tenants) if tenants else {}
+    if named:
+        tenants = list(named)
+        sizes = queue.get_queue_sizes_batch(tenants)
+        total = queue.list_tenants(limit=0)[1]
+    else:
+        tenants, total, sizes = _busiest_tenants(queue, limit)
+        source = "queue"
     tenant_counters = {t: queue.get_tenant_stats(t) for t in tenants}
     per_tenant: dict[str, Any] = {}
-    data: dict[str, Any] = {"queue": queue.name, "stats": stats, "tenants": per_tenant}
+    data: dict[str, Any] = {
+        "queue": queue.name,
+        "stats": stats,
+        "tenants": per_tenant,
+        "tenants_total": total,
+        "tenants_shown": len(tenants),
+        "tenant_source": source,
+    }
     lines = [
         bold(f"queue {queue.name}", styled) + f"  on {target}",
         "",
@@ -124,45 +174,70 @@ def _stats_lines(
         lines.append("  " + "   ".join(pairs[start : start + 5]))
     lines.append(f"  dead-letter queue: {stats.get('dlq', 0)} entries")
     lines.append("")
-    if tenants:
-        rows = []
-        for tenant in tenants:
-            size = sizes.get(tenant, {})
-            counters = tenant_counters[tenant]
-            rows.append(
-                [
-                    tenant,
-                    *(str(size.get(c, 0)) for c in _SIZE_COLUMNS),
-                    str(counters.get("pushed", 0)),
-                    str(counters.get("finished", 0)),
-                    str(counters.get("dead", 0)),
-                ]
-            )
-            per_tenant[tenant] = {"sizes": dict(size), "counters": dict(counters)}
+    rows = []
+    for tenant in tenants:
+        size = sizes.get(tenant, {})
+        counters = tenant_counters[tenant]
+        rows.append(
+            [
+                tenant,
+                *(str(size.get(c, 0)) for c in _SIZE_COLUMNS),
+                str(counters.get("pushed", 0)),
+                str(counters.get("finished", 0)),
+                str(counters.get("dead", 0)),
+            ]
+        )
+        per_tenant[tenant] = {"sizes": dict(size), "counters": dict(counters)}
+    if rows:
         header = ["tenant", *_SIZE_COLUMNS, "pushed", "finished", "dead"]
         lines += format_table(header, rows, right=range(1, len(header)))
-    else:
-        lines.append("(no tenants to show: name them with --user or in the config's queue section)")
+        lines.append("")
+    lines.append(_tenant_summary(source, len(tenants), total))
     return lines, data
 
 
+def _tenant_summary(source: str, shown: int, total: int) -> str:
+    plural = "tenant" if total == 1 else "tenants"
+    if source != "queue":
+        where = "with --user" if source == "user" else "in the config"
+        return f"the queue has seen {total:,} {plural}; shown: the {shown} named {where}"
+    if total == 0:
+        return "the queue has no tenants yet (none has pushed a task)"
+    if shown == total:
+        return f"{total:,} {plural} in the queue, all shown (most ready tasks first)"
+    return (
+        f"{total:,} tenants in the queue; showing the {shown} with the most ready tasks "
+        "(--limit N shows more)"
+    )
+
+
 def _run_stats(args: argparse.Namespace, out: TextIO) -> int:
+    if args.limit < 1:
+        raise CliError(f"--limit must be >= 1, got {args.limit}")
     config = load_config(args)
-    tenants = split_ids(args.user) or config_tenants(config)
+    named = split_ids(args.user)
+    source = "user"
+    if not named:
+        named = config_tenants(config)
+        source = "config"
     target = describe_target(config)
+
+    def render(queue: FairQueue, styled: bool) -> tuple[list[str], dict[str, Any]]:
+        return _stats_lines(queue, target, named, styled, limit=args.limit, source=source)
+
     with open_queue(config) as queue:
         if args.json:
-            _lines, data = _stats_lines(queue, target, tenants, styled=False)
+            _lines, data = render(queue, False)
             out.write(json.dumps(data, indent=2, default=str) + "\n")
             return 0
         view = LiveView(out, period=args.watch or 2.0, tty_period=args.watch or 1.0)
         if not args.watch:
-            lines, _data = _stats_lines(queue, target, tenants, view.tty)
+            lines, _data = render(queue, view.tty)
             view.finish(lines)
             return 0
         try:
             while True:
-                lines, _data = _stats_lines(queue, target, tenants, view.tty)
+                lines, _data = render(queue, view.tty)
                 stamp = dt.datetime.now().strftime("%H:%M:%S")
                 view.update([*lines, "", f"{stamp}  (Ctrl-C to stop)"], force=True)
                 time.sleep(args.watch)
@@ -175,9 +250,17 @@ def add_stats(sub: SubCommands) -> None:
         "stats",
         help="queue counters, per-tenant depths, DLQ size",
         description="Show the queue's counters, the DLQ size and per-tenant depths. Tenants come "
-        "from --user, else from the config (tenant_weights, tenant_tiers, worker lists).",
+        "from --user, else from the config (tenant_weights, tenant_tiers, worker lists), else "
+        "from the queue itself: the --limit tenants with the most ready tasks.",
     )
     p.add_argument("--user", action="append", help="tenant(s) to show; repeat or comma-separate")
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=20,
+        metavar="N",
+        help="without --user or configured tenants: show at most N tenants (default 20)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.add_argument("--watch", type=float, default=None, metavar="S", help="refresh every S seconds")
     p.set_defaults(func=_run_stats)

@@ -24,7 +24,7 @@ from fairque_core.errors import LeaseLostError, TaskSerializationError, TaskVali
 from fairque_core.memory import InMemoryBackend
 from fairque_core.models import DLQEntry, Message, Task
 from fairque_core.ports import QueueBackend
-from fairque_core.validation import check_wait_timeout
+from fairque_core.validation import check_tenant_page, check_wait_timeout
 
 __all__ = ["FairQueue"]
 
@@ -370,6 +370,12 @@ class FairQueue:
 
     def get_tenant_stats(self, user_id: str) -> dict[str, int]:
         return dict(self._backend.tenant_stats(user_id))
+
+    def list_tenants(self, *, limit: int = 100, offset: int = 0) -> tuple[list[str], int]:
+        """A page of the tenants the queue has seen (first-push order) and their total
+        (``QueueBackend.list_tenants``); ``limit`` at most 1000."""
+        limit, offset = check_tenant_page(limit, offset)
+        return self._backend.list_tenants(limit=limit, offset=offset)
 
     # ------------------------------------------------------------------ DLQ
     def list_dlq(

@@ -23,7 +23,7 @@ from fairque_core.deps import check_batch
 from fairque_core.errors import LeaseLostError, TaskSerializationError, TaskValidationError
 from fairque_core.models import DLQEntry, Message, Task
 from fairque_core.ports import AsyncQueueBackend
-from fairque_core.validation import check_wait_timeout
+from fairque_core.validation import check_tenant_page, check_wait_timeout
 
 __all__ = ["AsyncFairQueue"]
 
@@ -323,6 +323,11 @@ class AsyncFairQueue:
 
     async def get_tenant_stats(self, user_id: str) -> dict[str, int]:
         return dict(await self._backend.tenant_stats(user_id))
+
+    async def list_tenants(self, *, limit: int = 100, offset: int = 0) -> tuple[list[str], int]:
+        """A page of the tenants the queue has seen and their total (see ``FairQueue``)."""
+        limit, offset = check_tenant_page(limit, offset)
+        return await self._backend.list_tenants(limit=limit, offset=offset)
 
     # ------------------------------------------------------------------ DLQ
     async def list_dlq(

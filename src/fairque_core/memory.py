@@ -29,7 +29,12 @@ from fairque_core.errors import (
 from fairque_core.models import Claimed, DLQEntry, Lease, Message, QueueSizes
 from fairque_core.ports import Clock, TokenSource
 from fairque_core.scoring import STAT_COUNTERS, seq_member, static_score, stride_for, to_ms
-from fairque_core.validation import check_wait_timeout, validate_id, validate_queue_name
+from fairque_core.validation import (
+    check_tenant_page,
+    check_wait_timeout,
+    validate_id,
+    validate_queue_name,
+)
 
 __all__ = ["InMemoryBackend", "random_token"]
 
@@ -114,6 +119,7 @@ class InMemoryBackend:
         self._delayed: dict[str, int] = {}  # task id -> due ms
         self._leases: dict[str, int] = {}  # task id -> deadline ms
         self._dlq: dict[str, int] = {}  # task id -> moved ms
+        self._first_push: dict[str, int] = {}  # tenant -> ms of its first counted push
         self._vtime = 0
         self._seq = 0
         self._counters = dict.fromkeys(STAT_COUNTERS, 0)
@@ -308,6 +314,7 @@ class InMemoryBackend:
         rec.due_ms = now + max(0, to_ms(message.delay))
         self._records[message.task_id] = rec
         self._bump("pushed", tenant)
+        self._first_push.setdefault(message.user_id, now)
         failed_parent = ""
         for dep in message.depends_on:
             parent = self._live(dep, now)
@@ -563,6 +570,11 @@ class InMemoryBackend:
         out["scheduled"] = tenant.scheduled
         out["leased"] = tenant.leased
         return out
+
+    def list_tenants(self, *, limit: int = 100, offset: int = 0) -> tuple[list[str], int]:
+        limit, offset = check_tenant_page(limit, offset)
+        seen = sorted(self._first_push, key=lambda u: (self._first_push[u], u))
+        return seen[offset : offset + limit], len(seen)
 
     def set_tenant_weight(self, user_id: str, weight: float, *, tier: int = 0) -> None:
         validate_id(user_id, "user_id")

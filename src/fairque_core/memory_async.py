@@ -126,6 +126,9 @@ class AsyncInMemoryBackend:
     async def tenant_stats(self, user_id: str) -> dict[str, int]:
         return self._model.tenant_stats(user_id)
 
+    async def list_tenants(self, *, limit: int = 100, offset: int = 0) -> tuple[list[str], int]:
+        return self._model.list_tenants(limit=limit, offset=offset)
+
     async def set_tenant_weight(self, user_id: str, weight: float, *, tier: int = 0) -> None:
         self._model.set_tenant_weight(user_id, weight, tier=tier)
 

@@ -145,6 +145,19 @@ class QueueBackend(Protocol):
 
     def tenant_stats(self, user_id: str) -> dict[str, int]: ...
 
+    def list_tenants(self, *, limit: int = 100, offset: int = 0) -> tuple[list[str], int]:
+        """A page of the tenants the queue has seen, and how many there are in all.
+
+        A tenant is listed from its first stored message on (a push that counts in its
+        ``pushed`` counter; a duplicate of a known task id does not) and stays listed after
+        all its tasks are finished, canceled or dead. Order: the time of that first push,
+        ties by tenant id (byte order): a tenant's place never changes when it pushes again.
+        ``limit`` and ``offset`` are ints >= 0, ``limit`` at most
+        :data:`~fairque_core.validation.MAX_TENANT_PAGE` (1000), checked before any I/O
+        (TaskValidationError).
+        """
+        ...
+
     def set_tenant_weight(self, user_id: str, weight: float, *, tier: int = 0) -> None: ...
 
     def list_dlq(
@@ -226,6 +239,8 @@ class AsyncQueueBackend(Protocol):
     async def stats(self) -> dict[str, int]: ...
 
     async def tenant_stats(self, user_id: str) -> dict[str, int]: ...
+
+    async def list_tenants(self, *, limit: int = 100, offset: int = 0) -> tuple[list[str], int]: ...
 
     async def set_tenant_weight(self, user_id: str, weight: float, *, tier: int = 0) -> None: ...
 

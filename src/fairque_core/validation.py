@@ -14,7 +14,9 @@ from fairque_core.errors import TaskValidationError
 __all__ = [
     "MAX_ID_LENGTH",
     "MAX_QUEUE_NAME_LENGTH",
+    "MAX_TENANT_PAGE",
     "check_finite",
+    "check_tenant_page",
     "check_wait_timeout",
     "validate_id",
     "validate_queue_name",
@@ -22,6 +24,8 @@ __all__ = [
 
 MAX_ID_LENGTH = 128
 MAX_QUEUE_NAME_LENGTH = 64
+#: The largest page ``list_tenants`` returns in one call.
+MAX_TENANT_PAGE = 1000
 
 _ID_RE = re.compile(r"[A-Za-z0-9_.:@/+=#-]+")
 _QUEUE_RE = re.compile(r"[A-Za-z0-9_.-]+")
@@ -69,3 +73,18 @@ def check_wait_timeout(value: object) -> float:
     if seconds < 0:
         raise TaskValidationError("timeout", value, "must be >= 0")
     return seconds
+
+
+def _count(field: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise TaskValidationError(field, value, "must be an int >= 0")
+    return value
+
+
+def check_tenant_page(limit: object, offset: object) -> tuple[int, int]:
+    """Return ``(limit, offset)`` of a ``list_tenants`` call if both are ints >= 0 (a bool is
+    refused) and the limit is at most :data:`MAX_TENANT_PAGE`."""
+    page, skip = _count("limit", limit), _count("offset", offset)
+    if page > MAX_TENANT_PAGE:
+        raise TaskValidationError("limit", limit, f"must be at most {MAX_TENANT_PAGE}")
+    return page, skip

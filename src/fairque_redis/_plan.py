@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import secrets
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
@@ -19,10 +20,11 @@ import attrs
 from fairque_core._types import FailureType, Priority, TaskState
 from fairque_core.config import QueueConfig
 from fairque_core.errors import PayloadTooLargeError, ScriptContractError, TaskValidationError
+from fairque_core.memory import random_token
 from fairque_core.models import Claimed, DLQEntry, Lease, Message, QueueSizes
 from fairque_core.ports import Clock, TokenSource
 from fairque_core.scoring import STAT_COUNTERS, stride_for, to_ms
-from fairque_core.validation import validate_id
+from fairque_core.validation import check_tenant_page, validate_id
 from fairque_redis.keys import KeySpace
 
 __all__ = ["Call", "Planner", "decode_message"]
@@ -32,6 +34,7 @@ T = TypeVar("T")
 _QUEUE_GAUGES = ("ready", "scheduled", "leased", "dlq", "active_tenants")
 _TENANT_GAUGES = ("ready", "scheduled", "leased")
 _DEFAULT_CT = "application/json"
+_TOKEN_BYTES = 16  # as fairque_core.memory.random_token
 _STATES = {state.value: state for state in TaskState}
 _FAILURES = {ft.value: ft for ft in FailureType}
 
@@ -175,8 +178,15 @@ class Planner:
         with self._lock:
             taken = self._spare[:count]
             del self._spare[:count]
-        while len(taken) < count:
-            taken.append(self.tokens())
+        missing = count - len(taken)
+        if missing > 0:
+            if self.tokens is random_token:
+                # the default source, drawn in one read of the OS's CSPRNG for the whole batch
+                block = secrets.token_hex(_TOKEN_BYTES * missing)
+                step = 2 * _TOKEN_BYTES
+                taken.extend(block[i : i + step] for i in range(0, len(block), step))
+            else:
+                taken.extend(self.tokens() for _ in range(missing))
         return taken
 
     def _give_back(self, unused: list[str]) -> None:
@@ -425,6 +435,16 @@ class Planner:
             return out
 
         return Call("stats", [*self.header(), user_id], parse, writes=False)
+
+    def list_tenants(self, limit: int, offset: int) -> Call[tuple[list[str], int]]:
+        page, skip = check_tenant_page(limit, offset)
+
+        def parse(reply: Any) -> tuple[list[str], int]:
+            ok = isinstance(reply, list) and bool(reply) and isinstance(reply[0], int)
+            _contract("tenants", ok and len(reply) - 1 <= page, reply)
+            return [_text(u) for u in reply[1:]], int(reply[0])
+
+        return Call("tenants", [*self.header(), skip, page], parse, writes=False)
 
     def set_tenant_weight(self, user_id: str, weight: float, tier: int) -> Call[None]:
         validate_id(user_id, "user_id")

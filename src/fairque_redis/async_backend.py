@@ -235,6 +235,9 @@ class AsyncRedisBackend:
     async def tenant_stats(self, user_id: str) -> dict[str, int]:
         return await self._run(self._planner.tenant_stats(user_id))
 
+    async def list_tenants(self, *, limit: int = 100, offset: int = 0) -> tuple[list[str], int]:
+        return await self._run(self._planner.list_tenants(limit, offset))
+
     async def set_tenant_weight(self, user_id: str, weight: float, *, tier: int = 0) -> None:
         await self._run(self._planner.set_tenant_weight(user_id, weight, tier))
 

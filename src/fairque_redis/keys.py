@@ -23,6 +23,7 @@ key                type    contents
 ``leases``         zset    leased task ids by lease deadline (ms)
 ``dlq``            zset    dead task ids by the time they died (ms)
 ``wake``           list    the wake signal: at most one token, BLPOPped by idle workers
+``tenants``        zset    every tenant that ever pushed, scored by its first push (ms)
 ``task:<id>``      hash    one task: message fields and its state
 ``waits:<id>``     set     parents a deferred task still waits for
 ``children:<id>``  list    tasks that depend on this one
@@ -96,6 +97,12 @@ class KeySpace:
     @property
     def dlq(self) -> str:
         return self.prefix + "dlq"
+
+    @property
+    def tenants(self) -> str:
+        """The tenants index: member = tenant id, score = its first push (ms), kept by
+        ``fq_close`` (``lua/_include/core.lua``); scripts spell it ``<prefix>tenants``."""
+        return self.prefix + "tenants"
 
     def active(self, tier: int) -> str:
         return f"{self.prefix}active:{int(tier)}"

@@ -207,6 +207,7 @@ SCRIPTS: Mapping[str, ScriptSpec] = {
         ScriptSpec("get", writes=False),
         ScriptSpec("sizes", writes=False),
         ScriptSpec("stats", writes=False),
+        ScriptSpec("tenants", writes=False),
         ScriptSpec("set_weight"),
         ScriptSpec("dlq_list", writes=False),
         ScriptSpec("dlq_requeue"),

@@ -82,6 +82,55 @@ def test_stats_takes_tenants_from_the_config(
     assert any(line.startswith("zeta") for line in out.splitlines())
 
 
+def test_stats_lists_the_queue_tenants_when_none_are_named(
+    server_url: str, queue_name: str
+) -> None:
+    # tenants named nowhere (no --user, no config): fairque stats finds them in the queue
+    depths = {"dyn-a": 1, "dyn-b": 4, "dyn-c": 2, "dyn-d": 0}
+    with connect(server_url, queue=queue_name) as queue:
+        for user, depth in depths.items():
+            tasks = [Task.create(user, Priority.NORMAL, {"n": n}) for n in range(max(depth, 1))]
+            queue.push_batch(tasks)
+        # dyn-d's only task is finished: nothing ready, still a tenant of the queue
+        [claimed] = queue.pop_batch(1, ["dyn-d"])
+        queue.finish(claimed, {"ok": True})
+    base = ("--url", server_url, "--queue", queue_name)
+
+    code, out = cli(*base, "stats")
+    assert code == 0
+    rows = [line.split() for line in out.splitlines() if line.startswith("dyn-")]
+    assert [r[0] for r in rows] == ["dyn-b", "dyn-c", "dyn-a", "dyn-d"]  # most ready first
+    assert [r[2] for r in rows] == ["4", "2", "1", "0"]  # the normal column
+    assert "4 tenants in the queue, all shown" in out
+
+    code, out = cli(*base, "stats", "--limit", "2")
+    assert code == 0
+    assert [line.split()[0] for line in out.splitlines() if line.startswith("dyn-")] == [
+        "dyn-b",
+        "dyn-c",
+    ]
+    assert "4 tenants in the queue; showing the 2 with the most ready tasks" in out
+
+    code, out = cli(*base, "stats", "--limit", "3", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert list(data["tenants"]) == ["dyn-b", "dyn-c", "dyn-a"]
+    assert data["tenants"]["dyn-b"]["sizes"]["normal"] == 4
+    assert data["tenants"]["dyn-a"]["counters"]["pushed"] == 1
+    assert (data["tenants_total"], data["tenants_shown"]) == (4, 3)
+    assert data["tenant_source"] == "queue"
+
+    code, out = cli(*base, "stats", "--user", "dyn-d", "--json")  # --user still wins
+    data = json.loads(out)
+    assert list(data["tenants"]) == ["dyn-d"]
+    assert (data["tenants_total"], data["tenant_source"]) == (4, "user")
+    assert data["tenants"]["dyn-d"]["counters"]["finished"] == 1
+
+    proc = run_cli([*base, "stats", "--limit", "0"])
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == "fairque: error: --limit must be >= 1, got 0"
+
+
 def test_dlq_list_on_an_empty_dlq(server_url: str, queue_name: str) -> None:
     code, out = cli("--url", server_url, "--queue", queue_name, "dlq", "list")
     assert code == 0

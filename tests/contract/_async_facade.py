@@ -144,6 +144,9 @@ class SyncOverAsync:
     def tenant_stats(self, user_id: str) -> dict[str, int]:
         return self._call(self._backend.tenant_stats(user_id))
 
+    def list_tenants(self, *, limit: int = 100, offset: int = 0) -> tuple[list[str], int]:
+        return self._call(self._backend.list_tenants(limit=limit, offset=offset))
+
     def set_tenant_weight(self, user_id: str, weight: float, *, tier: int = 0) -> None:
         self._call(self._backend.set_tenant_weight(user_id, weight, tier=tier))
 

@@ -50,6 +50,7 @@ def _workload(backend, clock):
     backend.tenant_stats("gold")
     backend.queue_sizes(["gold", "silver", "bronze"])
     backend.list_dlq()
+    assert backend.list_tenants() == (["bronze", "gold", "silver"], 3)
 
 
 def test_every_key_carries_the_queue_hash_tag(make_backend, clock, redis_only):
@@ -59,6 +60,7 @@ def test_every_key_carries_the_queue_hash_tag(make_backend, clock, redis_only):
     _workload(backend, clock)
     new = probe.all_keys() - before
     assert len(new) >= 5, new
+    assert probe.prefix + "tenants" in new  # the tenants index, like every other key
     strays = sorted(k for k in new if not k.startswith(probe.prefix))
     assert strays == []
     mentioning = sorted(k for k in probe.all_keys() if backend.queue in k)

@@ -5,7 +5,7 @@ A hypothesis ``RuleBasedStateMachine`` drives the same random operations into
 example) on one shared fake clock, each backend with its own deterministic token counter that
 starts at the same value. Every result must be equal (an exception must have the same type),
 and after every step the whole observable state must be equal: stats, per-tenant stats and
-sizes, state / message / result of every id in play, and the DLQ.
+sizes, state / message / result of every id in play, the DLQ and the tenant listing.
 """
 
 from __future__ import annotations
@@ -364,6 +364,8 @@ class ModelVsRedis(RuleBasedStateMachine):
             "stats": lambda b: b.stats(),
             "queue_sizes": lambda b: b.queue_sizes(KNOWN_USERS),
             "list_dlq": lambda b: b.list_dlq(limit=100),
+            "list_tenants": lambda b: b.list_tenants(limit=1000),
+            "list_tenants(page)": lambda b: b.list_tenants(limit=2, offset=1),
         }
         for user in KNOWN_USERS:
             checks[f"tenant_stats({user})"] = lambda b, u=user: b.tenant_stats(u)

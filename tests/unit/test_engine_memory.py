@@ -312,6 +312,27 @@ def test_async_engine_round_trip(clock: FakeClock, host: RecordingHost) -> None:
     assert stats["dlq"] == 2
 
 
+def test_list_tenants_sync_and_async(queue: FairQueue, clock: FakeClock) -> None:
+    queue.push(Task.create("zed"))
+    clock.advance(1)
+    queue.push_batch([Task.create("bob"), Task.create("amy"), Task.create("zed")])
+    assert queue.list_tenants() == (["zed", "amy", "bob"], 3)
+    assert queue.list_tenants(limit=1, offset=1) == (["amy"], 3)
+    for bad in ({"limit": 1001}, {"limit": True}, {"offset": -1}, {"offset": 1.0}):
+        with pytest.raises(TaskValidationError):
+            queue.list_tenants(**bad)
+
+    async def scenario() -> tuple[list[str], int]:
+        backend = AsyncInMemoryBackend(clock)
+        async with AsyncFairQueue(backend) as aqueue:
+            await aqueue.push(Task.create("solo"))
+            with pytest.raises(TaskValidationError):
+                await aqueue.list_tenants(limit=-1)
+            return await aqueue.list_tenants(limit=1000)
+
+    assert asyncio.run(scenario()) == (["solo"], 1)
+
+
 def test_result_must_be_json(queue: FairQueue) -> None:
     from fairque_core import TaskSerializationError
 

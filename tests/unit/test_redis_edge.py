@@ -203,3 +203,23 @@ def test_decoding_clients_are_refused() -> None:
 
     with pytest.raises(ConfigurationError):
         RedisBackend(redis.Redis(decode_responses=True), queue="q")
+
+
+def test_default_lease_tokens_are_drawn_per_batch_and_unique() -> None:
+    """The default token source is read once per claim batch; tokens stay 128-bit, unique."""
+    from fairque_core.memory import random_token
+    from fairque_redis._plan import Planner
+    from fairque_redis.keys import KeySpace
+
+    planner = Planner(KeySpace("tokens"), QueueConfig(), None, random_token)
+    drawn = [planner._draw_tokens(50) for _ in range(20)]
+    flat = [token for batch in drawn for token in batch]
+    assert all(len(batch) == 50 for batch in drawn)
+    assert len(set(flat)) == len(flat) == 1000
+    assert all(len(t) == 32 and int(t, 16) >= 0 for t in flat)
+    planner._give_back(drawn[0][:3])  # unused tokens of a short claim are used first next time
+    assert planner._draw_tokens(5)[:3] == drawn[0][:3]
+
+    counting = iter(range(10_000))
+    custom = Planner(KeySpace("tokens"), QueueConfig(), None, lambda: f"t{next(counting)}")
+    assert custom._draw_tokens(3) == ["t0", "t1", "t2"]  # a given source is called per token
