@@ -6,7 +6,9 @@ Throughput: 20,000 no-op tasks over 100 tenants are pushed beforehand (push_batc
 call) into a fresh queue; a ``fairque_core.Worker`` (leases and fair claims, as always) is
 started and timed until ``get_stats()["finished"]`` reaches 20,000 (polled every 5 ms on a
 separate connection). Settings: max_concurrent_tasks 10 / 50 / 100, with and without prefetch.
-The claim and finish round trips are counted on the worker's backend.
+The claim and finish round trips are counted on the worker's backend, and the server's time in
+scripts during the drain (INFO commandstats, EVALSHA usec) is printed per task: it is what every
+worker of a queue shares, so it sets the ceiling of the whole queue, not of one worker.
 
 Latency: a producer PROCESS (as in production: producers are other processes, and one sharing
 the worker's GIL would slow both) pushes one task every 5 ms (200 tasks/s) with its push time
@@ -97,6 +99,8 @@ def drain(url: str, total: int, cap: int, prefetch: int) -> dict[str, Any]:
     heartbeats = Counter(queue.backend, "heartbeat")
     config = WorkerConfig(id=f"bench-{cap}", max_concurrent_tasks=cap, poll_interval_seconds=0.1)
     worker = Worker(config, Noop(), queue, prefetch=prefetch)
+    server = monitor.backend.client  # type: ignore[attr-defined]
+    server.config_resetstat()
     load = os.getloadavg()[0]
     start = time.perf_counter()
     worker.start()
@@ -104,6 +108,8 @@ def drain(url: str, total: int, cap: int, prefetch: int) -> dict[str, Any]:
         time.sleep(0.005)
     elapsed = time.perf_counter() - start
     worker.stop(10)
+    # server time in scripts during the drain (claims, finishes, the monitor's stats reads)
+    evalsha = server.info("commandstats").get("cmdstat_evalsha", {})
     stats = worker.health()
     queue.close()
     monitor.close()
@@ -113,6 +119,7 @@ def drain(url: str, total: int, cap: int, prefetch: int) -> dict[str, Any]:
         "finishes": finishes.calls,
         "heartbeats": heartbeats.calls,
         "processed": stats["processed"],
+        "server_us": float(evalsha.get("usec", 0)) / total,
         "load": load,
     }
 
@@ -196,13 +203,16 @@ def main() -> None:
                     lats[(poll, cap)].append(latency(server.url, lat_count, poll, cap))
     if not opts.skip_throughput:
         print(f"\nthroughput: {total:,} no-op tasks, {TENANTS} tenants, one worker")
-        print(f"{'cap':>4} {'prefetch':>8} {'best/s':>8} {'median/s':>9}  claims finishes  load")
+        print(
+            f"{'cap':>4} {'prefetch':>8} {'best/s':>8} {'median/s':>9}  claims finishes  "
+            "srv us/task  load"
+        )
         for (cap, prefetch), runs in drains.items():
             best, med = summary([r["rate"] for r in runs])
             top = max(runs, key=lambda r: r["rate"])
             print(
                 f"{cap:>4} {prefetch:>8} {best:>8,.0f} {med:>9,.0f}  "
-                f"{top['claims']:>6} {top['finishes']:>8}  "
+                f"{top['claims']:>6} {top['finishes']:>8}  {top['server_us']:>11.1f}  "
                 f"{loads(runs)}"
             )
     if not opts.skip_latency:

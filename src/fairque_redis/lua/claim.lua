@@ -35,6 +35,7 @@ fq_move_due(q)
 local out = {q.now, 0}
 local deadline = fq_int(q.now + lease_ms)
 local n = 0
+local leases = {} -- deadline, id, ...: one ZADD for the batch below
 while n < count do
   local u = fq_pick(q, groups)
   if u == nil then break end
@@ -43,7 +44,8 @@ while n < count do
   n = n + 1
   local key = q.p .. 'task:' .. id
   redis.call('HSET', key, 'st', 'started', 'tok', token, 'wk', worker, 'dl', deadline)
-  redis.call('ZADD', q.leases, deadline, id)
+  leases[2 * n - 1] = deadline
+  leases[2 * n] = id
   fq_bump(q, u, 'leased', 1)
   fq_bump(q, u, 'claimed', 1)
   local v = redis.call('HMGET', key, 'p', 'rc', 'm', 'b', 'rec')
@@ -56,6 +58,10 @@ while n < count do
   table.insert(out, v[5])
 end
 out[2] = n
+-- chunked: unpack has a stack limit
+for s = 1, #leases, 1000 do
+  redis.call('ZADD', q.leases, unpack(leases, s, math.min(s + 999, #leases)))
+end
 -- ready work left behind: pass the wake signal on to the next idle worker
 if n > 0 then
   fq_meta(q)

@@ -4,7 +4,8 @@
   KEYS[1] meta  KEYS[2] stats  KEYS[3] tiers  KEYS[4] delayed  KEYS[5] leases  KEYS[6] dlq
   (derived) task:<id> waits:<id> children:<id> and the dependents' tenant keys
   ARGV[1..7] common header (see _include/core.lua)
-  ARGV[8] 1 = fail with FQ_E_LEASE_LOST on a lost lease (single finish), 0 = report it
+  ARGV[8] 1 = fail with FQ_E_LEASE_LOST on a lost lease (single finish: N must be 1, since an
+          error reply does not undo the items before it), 0 = report it
   ARGV[9] number of items N, then per item: task id, token, has result (0|1), result
   Returns: array of N integers, 1 = finished, 0 = lease lost (item left unchanged)
   Errors: FQ_E_LEASE_LOST <id> (only when ARGV[8] is 1)
@@ -15,6 +16,7 @@ local q = fq_open(KEYS, ARGV)
 local strict = ARGV[8] == '1'
 local n = tonumber(ARGV[9])
 local out = {}
+local unlease = {}
 local i = 10
 for k = 1, n do
   local id, token, has, result = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
@@ -24,20 +26,24 @@ for k = 1, n do
     if strict then return fq_err('LEASE_LOST', id) end
     out[k] = 0
   else
-    fq_drop_lease(q, r)
-    local key = q.p .. 'task:' .. id
-    redis.call('HSET', key, 'st', 'finished')
+    -- one HSET: lease fields cleared, state, logical expiry and result. `res` needs no HDEL
+    -- when there is no result: only finish writes it, and a finished task is never leased again
+    local fields = {'st', 'finished', 'exp', fq_int(q.now + q.ttl)}
     if has == '1' then
-      redis.call('HSET', key, 'res', result)
-    else
-      redis.call('HDEL', key, 'res')
+      fields[5] = 'res'
+      fields[6] = result
     end
+    fq_drop_lease(q, r, fields, unlease)
     r.st = 'finished'
     fq_bump(q, r.u, 'finished', 1)
-    fq_close_record(q, r)
-    fq_release_dependents(q, r)
+    local kids = fq_release_dependents(q, r)
+    fq_expire_record(q, r, kids > 0)
     out[k] = 1
   end
+end
+-- the leases of the finished tasks leave in one ZREM (chunked: unpack has a stack limit)
+for s = 1, #unlease, 500 do
+  redis.call('ZREM', q.leases, unpack(unlease, s, math.min(s + 499, #unlease)))
 end
 fq_close(q)
 return out

@@ -30,9 +30,18 @@ end
 -- the best active tenant of the first group that has one, by (-tier, pass, tenant id)
 local function fq_pick(q, groups)
   if groups == nil then
-    local top = redis.call('ZREVRANGE', q.tiers, 0, 0)
-    if #top == 0 then return nil end
-    local first = redis.call('ZRANGE', q.p .. 'active:' .. top[1], 0, 0)
+    -- without strict tiers every tenant is in tier 0. With them the top tier is read once per
+    -- call and cached in q.top, which fq_activate and fq_deactivate reset when `tiers` changes
+    local top = '0'
+    if q.strict then
+      if q.top == nil then
+        local tiers = redis.call('ZREVRANGE', q.tiers, 0, 0)
+        q.top = tiers[1] or false
+      end
+      if not q.top then return nil end
+      top = q.top
+    end
+    local first = redis.call('ZRANGE', q.p .. 'active:' .. top, 0, 0)
     return first[1]
   end
   for _, group in ipairs(groups) do
@@ -56,7 +65,9 @@ end
 local function fq_serve(q, u)
   local t = fq_tenant(q, u)
   local id = redis.call('LPOP', q.p .. 'c:' .. u)
+  local critical_left = true
   if not id then
+    critical_left = false -- the critical list is empty: no LLEN below
     local popped = redis.call('ZPOPMIN', q.p .. 'n:' .. u)
     id = string.sub(popped[1], 17)
   end
@@ -64,7 +75,8 @@ local function fq_serve(q, u)
   fq_set_vtime(q, t.pass)
   t.pass = t.pass + t.stride
   t.dirty = true
-  if fq_has_ready(q, u) then
+  if (critical_left and redis.call('LLEN', q.p .. 'c:' .. u) > 0)
+    or redis.call('ZCARD', q.p .. 'n:' .. u) > 0 then
     redis.call('ZADD', q.p .. 'active:' .. fq_int(fq_tier(q, t)), fq_int(t.pass), u)
   else
     fq_deactivate(q, u)

@@ -41,7 +41,7 @@ local function fq_open(keys, argv)
     max_recoveries = tonumber(argv[5]),
     move_limit = tonumber(argv[6]),
     max_payload = tonumber(argv[7]),
-    cnt = {}, tcnt = {}, tn = {}, act = {},
+    cnt = {}, tcnt = {}, tn = {}, act = {}, -- top (claim.lua: cached top tier) starts nil
     ready = 0, vtime = nil, seq = nil, ready_base = 0, meta_dirty = false, wake = false,
   }
 end

@@ -33,6 +33,7 @@ local function fq_enter(q, r)
   end
 end
 
+-- returns how many children the task has (the length of children:<id>)
 local function fq_release_dependents(q, r)
   local kids = redis.call('LRANGE', q.p .. 'children:' .. r.id, 0, -1)
   for _, cid in ipairs(kids) do
@@ -43,6 +44,7 @@ local function fq_release_dependents(q, r)
       if redis.call('SCARD', wkey) == 0 then fq_enter(q, c) end
     end
   end
+  return #kids
 end
 
 local function fq_to_dlq(q, r, ftype, reason)

@@ -69,10 +69,21 @@ local function fq_schedule(q, r, due_ms)
   fq_bump(q, r.u, 'scheduled', 1)
 end
 
-local function fq_drop_lease(q, r)
-  redis.call('ZREM', q.leases, r.id)
+-- the lease ends: its fields are cleared in one HSET together with the caller's `fields`
+-- (field, value, ... to write as well, or nil); the leases entry is removed at once, or, when
+-- `unlease` (a list) is given, appended to it for the caller's one batched ZREM
+local function fq_drop_lease(q, r, fields, unlease)
+  if unlease == nil then
+    redis.call('ZREM', q.leases, r.id)
+  else
+    table.insert(unlease, r.id)
+  end
   fq_bump(q, r.u, 'leased', -1)
-  redis.call('HSET', q.p .. 'task:' .. r.id, 'tok', '', 'wk', '', 'dl', '0')
+  local args = {'tok', '', 'wk', '', 'dl', '0'}
+  if fields ~= nil then
+    for k = 1, #fields do args[6 + k] = fields[k] end
+  end
+  redis.call('HSET', q.p .. 'task:' .. r.id, unpack(args))
   r.tok = ''
 end
 
@@ -86,13 +97,21 @@ end
 -- a finished or canceled record lives on for the result TTL. The `exp` field is the logical
 -- expiry every read checks; on server time the keys also get a real PEXPIRE of the same TTL.
 -- With an injected clock (tests) server and clock time differ, so only the logical one applies.
+--
+-- fq_expire_record sets the real expiries only (the caller has written `exp`). waits:<id> can
+-- exist only for a record closed while deferred: a task leaves `deferred` for the queue when
+-- its last parent's SREM empties the set, and Redis deletes an empty set, so a finished task
+-- never has one. children:<id> is expired only when `with_children` (finish knows it from its
+-- LRANGE of the list; the other callers pass true).
+local function fq_expire_record(q, r, with_children)
+  if not q.server_time then return end
+  local ms = fq_int(math.max(q.ttl, 0))
+  redis.call('PEXPIRE', q.p .. 'task:' .. r.id, ms)
+  if r.st ~= 'finished' then redis.call('PEXPIRE', q.p .. 'waits:' .. r.id, ms) end
+  if with_children then redis.call('PEXPIRE', q.p .. 'children:' .. r.id, ms) end
+end
+
 local function fq_close_record(q, r)
-  local key = q.p .. 'task:' .. r.id
-  redis.call('HSET', key, 'exp', fq_int(q.now + q.ttl))
-  if q.server_time then
-    local ms = fq_int(math.max(q.ttl, 0))
-    redis.call('PEXPIRE', key, ms)
-    redis.call('PEXPIRE', q.p .. 'waits:' .. r.id, ms)
-    redis.call('PEXPIRE', q.p .. 'children:' .. r.id, ms)
-  end
+  redis.call('HSET', q.p .. 'task:' .. r.id, 'exp', fq_int(q.now + q.ttl))
+  fq_expire_record(q, r, true)
 end

@@ -48,6 +48,7 @@ local function fq_activate(q, u)
   local tier = fq_int(fq_tier(q, t))
   redis.call('ZADD', q.p .. 'active:' .. tier, fq_int(t.pass), u)
   redis.call('ZADD', q.tiers, tier, tier)
+  q.top = nil
   q.act[u] = true
 end
 
@@ -58,6 +59,7 @@ local function fq_deactivate(q, u)
   redis.call('ZREM', key, u)
   if redis.call('ZCARD', key) == 0 then
     redis.call('ZREM', q.tiers, tier)
+    q.top = nil
   end
   q.act[u] = false
 end
