@@ -127,6 +127,8 @@ class InMemoryBackend:
         # the wake signal (at most one pending token); the only state touched off the engine lock
         self._wake = threading.Condition(threading.Lock())
         self._wake_pending = False
+        # the earliest due time in _delayed (ms, None = nothing scheduled), for waiters
+        self._next_due: int | None = None
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -216,6 +218,20 @@ class InMemoryBackend:
         rec.due_ms = due_ms
         self._delayed[task_id] = due_ms
         self._tenant(rec.message.user_id).scheduled += 1
+        if self._next_due is None or due_ms < self._next_due:
+            self._set_next_due(due_ms)
+
+    def _set_next_due(self, due_ms: int | None) -> None:
+        """Publish the earliest due time; waiters look again when it moved earlier (the
+        schedule signal of the Redis backend)."""
+        with self._wake:
+            earlier = due_ms is not None and (self._next_due is None or due_ms < self._next_due)
+            self._next_due = due_ms
+            if earlier:
+                self._wake.notify_all()
+
+    def _recompute_next_due(self) -> None:
+        self._set_next_due(min(self._delayed.values()) if self._delayed else None)
 
     def _drop_lease(self, task_id: str, rec: _Record) -> None:
         self._leases.pop(task_id, None)
@@ -346,6 +362,8 @@ class InMemoryBackend:
             rec = self._records[task_id]
             self._tenant(rec.message.user_id).scheduled -= 1
             self._make_ready(task_id, rec, due_ms)
+        if due:
+            self._recompute_next_due()
 
     def _pick(self, groups: Iterable[Sequence[str] | None]) -> str | None:
         for group in groups:
@@ -511,6 +529,7 @@ class InMemoryBackend:
         elif rec.state is TaskState.SCHEDULED:
             del self._delayed[task_id]
             tenant.scheduled -= 1
+            self._recompute_next_due()
         elif rec.state is TaskState.STARTED:
             self._drop_lease(task_id, rec)
         rec.state = TaskState.CANCELED
@@ -649,14 +668,24 @@ class InMemoryBackend:
         return message
 
     def wait_for_work(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` s for the wake signal and consume it (see the port)."""
+        """Wait up to ``timeout`` s for the wake signal (consumed) or a scheduled task coming
+        due, whichever is first (see the port)."""
         check_wait_timeout(timeout)
+        deadline = time.monotonic() + timeout
         with self._wake:
-            if timeout > 0:
-                self._wake.wait_for(lambda: self._wake_pending or self._closed, timeout)
-            woke = self._wake_pending
-            self._wake_pending = False
-        return woke
+            while True:
+                if self._wake_pending:
+                    self._wake_pending = False
+                    return True
+                due_in = None if self._next_due is None else self._next_due - self._now()
+                if due_in is not None and due_in <= 0:
+                    return True
+                remaining = deadline - time.monotonic()
+                if self._closed or remaining <= 0:
+                    return False
+                # clock time and waiting time are both seconds; an injected clock that stands
+                # still is only looked at again when the wait ends or a signal comes
+                self._wake.wait(remaining if due_in is None else min(remaining, due_in / 1000))
 
     def close(self) -> None:
         with self._wake:

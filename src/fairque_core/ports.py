@@ -178,6 +178,12 @@ class QueueBackend(Protocol):
         caller must still claim, and the claim may find nothing (another worker was faster).
         ``timeout`` 0 takes a pending token without waiting. An idle worker calls this instead
         of sleeping, so a push reaches it within a round trip instead of a poll interval.
+
+        Scheduled tasks (a delay, a retry's backoff) become ready only when a claim moves them,
+        so the wait also ends, with True and no token taken, once the first scheduled task is
+        due by the backend's clock; a task scheduled earlier than that while the caller waits
+        shortens the wait (the schedule signal). A delayed task thus starts about when it is
+        due, not up to a poll interval later.
         """
         ...
 

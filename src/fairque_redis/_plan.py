@@ -446,6 +446,15 @@ class Planner:
 
         return Call("tenants", [*self.header(), skip, page], parse, writes=False)
 
+    def next_due(self) -> Call[float | None]:
+        """Seconds until the first scheduled task is due (0 = due now), None if none is."""
+
+        def parse(reply: Any) -> float | None:
+            _contract("next_due", isinstance(reply, int) and reply >= -1, reply)
+            return None if reply == -1 else reply / 1000
+
+        return Call("next_due", self.header(), parse, writes=False)
+
     def set_tenant_weight(self, user_id: str, weight: float, tier: int) -> Call[None]:
         validate_id(user_id, "user_id")
         stride = stride_for(weight)

@@ -7,6 +7,7 @@ scripts, and redis-py exceptions are translated at this edge (:mod:`fairque_redi
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -253,12 +254,28 @@ class RedisBackend:
         return self._run(self._planner.purge_dlq(entry_ids))
 
     def wait_for_work(self, timeout: float) -> bool:
-        """BLPOP on the queue's wake signal (LPOP for a timeout under 1 ms); see the port."""
+        """Wait for the wake signal or the first scheduled task coming due; see the port.
+
+        One ``next_due`` script call, then a BLPOP on the wake and schedule signals for at
+        most the time left or the time until that due time, whichever is shorter (LPOP of
+        the wake signal when under 1 ms is left). A schedule signal (a task scheduled before
+        the due time we were waiting for) sends it round again.
+        """
         seconds = blocking_seconds(check_wait_timeout(timeout), self._client)
-        with translate_errors("wait_for_work", writes=False):
-            if seconds < MIN_BLOCK_SECONDS:
-                return self._client.lpop(self._keys.wake) is not None
-            return self._client.blpop([self._keys.wake], timeout=seconds) is not None
+        deadline = time.monotonic() + seconds
+        wake = self._keys.wake
+        while True:
+            due_in = self._run(self._planner.next_due())
+            if due_in is not None and due_in <= 0:
+                return True
+            left = deadline - time.monotonic()
+            block = left if due_in is None else min(left, due_in)
+            with translate_errors("wait_for_work", writes=False):
+                if block < MIN_BLOCK_SECONDS:
+                    return self._client.lpop(wake) is not None
+                got = self._client.blpop([wake, self._keys.sched], timeout=block)
+            if got is not None and got[0] == wake.encode():
+                return True
 
     def close(self) -> None:
         """Close the client if this backend made it (``from_url``/``from_config``)."""

@@ -23,6 +23,8 @@ key                type    contents
 ``leases``         zset    leased task ids by lease deadline (ms)
 ``dlq``            zset    dead task ids by the time they died (ms)
 ``wake``           list    the wake signal: at most one token, BLPOPped by idle workers
+``sched``          list    the schedule signal: at most one token, raised when the first due
+                           time in ``delayed`` moves earlier (idle workers BLPOP it too)
 ``tenants``        zset    every tenant that ever pushed, scored by its first push (ms)
 ``task:<id>``      hash    one task: message fields and its state
 ``waits:<id>``     set     parents a deferred task still waits for
@@ -134,6 +136,12 @@ class KeySpace:
     def wake(self) -> str:
         """The wake signal (a list of at most one token); scripts spell it ``<prefix>wake``."""
         return self.prefix + "wake"
+
+    @property
+    def sched(self) -> str:
+        """The schedule signal (a list of at most one token); scripts spell it
+        ``<prefix>sched``."""
+        return self.prefix + "sched"
 
     def anchors(self) -> list[str]:
         """The fixed keys every script declares, in the order ``lua/_include/keys.lua`` reads."""

@@ -208,6 +208,7 @@ SCRIPTS: Mapping[str, ScriptSpec] = {
         ScriptSpec("sizes", writes=False),
         ScriptSpec("stats", writes=False),
         ScriptSpec("tenants", writes=False),
+        ScriptSpec("next_due", writes=False),
         ScriptSpec("set_weight"),
         ScriptSpec("dlq_list", writes=False),
         ScriptSpec("dlq_requeue"),

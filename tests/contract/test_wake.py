@@ -119,3 +119,55 @@ def test_bad_timeouts_are_refused_before_any_command(backend_kind, backend, make
         backend.wait_for_work(bad)
     if probe is not None:
         assert probe.command_count() - before == 0, "a command reached the server"
+
+
+def test_a_due_scheduled_task_ends_the_wait_without_a_token(backend, clock):
+    backend.push(msg("later", delay=5))
+    assert backend.wait_for_work(0) is False, "not due yet"
+    clock.advance(5)
+    # due: the wait ends at once (the next claim moves it), and no token was taken or raised
+    assert backend.wait_for_work(0) is True
+    assert backend.wait_for_work(0.05) is True, "still due until a claim moves it"
+    [claimed] = backend.claim()
+    assert claimed.message.task_id == "later"
+    _drain(backend)  # moving it made it ready, which raised the wake signal
+    assert backend.wait_for_work(0) is False, "nothing is scheduled any more"
+
+
+def test_a_canceled_scheduled_task_no_longer_ends_the_wait(backend, clock):
+    backend.push(msg("later", delay=5))
+    assert backend.cancel("later") is True
+    clock.advance(10)
+    assert backend.wait_for_work(0) is False
+
+
+def test_an_earlier_schedule_reaches_a_blocked_waiter(backend, clock):
+    """A waiter blocked with nothing scheduled learns of a task scheduled meanwhile.
+
+    The clock is injected and stands still while the waiter blocks, so the test moves it past
+    the new due time right after the push; without the schedule signal the waiter would stay
+    blocked for its whole 20 s timeout, since it saw nothing scheduled when it started.
+    """
+    result: list[bool] = []
+    waiter = threading.Thread(target=lambda: result.append(backend.wait_for_work(20)))
+    waiter.start()
+    waiter.join(0.1)
+    backend.push(msg("soon", delay=0.05))
+    clock.advance(0.06)
+    waiter.join(5)
+    assert not waiter.is_alive(), "the waiter never looked at the new due time"
+    assert result == [True]
+    assert [c.message.task_id for c in backend.claim()] == ["soon"]
+
+
+def test_a_later_schedule_does_not_signal(make_backend, clock):
+    """Only a due time earlier than every other one moves the queue's next due time."""
+    backend = make_backend()
+    backend.push(msg("first", delay=5))
+    result: list[bool] = []
+    waiter = threading.Thread(target=lambda: result.append(backend.wait_for_work(0.5)))
+    waiter.start()
+    waiter.join(0.1)
+    backend.push(msg("second", delay=60))
+    waiter.join(5)
+    assert result == [False], "nothing became due and no token was raised"

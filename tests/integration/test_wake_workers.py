@@ -204,3 +204,58 @@ def test_without_the_signal_the_same_worker_waits_its_poll(
     finally:
         handler.hold.set()
         assert worker.stop(10)
+
+
+def test_a_delayed_task_starts_when_due_not_at_the_next_poll(sync_queue: FairQueue) -> None:
+    """The idle worker's wait ends at the first due time, so a delayed task (or a retry's
+    backoff) starts about when it is due, while the poll interval here is 30 s."""
+    handler = Starts()
+    worker = Worker(_config("w1"), handler, sync_queue)
+    worker.start()
+    try:
+        _wait_until(lambda: worker.health()["waiting_for_work"], PROMPT, "worker idle")
+        delay = 0.5
+        due_wall = time.time() + delay
+        due_mono = time.monotonic() + delay
+        task_id = sync_queue.push(Task.create("alice", execute_after=due_wall))
+        _wait_until(lambda: task_id in handler.started, delay + PROMPT, "delayed task started")
+        started = handler.started[task_id][1]
+        assert started >= due_mono - 0.01, "started before it was due"
+        assert started - due_mono < PROMPT
+    finally:
+        handler.hold.set()
+        assert worker.stop(10)
+
+
+def test_a_delayed_task_starts_when_due_on_an_async_worker(url: str | None) -> None:
+    async def scenario() -> tuple[float, float]:
+        name = f"adue{uuid.uuid4().hex[:10]}"
+        queue: AsyncFairQueue
+        if url is None:
+            queue = AsyncFairQueue(AsyncInMemoryBackend(queue=name, config=QueueConfig(name=name)))
+        else:
+            from fairque_redis import aconnect
+
+            queue = await aconnect(url, queue=name)
+        handler = Starts()
+        worker = AsyncWorker(_config("aw", cap=2), handler, queue)
+        await worker.start()
+        try:
+            deadline = time.monotonic() + PROMPT
+            while not worker.health()["waiting_for_work"]:
+                assert time.monotonic() < deadline, "worker idle"
+                await asyncio.sleep(0.005)
+            due_mono = time.monotonic() + 0.5
+            task_id = await queue.push(Task.create("alice", execute_after=time.time() + 0.5))
+            while task_id not in handler.started:
+                assert time.monotonic() < due_mono + PROMPT, "delayed task started"
+                await asyncio.sleep(0.005)
+            return due_mono, handler.started[task_id][1]
+        finally:
+            handler.hold.set()
+            assert await worker.stop(10)
+            await queue.close()
+
+    due_mono, started = asyncio.run(scenario())
+    assert started >= due_mono - 0.01, "started before it was due"
+    assert started - due_mono < PROMPT

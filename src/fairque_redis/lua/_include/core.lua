@@ -2,8 +2,8 @@
 
   The context `q` carries the anchor keys (KEYS[1..6]), the key prefix derived from the anchor,
   the common ARGV header (ARGV[1..7]) and write-back caches that fq_close flushes once
-  (q.wake: raise the queue's wake signal; a tenant's first `pushed` enters it in the derived
-  key tenants; see fq_close):
+  (q.wake: raise the queue's wake signal; q.resched: raise its schedule signal; a tenant's
+  first `pushed` enters it in the derived key tenants; see fq_close):
     ARGV[1] now_ms ('' = server TIME)   ARGV[2] strict tiers (0|1)   ARGV[3] aging horizon ms
     ARGV[4] result TTL ms               ARGV[5] max recoveries       ARGV[6] delayed move limit
     ARGV[7] max payload bytes
@@ -41,7 +41,8 @@ local function fq_open(keys, argv)
     max_recoveries = tonumber(argv[5]),
     move_limit = tonumber(argv[6]),
     max_payload = tonumber(argv[7]),
-    cnt = {}, tcnt = {}, tn = {}, act = {}, -- top (claim.lua: cached top tier) starts nil
+    -- nil until used: top (claim.lua: cached top tier), first_due (task.lua, scheduling)
+    cnt = {}, tcnt = {}, tn = {}, act = {}, resched = false,
     ready = 0, vtime = nil, seq = nil, ready_base = 0, meta_dirty = false, wake = false,
   }
 end
@@ -131,5 +132,10 @@ local function fq_close(q)
   if q.wake then
     local wake = q.p .. 'wake'
     if redis.call('LLEN', wake) == 0 then redis.call('RPUSH', wake, '1') end
+  end
+  -- the schedule signal (same shape): the queue's next due time moved earlier
+  if q.resched then
+    local sched = q.p .. 'sched'
+    if redis.call('LLEN', sched) == 0 then redis.call('RPUSH', sched, '1') end
   end
 end

@@ -61,10 +61,21 @@ local function fq_remove_ready(q, r)
   if not fq_has_ready(q, r.u) then fq_deactivate(q, r.u) end
 end
 
+-- into `delayed` until due. A due time earlier than every other one moves the queue's next
+-- due time: q.resched raises the schedule signal (fq_close), so that an idle worker blocked
+-- until the old next due time looks again (wait_for_work). The head is read once per call.
 local function fq_schedule(q, r, due_ms)
   redis.call('HSET', q.p .. 'task:' .. r.id, 'st', 'scheduled', 'due', fq_int(due_ms))
   r.st = 'scheduled'
   r.due = due_ms
+  if q.first_due == nil then
+    local head = redis.call('ZRANGE', q.delayed, 0, 0, 'WITHSCORES')
+    q.first_due = tonumber(head[2]) or math.huge
+  end
+  if due_ms < q.first_due then
+    q.first_due = due_ms
+    q.resched = true
+  end
   redis.call('ZADD', q.delayed, fq_int(due_ms), r.id)
   fq_bump(q, r.u, 'scheduled', 1)
 end

@@ -1,0 +1,14 @@
+#!lua flags=no-writes
+--[[ next_due: how long until the queue's first scheduled task is due (wait_for_work).
+
+  KEYS[1] meta  KEYS[2] stats  KEYS[3] tiers  KEYS[4] delayed  KEYS[5] leases  KEYS[6] dlq
+  ARGV[1..7] common header (see _include/core.lua)
+  Returns: -1 when nothing is scheduled, else the milliseconds until the first due time
+           (0 when it is due: the next claim moves it into its tenant's queue)
+]]
+--- @include "_include/core"
+
+local q = fq_open(KEYS, ARGV)
+local head = redis.call('ZRANGE', q.delayed, 0, 0, 'WITHSCORES')
+if #head == 0 then return -1 end
+return math.max(0, tonumber(head[2]) - q.now)
