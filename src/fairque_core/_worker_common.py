@@ -39,6 +39,8 @@ CLAIM_LINGER_SECONDS = 0.002
 #: steady trickle of tasks, no busy polling once the queue stays empty).
 IDLE_POLL_MIN_SECONDS = 0.0005
 IDLE_POLL_GROWTH = 2.0
+#: Most leases one heartbeat call extends (a worker holding more sends several calls).
+HEARTBEAT_BATCH = 500
 #: How many reaper batches one reaper tick may run when every batch comes back full.
 REAPER_ROUNDS = 10
 REAPER_LIMIT = 100

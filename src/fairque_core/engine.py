@@ -317,6 +317,34 @@ class FairQueue:
         deadline = self._backend.heartbeat(task.task_id, lease.token, self._config.lease_seconds)
         return common.with_deadline(task, deadline)
 
+    def heartbeat_many(self, tasks: Sequence[Task]) -> list[Task | None]:
+        """Extend many leases in one backend call: per task, the task with its new deadline,
+        or None when its lease is lost or it carries none (that task changes nothing; the
+        others are extended), as ``finish_many`` does.
+        """
+        out: list[Task | None] = [None] * len(tasks)
+        items = [(t.task_id, t.lease.token) for t in tasks if t.lease is not None]
+        positions = [index for index, t in enumerate(tasks) if t.lease is not None]
+        if not items:
+            return out
+        batch = getattr(self._backend, "heartbeat_batch", None)
+        deadlines: list[float | None]
+        if batch is not None:
+            deadlines = list(batch(items, self._config.lease_seconds))
+        else:  # a third-party backend without the batch call: one call per task
+            deadlines = []
+            for task_id, token in items:
+                try:
+                    deadlines.append(
+                        self._backend.heartbeat(task_id, token, self._config.lease_seconds)
+                    )
+                except LeaseLostError:
+                    deadlines.append(None)
+        for index, deadline in zip(positions, deadlines, strict=True):
+            if deadline is not None:
+                out[index] = common.with_deadline(tasks[index], deadline)
+        return out
+
     def release(self, task: Task) -> None:
         """Give a claimed task back unstarted: at the head of its queue, no attempt counted."""
         lease = common.require_lease(task)

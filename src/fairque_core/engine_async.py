@@ -276,6 +276,31 @@ class AsyncFairQueue:
         )
         return common.with_deadline(task, deadline)
 
+    async def heartbeat_many(self, tasks: Sequence[Task]) -> list[Task | None]:
+        """``FairQueue.heartbeat_many``: many leases in one backend call, None per lost one."""
+        out: list[Task | None] = [None] * len(tasks)
+        items = [(t.task_id, t.lease.token) for t in tasks if t.lease is not None]
+        positions = [index for index, t in enumerate(tasks) if t.lease is not None]
+        if not items:
+            return out
+        batch = getattr(self._backend, "heartbeat_batch", None)
+        deadlines: list[float | None]
+        if batch is not None:
+            deadlines = list(await batch(items, self._config.lease_seconds))
+        else:  # a third-party backend without the batch call: one call per task
+            deadlines = []
+            for task_id, token in items:
+                try:
+                    deadlines.append(
+                        await self._backend.heartbeat(task_id, token, self._config.lease_seconds)
+                    )
+                except LeaseLostError:
+                    deadlines.append(None)
+        for index, deadline in zip(positions, deadlines, strict=True):
+            if deadline is not None:
+                out[index] = common.with_deadline(tasks[index], deadline)
+        return out
+
     async def release(self, task: Task) -> None:
         lease = common.require_lease(task)
         await self._backend.release(task.task_id, lease.token)

@@ -449,6 +449,17 @@ class InMemoryBackend:
         self._leases[task_id] = rec.deadline_ms
         return rec.deadline_ms / 1000
 
+    def heartbeat_batch(
+        self, items: Sequence[tuple[str, str]], lease_seconds: float | None = None
+    ) -> list[float | None]:
+        deadlines: list[float | None] = []
+        for task_id, token in items:
+            try:
+                deadlines.append(self.heartbeat(task_id, token, lease_seconds))
+            except LeaseLostError:
+                deadlines.append(None)
+        return deadlines
+
     def finish(self, task_id: str, token: str, result: bytes | None = None) -> None:
         now = self._now()
         rec = self._leased(task_id, token, now)

@@ -83,6 +83,11 @@ class AsyncInMemoryBackend:
     async def finish(self, task_id: str, token: str, result: bytes | None = None) -> None:
         self._model.finish(task_id, token, result)
 
+    async def heartbeat_batch(
+        self, items: Sequence[tuple[str, str]], lease_seconds: float | None = None
+    ) -> list[float | None]:
+        return self._model.heartbeat_batch(items, lease_seconds)
+
     async def finish_batch(self, items: Sequence[tuple[str, str, bytes | None]]) -> list[bool]:
         return self._model.finish_batch(items)
 

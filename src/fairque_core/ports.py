@@ -87,6 +87,17 @@ class QueueBackend(Protocol):
         """Extend the lease to now + lease; returns the new deadline (epoch seconds)."""
         ...
 
+    def heartbeat_batch(
+        self, items: Sequence[tuple[str, str]], lease_seconds: float | None = None
+    ) -> list[float | None]:
+        """``heartbeat`` for many ``(task_id, token)`` in one round trip.
+
+        One entry per item: the new deadline (epoch seconds), or None when its lease was lost
+        (that item is left unchanged; the others are still extended). Never raises
+        LeaseLostError. An empty list makes no call.
+        """
+        ...
+
     def finish(self, task_id: str, token: str, result: bytes | None = None) -> None:
         """Mark the task FINISHED, keep ``result`` for the result TTL, drop the lease."""
         ...
@@ -213,6 +224,10 @@ class AsyncQueueBackend(Protocol):
     async def heartbeat(
         self, task_id: str, token: str, lease_seconds: float | None = None
     ) -> float: ...
+
+    async def heartbeat_batch(
+        self, items: Sequence[tuple[str, str]], lease_seconds: float | None = None
+    ) -> list[float | None]: ...
 
     async def finish(self, task_id: str, token: str, result: bytes | None = None) -> None: ...
 

@@ -391,19 +391,27 @@ class AsyncWorker:
         if now < self._hb_due:
             return
         self._hb_due = now + self._hb_interval
-        for task_id, slot in list(self._held.items()):
-            if slot.lost or slot.timed_out:
-                continue
-            try:
-                slot.task = await self._backend_call(self.queue.heartbeat(slot.task))
-            except LeaseLostError:
-                slot.lost = True
-                self._stats.lease_lost += 1
-                logger.warning("worker %s: lease on %s lost", self.config.id, task_id)
-                if slot.started_at is None:
-                    self._held.pop(task_id, None)
+        live = [s for s in self._held.values() if not (s.lost or s.timed_out)]
+        for start in range(0, len(live), wc.HEARTBEAT_BATCH):
+            chunk = live[start : start + wc.HEARTBEAT_BATCH]
+            renewed = await self._backend_call(
+                self.queue.heartbeat_many([slot.task for slot in chunk])
+            )
+            for slot, task in zip(chunk, renewed, strict=True):
+                if task is not None:
+                    slot.task = task
+                else:
+                    self._lease_lost(slot)
         if any(slot.lost for slot in self._buffer):
             self._buffer = deque(slot for slot in self._buffer if not slot.lost)
+
+    def _lease_lost(self, slot: wc.Slot) -> None:
+        task_id = slot.task.task_id
+        slot.lost = True
+        self._stats.lease_lost += 1
+        logger.warning("worker %s: lease on %s lost", self.config.id, task_id)
+        if slot.started_at is None:
+            self._held.pop(task_id, None)
 
     async def _maybe_reap(self, now: float) -> None:
         if now < self._reap_due:

@@ -275,13 +275,20 @@ class Planner:
         return Call("claim", args, parse)
 
     # ------------------------------------------------------------------ leases
-    def heartbeat(self, task_id: str, token: str, lease_seconds: float | None) -> Call[float]:
-        lease_ms = self._lease_ms(lease_seconds)
-        args = [*self.header(), task_id, token, lease_ms]
+    def heartbeat(
+        self, items: Sequence[tuple[str, str]], lease_seconds: float | None, *, strict: bool
+    ) -> Call[list[float | None]]:
+        """New lease deadlines (epoch seconds) per ``(task_id, token)``, None = lease lost."""
+        args: list[Any] = [*self.header(), "1" if strict else "0", self._lease_ms(lease_seconds)]
+        args.append(len(items))
+        for task_id, token in items:
+            args += [task_id, token]
+        n = len(items)
 
-        def parse(reply: Any) -> float:
-            _contract("heartbeat", isinstance(reply, int), reply)
-            return int(reply) / 1000
+        def parse(reply: Any) -> list[float | None]:
+            deadlines = _int_list("heartbeat", reply)
+            _contract("heartbeat", len(deadlines) == n, reply)
+            return [ms / 1000 if ms > 0 else None for ms in deadlines]
 
         return Call("heartbeat", args, parse)
 

@@ -16,6 +16,7 @@ from redis.cluster import RedisCluster
 
 from fairque_core._types import FailureType, TaskState
 from fairque_core.config import FairQueueConfig, QueueConfig, RedisConfig
+from fairque_core.errors import LeaseLostError
 from fairque_core.memory import random_token
 from fairque_core.models import Claimed, DLQEntry, Message, QueueSizes
 from fairque_core.ports import Clock, QueueBackend, TokenSource
@@ -182,7 +183,19 @@ class RedisBackend:
 
     # ------------------------------------------------------------------ leases
     def heartbeat(self, task_id: str, token: str, lease_seconds: float | None = None) -> float:
-        return self._run(self._planner.heartbeat(task_id, token, lease_seconds))
+        [deadline] = self._run(
+            self._planner.heartbeat([(task_id, token)], lease_seconds, strict=True)
+        )
+        if deadline is None:  # never: a strict heartbeat reports a lost lease as an error
+            raise LeaseLostError(task_id)
+        return deadline
+
+    def heartbeat_batch(
+        self, items: Sequence[tuple[str, str]], lease_seconds: float | None = None
+    ) -> list[float | None]:
+        if not items:
+            return []
+        return self._run(self._planner.heartbeat(items, lease_seconds, strict=False))
 
     def finish(self, task_id: str, token: str, result: bytes | None = None) -> None:
         self._run(self._planner.finish([(task_id, token, result)], strict=True))

@@ -96,6 +96,11 @@ class SyncOverAsync:
     def heartbeat(self, task_id: str, token: str, lease_seconds: float | None = None) -> float:
         return self._call(self._backend.heartbeat(task_id, token, lease_seconds))
 
+    def heartbeat_batch(
+        self, items: Sequence[tuple[str, str]], lease_seconds: float | None = None
+    ) -> list[float | None]:
+        return self._call(self._backend.heartbeat_batch(items, lease_seconds))
+
     def finish(self, task_id: str, token: str, result: bytes | None = None) -> None:
         self._call(self._backend.finish(task_id, token, result))
 

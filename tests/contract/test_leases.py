@@ -306,3 +306,52 @@ def test_finish_batch(backend):
     assert backend.get_state("c") is TaskState.FINISHED
     assert backend.stats()["finished"] == 2
     assert backend.finish_batch([]) == []
+
+
+def test_heartbeat_batch_extends_live_leases_and_reports_lost_ones(make_backend, clock):
+    backend = make_backend(QueueConfig(lease_seconds=10))
+    for tid in ["a", "b", "c"]:
+        backend.push(msg(tid))
+    claims = {c.message.task_id: c for c in backend.claim(count=3)}
+    backend.finish("c", claims["c"].lease.token)
+    clock.advance(8)
+    deadlines = backend.heartbeat_batch(
+        [
+            ("a", claims["a"].lease.token),
+            ("b", "stale"),
+            ("c", claims["c"].lease.token),  # finished: no lease any more
+            ("zz", "x"),  # unknown task
+            ("b", claims["b"].lease.token),
+        ],
+        lease_seconds=20,
+    )
+    assert deadlines[1:4] == [None, None, None]
+    assert deadlines[0] == deadlines[4] == pytest.approx(clock() + 20, abs=0.001)
+    clock.advance(15)  # past the first deadlines, inside the extended ones
+    assert backend.requeue_expired() == 0
+    assert [backend.get_state(t) for t in "abc"] == [
+        TaskState.STARTED,
+        TaskState.STARTED,
+        TaskState.FINISHED,
+    ]
+    clock.advance(6)
+    assert backend.requeue_expired() == 2, "the extended leases do expire"
+    assert backend.heartbeat_batch([]) == []
+
+
+def test_heartbeat_batch_with_stale_tokens_changes_nothing(make_backend, clock):
+    backend = make_backend(QueueConfig(lease_seconds=5))
+    backend.push(msg("t1"))
+    backend.push(msg("t2", user="bob"))
+    [old] = backend.claim(assigned=["alice"])
+    clock.advance(6)
+    backend.requeue_expired()
+    [live] = backend.claim(assigned=["alice"])
+    before = snapshot(backend, ["t1", "t2"], ["alice", "bob"])
+    stale = [("t1", old.lease.token), ("t1", ""), ("t2", "not-a-token")]
+    assert backend.heartbeat_batch(stale) == [None, None, None]
+    assert snapshot(backend, ["t1", "t2"], ["alice", "bob"]) == before
+    [deadline] = backend.heartbeat_batch([("t1", live.lease.token)], lease_seconds=1)
+    assert deadline == pytest.approx(clock() + 1, abs=0.001)
+    clock.advance(1)
+    assert backend.requeue_expired() == 1, "the live lease now ends at the new deadline"

@@ -307,6 +307,16 @@ class ModelVsRedis(RuleBasedStateMachine):
         self.both(f"heartbeat({tid}, {token}, {lease})", lambda b: b.heartbeat(tid, token, lease))
 
     @precondition(ready)
+    @rule(
+        items=st.lists(st.tuples(targets, token_picks), max_size=3),
+        lease=st.sampled_from([None, 4.0]),
+    )
+    def heartbeat_batch(self, items: list[tuple[Any, int]], lease: Any) -> None:
+        ids = [(self.target(choice), pick) for choice, pick in items]
+        batch = [(tid, self.token(tid, pick)) for tid, pick in ids]
+        self.both(f"heartbeat_batch({batch}, {lease})", lambda b: b.heartbeat_batch(batch, lease))
+
+    @precondition(ready)
     @rule(tid=targets, pick=token_picks)
     def release(self, tid: Any, pick: int) -> None:
         tid = self.target(tid)

@@ -342,3 +342,63 @@ def test_result_must_be_json(queue: FairQueue) -> None:
     with pytest.raises(TaskSerializationError):
         queue.finish(got, object())
     queue.finish(got, json.loads('{"fine": [1]}'))
+
+
+class _NoBatchHeartbeat:
+    """A backend without ``heartbeat_batch`` (a third-party one): the engine loops instead."""
+
+    def __init__(self, inner: InMemoryBackend) -> None:
+        self._inner = inner
+        self.single_heartbeats = 0
+
+    def heartbeat(self, task_id: str, token: str, lease_seconds: float | None = None) -> float:
+        self.single_heartbeats += 1
+        return self._inner.heartbeat(task_id, token, lease_seconds)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "heartbeat_batch":
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_heartbeat_many(backend: InMemoryBackend, clock: FakeClock, batched: bool) -> None:
+    wrapped = backend if batched else _NoBatchHeartbeat(backend)
+    with FairQueue(wrapped) as queue:  # type: ignore[arg-type]
+        queue.push_batch([Task.create("alice", task_id=t) for t in ("a", "b", "c")])
+        a, b, c = queue.pop_batch(3)
+        queue.finish(c, None)
+        unleased = Task.create("alice", task_id="never-claimed")
+        clock.advance(5)
+        beats = queue.heartbeat_many([a, b, c, unleased])
+        assert beats[2] is None, "finished: no lease any more"
+        assert beats[3] is None, "never claimed: no lease"
+        for old, new in zip((a, b), beats[:2], strict=True):
+            assert new is not None
+            assert new.lease is not None
+            assert old.lease is not None
+            assert new.task_id == old.task_id
+            assert new.lease.token == old.lease.token
+            assert new.lease.deadline == pytest.approx(old.lease.deadline + 5)
+        assert queue.heartbeat_many([]) == []
+    if not batched:
+        assert wrapped.single_heartbeats == 3  # type: ignore[union-attr]
+
+
+def test_async_heartbeat_many(clock: FakeClock) -> None:
+    async def scenario() -> list[Task | None]:
+        backend = AsyncInMemoryBackend(clock, config=QueueConfig(lease_seconds=5))
+        async with AsyncFairQueue(backend) as queue:
+            await queue.push_batch([Task.create("a", task_id=t) for t in ("x", "y")])
+            x, y = await queue.pop_batch(2)
+            await queue.finish(y, None)
+            clock.advance(2)
+            return [x, *await queue.heartbeat_many([x, y])]
+
+    x, beat_x, beat_y = asyncio.run(scenario())
+    assert beat_y is None
+    assert beat_x is not None
+    assert beat_x.lease is not None
+    assert x is not None
+    assert x.lease is not None
+    assert beat_x.lease.deadline == pytest.approx(x.lease.deadline + 2)

@@ -1,20 +1,41 @@
 #!lua flags=allow-oom
---[[ heartbeat: extend a live lease to now + lease (InMemoryBackend.heartbeat).
+--[[ heartbeat: extend live leases to now + lease (heartbeat and heartbeat_batch).
 
   KEYS[1] meta  KEYS[2] stats  KEYS[3] tiers  KEYS[4] delayed  KEYS[5] leases  KEYS[6] dlq
   (derived) task:<id>
   ARGV[1..7] common header (see _include/core.lua)
-  ARGV[8] task id  ARGV[9] lease token  ARGV[10] lease ms
-  Returns: the new deadline (ms)
-  Errors: FQ_E_LEASE_LOST <id>
+  ARGV[8] 1 = fail with FQ_E_LEASE_LOST on a lost lease (single heartbeat: N must be 1),
+          0 = report it
+  ARGV[9] lease ms  ARGV[10] number of items N, then per item: task id, lease token
+  Returns: array of N integers, the new deadline (ms) of each item, 0 = lease lost (item left
+           unchanged)
+  Errors: FQ_E_LEASE_LOST <id> (only when ARGV[8] is 1)
 ]]
 --- @include "_include/task"
 
 local q = fq_open(KEYS, ARGV)
-local id = ARGV[8]
-local r = fq_leased(q, id, ARGV[9])
-if r == nil then return fq_err('LEASE_LOST', id) end
-local deadline = q.now + tonumber(ARGV[10])
-redis.call('HSET', q.p .. 'task:' .. id, 'dl', fq_int(deadline))
-redis.call('ZADD', q.leases, fq_int(deadline), id)
-return deadline
+local strict = ARGV[8] == '1'
+local deadline = q.now + tonumber(ARGV[9])
+local dl = fq_int(deadline)
+local n = tonumber(ARGV[10])
+local out = {}
+local leases = {} -- deadline, id, ...: one ZADD below
+local i = 11
+for k = 1, n do
+  local id, token = ARGV[i], ARGV[i + 1]
+  i = i + 2
+  if fq_leased(q, id, token) == nil then
+    if strict then return fq_err('LEASE_LOST', id) end
+    out[k] = 0
+  else
+    redis.call('HSET', q.p .. 'task:' .. id, 'dl', dl)
+    table.insert(leases, dl)
+    table.insert(leases, id)
+    out[k] = deadline
+  end
+end
+-- chunked: unpack has a stack limit
+for s = 1, #leases, 1000 do
+  redis.call('ZADD', q.leases, unpack(leases, s, math.min(s + 999, #leases)))
+end
+return out
