@@ -19,7 +19,12 @@ import attrs
 
 from fairque_core._types import FailureType, Priority, TaskState
 from fairque_core.config import QueueConfig
-from fairque_core.errors import PayloadTooLargeError, ScriptContractError, TaskValidationError
+from fairque_core.errors import (
+    PayloadTooLargeError,
+    ScriptContractError,
+    TaskSerializationError,
+    TaskValidationError,
+)
 from fairque_core.memory import random_token
 from fairque_core.models import Claimed, DLQEntry, Lease, Message, QueueSizes
 from fairque_core.ports import Clock, TokenSource
@@ -27,7 +32,7 @@ from fairque_core.scoring import STAT_COUNTERS, stride_for, to_ms
 from fairque_core.validation import check_tenant_page, validate_id
 from fairque_redis.keys import KeySpace
 
-__all__ = ["Call", "Planner", "decode_message"]
+__all__ = ["Call", "ClaimBatch", "Planner", "decode_message", "read_message", "salvage_message"]
 
 T = TypeVar("T")
 
@@ -116,6 +121,54 @@ def decode_message(fields: Sequence[Any]) -> Message:
         headers=headers,
         name=name,
     )
+
+
+# What a stored record that was written or damaged behind the client's back can raise while
+# it is read: bad JSON or UTF-8, wrong shapes and types, absurd nesting, failed validators.
+_UNREADABLE = (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError)
+
+
+def read_message(fields: Sequence[Any]) -> Message:
+    """:func:`decode_message`, with an unreadable record as TaskSerializationError."""
+    try:
+        return decode_message(fields)
+    except _UNREADABLE as exc:
+        raise TaskSerializationError(
+            f"task {_text(fields[0])} has an unreadable record: {type(exc).__name__}: {exc}"[:500]
+        ) from exc
+
+
+def salvage_message(fields: Sequence[Any], problem: str) -> Message:
+    """The message of a record :func:`read_message` refuses, as far as it can be read: its id,
+    tenant and body bytes, default metadata, and the problem in the header
+    ``x-fairque-unreadable``. For listings (the DLQ), so that one damaged record does not hide
+    the others and can still be purged or requeued by id."""
+    task_id, user_id, priority, _retries, _meta, body = fields
+    try:
+        prio = Priority(int(priority))
+    except _UNREADABLE:
+        prio = Priority.NORMAL
+    user = _text(user_id) if isinstance(user_id, (bytes, str)) and user_id else ""
+    try:
+        validate_id(user, "user_id")
+    except TaskValidationError:
+        user = "unknown"
+    return Message(
+        task_id=_text(task_id),
+        user_id=user,
+        priority=prio,
+        body=body if isinstance(body, bytes) else b"",
+        headers={"x-fairque-unreadable": problem[:200]},
+    )
+
+
+@attrs.frozen
+class ClaimBatch:
+    """A claim's reply: the claimed tasks, and the leased records that could not be read
+    (``(task_id, token, reason)``), which the backend sends to the DLQ as POISONED."""
+
+    claimed: list[Claimed]
+    unreadable: list[tuple[str, str, str]]
 
 
 def _contract(script: str, ok: bool, reply: Any) -> None:
@@ -239,7 +292,7 @@ class Planner:
         steal: Sequence[str] | None,
         count: int,
         lease_seconds: float | None,
-    ) -> Call[list[Claimed]]:
+    ) -> Call[ClaimBatch]:
         for candidate in (*(assigned or ()), *(steal or ())):
             validate_id(candidate, "user_id")
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
@@ -257,7 +310,7 @@ class Planner:
         tokens = self._draw_tokens(count)
         args += tokens
 
-        def parse(reply: Any) -> list[Claimed]:
+        def parse(reply: Any) -> ClaimBatch:
             ok = isinstance(reply, list) and len(reply) >= 2
             _contract("claim", ok, reply)
             now_ms, n = int(reply[0]), int(reply[1])
@@ -265,12 +318,20 @@ class Planner:
             self._give_back(tokens[n:])
             deadline = (now_ms + lease_ms) / 1000
             out: list[Claimed] = []
+            unreadable: list[tuple[str, str, str]] = []
             for k in range(n):
                 i = 2 + 7 * k
-                message = decode_message(reply[i : i + 6])
+                try:
+                    message = read_message(reply[i : i + 6])
+                    recoveries = int(reply[i + 6])
+                except (TaskSerializationError, *_UNREADABLE) as exc:
+                    # leased already: the backend poisons it (one bad record must not strand
+                    # the batch it came in, nor stall the worker that claimed it)
+                    unreadable.append((_text(reply[i]), tokens[k], str(exc)))
+                    continue
                 lease = Lease(token=tokens[k], deadline=deadline, worker_id=worker_id)
-                out.append(Claimed(message=message, lease=lease, recoveries=int(reply[i + 6])))
-            return out
+                out.append(Claimed(message=message, lease=lease, recoveries=recoveries))
+            return ClaimBatch(out, unreadable)
 
         return Call("claim", args, parse)
 
@@ -377,7 +438,7 @@ class Planner:
             fields = inner.parse(reply)
             if fields is None:
                 return None
-            return decode_message([task_id, *fields[1:6]])
+            return read_message([task_id, *fields[1:6]])
 
         return Call(inner.script, inner.args, parse, writes=False)
 
@@ -484,10 +545,15 @@ class Planner:
             out: list[DLQEntry] = []
             for i in range(0, len(reply), 9):
                 task_id, user, prio, rc, meta, body, ftype, reason, moved = reply[i : i + 9]
+                fields = [task_id, user, prio, rc, meta, body]
+                try:
+                    original = read_message(fields)
+                except TaskSerializationError as exc:
+                    original = salvage_message(fields, str(exc))
                 out.append(
                     DLQEntry(
                         entry_id=_text(task_id),
-                        original_task=decode_message([task_id, user, prio, rc, meta, body]),
+                        original_task=original,
                         failure_type=_FAILURES.get(_text(ftype), FailureType.FAILED),
                         reason=_text(reason),
                         moved_at=int(moved) / 1000,

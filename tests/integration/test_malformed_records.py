@@ -18,8 +18,14 @@ What the product does, pinned here:
 - no pickle is ever loaded: the canary file a pickle would create never appears.
 
 Records whose *record-level* fields cannot be read (meta that is not the 7-item JSON array,
-a non-numeric or missing priority, retry count or recoveries, a missing body or tenant) are
-NOT handled: the ``xfail(strict=True)`` tests at the end reproduce those product bugs.
+a non-numeric or missing priority, retry count or recoveries, a missing body): the claim's
+reply parser cannot build the message, so the backend sends the leased record to the DLQ as
+``poisoned`` at once (reason ``TaskSerializationError: task <id> has an unreadable record``),
+and the good tasks claimed in the same batch are handed out as usual. ``list_dlq`` lists such
+an entry with what could be read and the problem in the ``x-fairque-unreadable`` header. The
+scripts read damaged numbers (``rec``) as defaults, and a hash without its tenant as absent:
+its lease is lost for ``finish``/``fail`` and the reaper drops its stray lease entry.
+(These were product bugs this file first pinned with strict xfails; fixed since.)
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ import pytest
 import redis
 
 from fairque_core import FailureType, FairQueue, Task, TaskState, WorkerConfig
-from fairque_core.errors import LuaScriptError, TaskSerializationError
+from fairque_core.errors import TaskSerializationError
 from fairque_core.handlers import RegistryHandler, TaskRegistry
 from fairque_core.worker import Worker
 from fairque_core.worker_async import AsyncWorker
@@ -439,13 +445,6 @@ def ft_of(queue: FairQueue, raw: redis.Redis, task_id: str) -> bytes | None:
     return value if isinstance(value, bytes) else None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=(ValueError, TypeError, RecursionError),
-    reason="product bug: a record whose p/rc/m/b/rec cannot be parsed makes pop_batch raise a "
-    "raw ValueError/TypeError/RecursionError (from fairque_redis._plan.decode_message in the "
-    "claim's reply parser) instead of dead-lettering it as poisoned; the task stays leased",
-)
 @pytest.mark.parametrize("kind", sorted(RECORD_LEVEL))
 def test_unreadable_record_is_poisoned_at_claim(valkey_server: Any, kind: str) -> None:
     with raw_queue(valkey_server.url) as (queue, raw):
@@ -456,13 +455,6 @@ def test_unreadable_record_is_poisoned_at_claim(valkey_server: Any, kind: str) -
         assert ft_of(queue, raw, "bad") == b"poisoned"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="product bug: the good task claimed in the same batch as an unreadable record is "
-    "leased but never handed out (pop_batch raises); it waits for its lease to expire and its "
-    "recoveries count goes up",
-)
 def test_unreadable_record_does_not_strand_good_tasks_claimed_with_it(
     valkey_server: Any,
 ) -> None:
@@ -475,14 +467,6 @@ def test_unreadable_record_does_not_strand_good_tasks_claimed_with_it(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="product bug: unreadable records are never poisoned; every claim that meets one "
-    "raises in the worker's control loop, they cycle through lease expiry until the reaper "
-    "dead-letters them as 'expired', and good tasks claimed with them are delayed and can be "
-    "dead-lettered as 'expired' too",
-)
 def test_worker_poisons_unreadable_records_and_finishes_good_tasks(valkey_server: Any) -> None:
     registry = make_registry(Runs())
     echo = registry.get("echo")
@@ -516,59 +500,67 @@ def test_worker_poisons_unreadable_records_and_finishes_good_tasks(valkey_server
         assert health["backend_errors"] == 0, summary
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="product bug: list_dlq() raises a raw JSONDecodeError for a whole page when one DLQ "
-    "entry's meta is unreadable (the planner's decode_message again), so an operator cannot "
-    "list, hence not purge by id, what landed there",
-)
 def test_list_dlq_lists_an_entry_with_unreadable_meta(valkey_server: Any) -> None:
-    with raw_queue(valkey_server.url, lease_seconds=0.2, max_recoveries=0) as (queue, raw):
+    with raw_queue(valkey_server.url) as (queue, raw):
         queue.push(Task.create("mallory", payload={"x": 1}, task_id="bad"))
         corrupt_record(queue, raw, "bad", RECORD_LEVEL["meta-invalid-json"])
-        with contextlib.suppress(ValueError):  # the claim leases it, then raises (bug above)
-            queue.pop_batch(1, worker_id="w")
-        time.sleep(0.3)
-        assert queue.requeue_expired() == 1
-        assert ft_of(queue, raw, "bad") == b"expired"
-        entries = queue.list_dlq()
-        assert [e.entry_id for e in entries] == ["bad"]
+        assert queue.pop_batch(1, worker_id="w") == []
+        assert ft_of(queue, raw, "bad") == b"poisoned"
+        [entry] = queue.list_dlq()
+        assert entry.entry_id == "bad"
+        assert entry.original_task.user_id == "mallory"
+        assert "unreadable record" in entry.original_task.headers["x-fairque-unreadable"]
+        assert "unreadable record" in entry.reason
+        assert queue.purge_dlq(["bad"]) == 1
+        assert queue.list_dlq() == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=LuaScriptError,
-    reason="product bug: requeue_expired fails with a Lua error ('attempt to perform arithmetic "
-    "on field rec (a nil value)') on a record whose rec field is not a number, after it has "
-    "already dropped that task's lease: the task is stranded as 'started' with no lease",
-)
 def test_reaper_handles_a_record_with_unreadable_recoveries(valkey_server: Any) -> None:
     with raw_queue(valkey_server.url, lease_seconds=0.2) as (queue, raw):
         queue.push(Task.create("mallory", payload={"x": 1}, task_id="bad"))
-        raw.hset(queue.backend.keys.task("bad"), "rec", b"several")
-        with contextlib.suppress(ValueError):  # the claim leases it, then raises (bug above)
-            queue.pop_batch(1, worker_id="w")
+        [claimed] = queue.pop_batch(1, worker_id="w")
+        raw.hset(queue.backend.keys.task("bad"), "rec", b"several")  # damaged while leased
         time.sleep(0.3)
-        queue.requeue_expired()
-        assert queue.get_state("bad") in (TaskState.QUEUED, TaskState.FAILED)
+        assert queue.requeue_expired() == 1
+        assert queue.get_state("bad") is TaskState.QUEUED
+        assert raw.hget(queue.backend.keys.task("bad"), "rec") == b"1", "read as 0, then +1"
+        assert raw.zcard(queue.backend.keys.leases) == 0
+        assert claimed.task_id == "bad"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=LuaScriptError,
-    reason="product bug: finish (and fail, and the reaper) fail with a Lua error ('attempt to "
-    "concatenate ... u (a boolean value)') on a record with no tenant field, after partial "
-    "writes; a worker's whole ack batch containing it fails",
-)
-def test_finish_batch_with_a_record_missing_its_tenant(valkey_server: Any) -> None:
-    with raw_queue(valkey_server.url) as (queue, raw):
+def test_a_record_missing_its_tenant_reads_as_absent(valkey_server: Any) -> None:
+    """Its lease is lost for finish (the batch's other items still finish), and the reaper
+    drops its stray lease entry; the hash is left for inspection."""
+    with raw_queue(valkey_server.url, lease_seconds=0.2) as (queue, raw):
         queue.push(Task.create("alice", payload={"x": 1}, task_id="good"))
         queue.push(Task.create("mallory", payload={"x": 1}, task_id="bad"))
         raw.hdel(queue.backend.keys.task("bad"), "u")
         claimed = {t.task_id: t for t in queue.pop_batch(2, worker_id="w")}
         assert set(claimed) == {"good", "bad"}
         flags = queue.finish_many([(claimed["good"], 1), (claimed["bad"], 2)])
-        assert flags[0] is True
+        assert flags == [True, False]
         assert queue.get_state("good") is TaskState.FINISHED
+        assert queue.get_result("good") == 1
+        assert raw.zcard(queue.backend.keys.leases) == 1
+        time.sleep(0.3)
+        assert queue.requeue_expired() == 1
         assert raw.zcard(queue.backend.keys.leases) == 0
+        assert queue.get_stats()["finished"] == 1
+
+
+def test_async_claim_poisons_an_unreadable_record(valkey_server: Any) -> None:
+    async def scenario(name: str) -> list[str]:
+        queue = await aconnect(valkey_server.url, queue=name)
+        async with queue:
+            got = await queue.pop_batch(4, worker_id="aw")
+            return [t.task_id for t in got]
+
+    with raw_queue(valkey_server.url) as (queue, raw):
+        queue.push(Task.create("alice", payload={"x": 1}, task_id="good"))
+        queue.push(Task.create("mallory", payload={"x": 1}, task_id="bad"))
+        corrupt_record(queue, raw, "bad", RECORD_LEVEL["priority-not-a-number"])
+        assert asyncio.run(scenario(queue.name)) == ["good"]
+        assert queue.get_state("bad") is TaskState.FAILED
+        assert ft_of(queue, raw, "bad") == b"poisoned"
+        with pytest.raises(TaskSerializationError, match="unreadable record"):
+            queue.get_task("bad")

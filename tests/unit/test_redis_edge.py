@@ -223,3 +223,25 @@ def test_default_lease_tokens_are_drawn_per_batch_and_unique() -> None:
     counting = iter(range(10_000))
     custom = Planner(KeySpace("tokens"), QueueConfig(), None, lambda: f"t{next(counting)}")
     assert custom._draw_tokens(3) == ["t0", "t1", "t2"]  # a given source is called per token
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        [b"t1", b"alice", b"3", b"0", b"[not json", b"{}"],
+        [b"t1", b"alice", b"99", b"0", b'["application/json",3,0.0,0.0,[],{},""]', b"{}"],
+        [b"t1", b"alice", b"3", None, b'["application/json",3,0.0,0.0,[],{},""]', b"{}"],
+        [b"t1", b"alice", b"3", b"0", b"[" * 100_000 + b"]" * 100_000, b"{}"],
+    ],
+)
+def test_unreadable_records_are_typed_and_salvaged(fields: list[bytes | None]) -> None:
+    from fairque_core import TaskSerializationError
+    from fairque_redis._plan import read_message, salvage_message
+
+    with pytest.raises(TaskSerializationError, match="t1 has an unreadable record") as info:
+        read_message(fields)
+    salvaged = salvage_message(fields, str(info.value))
+    assert salvaged.task_id == "t1"
+    assert salvaged.user_id == "alice"
+    assert salvaged.body == b"{}"
+    assert "unreadable" in salvaged.headers["x-fairque-unreadable"]

@@ -13,7 +13,7 @@
 local q = fq_open(KEYS, ARGV)
 local v = redis.call('HMGET', q.p .. 'task:' .. ARGV[8], 'st', 'u', 'p', 'rc', 'm', 'b', 'res', 'exp')
 if v[1] == false then return {} end
-if v[8] ~= false and tonumber(v[8]) <= q.now then return {} end
+if fq_expired(v[8], q.now) then return {} end
 local has = 1
 if v[7] == false then
   has = 0

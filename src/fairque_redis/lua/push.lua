@@ -60,7 +60,7 @@ for k = 1, n do
   local id, u = ARGV[i], ARGV[i + 1]
   local key = q.p .. 'task:' .. id
   local v = redis.call('HMGET', key, 'st', 'exp')
-  local expired = v[1] ~= false and v[2] ~= false and tonumber(v[2]) <= now
+  local expired = v[1] ~= false and fq_expired(v[2], now)
   if v[1] ~= false and not expired then
     fq_bump(q, u, 'duplicates', 1)
     out[k] = 0

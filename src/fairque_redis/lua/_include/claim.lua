@@ -10,9 +10,12 @@ local function fq_move_due(q)
     local id = due[k]
     redis.call('ZREM', q.delayed, id)
     local v = redis.call('HMGET', q.p .. 'task:' .. id, 'u', 'p', 'seq')
-    local r = {id = id, u = v[1], p = tonumber(v[2]), seq = tonumber(v[3])}
-    fq_bump(q, r.u, 'scheduled', -1)
-    fq_make_ready(q, r, tonumber(due[k + 1]), false)
+    -- a damaged hash without its tenant is dropped from `delayed` and left for inspection
+    if v[1] ~= false then
+      local r = {id = id, u = v[1], p = tonumber(v[2]) or 3, seq = tonumber(v[3]) or 0}
+      fq_bump(q, r.u, 'scheduled', -1)
+      fq_make_ready(q, r, tonumber(due[k + 1]), false)
+    end
   end
 end
 

@@ -89,6 +89,14 @@ local function fq_next_seq(q)
   return q.seq
 end
 
+-- the logical expiry `exp` of a record (false = none) has passed; a damaged value counts as
+-- passed (only closed records carry one)
+local function fq_expired(exp, now)
+  if exp == false then return false end
+  local ms = tonumber(exp)
+  return ms == nil or ms <= now
+end
+
 -- static score of a priority 1-5 task (scoring.static_score)
 local function fq_score(prio, ready_ms, horizon_ms)
   return ready_ms - math.floor(prio * horizon_ms / 5)

@@ -11,12 +11,15 @@
 local function fq_rec(q, id)
   local v = redis.call('HMGET', q.p .. 'task:' .. id,
     'st', 'u', 'p', 'seq', 'exp', 'rd', 'due', 'dms', 'tok', 'rec')
-  if v[1] == false then return nil end
-  if v[5] ~= false and tonumber(v[5]) <= q.now then return nil end
+  -- a hash without a state or a tenant (damaged behind the client's back) cannot be accounted
+  -- for: it reads as absent (a lease on it is lost; the reaper drops its stray lease entry)
+  if v[1] == false or v[2] == false then return nil end
+  if fq_expired(v[5], q.now) then return nil end
+  -- damaged numbers read as defaults rather than failing the script halfway through its writes
   return {
-    id = id, st = v[1], u = v[2], p = tonumber(v[3]), seq = tonumber(v[4]),
-    rd = tonumber(v[6]), due = tonumber(v[7]), dms = tonumber(v[8]),
-    tok = v[9], rec = tonumber(v[10]),
+    id = id, st = v[1], u = v[2], p = tonumber(v[3]) or 3, seq = tonumber(v[4]) or 0,
+    rd = tonumber(v[6]) or 0, due = tonumber(v[7]) or 0, dms = tonumber(v[8]) or 0,
+    tok = v[9], rec = tonumber(v[10]) or 0,
   }
 end
 
