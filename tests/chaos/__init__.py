@@ -1,0 +1,1 @@
+"""Chaos tests: a fault-injecting proxy, a history checker and structural invariants."""
