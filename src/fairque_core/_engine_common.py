@@ -47,7 +47,6 @@ __all__ = [
     "ordered_for_push",
     "resolve_config",
     "stub_task",
-    "tenant_weights",
     "to_message",
 ]
 
@@ -251,24 +250,6 @@ def decide(host: PluginHostLike, task: Task, error: BaseException) -> Decision:
     if not isinstance(failure_type, FailureType):
         failure_type = FailureType(str(failure_type))
     return Decision(delay, failure_type, reason)
-
-
-def tenant_weights(config: QueueConfig) -> dict[str, tuple[float, int]]:
-    """``user_id -> (weight, tier rank)`` from the tenant weights, tiers and tenant tiers."""
-    out: dict[str, tuple[float, int]] = {}
-    for user_id, tier_name in config.tenant_tiers.items():
-        tier = config.tiers.get(tier_name)
-        if tier is None:
-            raise ConfigurationError(
-                f"tenant {user_id!r} names unknown tier {tier_name!r}",
-                path=f"queue.tenant_tiers.{user_id}",
-                value=tier_name,
-            )
-        out[user_id] = (tier.weight, tier.rank)
-    for user_id, weight in config.tenant_weights.items():
-        rank = out.get(user_id, (1.0, 0))[1]
-        out[user_id] = (weight, rank)
-    return out
 
 
 def backend_url(config: FairQueueConfig) -> str:

@@ -345,10 +345,14 @@ class QueueConfig:
         A tenant in ``tenant_tiers`` takes its tier's weight and rank; an explicit
         ``tenant_weights`` entry overrides the weight and keeps the rank (0 without a tier).
         """
-        table = {
-            user_id: (self.tiers[tier].weight, self.tiers[tier].rank)
-            for user_id, tier in self.tenant_tiers.items()
-        }
+        table: dict[str, tuple[float, int]] = {}
+        for user_id, tier_name in self.tenant_tiers.items():
+            tier = self.tiers.get(tier_name)
+            if tier is None:  # only when the mapping was changed after construction
+                raise _FieldError(
+                    self._section, f"tenant_tiers.{user_id}", tier_name, "unknown tier"
+                )
+            table[user_id] = (tier.weight, tier.rank)
         for user_id, weight in self.tenant_weights.items():
             table[user_id] = (weight, table.get(user_id, (1.0, 0))[1])
         return table

@@ -92,7 +92,7 @@ class AsyncFairQueue:
 
     async def apply_tenant_config(self) -> None:
         """Set the weights and tiers named in the queue config on the backend."""
-        for user_id, (weight, tier) in common.tenant_weights(self._config).items():
+        for user_id, (weight, tier) in self._config.tenant_weight_table().items():
             await self._backend.set_tenant_weight(user_id, weight, tier=tier)
 
     # ------------------------------------------------------------------ properties
