@@ -462,8 +462,12 @@ class InMemoryBackend:
 
     def finish(self, task_id: str, token: str, result: bytes | None = None) -> None:
         now = self._now()
+        done = self._live(task_id, now)
+        if done is not None and done.state is TaskState.FINISHED and token and done.token == token:
+            return  # a repeat of this lease's finish (its reply was lost): done, nothing changes
         rec = self._leased(task_id, token, now)
         self._drop_lease(task_id, rec)
+        rec.token = token  # kept, so that a repeat of this finish is recognised
         rec.state = TaskState.FINISHED
         rec.result = result
         self._bump("finished", self._tenant(rec.message.user_id))

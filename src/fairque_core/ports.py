@@ -99,7 +99,12 @@ class QueueBackend(Protocol):
         ...
 
     def finish(self, task_id: str, token: str, result: bytes | None = None) -> None:
-        """Mark the task FINISHED, keep ``result`` for the result TTL, drop the lease."""
+        """Mark the task FINISHED, keep ``result`` for the result TTL, drop the lease.
+
+        Idempotent per lease: repeated with the token that finished the task (its reply was
+        lost and the caller sends it again), it succeeds and changes nothing, the first
+        result included. Any other token on a finished task is a LeaseLostError.
+        """
         ...
 
     def finish_batch(self, items: Sequence[tuple[str, str, bytes | None]]) -> list[bool]:

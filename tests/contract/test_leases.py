@@ -224,8 +224,11 @@ def test_lease_ops_without_a_lease_raise(backend, state):
         backend.finish("t1", token)
     task_id = "nope" if state == "unknown" else "t1"
     before = snapshot(backend, ["t1"], ["alice"])
-    with pytest.raises(LeaseLostError):
-        backend.finish(task_id, token)
+    if state == "finished":
+        backend.finish(task_id, token)  # the same lease's finish again: recognised, a no-op
+    else:
+        with pytest.raises(LeaseLostError):
+            backend.finish(task_id, token)
     with pytest.raises(LeaseLostError):
         backend.heartbeat(task_id, token)
     with pytest.raises(LeaseLostError):
@@ -273,9 +276,9 @@ def test_finish_stores_the_result(backend):
     assert backend.get_state("t1") is TaskState.FINISHED
     stats = backend.stats()
     assert (stats["finished"], stats["leased"], stats["ready"]) == (1, 0, 0)
-    with pytest.raises(LeaseLostError):
-        backend.finish("t1", c.lease.token, b"again")
+    backend.finish("t1", c.lease.token, b"again")  # a repeat: recognised, changes nothing
     assert backend.get_result("t1") == b"\x00\xffbinary result"
+    assert backend.stats()["finished"] == 1
 
 
 def test_finish_without_result(backend):
@@ -299,7 +302,8 @@ def test_finish_batch(backend):
             ("zz", "x", None),
         ]
     )
-    assert flags == [True, False, True, False, False]
+    # the repeat of a's finish (same token) is recognised: success, the first result stays
+    assert flags == [True, False, True, True, False]
     assert backend.get_state("a") is TaskState.FINISHED
     assert backend.get_result("a") == b"ra"
     assert backend.get_state("b") is TaskState.STARTED
@@ -355,3 +359,25 @@ def test_heartbeat_batch_with_stale_tokens_changes_nothing(make_backend, clock):
     assert deadline == pytest.approx(clock() + 1, abs=0.001)
     clock.advance(1)
     assert backend.requeue_expired() == 1, "the live lease now ends at the new deadline"
+
+
+def test_a_repeated_finish_is_recognised_and_changes_nothing(make_backend, clock):
+    """A finish whose reply was lost is sent again with the same token: it succeeds, and
+    neither the result, the counters nor the state change; other tokens stay refused."""
+    backend = make_backend(QueueConfig(lease_seconds=5))
+    backend.push(msg("t1"))
+    [c] = backend.claim()
+    backend.finish("t1", c.lease.token, b"first")
+    before = snapshot(backend, ["t1"], ["alice"])
+    backend.finish("t1", c.lease.token, b"second")  # no LeaseLostError
+    assert backend.finish_batch([("t1", c.lease.token, b"third")]) == [True]
+    assert snapshot(backend, ["t1"], ["alice"]) == before
+    assert backend.get_result("t1") == b"first"
+    assert backend.stats()["finished"] == 1
+    for token in ["", "other"]:
+        with pytest.raises(LeaseLostError):
+            backend.finish("t1", token)
+    with pytest.raises(LeaseLostError):
+        backend.heartbeat("t1", c.lease.token)
+    with pytest.raises(LeaseLostError):
+        backend.fail("t1", c.lease.token, retry_delay=None)

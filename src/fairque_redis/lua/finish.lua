@@ -7,7 +7,9 @@
   ARGV[8] 1 = fail with FQ_E_LEASE_LOST on a lost lease (single finish: N must be 1, since an
           error reply does not undo the items before it), 0 = report it
   ARGV[9] number of items N, then per item: task id, token, has result (0|1), result
-  Returns: array of N integers, 1 = finished, 0 = lease lost (item left unchanged)
+  Returns: array of N integers, 1 = finished, 0 = lease lost (item left unchanged). A finish
+           repeated with the token that finished the task (a lost reply, sent again) is 1 and
+           changes nothing: a finished task keeps its last lease token in `tok`.
   Errors: FQ_E_LEASE_LOST <id> (only when ARGV[8] is 1)
 ]]
 --- @include "_include/deps"
@@ -21,8 +23,10 @@ local i = 10
 for k = 1, n do
   local id, token, has, result = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   i = i + 4
-  local r = fq_leased(q, id, token)
-  if r == nil then
+  local r = fq_rec(q, id)
+  if r ~= nil and r.st == 'finished' and token ~= '' and r.tok == token then
+    out[k] = 1 -- a repeat of this lease's finish (its reply was lost): done, nothing changes
+  elseif r == nil or r.st ~= 'started' or r.tok ~= token then
     if strict then return fq_err('LEASE_LOST', id) end
     out[k] = 0
   else
@@ -33,7 +37,7 @@ for k = 1, n do
       fields[5] = 'res'
       fields[6] = result
     end
-    fq_drop_lease(q, r, fields, unlease)
+    fq_drop_lease(q, r, fields, unlease, true)
     r.st = 'finished'
     fq_bump(q, r.u, 'finished', 1)
     local kids = fq_release_dependents(q, r)

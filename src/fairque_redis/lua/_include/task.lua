@@ -85,20 +85,21 @@ end
 
 -- the lease ends: its fields are cleared in one HSET together with the caller's `fields`
 -- (field, value, ... to write as well, or nil); the leases entry is removed at once, or, when
--- `unlease` (a list) is given, appended to it for the caller's one batched ZREM
-local function fq_drop_lease(q, r, fields, unlease)
+-- `unlease` (a list) is given, appended to it for the caller's one batched ZREM. With
+-- `keep_token` the token stays in `tok` (finish: a repeat of the same finish is recognised)
+local function fq_drop_lease(q, r, fields, unlease, keep_token)
   if unlease == nil then
     redis.call('ZREM', q.leases, r.id)
   else
     table.insert(unlease, r.id)
   end
   fq_bump(q, r.u, 'leased', -1)
-  local args = {'tok', '', 'wk', '', 'dl', '0'}
+  local args = {'tok', keep_token and r.tok or '', 'wk', '', 'dl', '0'}
   if fields ~= nil then
     for k = 1, #fields do args[6 + k] = fields[k] end
   end
   redis.call('HSET', q.p .. 'task:' .. r.id, unpack(args))
-  r.tok = ''
+  if not keep_token then r.tok = '' end
 end
 
 -- the record of a task leased with `token`, or nil (the caller reports FQ_E_LEASE_LOST)
