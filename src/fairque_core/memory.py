@@ -495,8 +495,17 @@ class InMemoryBackend:
         reason: str = "",
     ) -> TaskState:
         now = self._now()
+        done = self._live(task_id, now)
+        if (
+            done is not None
+            and done.state in (TaskState.SCHEDULED, TaskState.FAILED)
+            and token
+            and done.token == token
+        ):
+            return done.state  # a repeat of this lease's fail (its reply was lost): no change
         rec = self._leased(task_id, token, now)
         self._drop_lease(task_id, rec)
+        rec.token = token  # kept until the next claim, so that a repeat is recognised
         tenant = self._tenant(rec.message.user_id)
         if retry_delay is not None:
             rec.message = attrs.evolve(rec.message, retry_count=rec.message.retry_count + 1)

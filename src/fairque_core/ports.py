@@ -103,7 +103,8 @@ class QueueBackend(Protocol):
 
         Idempotent per lease: repeated with the token that finished the task (its reply was
         lost and the caller sends it again), it succeeds and changes nothing, the first
-        result included. Any other token on a finished task is a LeaseLostError.
+        result included. Any other token on a finished task is a LeaseLostError. ``fail`` is
+        idempotent the same way while the task is still SCHEDULED or FAILED (ADR 19).
         """
         ...
 

@@ -381,3 +381,28 @@ def test_a_repeated_finish_is_recognised_and_changes_nothing(make_backend, clock
         backend.heartbeat("t1", c.lease.token)
     with pytest.raises(LeaseLostError):
         backend.fail("t1", c.lease.token, retry_delay=None)
+
+
+@pytest.mark.parametrize("retry_delay", [5.0, None])
+def test_a_repeated_fail_is_recognised_and_changes_nothing(make_backend, clock, retry_delay):
+    backend = make_backend(QueueConfig(lease_seconds=5))
+    backend.push(msg("t1"))
+    [c] = backend.claim()
+    state = backend.fail("t1", c.lease.token, retry_delay=retry_delay, reason="boom")
+    assert state is (TaskState.SCHEDULED if retry_delay else TaskState.FAILED)
+    before = snapshot(backend, ["t1"], ["alice"])
+    again = backend.fail("t1", c.lease.token, retry_delay=retry_delay, reason="boom")
+    assert again is state
+    assert snapshot(backend, ["t1"], ["alice"]) == before
+    assert backend.get_message("t1").retry_count == (1 if retry_delay else 0)
+    with pytest.raises(LeaseLostError):
+        backend.fail("t1", "other", retry_delay=retry_delay)
+    with pytest.raises(LeaseLostError):
+        backend.finish("t1", c.lease.token)
+    if retry_delay:
+        clock.advance(6)
+        [second] = backend.claim()
+        assert second.lease.token != c.lease.token
+        with pytest.raises(LeaseLostError):  # the task was claimed again: not a repeat any more
+            backend.fail("t1", c.lease.token, retry_delay=retry_delay)
+        backend.finish("t1", second.lease.token)

@@ -6,16 +6,22 @@
   ARGV[1..7] common header (see _include/core.lua)
   ARGV[8] task id  ARGV[9] token  ARGV[10] retry delay ms ('' = no retry: DLQ)
   ARGV[11] failure type (failed|expired|poisoned)  ARGV[12] reason
-  Returns: the task's new state ('scheduled' or 'failed')
+  Returns: the task's new state ('scheduled' or 'failed'); repeated with the same token while
+           the task is still in that state (a lost reply, sent again), that state, no change
   Errors: FQ_E_LEASE_LOST <id>
 ]]
 --- @include "_include/deps"
 
 local q = fq_open(KEYS, ARGV)
 local id = ARGV[8]
-local r = fq_leased(q, id, ARGV[9])
-if r == nil then return fq_err('LEASE_LOST', id) end
-fq_drop_lease(q, r)
+local token = ARGV[9]
+local r = fq_rec(q, id)
+-- a repeat of this lease's fail (its reply was lost): the state it left, nothing changes
+if r ~= nil and (r.st == 'scheduled' or r.st == 'failed') and token ~= '' and r.tok == token then
+  return r.st
+end
+if r == nil or r.st ~= 'started' or r.tok ~= token then return fq_err('LEASE_LOST', id) end
+fq_drop_lease(q, r, nil, nil, true)
 if ARGV[10] ~= '' then
   local key = q.p .. 'task:' .. id
   redis.call('HINCRBY', key, 'rc', 1)
