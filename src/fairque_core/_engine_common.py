@@ -224,6 +224,28 @@ def decode_result(raw: bytes | None) -> Any:
         return raw
 
 
+def leased_items(tasks: Sequence[Task]) -> tuple[list[tuple[str, str]], list[int]]:
+    """``(task_id, token)`` of the tasks that carry a lease, and their positions in ``tasks``."""
+    items: list[tuple[str, str]] = []
+    positions: list[int] = []
+    for index, task in enumerate(tasks):
+        if task.lease is not None:
+            items.append((task.task_id, task.lease.token))
+            positions.append(index)
+    return items, positions
+
+
+def renewed_tasks(
+    tasks: Sequence[Task], positions: Sequence[int], deadlines: Sequence[float | None]
+) -> list[Task | None]:
+    """``heartbeat_many``'s answer: per task, the task with its new deadline, else None."""
+    out: list[Task | None] = [None] * len(tasks)
+    for index, deadline in zip(positions, deadlines, strict=True):
+        if deadline is not None:
+            out[index] = with_deadline(tasks[index], deadline)
+    return out
+
+
 def require_lease(task: Task) -> Lease:
     from fairque_core.errors import LeaseLostError
 

@@ -133,6 +133,17 @@ class IdlePoll:
         self._next = min(self.cap, self._next * IDLE_POLL_GROWTH)
 
 
+def book_lease_lost(slot: Slot, held: dict[str, Slot], stats: Stats, worker_id: str) -> None:
+    """A heartbeat found ``slot``'s lease lost: mark it (a running task's outcome is dropped
+    when it completes) and forget it now if it has not started."""
+    task_id = slot.task.task_id
+    slot.lost = True
+    stats.lease_lost += 1
+    logger.warning("worker %s: lease on %s lost", worker_id, task_id)
+    if slot.started_at is None:
+        held.pop(task_id, None)
+
+
 class Flag(Protocol):
     """What a ``threading.Event`` and an ``asyncio.Event`` have in common here."""
 

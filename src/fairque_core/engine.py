@@ -322,11 +322,9 @@ class FairQueue:
         or None when its lease is lost or it carries none (that task changes nothing; the
         others are extended), as ``finish_many`` does.
         """
-        out: list[Task | None] = [None] * len(tasks)
-        items = [(t.task_id, t.lease.token) for t in tasks if t.lease is not None]
-        positions = [index for index, t in enumerate(tasks) if t.lease is not None]
+        items, positions = common.leased_items(tasks)
         if not items:
-            return out
+            return [None] * len(tasks)
         batch = getattr(self._backend, "heartbeat_batch", None)
         deadlines: list[float | None]
         if batch is not None:
@@ -340,10 +338,7 @@ class FairQueue:
                     )
                 except LeaseLostError:
                     deadlines.append(None)
-        for index, deadline in zip(positions, deadlines, strict=True):
-            if deadline is not None:
-                out[index] = common.with_deadline(tasks[index], deadline)
-        return out
+        return common.renewed_tasks(tasks, positions, deadlines)
 
     def release(self, task: Task) -> None:
         """Give a claimed task back unstarted: at the head of its queue, no attempt counted."""

@@ -278,11 +278,9 @@ class AsyncFairQueue:
 
     async def heartbeat_many(self, tasks: Sequence[Task]) -> list[Task | None]:
         """``FairQueue.heartbeat_many``: many leases in one backend call, None per lost one."""
-        out: list[Task | None] = [None] * len(tasks)
-        items = [(t.task_id, t.lease.token) for t in tasks if t.lease is not None]
-        positions = [index for index, t in enumerate(tasks) if t.lease is not None]
+        items, positions = common.leased_items(tasks)
         if not items:
-            return out
+            return [None] * len(tasks)
         batch = getattr(self._backend, "heartbeat_batch", None)
         deadlines: list[float | None]
         if batch is not None:
@@ -296,10 +294,7 @@ class AsyncFairQueue:
                     )
                 except LeaseLostError:
                     deadlines.append(None)
-        for index, deadline in zip(positions, deadlines, strict=True):
-            if deadline is not None:
-                out[index] = common.with_deadline(tasks[index], deadline)
-        return out
+        return common.renewed_tasks(tasks, positions, deadlines)
 
     async def release(self, task: Task) -> None:
         lease = common.require_lease(task)

@@ -507,17 +507,9 @@ class Worker:
                 if task is not None:
                     slot.task = task
                 else:
-                    self._lease_lost(slot)
+                    wc.book_lease_lost(slot, self._held, self._stats, self.config.id)
         if any(slot.lost for slot in self._buffer):
             self._buffer = deque(slot for slot in self._buffer if not slot.lost)
-
-    def _lease_lost(self, slot: wc.Slot) -> None:
-        task_id = slot.task.task_id
-        slot.lost = True
-        self._stats.lease_lost += 1
-        logger.warning("worker %s: lease on %s lost", self.config.id, task_id)
-        if slot.started_at is None:
-            self._held.pop(task_id, None)
 
     def _maybe_reap(self, now: float) -> None:
         if now < self._reap_due:
