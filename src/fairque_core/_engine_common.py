@@ -26,7 +26,7 @@ from fairque_core.errors import (
     TaskValidationError,
     UnknownTaskError,
 )
-from fairque_core.models import Claimed, Lease, Message, Task
+from fairque_core.models import UNREADABLE_HEADER, Claimed, Lease, Message, Task
 
 if TYPE_CHECKING:
     from fairque_core.memory import InMemoryBackend
@@ -164,6 +164,10 @@ def to_message(
 
 def decode_message(message: Message, host: PluginHostLike, lease: Lease | None = None) -> Task:
     """The task stored in ``message``; TaskSerializationError when it cannot be rebuilt."""
+    headers = message.headers
+    problem = headers.get(UNREADABLE_HEADER) if isinstance(headers, Mapping) else None
+    if problem is not None:  # salvaged by the backend from a damaged record
+        raise TaskSerializationError(problem)
     try:
         payload = host.decode(message.content_type, message.body)
     except Exception as exc:

@@ -13,7 +13,11 @@ from fairque_core._types import FailureType, Priority
 from fairque_core.errors import TaskValidationError
 from fairque_core.validation import check_finite, validate_id
 
-__all__ = ["Claimed", "DLQEntry", "Lease", "Message", "QueueSizes", "Task"]
+__all__ = ["UNREADABLE_HEADER", "Claimed", "DLQEntry", "Lease", "Message", "QueueSizes", "Task"]
+
+#: Set by a backend on a message it salvaged from a stored record it could not read (the value
+#: says why). The engine treats such a message as undecodable: POISONED at once.
+UNREADABLE_HEADER = "x-fairque-unreadable"
 
 
 def _check_id(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:

@@ -26,13 +26,13 @@ from fairque_core.errors import (
     TaskValidationError,
 )
 from fairque_core.memory import random_token
-from fairque_core.models import Claimed, DLQEntry, Lease, Message, QueueSizes
+from fairque_core.models import UNREADABLE_HEADER, Claimed, DLQEntry, Lease, Message, QueueSizes
 from fairque_core.ports import Clock, TokenSource
 from fairque_core.scoring import STAT_COUNTERS, stride_for, to_ms
 from fairque_core.validation import check_tenant_page, validate_id
 from fairque_redis.keys import KeySpace
 
-__all__ = ["Call", "ClaimBatch", "Planner", "decode_message", "read_message", "salvage_message"]
+__all__ = ["Call", "Planner", "decode_message", "read_message", "salvage_message"]
 
 T = TypeVar("T")
 
@@ -141,8 +141,9 @@ def read_message(fields: Sequence[Any]) -> Message:
 def salvage_message(fields: Sequence[Any], problem: str) -> Message:
     """The message of a record :func:`read_message` refuses, as far as it can be read: its id,
     tenant and body bytes, default metadata, and the problem in the header
-    ``x-fairque-unreadable``. For listings (the DLQ), so that one damaged record does not hide
-    the others and can still be purged or requeued by id."""
+    :data:`~fairque_core.models.UNREADABLE_HEADER`. A claim hands such a message out (the engine
+    poisons it, as it does an undecodable body), and a DLQ listing shows it, so that one damaged
+    record neither fails the call nor hides the others."""
     task_id, user_id, priority, _retries, _meta, body = fields
     try:
         prio = Priority(int(priority))
@@ -158,17 +159,8 @@ def salvage_message(fields: Sequence[Any], problem: str) -> Message:
         user_id=user,
         priority=prio,
         body=body if isinstance(body, bytes) else b"",
-        headers={"x-fairque-unreadable": problem[:200]},
+        headers={UNREADABLE_HEADER: problem[:200]},
     )
-
-
-@attrs.frozen
-class ClaimBatch:
-    """A claim's reply: the claimed tasks, and the leased records that could not be read
-    (``(task_id, token, reason)``), which the backend sends to the DLQ as POISONED."""
-
-    claimed: list[Claimed]
-    unreadable: list[tuple[str, str, str]]
 
 
 def _contract(script: str, ok: bool, reply: Any) -> None:
@@ -292,7 +284,7 @@ class Planner:
         steal: Sequence[str] | None,
         count: int,
         lease_seconds: float | None,
-    ) -> Call[ClaimBatch]:
+    ) -> Call[list[Claimed]]:
         for candidate in (*(assigned or ()), *(steal or ())):
             validate_id(candidate, "user_id")
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
@@ -310,7 +302,7 @@ class Planner:
         tokens = self._draw_tokens(count)
         args += tokens
 
-        def parse(reply: Any) -> ClaimBatch:
+        def parse(reply: Any) -> list[Claimed]:
             ok = isinstance(reply, list) and len(reply) >= 2
             _contract("claim", ok, reply)
             now_ms, n = int(reply[0]), int(reply[1])
@@ -318,20 +310,24 @@ class Planner:
             self._give_back(tokens[n:])
             deadline = (now_ms + lease_ms) / 1000
             out: list[Claimed] = []
-            unreadable: list[tuple[str, str, str]] = []
             for k in range(n):
                 i = 2 + 7 * k
+                fields = reply[i : i + 6]
                 try:
-                    message = read_message(reply[i : i + 6])
+                    message = read_message(fields)
+                except TaskSerializationError as exc:
+                    # leased already: handed out salvaged, for the engine to poison, so one
+                    # damaged record neither fails the batch nor stalls the worker
+                    message = salvage_message(fields, str(exc))
+                try:
                     recoveries = int(reply[i + 6])
-                except (TaskSerializationError, *_UNREADABLE) as exc:
-                    # leased already: the backend poisons it (one bad record must not strand
-                    # the batch it came in, nor stall the worker that claimed it)
-                    unreadable.append((_text(reply[i]), tokens[k], str(exc)))
-                    continue
+                except _UNREADABLE as exc:
+                    recoveries = 0
+                    problem = f"task {_text(reply[i])} has an unreadable recovery count: {exc}"
+                    message = salvage_message(fields, problem[:500])
                 lease = Lease(token=tokens[k], deadline=deadline, worker_id=worker_id)
                 out.append(Claimed(message=message, lease=lease, recoveries=recoveries))
-            return ClaimBatch(out, unreadable)
+            return out
 
         return Call("claim", args, parse)
 

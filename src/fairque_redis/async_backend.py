@@ -6,7 +6,6 @@ only by ``await`` on the script call. Keep them in step when either changes.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -16,7 +15,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from fairque_core._types import FailureType, TaskState
 from fairque_core.config import FairQueueConfig, QueueConfig, RedisConfig
-from fairque_core.errors import FairQueueError, LeaseLostError
+from fairque_core.errors import LeaseLostError
 from fairque_core.memory import random_token
 from fairque_core.models import Claimed, DLQEntry, Message, QueueSizes
 from fairque_core.ports import AsyncQueueBackend, Clock, TokenSource
@@ -39,8 +38,6 @@ from fairque_redis.scripts import SOURCES
 if TYPE_CHECKING:
     from redis.commands.core import AsyncScript
 
-
-logger = logging.getLogger(__name__)
 __all__ = ["AsyncRedisBackend"]
 
 T = TypeVar("T")
@@ -181,20 +178,7 @@ class AsyncRedisBackend:
             count=count,
             lease_seconds=lease_seconds,
         )
-        batch = await self._run(call)
-        for task_id, token, reason in batch.unreadable:
-            await self._poison_unreadable(task_id, token, reason)
-        return batch.claimed
-
-    async def _poison_unreadable(self, task_id: str, token: str, reason: str) -> None:
-        """A claimed record that cannot be read goes to the DLQ as POISONED at once (one more
-        round trip, only for such records). Should that fail too, the lease runs out and the
-        reaper hands the record on, so nothing is stranded."""
-        logger.warning("queue %s: task %s is unreadable, poisoned: %s", self.queue, task_id, reason)
-        try:
-            await self._run(self._planner.fail(task_id, token, None, FailureType.POISONED, reason))
-        except FairQueueError as exc:
-            logger.warning("queue %s: could not poison %s: %s", self.queue, task_id, exc)
+        return await self._run(call)
 
     # ------------------------------------------------------------------ leases
     async def heartbeat(

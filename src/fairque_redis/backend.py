@@ -7,7 +7,6 @@ scripts, and redis-py exceptions are translated at this edge (:mod:`fairque_redi
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -17,7 +16,7 @@ from redis.cluster import RedisCluster
 
 from fairque_core._types import FailureType, TaskState
 from fairque_core.config import FairQueueConfig, QueueConfig, RedisConfig
-from fairque_core.errors import FairQueueError, LeaseLostError
+from fairque_core.errors import LeaseLostError
 from fairque_core.memory import random_token
 from fairque_core.models import Claimed, DLQEntry, Message, QueueSizes
 from fairque_core.ports import Clock, QueueBackend, TokenSource
@@ -40,8 +39,6 @@ from fairque_redis.scripts import SOURCES
 if TYPE_CHECKING:
     from redis.commands.core import Script
 
-
-logger = logging.getLogger(__name__)
 __all__ = ["RedisBackend"]
 
 T = TypeVar("T")
@@ -182,20 +179,7 @@ class RedisBackend:
             count=count,
             lease_seconds=lease_seconds,
         )
-        batch = self._run(call)
-        for task_id, token, reason in batch.unreadable:
-            self._poison_unreadable(task_id, token, reason)
-        return batch.claimed
-
-    def _poison_unreadable(self, task_id: str, token: str, reason: str) -> None:
-        """A claimed record that cannot be read goes to the DLQ as POISONED at once (one more
-        round trip, only for such records). Should that fail too, the lease runs out and the
-        reaper hands the record on, so nothing is stranded."""
-        logger.warning("queue %s: task %s is unreadable, poisoned: %s", self.queue, task_id, reason)
-        try:
-            self._run(self._planner.fail(task_id, token, None, FailureType.POISONED, reason))
-        except FairQueueError as exc:
-            logger.warning("queue %s: could not poison %s: %s", self.queue, task_id, exc)
+        return self._run(call)
 
     # ------------------------------------------------------------------ leases
     def heartbeat(self, task_id: str, token: str, lease_seconds: float | None = None) -> float:
