@@ -33,8 +33,8 @@ from collections.abc import Callable
 from typing import Any
 
 from fairque_core import FairQueue, Task, WorkerConfig
-from fairque_core.handlers import TaskHandler
-from fairque_core.worker import Worker
+from fairque_core.app.handlers import TaskHandler
+from fairque_core.app.worker import Worker
 from fairque_redis import connect
 from fairque_redis.embedded import EmbeddedValkey
 

@@ -16,8 +16,8 @@ import time
 from tasks import registry
 
 from fairque_core import WorkerConfig
-from fairque_core.handlers import RegistryHandler
-from fairque_core.worker import Worker
+from fairque_core.app.handlers import RegistryHandler
+from fairque_core.app.worker import Worker
 from fairque_redis import connect
 
 

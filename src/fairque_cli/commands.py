@@ -21,8 +21,8 @@ from fairque_cli.context import (
 )
 from fairque_cli.term import LiveView, bold, format_table
 from fairque_core import FailureType, Priority, Task, TaskState
-from fairque_core.engine import FairQueue
-from fairque_core.validation import MAX_TENANT_PAGE
+from fairque_core.app.engine import FairQueue
+from fairque_core.domain.validation import MAX_TENANT_PAGE
 
 __all__ = ["add_dlq", "add_push", "add_stats", "parse_priority"]
 

@@ -15,8 +15,8 @@ from typing import Any, Protocol
 
 import attrs
 
-from fairque_core.config import FairQueueConfig
-from fairque_core.engine import FairQueue
+from fairque_core.app.config import FairQueueConfig
+from fairque_core.app.engine import FairQueue
 
 __all__ = [
     "CONFIG_ENV",

@@ -32,7 +32,7 @@ from fairque_cli import metrics
 from fairque_cli.metrics import PhaseResult, TenantResult, TenantSpec
 from fairque_cli.term import LiveView, bold, color, format_table
 from fairque_core import Priority, Task
-from fairque_core.engine import FairQueue
+from fairque_core.app.engine import FairQueue
 
 __all__ = ["DemoOptions", "phase_plan", "run_demo"]
 
@@ -458,7 +458,7 @@ def _drop_queue(queue: FairQueue, url: str, embedded: bool) -> None:
 
 def _open_queue(url: str, name: str) -> FairQueue:
     if url.startswith("memory:"):
-        from fairque_core.memory import InMemoryBackend
+        from fairque_core.memory.model import InMemoryBackend
 
         return FairQueue(InMemoryBackend(queue=name))
     from fairque_redis import connect

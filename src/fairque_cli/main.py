@@ -88,7 +88,7 @@ def _one_line(text: str) -> str:
 
 def describe_error(exc: BaseException) -> str:
     """The one line a user sees for ``exc``."""
-    from fairque_core.errors import (
+    from fairque_core.domain.errors import (
         ConfigurationError,
         RedisConnectionError,
         TaskNotFoundError,
@@ -119,7 +119,7 @@ def describe_error(exc: BaseException) -> str:
 
 
 def _is_user_error(exc: BaseException) -> bool:
-    from fairque_core.errors import FairQueueError
+    from fairque_core.domain.errors import FairQueueError
 
     if isinstance(exc, (CliError, FairQueueError, OSError)):
         return True

@@ -22,11 +22,11 @@ from fairque_cli.context import (
     open_queue,
     split_ids,
 )
-from fairque_core.config import FairQueueConfig
-from fairque_core.engine import FairQueue
-from fairque_core.handlers import RegistryHandler, TaskFunction, TaskHandler, TaskRegistry
-from fairque_core.handlers import default_registry as _default_registry
-from fairque_core.worker import Worker
+from fairque_core.app.config import FairQueueConfig
+from fairque_core.app.engine import FairQueue
+from fairque_core.app.handlers import RegistryHandler, TaskFunction, TaskHandler, TaskRegistry
+from fairque_core.app.handlers import default_registry as _default_registry
+from fairque_core.app.worker import Worker
 
 __all__ = ["add_worker", "load_handler"]
 

@@ -1,11 +1,20 @@
 """fairque core: the pure domain of a multi-tenant fair task queue (no I/O, no redis)."""
 
-from fairque_core._types import FailureType, Priority, TaskState
-from fairque_core.config import FairQueueConfig, QueueConfig, RedisConfig, TierConfig, WorkerConfig
-from fairque_core.deps import check_batch, dependency_edges, find_cycle, topological_order
-from fairque_core.engine import FairQueue
-from fairque_core.engine_async import AsyncFairQueue
-from fairque_core.errors import (
+from fairque_core.app.config import (
+    FairQueueConfig,
+    QueueConfig,
+    RedisConfig,
+    TierConfig,
+    WorkerConfig,
+)
+from fairque_core.app.engine import FairQueue
+from fairque_core.app.engine_async import AsyncFairQueue
+from fairque_core.app.handlers import RegistryHandler, TaskHandler, TaskRegistry, task
+from fairque_core.app.worker import Worker
+from fairque_core.app.worker_async import AsyncWorker
+from fairque_core.domain.deps import check_batch, dependency_edges, find_cycle, topological_order
+from fairque_core.domain.enums import FailureType, Priority, TaskState
+from fairque_core.domain.errors import (
     BackendError,
     BackendOutOfMemoryError,
     ConfigurationError,
@@ -26,15 +35,12 @@ from fairque_core.errors import (
     TaskValidationError,
     UnknownTaskError,
 )
-from fairque_core.handlers import RegistryHandler, TaskHandler, TaskRegistry, task
-from fairque_core.memory import InMemoryBackend
-from fairque_core.memory_async import AsyncInMemoryBackend
-from fairque_core.models import Claimed, DLQEntry, Lease, Message, QueueSizes, Task
+from fairque_core.domain.models import Claimed, DLQEntry, Lease, Message, QueueSizes, Task
+from fairque_core.domain.retry import RetryDecision, RetryPolicy, decide
+from fairque_core.domain.states import TERMINAL_STATES, TRANSITIONS, TaskEvent, next_state
+from fairque_core.memory.async_model import AsyncInMemoryBackend
+from fairque_core.memory.model import InMemoryBackend
 from fairque_core.ports import AsyncQueueBackend, Clock, QueueBackend, TokenSource
-from fairque_core.retry import RetryDecision, RetryPolicy, decide
-from fairque_core.states import TERMINAL_STATES, TRANSITIONS, TaskEvent, next_state
-from fairque_core.worker import Worker
-from fairque_core.worker_async import AsyncWorker
 
 __all__ = [
     "TERMINAL_STATES",

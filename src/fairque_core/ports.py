@@ -2,13 +2,13 @@
 
 Backends satisfy these structurally (no inheritance). The contract suite in
 ``tests/contract`` is what proves a backend conforms; the semantics every backend must share
-are written down here, method by method, and :class:`fairque_core.memory.InMemoryBackend` is
+are written down here, method by method, and :class:`fairque_core.memory.model.InMemoryBackend` is
 their executable form.
 
 Shared rules:
 
 * Times inside a backend are integer milliseconds from the backend's clock (server ``TIME``
-  for Redis, or an injected :class:`Clock`); :func:`fairque_core.scoring.to_ms` converts.
+  for Redis, or an injected :class:`Clock`); :func:`fairque_core.domain.scoring.to_ms` converts.
 * A tenant is *active* while it has ready work (critical list or scored set non-empty).
   Claims pick the active tenant with the lowest virtual time ("pass"), ties by tenant id
   (byte order). Serving a tenant sets the queue's virtual time to its pass and then adds the
@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from fairque_core._types import FailureType, TaskState
-from fairque_core.models import Claimed, DLQEntry, Message, QueueSizes
+from fairque_core.domain.enums import FailureType, TaskState
+from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
 
 __all__ = ["AsyncQueueBackend", "Clock", "QueueBackend", "TokenSource"]
 
@@ -170,7 +170,7 @@ class QueueBackend(Protocol):
         all its tasks are finished, canceled or dead. Order: the time of that first push,
         ties by tenant id (byte order): a tenant's place never changes when it pushes again.
         ``limit`` and ``offset`` are ints >= 0, ``limit`` at most
-        :data:`~fairque_core.validation.MAX_TENANT_PAGE` (1000), checked before any I/O
+        :data:`~fairque_core.domain.validation.MAX_TENANT_PAGE` (1000), checked before any I/O
         (TaskValidationError).
         """
         ...

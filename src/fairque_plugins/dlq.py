@@ -6,14 +6,14 @@ import random
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from fairque_core._types import FailureType
-from fairque_core.errors import ConfigurationError
-from fairque_core.hookspecs import hookimpl
-from fairque_core.retry import RetryDecision, decide
-from fairque_core.retry import RetryPolicy as Backoff
+from fairque_core.app.hookspecs import hookimpl
+from fairque_core.domain.enums import FailureType
+from fairque_core.domain.errors import ConfigurationError
+from fairque_core.domain.retry import RetryDecision, decide
+from fairque_core.domain.retry import RetryPolicy as Backoff
 
 if TYPE_CHECKING:
-    from fairque_core.models import Task
+    from fairque_core.domain.models import Task
 
 __all__ = ["RetryPolicy"]
 

@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
-from fairque_core.hookspecs import hookimpl
+from fairque_core.app.hookspecs import hookimpl
 
 if TYPE_CHECKING:
     from opentelemetry.util.types import AttributeValue
 
-    from fairque_core.models import Task
+    from fairque_core.domain.models import Task
 
 __all__ = ["DepthSource", "OpenTelemetryMetrics"]
 

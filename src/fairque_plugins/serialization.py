@@ -13,12 +13,16 @@ import importlib.util
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from fairque_core.defaults import check_str_keys, decode_json, encode_json, media_type
-from fairque_core.errors import ConfigurationError, PayloadTooLargeError, TaskSerializationError
-from fairque_core.hookspecs import hookimpl
+from fairque_core.app.builtin_plugins import check_str_keys, decode_json, encode_json, media_type
+from fairque_core.app.hookspecs import hookimpl
+from fairque_core.domain.errors import (
+    ConfigurationError,
+    PayloadTooLargeError,
+    TaskSerializationError,
+)
 
 if TYPE_CHECKING:
-    from fairque_core.models import Task
+    from fairque_core.domain.models import Task
 
 __all__ = ["JSON_CONTENT_TYPE", "MSGPACK_CONTENT_TYPE", "JsonCodec", "MsgpackCodec"]
 

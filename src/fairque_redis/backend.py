@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from redis import Redis
 from redis.cluster import RedisCluster
 
-from fairque_core._types import FailureType, TaskState
-from fairque_core.config import FairQueueConfig, QueueConfig, RedisConfig
-from fairque_core.errors import LeaseLostError
-from fairque_core.memory import random_token
-from fairque_core.models import Claimed, DLQEntry, Message, QueueSizes
+from fairque_core.app.config import FairQueueConfig, QueueConfig, RedisConfig
+from fairque_core.domain.enums import FailureType, TaskState
+from fairque_core.domain.errors import LeaseLostError
+from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
+from fairque_core.domain.validation import check_wait_timeout
+from fairque_core.memory.model import random_token
 from fairque_core.ports import Clock, QueueBackend, TokenSource
-from fairque_core.validation import check_wait_timeout
 from fairque_redis._edge import (
     MIN_BLOCK_SECONDS,
     blocking_seconds,

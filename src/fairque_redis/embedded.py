@@ -31,7 +31,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, ClassVar
 
-from fairque_core.errors import RedisConnectionError
+from fairque_core.domain.errors import RedisConnectionError
 
 if TYPE_CHECKING:
     pass

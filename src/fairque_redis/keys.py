@@ -40,8 +40,8 @@ from __future__ import annotations
 
 import zlib
 
-from fairque_core.errors import TaskValidationError
-from fairque_core.validation import validate_id, validate_queue_name
+from fairque_core.domain.errors import TaskValidationError
+from fairque_core.domain.validation import validate_id, validate_queue_name
 
 __all__ = ["KEY_PREFIX", "KeySpace", "partition_for"]
 

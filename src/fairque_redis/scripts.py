@@ -21,7 +21,7 @@ from importlib import resources
 
 import attrs
 
-from fairque_core.errors import (
+from fairque_core.domain.errors import (
     FairQueueError,
     LeaseLostError,
     LuaScriptError,

@@ -22,8 +22,8 @@ from urllib.parse import urlsplit
 from history import History
 
 from fairque_core import FairQueue, QueueConfig, Task, TaskHandler, WorkerConfig
-from fairque_core.errors import FairQueueError
-from fairque_core.worker import Worker
+from fairque_core.app.worker import Worker
+from fairque_core.domain.errors import FairQueueError
 from fairque_redis.backend import RedisBackend
 
 

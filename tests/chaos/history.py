@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fairque_core.errors import FairQueueError, OutcomeUnknownError, RedisConnectionError
+from fairque_core.domain.errors import FairQueueError, OutcomeUnknownError, RedisConnectionError
 
 __all__ = ["History", "Verdict", "check", "push_until_acknowledged", "read_history"]
 

@@ -162,7 +162,7 @@ def test_history_checker_counts_lost_duplicates_and_unexpected(tmp_path: Path) -
 
 
 def test_push_until_acknowledged_retries_only_typed_connection_errors(tmp_path: Path) -> None:
-    from fairque_core.errors import OutcomeUnknownError, RedisConnectionError
+    from fairque_core.domain.errors import OutcomeUnknownError, RedisConnectionError
 
     outcomes: list[BaseException | None] = [
         OutcomeUnknownError("maybe"),

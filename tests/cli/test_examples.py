@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from fairque_core.config import FairQueueConfig
+from fairque_core.app.config import FairQueueConfig
 from fairque_redis import connect
 
 from .conftest import REPO

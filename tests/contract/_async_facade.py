@@ -15,8 +15,8 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from fairque_core import QueueBackend
-from fairque_core._types import FailureType, TaskState
-from fairque_core.models import Claimed, DLQEntry, Message, QueueSizes
+from fairque_core.domain.enums import FailureType, TaskState
+from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
 from fairque_core.ports import AsyncQueueBackend
 
 __all__ = ["SyncOverAsync"]

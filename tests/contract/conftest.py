@@ -17,8 +17,8 @@ import attrs
 import pytest
 
 from fairque_core import QueueBackend, QueueConfig
-from fairque_core.memory import InMemoryBackend
-from fairque_core.memory_async import AsyncInMemoryBackend
+from fairque_core.memory.async_model import AsyncInMemoryBackend
+from fairque_core.memory.model import InMemoryBackend
 
 from ._async_facade import SyncOverAsync
 from .helpers import CountingTokens, FakeClock, new_queue_name

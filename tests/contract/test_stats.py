@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fairque_core import FailureType, Priority, QueueConfig
-from fairque_core.scoring import STAT_COUNTERS
+from fairque_core.domain.scoring import STAT_COUNTERS
 
 from .conftest import MODEL_KINDS
 from .helpers import msg

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fairque_core import FairQueue, Priority, QueueConfig, TaskValidationError
-from fairque_core.scoring import to_ms
+from fairque_core.domain.scoring import to_ms
 
 from .conftest import MODEL_KINDS, probe_of
 from .helpers import msg

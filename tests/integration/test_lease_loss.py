@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 
 from fairque_core import AsyncFairQueue, FairQueue, Task, TaskHandler, TaskState, WorkerConfig
-from fairque_core.errors import LeaseLostError
-from fairque_core.hookspecs import hookimpl
-from fairque_core.worker import Worker
-from fairque_core.worker_async import AsyncWorker
+from fairque_core.app.hookspecs import hookimpl
+from fairque_core.app.worker import Worker
+from fairque_core.app.worker_async import AsyncWorker
+from fairque_core.domain.errors import LeaseLostError
 from fairque_redis import aconnect, connect
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]

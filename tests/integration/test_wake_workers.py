@@ -24,10 +24,10 @@ from fairque_core import (
     TaskHandler,
     WorkerConfig,
 )
-from fairque_core import _worker_common as wc
-from fairque_core.memory_async import AsyncInMemoryBackend
-from fairque_core.worker import Worker
-from fairque_core.worker_async import AsyncWorker
+from fairque_core.app import worker_parts as wc
+from fairque_core.app.worker import Worker
+from fairque_core.app.worker_async import AsyncWorker
+from fairque_core.memory.async_model import AsyncInMemoryBackend
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -14,7 +14,7 @@ import sys
 import time
 
 from fairque_core import FairQueue, QueueConfig, Task, TaskHandler, WorkerConfig
-from fairque_core.worker import Worker
+from fairque_core.app.worker import Worker
 from fairque_redis.backend import RedisBackend
 
 

@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
 from fairque_core import FairQueue, QueueConfig, Task, TaskHandler, WorkerConfig
-from fairque_core.worker import Worker
+from fairque_core.app.worker import Worker
 from fairque_plugins import OpenTelemetryTracing
 from fairque_redis.backend import RedisBackend
 

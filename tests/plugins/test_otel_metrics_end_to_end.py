@@ -22,7 +22,7 @@ from opentelemetry.sdk.metrics.export import (
 )
 
 from fairque_core import FairQueue, QueueConfig, Task, TaskHandler, WorkerConfig
-from fairque_core.worker import Worker
+from fairque_core.app.worker import Worker
 from fairque_plugins import OpenTelemetryMetrics
 from fairque_redis.backend import RedisBackend
 

@@ -7,8 +7,8 @@ import random
 import pytest
 
 from fairque_core import FailureType, Task
-from fairque_core.errors import ConfigurationError
-from fairque_core.plugins import PluginHost
+from fairque_core.app.plugin_host import PluginHost
+from fairque_core.domain.errors import ConfigurationError
 from fairque_plugins import RetryPolicy
 
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from fairque_core import FairQueue, InMemoryBackend, Task
-from fairque_core.engine_async import AsyncFairQueue
-from fairque_core.plugins import PluginHost
+from fairque_core.app.engine_async import AsyncFairQueue
+from fairque_core.app.plugin_host import PluginHost
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 

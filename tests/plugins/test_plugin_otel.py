@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from fairque_core import FailureType, Priority, Task
-from fairque_core.plugins import PluginHost
+from fairque_core.app.plugin_host import PluginHost
 from fairque_plugins import OpenTelemetryMetrics, OpenTelemetryTracing
 
 

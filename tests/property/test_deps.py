@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fairque_core import DependencyCycleError, Task
-from fairque_core.deps import check_batch, dependency_edges, find_cycle, topological_order
+from fairque_core.domain.deps import check_batch, dependency_edges, find_cycle, topological_order
 
 NODES = [f"t{i}" for i in range(8)]
 

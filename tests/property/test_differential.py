@@ -29,7 +29,7 @@ from hypothesis.stateful import (
 )
 
 from fairque_core import FailureType, Message, Priority, QueueConfig, TaskState
-from fairque_core.memory import InMemoryBackend
+from fairque_core.memory.model import InMemoryBackend
 
 TASK_IDS = [f"t{i}" for i in range(8)]
 USERS = ["a", "b", "c"]

@@ -16,7 +16,7 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 
 from fairque_core import Message, Priority, QueueConfig
-from fairque_core.memory import InMemoryBackend
+from fairque_core.memory.model import InMemoryBackend
 
 
 class FakeClock:

@@ -11,7 +11,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from fairque_core import Priority
-from fairque_core.scoring import (
+from fairque_core.domain.scoring import (
     SEQ_WIDTH,
     priority_offset_ms,
     seq_member,

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fairque_core import InvalidTransition, TaskEvent, TaskState, next_state
-from fairque_core.states import INITIAL_TRANSITIONS, TERMINAL_STATES, TRANSITIONS
+from fairque_core.domain.states import INITIAL_TRANSITIONS, TERMINAL_STATES, TRANSITIONS
 
 start_states = st.sampled_from([None, *TaskState])
 event_runs = st.lists(st.sampled_from(list(TaskEvent)), max_size=60)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fairque_core import FailureType, Task
-from fairque_core.retry import RetryDecision
+from fairque_core.domain.retry import RetryDecision
 
 
 class FakeClock:

@@ -11,7 +11,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from conftest import server_command_count
-from fairque_core.errors import RedisConnectionError
+from fairque_core.domain.errors import RedisConnectionError
 from fairque_redis.cluster import CLUSTER_SLOT_RANGES, EmbeddedCluster
 from fairque_redis.embedded import (
     EmbeddedValkey,

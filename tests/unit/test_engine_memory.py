@@ -24,10 +24,10 @@ from fairque_core import (
     TaskState,
     TaskValidationError,
 )
-from fairque_core.engine import FairQueue
-from fairque_core.engine_async import AsyncFairQueue
-from fairque_core.memory import InMemoryBackend
-from fairque_core.memory_async import AsyncInMemoryBackend
+from fairque_core.app.engine import FairQueue
+from fairque_core.app.engine_async import AsyncFairQueue
+from fairque_core.memory.async_model import AsyncInMemoryBackend
+from fairque_core.memory.model import InMemoryBackend
 
 from ._engine_helpers import FakeClock, RecordingHost
 
@@ -279,7 +279,7 @@ def test_from_config_unknown_scheme() -> None:
 
 
 def test_default_plugin_host_round_trip(backend: InMemoryBackend) -> None:
-    pytest.importorskip("fairque_core.plugins")
+    pytest.importorskip("fairque_core.app.plugin_host")
     with FairQueue(backend) as queue:
         queue.push(Task.create("alice", payload={"k": "v"}))
         got = queue.pop()

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from fairque_core import Priority, Task, TaskValidationError
-from fairque_core.validation import (
+from fairque_core.domain.validation import (
     MAX_ID_LENGTH,
     MAX_QUEUE_NAME_LENGTH,
     check_finite,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fairque_core import InvalidTransition, TaskEvent, TaskState, next_state
-from fairque_core.states import (
+from fairque_core.domain.states import (
     DOC_BEGIN_MARKER,
     DOC_END_MARKER,
     INITIAL_TRANSITIONS,
@@ -35,7 +35,8 @@ def _doc_block(text: str) -> str:
 def test_doc_embeds_the_current_diagram() -> None:
     text = DOC.read_text(encoding="utf-8")
     assert _doc_block(text) == f"\n```mermaid\n{mermaid_diagram()}```\n", (
-        "docs/task-states.md is stale: run `uv run --no-sync python -m fairque_core.states --write`"
+        "docs/task-states.md is stale: run "
+        "`uv run --no-sync python -m fairque_core.domain.states --write`"
     )
     assert render_doc(text) == text
 
@@ -156,7 +157,7 @@ def test_main_write_and_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
 def test_module_entry_point_checks_the_real_doc() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "fairque_core.states", "--check", str(DOC)],
+        [sys.executable, "-m", "fairque_core.domain.states", "--check", str(DOC)],
         capture_output=True,
         text=True,
         check=False,

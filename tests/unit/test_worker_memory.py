@@ -20,11 +20,11 @@ from fairque_core import (
     TaskState,
     WorkerConfig,
 )
-from fairque_core.engine_async import AsyncFairQueue
-from fairque_core.handlers import RegistryHandler, TaskHandler, TaskRegistry
-from fairque_core.memory_async import AsyncInMemoryBackend
-from fairque_core.worker import Worker
-from fairque_core.worker_async import AsyncWorker
+from fairque_core.app.engine_async import AsyncFairQueue
+from fairque_core.app.handlers import RegistryHandler, TaskHandler, TaskRegistry
+from fairque_core.app.worker import Worker
+from fairque_core.app.worker_async import AsyncWorker
+from fairque_core.memory.async_model import AsyncInMemoryBackend
 
 pytestmark = pytest.mark.timeout(30)
 

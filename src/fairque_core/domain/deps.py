@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from fairque_core.errors import DependencyCycleError
-from fairque_core.models import Task
+from fairque_core.domain.errors import DependencyCycleError
+from fairque_core.domain.models import Task
 
 __all__ = ["check_batch", "dependency_edges", "find_cycle", "topological_order"]
 
@@ -91,7 +91,7 @@ def find_cycle(edges: Edges) -> tuple[str, ...] | None:
 def topological_order(edges: Edges) -> list[str]:
     """Every node of ``edges``, each after all the nodes it depends on.
 
-    Raises :class:`~fairque_core.errors.DependencyCycleError` when there is a cycle.
+    Raises :class:`~fairque_core.domain.errors.DependencyCycleError` when there is a cycle.
     """
     order, cycle = _search(_normalise(edges))
     if cycle is not None:

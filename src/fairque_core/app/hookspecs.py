@@ -5,7 +5,8 @@ Every hook is named ``fairque_<noun>_<verb>``. Three kinds are used:
 * **firstresult** where exactly one plugin decides: the payload codec and the retry/DLQ
   decision. Plugins are asked in order and the first non-None answer wins.
 * **broadcast** where every plugin is told something: task events (metrics, audit) and the
-  push headers (tracing). Return values are ignored. The :class:`~fairque_core.plugins.PluginHost`
+  push headers (tracing). Return values are ignored. The
+  :class:`~fairque_core.app.plugin_host.PluginHost`
   isolates broadcast implementations from each other: one that raises is reported and the
   others still run.
 * **wrapper** around task execution: ``fairque_task_execute`` has a plain default
@@ -16,7 +17,7 @@ Implementations may accept any subset of a spec's arguments (pluggy's opt-in arg
 specs grow by adding arguments, never by renaming them.
 
 The engine never calls these hooks directly; it goes through the typed
-:class:`~fairque_core.plugins.PluginHost`, which always passes keyword arguments.
+:class:`~fairque_core.app.plugin_host.PluginHost`, which always passes keyword arguments.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from fairque_core.models import Task
-    from fairque_core.retry import RetryDecision
+    from fairque_core.domain.models import Task
+    from fairque_core.domain.retry import RetryDecision
 
 __all__ = [
     "PROJECT_NAME",
@@ -68,8 +69,8 @@ def fairque_payload_encode(task: Task) -> tuple[bytes, str] | None:
 
     Return ``(body, content_type)`` if this plugin is the codec that encodes, else None.
     Stops at the first non-None result. Raise
-    :class:`~fairque_core.errors.TaskSerializationError` for a payload the codec cannot
-    represent and :class:`~fairque_core.errors.PayloadTooLargeError` for one over its limit;
+    :class:`~fairque_core.domain.errors.TaskSerializationError` for a payload the codec cannot
+    represent and :class:`~fairque_core.domain.errors.PayloadTooLargeError` for one over its limit;
     both are raised before any network call.
     """
 
@@ -80,7 +81,7 @@ def fairque_payload_decode(content_type: str, body: bytes) -> dict[str, Any] | N
 
     Return the payload if this plugin understands ``content_type``, else None, so a worker
     decodes whatever format the producer chose. Stops at the first non-None result. Raise
-    :class:`~fairque_core.errors.TaskSerializationError` for bytes that do not decode; the
+    :class:`~fairque_core.domain.errors.TaskSerializationError` for bytes that do not decode; the
     engine sends such a task to the dead-letter queue as ``poisoned``.
     """
 
@@ -130,7 +131,7 @@ def fairque_retry_decide(task: Task, error: BaseException, attempt: int) -> Retr
 
     Return ``RetryDecision.retry(delay)`` or ``RetryDecision.dead(failure_type, reason)``,
     or None to leave the decision to the next plugin. Stops at the first non-None result.
-    The built-in default (``trylast``) applies :mod:`fairque_core.retry`'s backoff until
+    The built-in default (``trylast``) applies :mod:`fairque_core.domain.retry`'s backoff until
     ``task.max_retries`` is used up.
     """
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import math
 
-from fairque_core._types import Priority
-from fairque_core.errors import TaskValidationError
+from fairque_core.domain.enums import Priority
+from fairque_core.domain.errors import TaskValidationError
 
 __all__ = [
     "DEFAULT_AGING_HORIZON_SECONDS",

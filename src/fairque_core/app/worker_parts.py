@@ -9,10 +9,10 @@ from typing import Any, Protocol
 
 import attrs
 
-from fairque_core.config import WorkerConfig
-from fairque_core.errors import ConfigurationError, TaskSerializationError, UnknownTaskError
-from fairque_core.models import Task
-from fairque_core.validation import validate_id
+from fairque_core.app.config import WorkerConfig
+from fairque_core.domain.errors import ConfigurationError, TaskSerializationError, UnknownTaskError
+from fairque_core.domain.models import Task
+from fairque_core.domain.validation import validate_id
 
 __all__ = [
     "Backoff",

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from fairque_core._types import FailureType
-from fairque_core.errors import ConfigurationError, TaskValidationError
+from fairque_core.domain.enums import FailureType
+from fairque_core.domain.errors import ConfigurationError, TaskValidationError
 
 if TYPE_CHECKING:
-    from fairque_core.config import QueueConfig
+    from fairque_core.app.config import QueueConfig
 
 __all__ = ["RetryDecision", "RetryPolicy", "decide"]
 

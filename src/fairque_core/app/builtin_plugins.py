@@ -2,7 +2,7 @@
 
 * :class:`JsonPayloadCodec` - strict JSON (UTF-8, no NaN/Infinity, str keys, dict at the top),
   content type ``application/json``. It is ``trylast``: any other codec plugin wins.
-* :class:`DefaultRetry` - exponential backoff from :mod:`fairque_core.retry` until the task's
+* :class:`DefaultRetry` - exponential backoff from :mod:`fairque_core.domain.retry` until the task's
   ``max_retries`` is used up, then the dead-letter queue as ``failed``.
 * :class:`DefaultExecutor` - runs the task's ``call()``; other plugins wrap it.
 
@@ -16,12 +16,12 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from fairque_core.errors import TaskSerializationError
-from fairque_core.hookspecs import hookimpl
+from fairque_core.app.hookspecs import hookimpl
+from fairque_core.domain.errors import TaskSerializationError
 
 if TYPE_CHECKING:
-    from fairque_core.models import Task
-    from fairque_core.retry import RetryDecision, RetryPolicy
+    from fairque_core.domain.models import Task
+    from fairque_core.domain.retry import RetryDecision, RetryPolicy
 
 __all__ = [
     "DEFAULT_PLUGINS",
@@ -117,7 +117,7 @@ def retry_decision(
 
     ``attempt`` is 1 for the first failure, so the first retry waits ``policy.delay(0)``.
     """
-    from fairque_core.retry import RetryPolicy, decide
+    from fairque_core.domain.retry import RetryPolicy, decide
 
     chosen = policy if policy is not None else RetryPolicy()
     return decide(chosen, max(0, attempt - 1), task.max_retries, error)
@@ -137,8 +137,8 @@ class DefaultRetry:
 
     @hookimpl
     def fairque_configure(self, config: object) -> None:
-        from fairque_core.config import QueueConfig
-        from fairque_core.retry import RetryPolicy
+        from fairque_core.app.config import QueueConfig
+        from fairque_core.domain.retry import RetryPolicy
 
         if isinstance(config, QueueConfig):
             self.policy = RetryPolicy.from_queue_config(config)

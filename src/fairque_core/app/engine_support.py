@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from fairque_core._types import FailureType
-from fairque_core.config import FairQueueConfig, QueueConfig
-from fairque_core.deps import dependency_edges, topological_order
-from fairque_core.errors import (
+from fairque_core.app.config import FairQueueConfig, QueueConfig
+from fairque_core.domain.deps import dependency_edges, topological_order
+from fairque_core.domain.enums import FailureType
+from fairque_core.domain.errors import (
     ConfigurationError,
     FairQueueError,
     PayloadTooLargeError,
@@ -26,10 +26,10 @@ from fairque_core.errors import (
     TaskValidationError,
     UnknownTaskError,
 )
-from fairque_core.models import UNREADABLE_HEADER, Claimed, Lease, Message, Task
+from fairque_core.domain.models import UNREADABLE_HEADER, Claimed, Lease, Message, Task
 
 if TYPE_CHECKING:
-    from fairque_core.memory import InMemoryBackend
+    from fairque_core.memory.model import InMemoryBackend
 
 __all__ = [
     "BACKENDS_GROUP",
@@ -58,7 +58,7 @@ _POISON = (UnknownTaskError, TaskSerializationError)
 
 
 class RetryDecisionLike(Protocol):
-    """What a retry policy decides (``fairque_core.retry.RetryDecision`` has this shape)."""
+    """What a retry policy decides (``fairque_core.domain.retry.RetryDecision`` has this shape)."""
 
     @property
     def retry_delay(self) -> float | None: ...
@@ -71,7 +71,7 @@ class RetryDecisionLike(Protocol):
 
 
 class PluginHostLike(Protocol):
-    """The typed plugin facade the engine relies on (``fairque_core.plugins.PluginHost``)."""
+    """The typed plugin facade the engine relies on (``plugin_host.PluginHost``)."""
 
     def encode(self, task: Task) -> tuple[bytes, str]: ...
 
@@ -105,9 +105,9 @@ def make_host(
         if plugins:
             raise ConfigurationError("pass either plugins or plugin_host, not both")
         return plugin_host
-    from fairque_core.defaults import DefaultRetry
-    from fairque_core.plugins import PluginHost
-    from fairque_core.retry import RetryPolicy
+    from fairque_core.app.builtin_plugins import DefaultRetry
+    from fairque_core.app.plugin_host import PluginHost
+    from fairque_core.domain.retry import RetryPolicy
 
     # The queue's retry_* settings become the fallback policy (plugins still win over it).
     fallback = DefaultRetry(RetryPolicy.from_queue_config(config))
@@ -251,7 +251,7 @@ def renewed_tasks(
 
 
 def require_lease(task: Task) -> Lease:
-    from fairque_core.errors import LeaseLostError
+    from fairque_core.domain.errors import LeaseLostError
 
     if task.lease is None:
         raise LeaseLostError(task.task_id)
@@ -305,7 +305,7 @@ def load_backend_factory(scheme: str) -> Any:
 
 
 def memory_backend(config: FairQueueConfig) -> InMemoryBackend:
-    from fairque_core.memory import InMemoryBackend
+    from fairque_core.memory.model import InMemoryBackend
 
     return InMemoryBackend(queue=config.queue.name, config=config.queue)
 

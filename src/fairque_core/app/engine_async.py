@@ -1,8 +1,8 @@
-"""AsyncFairQueue: the asyncio twin of :class:`~fairque_core.engine.FairQueue`.
+"""AsyncFairQueue: the asyncio twin of :class:`~fairque_core.app.engine.FairQueue`.
 
 Same method names and meaning, awaitable, over an :class:`~fairque_core.ports.AsyncQueueBackend`.
 Everything that does no I/O (validation, codec, size limit, decoding, retry decision, batch
-ordering) is shared with the sync engine through :mod:`fairque_core._engine_common`, so the two
+ordering) is shared with the sync engine through :mod:`fairque_core.app.engine_support`, so the two
 faces differ only by ``await``. Plugin hooks are synchronous (pluggy has no async hooks).
 """
 
@@ -16,14 +16,14 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
-from fairque_core import _engine_common as common
-from fairque_core._types import FailureType, TaskState
-from fairque_core.config import FairQueueConfig, QueueConfig
-from fairque_core.deps import check_batch
-from fairque_core.errors import LeaseLostError, TaskSerializationError, TaskValidationError
-from fairque_core.models import DLQEntry, Message, Task
+from fairque_core.app import engine_support as common
+from fairque_core.app.config import FairQueueConfig, QueueConfig
+from fairque_core.domain.deps import check_batch
+from fairque_core.domain.enums import FailureType, TaskState
+from fairque_core.domain.errors import LeaseLostError, TaskSerializationError, TaskValidationError
+from fairque_core.domain.models import DLQEntry, Message, Task
+from fairque_core.domain.validation import check_tenant_page, check_wait_timeout
 from fairque_core.ports import AsyncQueueBackend
-from fairque_core.validation import check_tenant_page, check_wait_timeout
 
 __all__ = ["AsyncFairQueue"]
 
@@ -31,7 +31,7 @@ _MAX_POISON_ROUNDS = 16
 
 
 class AsyncFairQueue:
-    """The asyncio fair queue; see :class:`~fairque_core.engine.FairQueue` for the semantics."""
+    """The asyncio fair queue; see :class:`~fairque_core.app.engine.FairQueue` for the semantics."""
 
     def __init__(
         self,
@@ -69,7 +69,7 @@ class AsyncFairQueue:
         scheme = urlsplit(url).scheme.lower()
         backend: AsyncQueueBackend
         if scheme == "memory":
-            from fairque_core.memory_async import AsyncInMemoryBackend
+            from fairque_core.memory.async_model import AsyncInMemoryBackend
 
             backend = AsyncInMemoryBackend(model=common.memory_backend(config))
         else:

@@ -5,7 +5,7 @@ function and returns a :class:`TaskFunction`: calling it builds a :class:`~fairq
 push, ``.call(...)`` runs the function directly. :class:`RegistryHandler` is the handler a
 worker uses to run registered tasks: it dispatches by ``task.name`` among the registered names
 only (it never imports a module named in task data), and an unknown name raises
-:class:`~fairque_core.errors.UnknownTaskError`, which the worker dead-letters as POISONED.
+:class:`~fairque_core.domain.errors.UnknownTaskError`, which the worker dead-letters as POISONED.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar, overload
 
-from fairque_core._types import Priority
-from fairque_core.errors import TaskSerializationError, TaskValidationError, UnknownTaskError
-from fairque_core.models import Task
+from fairque_core.domain.enums import Priority
+from fairque_core.domain.errors import TaskSerializationError, TaskValidationError, UnknownTaskError
+from fairque_core.domain.models import Task
 
 __all__ = [
     "RegistryHandler",

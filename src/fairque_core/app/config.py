@@ -34,9 +34,9 @@ from cattrs.errors import (
 )
 from cattrs.preconf.pyyaml import make_converter
 
-from fairque_core.errors import ConfigurationError, TaskValidationError
-from fairque_core.scoring import stride_for
-from fairque_core.validation import validate_id, validate_queue_name
+from fairque_core.domain.errors import ConfigurationError, TaskValidationError
+from fairque_core.domain.scoring import stride_for
+from fairque_core.domain.validation import validate_id, validate_queue_name
 
 __all__ = ["FairQueueConfig", "QueueConfig", "RedisConfig", "TierConfig", "WorkerConfig"]
 

@@ -2,10 +2,11 @@
 
 Nothing outside this module touches ``pm.hook``. Every method passes keyword arguments to its
 hook, checks what comes back and turns a misbehaving plugin into a
-:class:`~fairque_core.errors.PluginError` that names it.
+:class:`~fairque_core.domain.errors.PluginError` that names it.
 
 Order and precedence
-    The defaults (:data:`fairque_core.defaults.DEFAULT_PLUGINS`) are registered first, then
+    The defaults (:data:`~fairque_core.app.builtin_plugins.DEFAULT_PLUGINS`) are registered
+    first, then
     plugins from the ``fairque`` entry-point group, then the ``plugins`` given to the
     constructor, so that plugins listed first are asked first (they are registered in reverse:
     pluggy calls the newest registration first). ``register()`` adds a plugin with the highest
@@ -35,13 +36,13 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from fairque_core import hookspecs
-from fairque_core.defaults import DEFAULT_PLUGINS, retry_decision
-from fairque_core.errors import FairQueueError, PluginError, TaskSerializationError
+from fairque_core.app import hookspecs
+from fairque_core.app.builtin_plugins import DEFAULT_PLUGINS, retry_decision
+from fairque_core.domain.errors import FairQueueError, PluginError, TaskSerializationError
 
 if TYPE_CHECKING:
-    from fairque_core.models import Task
-    from fairque_core.retry import RetryDecision
+    from fairque_core.domain.models import Task
+    from fairque_core.domain.retry import RetryDecision
 
 __all__ = ["AUTOLOAD_ENV", "ENTRY_POINT_GROUP", "PluginHost", "plugin_name_for"]
 

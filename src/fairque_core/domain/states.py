@@ -3,7 +3,7 @@
 The table :data:`TRANSITIONS` is the single source of truth (as in h11's state machine):
 backends and the reference model change a task's state only along its edges, the docs
 diagram in ``docs/task-states.md`` is generated from it, and a unit test fails when the two
-disagree. Regenerate the doc with ``python -m fairque_core.states --write``.
+disagree. Regenerate the doc with ``python -m fairque_core.domain.states --write``.
 
 A task that does not exist yet has no state; the push events in :data:`INITIAL_TRANSITIONS`
 say where a new task enters. ``next_state(None, TaskEvent.PUSH_READY)`` is ``QUEUED``.
@@ -22,8 +22,8 @@ from enum import Enum
 from pathlib import Path
 from types import MappingProxyType
 
-from fairque_core._types import TaskState
-from fairque_core.errors import InvalidTransition
+from fairque_core.domain.enums import TaskState
+from fairque_core.domain.errors import InvalidTransition
 
 __all__ = [
     "DOC_BEGIN_MARKER",
@@ -130,7 +130,7 @@ TERMINAL_STATES: frozenset[TaskState] = frozenset(
 def next_state(state: TaskState | None, event: TaskEvent) -> TaskState:
     """The state after ``event`` in ``state`` (``None``: the task does not exist yet).
 
-    Raises :class:`~fairque_core.errors.InvalidTransition` when the table has no such edge.
+    Raises :class:`~fairque_core.domain.errors.InvalidTransition` when the table has no such edge.
     """
     row = INITIAL_TRANSITIONS if state is None else TRANSITIONS.get(state, {})
     try:
@@ -147,7 +147,9 @@ def allowed_events(state: TaskState | None) -> frozenset[TaskEvent]:
 
 # ---------------------------------------------------------------------- docs generation
 
-DOC_BEGIN_MARKER = "<!-- BEGIN GENERATED: task-state-diagram (python -m fairque_core.states) -->"
+DOC_BEGIN_MARKER = (
+    "<!-- BEGIN GENERATED: task-state-diagram (python -m fairque_core.domain.states) -->"
+)
 DOC_END_MARKER = "<!-- END GENERATED: task-state-diagram -->"
 _DEFAULT_DOC = Path("docs") / "task-states.md"
 
@@ -183,9 +185,10 @@ def render_doc(text: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m fairque_core.states [--write|--check] [PATH]``; prints the diagram by default."""
+    """``python -m fairque_core.domain.states [--write|--check] [PATH]``; prints the diagram
+    by default."""
     parser = argparse.ArgumentParser(
-        prog="python -m fairque_core.states",
+        prog="python -m fairque_core.domain.states",
         description="Print the task state diagram, or refresh/check it in the docs.",
     )
     mode = parser.add_mutually_exclusive_group()
@@ -201,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     fresh = render_doc(current)
     if args.check:
         if fresh != current:
-            sys.stderr.write(f"{path} is stale: run python -m fairque_core.states --write\n")
+            sys.stderr.write(f"{path} is stale: run python -m fairque_core.domain.states --write\n")
             return 1
         return 0
     if fresh != current:

@@ -9,9 +9,9 @@ from typing import Any
 
 import attrs
 
-from fairque_core._types import FailureType, Priority
-from fairque_core.errors import TaskValidationError
-from fairque_core.validation import check_finite, validate_id
+from fairque_core.domain.enums import FailureType, Priority
+from fairque_core.domain.errors import TaskValidationError
+from fairque_core.domain.validation import check_finite, validate_id
 
 __all__ = ["UNREADABLE_HEADER", "Claimed", "DLQEntry", "Lease", "Message", "QueueSizes", "Task"]
 

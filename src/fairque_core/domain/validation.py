@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 
-from fairque_core.errors import TaskValidationError
+from fairque_core.domain.errors import TaskValidationError
 
 __all__ = [
     "MAX_ID_LENGTH",

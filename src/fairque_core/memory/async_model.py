@@ -1,8 +1,8 @@
 """AsyncInMemoryBackend: the reference model behind the async port.
 
-Every method runs the matching :class:`~fairque_core.memory.InMemoryBackend` method at once
+Every method runs the matching :class:`~fairque_core.memory.model.InMemoryBackend` method at once
 (the model does no I/O, so nothing would be gained by a thread), which makes
-:class:`~fairque_core.engine_async.AsyncFairQueue` and the async worker usable without Redis.
+:class:`~fairque_core.app.engine_async.AsyncFairQueue` and the async worker usable without Redis.
 The one exception is ``wait_for_work``, which blocks, so it waits on a worker thread.
 """
 
@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from fairque_core._types import FailureType, TaskState
-from fairque_core.config import QueueConfig
-from fairque_core.memory import InMemoryBackend
-from fairque_core.models import Claimed, DLQEntry, Message, QueueSizes
+from fairque_core.app.config import QueueConfig
+from fairque_core.domain.enums import FailureType, TaskState
+from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
+from fairque_core.domain.validation import check_wait_timeout
+from fairque_core.memory.model import InMemoryBackend
 from fairque_core.ports import Clock, TokenSource
-from fairque_core.validation import check_wait_timeout
 
 __all__ = ["AsyncInMemoryBackend"]
 

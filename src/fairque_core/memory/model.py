@@ -18,23 +18,23 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from fairque_core._types import FailureType, TaskState
-from fairque_core.config import QueueConfig
-from fairque_core.errors import (
+from fairque_core.app.config import QueueConfig
+from fairque_core.domain.enums import FailureType, TaskState
+from fairque_core.domain.errors import (
     LeaseLostError,
     PayloadTooLargeError,
     TaskNotFoundError,
     TaskValidationError,
 )
-from fairque_core.models import Claimed, DLQEntry, Lease, Message, QueueSizes
-from fairque_core.ports import Clock, TokenSource
-from fairque_core.scoring import STAT_COUNTERS, seq_member, static_score, stride_for, to_ms
-from fairque_core.validation import (
+from fairque_core.domain.models import Claimed, DLQEntry, Lease, Message, QueueSizes
+from fairque_core.domain.scoring import STAT_COUNTERS, seq_member, static_score, stride_for, to_ms
+from fairque_core.domain.validation import (
     check_tenant_page,
     check_wait_timeout,
     validate_id,
     validate_queue_name,
 )
+from fairque_core.ports import Clock, TokenSource
 
 __all__ = ["InMemoryBackend", "random_token"]
 

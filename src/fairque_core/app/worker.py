@@ -1,4 +1,4 @@
-"""Worker: runs tasks from a :class:`~fairque_core.engine.FairQueue` on a pool of threads.
+"""Worker: runs tasks from a :class:`~fairque_core.app.engine.FairQueue` on a pool of threads.
 
 One control thread owns every queue call: it claims in batches (only as many tasks as there
 are free places, plus an optional ``prefetch``), acknowledges finished tasks in batches
@@ -8,7 +8,7 @@ runs on pool threads that never touch the queue, so a slow handler cannot delay 
 the in-memory backend needs no extra locking.
 
 A Python thread cannot be killed. When a sync task passes ``task_timeout_seconds`` it is
-failed at once with :class:`~fairque_core.errors.TaskTimeoutError` (retry or DLQ by policy),
+failed at once with :class:`~fairque_core.domain.errors.TaskTimeoutError` (retry or DLQ by policy),
 its result is dropped whenever the thread returns, and its place is given back as long as fewer
 than ``max_concurrent_tasks`` such stuck threads exist (past that, the place is freed only when
 the thread returns, so a wedged handler cannot make the worker spawn threads without bound).
@@ -32,13 +32,13 @@ from queue import Empty, SimpleQueue
 from types import FrameType
 from typing import Any
 
-from fairque_core import _worker_common as wc
-from fairque_core._engine_common import encode_result
-from fairque_core.config import WorkerConfig
-from fairque_core.engine import FairQueue
-from fairque_core.errors import BackendError, LeaseLostError, TaskTimeoutError
-from fairque_core.handlers import TaskHandler
-from fairque_core.models import Task
+from fairque_core.app import worker_parts as wc
+from fairque_core.app.config import WorkerConfig
+from fairque_core.app.engine import FairQueue
+from fairque_core.app.engine_support import encode_result
+from fairque_core.app.handlers import TaskHandler
+from fairque_core.domain.errors import BackendError, LeaseLostError, TaskTimeoutError
+from fairque_core.domain.models import Task
 
 __all__ = ["Worker"]
 

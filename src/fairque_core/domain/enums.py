@@ -40,7 +40,7 @@ class Priority(IntEnum):
 
 
 class TaskState(str, Enum):
-    """Where a task is in its life. The transitions live in :mod:`fairque_core.states`."""
+    """Where a task is in its life. The transitions live in :mod:`fairque_core.domain.states`."""
 
     SCHEDULED = "scheduled"  # waiting for its execute_after time (delayed or retry backoff)
     DEFERRED = "deferred"  # waiting for the tasks it depends on

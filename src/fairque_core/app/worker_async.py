@@ -1,10 +1,11 @@
-"""AsyncWorker: the asyncio twin of :class:`~fairque_core.worker.Worker`.
+"""AsyncWorker: the asyncio twin of :class:`~fairque_core.app.worker.Worker`.
 
 The same control loop (batch claims for the free places, batch acknowledgements, heartbeats,
 reaper, backoff on backend errors, graceful stop that releases unstarted claims) runs as one
 coroutine; each task runs as an asyncio task. Async handlers are awaited directly; sync
 handlers run in a thread (``asyncio.to_thread``). A task past ``task_timeout_seconds`` is
-cancelled (``asyncio.wait_for``) and failed with :class:`~fairque_core.errors.TaskTimeoutError`;
+cancelled (``asyncio.wait_for``) and failed with
+:class:`~fairque_core.domain.errors.TaskTimeoutError`;
 a sync handler's thread cannot be cancelled and runs on, its result dropped.
 
 Plugin hooks are synchronous: ``PluginHost.execute`` wraps the creation of the handler's
@@ -25,13 +26,13 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fairque_core import _worker_common as wc
-from fairque_core._engine_common import encode_result
-from fairque_core.config import WorkerConfig
-from fairque_core.engine_async import AsyncFairQueue
-from fairque_core.errors import BackendError, LeaseLostError, TaskTimeoutError
-from fairque_core.handlers import TaskHandler
-from fairque_core.models import Task
+from fairque_core.app import worker_parts as wc
+from fairque_core.app.config import WorkerConfig
+from fairque_core.app.engine_async import AsyncFairQueue
+from fairque_core.app.engine_support import encode_result
+from fairque_core.app.handlers import TaskHandler
+from fairque_core.domain.errors import BackendError, LeaseLostError, TaskTimeoutError
+from fairque_core.domain.models import Task
 
 __all__ = ["AsyncWorker"]
 
@@ -45,7 +46,7 @@ class _Outage(Exception):
 class AsyncWorker:
     """Runs tasks of an :class:`AsyncFairQueue` as asyncio tasks, at most
     ``max_concurrent_tasks`` at once. ``await start()`` / ``await stop()`` / ``await run()``
-    / ``health()``, as :class:`~fairque_core.worker.Worker`."""
+    / ``health()``, as :class:`~fairque_core.app.worker.Worker`."""
 
     def __init__(
         self,

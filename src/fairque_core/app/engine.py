@@ -16,15 +16,15 @@ from types import TracebackType
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-from fairque_core import _engine_common as common
-from fairque_core._types import FailureType, TaskState
-from fairque_core.config import FairQueueConfig, QueueConfig
-from fairque_core.deps import check_batch
-from fairque_core.errors import LeaseLostError, TaskSerializationError, TaskValidationError
-from fairque_core.memory import InMemoryBackend
-from fairque_core.models import DLQEntry, Message, Task
+from fairque_core.app import engine_support as common
+from fairque_core.app.config import FairQueueConfig, QueueConfig
+from fairque_core.domain.deps import check_batch
+from fairque_core.domain.enums import FailureType, TaskState
+from fairque_core.domain.errors import LeaseLostError, TaskSerializationError, TaskValidationError
+from fairque_core.domain.models import DLQEntry, Message, Task
+from fairque_core.domain.validation import check_tenant_page, check_wait_timeout
+from fairque_core.memory.model import InMemoryBackend
 from fairque_core.ports import QueueBackend
-from fairque_core.validation import check_tenant_page, check_wait_timeout
 
 __all__ = ["FairQueue"]
 
