@@ -3,8 +3,10 @@
 This is the executable specification of :class:`fairque_core.ports.QueueBackend`. The Lua
 scripts of the Redis adapter mirror it step for step (a differential property test runs both
 on the same operations with one fake clock), and users can run their handlers against it in
-unit tests. It is pure Python, deterministic for a given clock and token source, and not
-thread-safe (wrap it in a lock to share it between threads).
+unit tests. It is pure Python and deterministic for a given clock and token source.
+
+It is safe to share between threads: every public method runs under one re-entrant lock (a
+call is atomic, as a script call is on Redis); ``wait_for_work`` waits without holding it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import wraps
+from typing import Concatenate, ParamSpec, TypeVar
 
 import attrs
 
@@ -40,6 +44,23 @@ __all__ = ["InMemoryBackend", "random_token"]
 
 _DEFAULT_STRIDE = stride_for(1.0)
 _ALIVE = (TaskState.SCHEDULED, TaskState.DEFERRED, TaskState.QUEUED, TaskState.STARTED)
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _locked(
+    method: Callable[Concatenate[InMemoryBackend, _P], _R],
+) -> Callable[Concatenate[InMemoryBackend, _P], _R]:
+    """Run ``method`` under the model's lock (one atomic step, like one script call)."""
+
+    @wraps(method)
+    def locked(self: InMemoryBackend, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return locked
 
 
 def _check_limit(field: str, value: object) -> None:
@@ -124,7 +145,9 @@ class InMemoryBackend:
         self._seq = 0
         self._counters = dict.fromkeys(STAT_COUNTERS, 0)
         self._closed = False
-        # the wake signal (at most one pending token); the only state touched off the engine lock
+        # one lock around every public method (re-entrant: batch methods call single ones)
+        self._lock = threading.RLock()
+        # the wake signal (at most one pending token); the only state touched off the model lock
         self._wake = threading.Condition(threading.Lock())
         self._wake_pending = False
         # the earliest due time in _delayed (ms, None = nothing scheduled), for waiters
@@ -300,9 +323,11 @@ class InMemoryBackend:
             raise PayloadTooLargeError(len(message.body), self._config.max_payload_bytes)
 
     # ------------------------------------------------------------------ push
+    @_locked
     def push(self, message: Message) -> bool:
         return self.push_batch([message])[0]
 
+    @_locked
     def push_batch(self, messages: Sequence[Message]) -> list[bool]:
         for message in messages:
             self._check_message(message)
@@ -388,6 +413,7 @@ class InMemoryBackend:
                 return best[2]
         return None
 
+    @_locked
     def claim(
         self,
         *,
@@ -441,6 +467,7 @@ class InMemoryBackend:
         return Claimed(message=rec.message, lease=lease, recoveries=rec.recoveries)
 
     # ------------------------------------------------------------------ leases
+    @_locked
     def heartbeat(self, task_id: str, token: str, lease_seconds: float | None = None) -> float:
         now = self._now()
         rec = self._leased(task_id, token, now)
@@ -449,6 +476,7 @@ class InMemoryBackend:
         self._leases[task_id] = rec.deadline_ms
         return rec.deadline_ms / 1000
 
+    @_locked
     def heartbeat_batch(
         self, items: Sequence[tuple[str, str]], lease_seconds: float | None = None
     ) -> list[float | None]:
@@ -460,6 +488,7 @@ class InMemoryBackend:
                 deadlines.append(None)
         return deadlines
 
+    @_locked
     def finish(self, task_id: str, token: str, result: bytes | None = None) -> None:
         now = self._now()
         done = self._live(task_id, now)
@@ -474,6 +503,7 @@ class InMemoryBackend:
         self._close_record(rec, now)
         self._release_dependents(rec, task_id, now)
 
+    @_locked
     def finish_batch(self, items: Sequence[tuple[str, str, bytes | None]]) -> list[bool]:
         done: list[bool] = []
         for task_id, token, result in items:
@@ -485,6 +515,7 @@ class InMemoryBackend:
                 done.append(True)
         return done
 
+    @_locked
     def fail(
         self,
         task_id: str,
@@ -516,6 +547,7 @@ class InMemoryBackend:
             self._to_dlq(task_id, rec, failure_type, reason, now)
         return rec.state
 
+    @_locked
     def release(self, task_id: str, token: str) -> None:
         now = self._now()
         rec = self._leased(task_id, token, now)
@@ -523,6 +555,7 @@ class InMemoryBackend:
         self._bump("released", self._tenant(rec.message.user_id))
         self._make_ready(task_id, rec, rec.ready_ms, head=True)
 
+    @_locked
     def requeue_expired(self, limit: int = 100) -> int:
         _check_limit("limit", limit)
         now = self._now()
@@ -541,6 +574,7 @@ class InMemoryBackend:
         return len(expired)
 
     # ------------------------------------------------------------------ cancel and reads
+    @_locked
     def cancel(self, task_id: str) -> bool:
         validate_id(task_id, "task_id")
         now = self._now()
@@ -563,21 +597,25 @@ class InMemoryBackend:
         self._cancel_dependents(task_id, rec, now)
         return True
 
+    @_locked
     def get_message(self, task_id: str) -> Message | None:
         validate_id(task_id, "task_id")
         rec = self._live(task_id, self._now())
         return None if rec is None else rec.message
 
+    @_locked
     def get_state(self, task_id: str) -> TaskState | None:
         validate_id(task_id, "task_id")
         rec = self._live(task_id, self._now())
         return None if rec is None else rec.state
 
+    @_locked
     def get_result(self, task_id: str) -> bytes | None:
         validate_id(task_id, "task_id")
         rec = self._live(task_id, self._now())
         return None if rec is None else rec.result
 
+    @_locked
     def queue_sizes(self, user_ids: Sequence[str]) -> dict[str, QueueSizes]:
         sizes: dict[str, QueueSizes] = {}
         for user_id in user_ids:
@@ -594,6 +632,7 @@ class InMemoryBackend:
             )
         return sizes
 
+    @_locked
     def stats(self) -> dict[str, int]:
         out = dict(self._counters)
         out["ready"] = sum(len(t.critical) + len(t.normal_live) for t in self._tenants.values())
@@ -603,6 +642,7 @@ class InMemoryBackend:
         out["active_tenants"] = sum(len(a) for a in self._active.values())
         return out
 
+    @_locked
     def tenant_stats(self, user_id: str) -> dict[str, int]:
         validate_id(user_id, "user_id")
         tenant = self._tenants.get(user_id)
@@ -614,11 +654,13 @@ class InMemoryBackend:
         out["leased"] = tenant.leased
         return out
 
+    @_locked
     def list_tenants(self, *, limit: int = 100, offset: int = 0) -> tuple[list[str], int]:
         limit, offset = check_tenant_page(limit, offset)
         seen = sorted(self._first_push, key=lambda u: (self._first_push[u], u))
         return seen[offset : offset + limit], len(seen)
 
+    @_locked
     def set_tenant_weight(self, user_id: str, weight: float, *, tier: int = 0) -> None:
         validate_id(user_id, "user_id")
         stride = stride_for(weight)
@@ -635,6 +677,7 @@ class InMemoryBackend:
             self._active.setdefault(tier_eff, {})[user_id] = tenant.pass_
 
     # ------------------------------------------------------------------ DLQ
+    @_locked
     def list_dlq(
         self, *, limit: int = 100, offset: int = 0, failure_type: FailureType | None = None
     ) -> list[DLQEntry]:
@@ -663,6 +706,7 @@ class InMemoryBackend:
             validate_id(entry_id, "entry_id")
         return list(dict.fromkeys(tid for tid in entry_ids if tid in self._dlq))
 
+    @_locked
     def requeue_dlq(self, entry_ids: Sequence[str] | None = None) -> int:
         now = self._now()
         ids = self._dlq_ids(entry_ids)
@@ -677,6 +721,7 @@ class InMemoryBackend:
             self._make_ready(task_id, rec, now)
         return len(ids)
 
+    @_locked
     def purge_dlq(self, entry_ids: Sequence[str] | None = None) -> int:
         ids = self._dlq_ids(entry_ids)
         for task_id in ids:
@@ -684,6 +729,7 @@ class InMemoryBackend:
             del self._records[task_id]
         return len(ids)
 
+    @_locked
     def require(self, task_id: str) -> Message:
         """The stored message, or TaskNotFoundError."""
         message = self.get_message(task_id)
