@@ -24,13 +24,14 @@ Shared rules:
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
 from typing import Protocol
 
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
 
-__all__ = ["AsyncQueueBackend", "Clock", "QueueBackend", "TokenSource"]
+__all__ = ["AsyncQueueBackend", "Clock", "QueueBackend", "TokenSource", "random_token"]
 
 
 class Clock(Protocol):
@@ -43,6 +44,11 @@ class TokenSource(Protocol):
     """Makes lease tokens (random by default; deterministic in tests)."""
 
     def __call__(self) -> str: ...
+
+
+def random_token() -> str:
+    """The default :class:`TokenSource`: a 128-bit random lease token (32 hex digits)."""
+    return secrets.token_hex(16)
 
 
 class QueueBackend(Protocol):

@@ -35,8 +35,7 @@ from fairque_core.domain.models import (
 )
 from fairque_core.domain.scoring import STAT_COUNTERS, stride_for, to_ms
 from fairque_core.domain.validation import check_tenant_page, validate_id
-from fairque_core.memory.model import random_token
-from fairque_core.ports import Clock, TokenSource
+from fairque_core.ports import Clock, TokenSource, random_token
 from fairque_redis.keys import KeySpace
 
 __all__ = ["Call", "Planner", "decode_message", "read_message", "salvage_message"]

@@ -18,8 +18,7 @@ from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import LeaseLostError
 from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
 from fairque_core.domain.validation import check_wait_timeout
-from fairque_core.memory.model import random_token
-from fairque_core.ports import AsyncQueueBackend, Clock, TokenSource
+from fairque_core.ports import AsyncQueueBackend, Clock, TokenSource, random_token
 from fairque_redis._edge import (
     MIN_BLOCK_SECONDS,
     blocking_seconds,

@@ -207,7 +207,7 @@ def test_decoding_clients_are_refused() -> None:
 
 def test_default_lease_tokens_are_drawn_per_batch_and_unique() -> None:
     """The default token source is read once per claim batch; tokens stay 128-bit, unique."""
-    from fairque_core.memory.model import random_token
+    from fairque_core.ports import random_token
     from fairque_redis._plan import Planner
     from fairque_redis.keys import KeySpace
 

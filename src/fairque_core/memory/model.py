@@ -12,7 +12,6 @@ call is atomic, as a script call is on Redis); ``wait_for_work`` waits without h
 from __future__ import annotations
 
 import heapq
-import secrets
 import threading
 import time
 from collections import deque
@@ -38,9 +37,9 @@ from fairque_core.domain.validation import (
     validate_id,
     validate_queue_name,
 )
-from fairque_core.ports import Clock, TokenSource
+from fairque_core.ports import Clock, TokenSource, random_token
 
-__all__ = ["InMemoryBackend", "random_token"]
+__all__ = ["InMemoryBackend"]
 
 _DEFAULT_STRIDE = stride_for(1.0)
 _ALIVE = (TaskState.SCHEDULED, TaskState.DEFERRED, TaskState.QUEUED, TaskState.STARTED)
@@ -66,11 +65,6 @@ def _locked(
 def _check_limit(field: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise TaskValidationError(field, value, "must be an int >= 0")
-
-
-def random_token() -> str:
-    """A 128-bit random lease token."""
-    return secrets.token_hex(16)
 
 
 @attrs.define
