@@ -1,8 +1,12 @@
-"""AsyncRedisBackend: the asyncio twin of :class:`~fairque_redis.backend.RedisBackend`.
+"""AsyncRedisBackend: the queue backend on Redis, Valkey or a cluster of either.
 
-Same scripts, same plans (:mod:`fairque_redis._plan`), same error edge; the two faces differ
-only by ``await`` on the script call. Keep them in step when either changes.
+Every operation is "build the call -> one script call -> parse the reply": argument building
+and reply parsing live in :mod:`fairque_redis._script_calls` (no I/O), the atomic work in the
+Lua scripts, and redis-py exceptions are translated at one edge (:mod:`fairque_redis._errors`).
 """
+
+# backend.py (RedisBackend) is generated from this file  # unasync: remove
+# by tools/gen_sync.py: edit here, then run it.  # unasync: remove
 
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ from fairque_core.domain.errors import LeaseLostError
 from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
 from fairque_core.domain.validation import check_wait_timeout
 from fairque_core.ports import AsyncQueueBackend, Clock, TokenSource, random_token
-from fairque_redis._edge import (
+from fairque_redis._client_options import (
     MIN_BLOCK_SECONDS,
     blocking_seconds,
     client_options,
@@ -28,9 +32,9 @@ from fairque_redis._edge import (
     redis_options,
     require_bytes_client,
     split_config,
-    translate_errors,
 )
-from fairque_redis._plan import Call, Planner
+from fairque_redis._errors import translate_errors
+from fairque_redis._script_calls import Call, ScriptCalls
 from fairque_redis.keys import KeySpace
 from fairque_redis.scripts import SOURCES
 
@@ -43,7 +47,8 @@ T = TypeVar("T")
 
 
 class AsyncRedisBackend:
-    """The asyncio queue backend on a ``redis.asyncio.Redis`` or ``RedisCluster`` client.
+    """The queue backend on a ``redis.asyncio.Redis`` or ``redis.asyncio.cluster.RedisCluster``
+    client.
 
     The client must return bytes (``decode_responses=False``). Build it with :meth:`from_url`
     or :meth:`from_config` to get fairque's settings (automatic retries off for scripts, TLS
@@ -64,7 +69,7 @@ class AsyncRedisBackend:
         require_bytes_client(client)
         self._client = client
         self._owns_client = False
-        self._planner = Planner(
+        self._planner = ScriptCalls(
             self._keys,
             self._config,
             clock,
@@ -154,7 +159,8 @@ class AsyncRedisBackend:
 
     # ------------------------------------------------------------------ push and claim
     async def push(self, message: Message) -> bool:
-        return (await self._run(self._planner.push([message])))[0]
+        [created] = await self._run(self._planner.push([message]))
+        return created
 
     async def push_batch(self, messages: Sequence[Message]) -> list[bool]:
         if not messages:

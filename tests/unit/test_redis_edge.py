@@ -18,7 +18,7 @@ from fairque_core import (
     RedisConnectionError,
 )
 from fairque_core.app.config import FairQueueConfig, QueueConfig, RedisConfig
-from fairque_redis._edge import client_options, normalize_url
+from fairque_redis._client_options import client_options, normalize_url
 from fairque_redis.backend import RedisBackend
 from fairque_redis.embedded import EmbeddedValkey
 from fairque_redis.factory import backend_from_url
@@ -208,7 +208,7 @@ def test_decoding_clients_are_refused() -> None:
 def test_default_lease_tokens_are_drawn_per_batch_and_unique() -> None:
     """The default token source is read once per claim batch; tokens stay 128-bit, unique."""
     from fairque_core.ports import random_token
-    from fairque_redis._plan import Planner
+    from fairque_redis._script_calls import ScriptCalls as Planner
     from fairque_redis.keys import KeySpace
 
     planner = Planner(KeySpace("tokens"), QueueConfig(), None, random_token)
@@ -236,7 +236,7 @@ def test_default_lease_tokens_are_drawn_per_batch_and_unique() -> None:
 )
 def test_unreadable_records_are_typed_and_salvaged(fields: list[bytes | None]) -> None:
     from fairque_core import TaskSerializationError
-    from fairque_redis._plan import read_message, salvage_message
+    from fairque_redis._script_calls import read_message, salvage_message
 
     with pytest.raises(TaskSerializationError, match="t1 has an unreadable record") as info:
         read_message(fields)

@@ -1,32 +1,21 @@
-"""The adapter edge: redis-py exceptions become fairque errors here, and only here.
-
-Also builds redis-py clients the way fairque needs them: bytes replies, automatic command
-retries off (a retried script call could run twice, see ADR 0011), TLS verification on.
-"""
+"""How fairque builds redis-py clients: bytes replies, automatic command retries off (a retried
+script call could run twice, see ADR 0011), TLS verification on; URL schemes and the options a
+config's ``redis`` section gives."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
-from redis import exceptions as rexc
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from fairque_core.app.config import FairQueueConfig, QueueConfig, RedisConfig
-from fairque_core.domain.errors import (
-    BackendError,
-    BackendOutOfMemoryError,
-    ConfigurationError,
-    OutcomeUnknownError,
-    RedisConnectionError,
-)
-from fairque_redis.scripts import translate_script_error
+from fairque_core.domain.errors import ConfigurationError
 
 __all__ = [
+    "MIN_BLOCK_SECONDS",
     "blocking_seconds",
     "client_options",
     "config_url",
@@ -34,13 +23,11 @@ __all__ = [
     "redis_options",
     "require_bytes_client",
     "split_config",
-    "translate_errors",
 ]
 
 log = logging.getLogger("fairque.redis")
 
 _SCHEMES = {"redis": "redis", "rediss": "rediss", "valkey": "redis", "valkeys": "rediss"}
-_NOT_SENT_MARKERS = ("connecting to", "Connection refused", "Name or service not known")
 
 
 def normalize_url(url: str) -> str:
@@ -140,39 +127,3 @@ def require_bytes_client(client: Any) -> None:
             "fairque needs a client with decode_responses=False (task bodies are bytes)",
             path="decode_responses",
         )
-
-
-def _not_sent(exc: BaseException) -> bool:
-    if isinstance(exc, (rexc.AuthenticationError, rexc.AuthorizationError, rexc.BusyLoadingError)):
-        return True
-    if isinstance(exc, rexc.MaxConnectionsError):
-        return True
-    text = str(exc)
-    return any(marker in text for marker in _NOT_SENT_MARKERS)
-
-
-@contextmanager
-def translate_errors(script: str, *, writes: bool) -> Iterator[None]:
-    """Translate redis-py exceptions raised by one script call."""
-    try:
-        yield
-    except rexc.OutOfMemoryError as exc:
-        raise BackendOutOfMemoryError(f"the server is out of memory ({script})") from exc
-    except (rexc.ClusterDownError, rexc.TryAgainError, rexc.ReadOnlyError) as exc:
-        raise RedisConnectionError(f"the server cannot take {script} now: {exc}") from exc
-    except rexc.ResponseError as exc:
-        text = str(exc)
-        if text.startswith("OOM"):
-            raise BackendOutOfMemoryError(f"the server is out of memory ({script})") from exc
-        raise translate_script_error(script, text) from exc
-    except (rexc.ConnectionError, rexc.TimeoutError) as exc:
-        if writes and not _not_sent(exc):
-            raise OutcomeUnknownError(
-                f"the connection broke after {script} was sent; it may or may not have run: "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
-        raise RedisConnectionError(f"{script}: {type(exc).__name__}: {exc}") from exc
-    except rexc.RedisClusterException as exc:
-        raise RedisConnectionError(f"{script}: {type(exc).__name__}: {exc}") from exc
-    except rexc.RedisError as exc:
-        raise BackendError(f"{script}: {type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,32 @@
+"""Script calls for the Redis backends: build each Lua script's ARGV and parse its reply.
+
+Both faces (:class:`~fairque_redis.backend.RedisBackend` and
+:class:`~fairque_redis.async_backend.AsyncRedisBackend`) do "build the call -> one script
+call -> parse the reply"; everything except the call itself lives in this package, with no
+I/O. Validation happens while building, so a bad id or an oversized payload is refused before
+any command is sent. One module per concept:
+
+- :mod:`.base`: the :class:`Call` value, reply checks, the ARGV header, lease tokens
+- :mod:`.records`: the stored task record (meta JSON) and reading or salvaging it
+- :mod:`.tasks`: push, claim, cancel
+- :mod:`.leases`: heartbeat, finish, fail, release, requeue of expired leases
+- :mod:`.dlq`: list, requeue and purge the dead-letter queue
+- :mod:`.tenants`: weights and tiers, tenant statistics, the tenant list
+- :mod:`.inspection`: reads of one task, queue sizes and statistics, the next due time
+"""
+
+from __future__ import annotations
+
+from fairque_redis._script_calls.base import Call
+from fairque_redis._script_calls.dlq import DlqCalls
+from fairque_redis._script_calls.inspection import InspectionCalls
+from fairque_redis._script_calls.leases import LeaseCalls
+from fairque_redis._script_calls.records import decode_message, read_message, salvage_message
+from fairque_redis._script_calls.tasks import TaskCalls
+from fairque_redis._script_calls.tenants import TenantCalls
+
+__all__ = ["Call", "ScriptCalls", "decode_message", "read_message", "salvage_message"]
+
+
+class ScriptCalls(TaskCalls, LeaseCalls, DlqCalls, TenantCalls, InspectionCalls):
+    """Every script call of one queue, for one backend instance (holds its clock and tokens)."""

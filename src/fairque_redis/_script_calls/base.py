@@ -1,0 +1,137 @@
+"""What every script call shares: the :class:`Call` value, reply checks, the ARGV header and
+the lease-token supply of one backend instance (:class:`CallsBase`). No I/O."""
+
+from __future__ import annotations
+
+import math
+import secrets
+import threading
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+import attrs
+
+from fairque_core.app.config import QueueConfig
+from fairque_core.domain.errors import ScriptContractError, TaskValidationError
+from fairque_core.domain.scoring import to_ms
+from fairque_core.ports import Clock, TokenSource, random_token
+from fairque_redis.keys import KeySpace
+
+__all__ = ["Call", "CallsBase", "contract", "int_list", "int_reply", "pairs", "to_bytes", "to_text"]
+
+T = TypeVar("T")
+
+_TOKEN_BYTES = 16  # as fairque_core.ports.random_token
+
+
+@attrs.frozen
+class Call(Generic[T]):
+    """One script call: which script, its ARGV, and how to read the reply."""
+
+    script: str
+    args: list[Any]
+    parse: Callable[[Any], T]
+    writes: bool = True
+
+
+def to_text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "surrogateescape")
+    if isinstance(value, str):
+        return value
+    raise TypeError(type(value).__name__)
+
+
+def to_bytes(value: Any) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape")
+    raise TypeError(type(value).__name__)
+
+
+def contract(script: str, ok: bool, reply: Any) -> None:
+    """ScriptContractError unless ``ok``: the reply does not have the shape the script promises."""
+    if not ok:
+        shown = repr(reply)
+        raise ScriptContractError(script, f"unexpected reply {shown[:200]}")
+
+
+def int_list(script: str, reply: Any) -> list[int]:
+    contract(script, isinstance(reply, list), reply)
+    return [int(x) for x in reply]
+
+
+def pairs(script: str, reply: Any) -> dict[str, int]:
+    contract(script, isinstance(reply, list) and len(reply) % 2 == 0, reply)
+    return {to_text(reply[i]): int(reply[i + 1]) for i in range(0, len(reply), 2)}
+
+
+def int_reply(script: str) -> Callable[[Any], int]:
+    """A parser for a script that answers one integer."""
+
+    def parse(reply: Any) -> int:
+        contract(script, isinstance(reply, int), reply)
+        return int(reply)
+
+    return parse
+
+
+class CallsBase:
+    """State of one backend instance's calls: keys, queue config, clock and token supply."""
+
+    def __init__(
+        self,
+        keys: KeySpace,
+        config: QueueConfig,
+        clock: Clock | None,
+        token_source: TokenSource,
+    ) -> None:
+        self.keys = keys
+        self.config = config
+        self.clock = clock
+        self.tokens = token_source
+        self.anchors = keys.anchors()
+        self._spare: list[str] = []
+        self._lock = threading.Lock()
+        self._static = [
+            "1" if config.strict_tiers else "0",
+            str(to_ms(config.aging_horizon_seconds)),
+            str(to_ms(config.result_ttl_seconds)),
+            str(int(config.max_recoveries)),
+            str(int(config.delayed_move_limit)),
+            str(int(config.max_payload_bytes)),
+        ]
+
+    def header(self) -> list[Any]:
+        """ARGV[1..7]: now (empty = server TIME) and the queue's configuration."""
+        now = "" if self.clock is None else str(to_ms(self.clock()))
+        return [now, *self._static]
+
+    def _lease_ms(self, lease_seconds: float | None) -> int:
+        seconds = self.config.lease_seconds if lease_seconds is None else lease_seconds
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+            raise TaskValidationError("lease_seconds", seconds, "must be a number")
+        if not math.isfinite(seconds) or to_ms(seconds) <= 0:
+            raise TaskValidationError("lease_seconds", lease_seconds, "must be > 0")
+        return to_ms(seconds)
+
+    def _draw_tokens(self, count: int) -> list[str]:
+        with self._lock:
+            taken = self._spare[:count]
+            del self._spare[:count]
+        missing = count - len(taken)
+        if missing > 0:
+            if self.tokens is random_token:
+                # the default source, drawn in one read of the OS's CSPRNG for the whole batch
+                block = secrets.token_hex(_TOKEN_BYTES * missing)
+                step = 2 * _TOKEN_BYTES
+                taken.extend(block[i : i + step] for i in range(0, len(block), step))
+            else:
+                taken.extend(self.tokens() for _ in range(missing))
+        return taken
+
+    def _give_back(self, unused: list[str]) -> None:
+        if unused:
+            with self._lock:
+                self._spare[:0] = unused

@@ -1,0 +1,100 @@
+"""Calls on a claimed task's lease: heartbeat, finish, fail (retry or DLQ), release, and the
+reaper's requeue of expired leases. No I/O."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from fairque_core.domain.enums import FailureType, TaskState
+from fairque_core.domain.errors import TaskValidationError
+from fairque_core.domain.scoring import to_ms
+from fairque_redis._script_calls.base import (
+    Call,
+    CallsBase,
+    contract,
+    int_list,
+    int_reply,
+    to_text,
+)
+
+__all__ = ["LeaseCalls"]
+
+_STATES = {state.value: state for state in TaskState}
+
+
+class LeaseCalls(CallsBase):
+    """heartbeat, finish, fail, release, requeue_expired."""
+
+    def heartbeat(
+        self, items: Sequence[tuple[str, str]], lease_seconds: float | None, *, strict: bool
+    ) -> Call[list[float | None]]:
+        """New lease deadlines (epoch seconds) per ``(task_id, token)``, None = lease lost."""
+        args: list[Any] = [*self.header(), "1" if strict else "0", self._lease_ms(lease_seconds)]
+        args.append(len(items))
+        for task_id, token in items:
+            args += [task_id, token]
+        n = len(items)
+
+        def parse(reply: Any) -> list[float | None]:
+            deadlines = int_list("heartbeat", reply)
+            contract("heartbeat", len(deadlines) == n, reply)
+            return [ms / 1000 if ms > 0 else None for ms in deadlines]
+
+        return Call("heartbeat", args, parse)
+
+    def finish(
+        self, items: Sequence[tuple[str, str, bytes | None]], *, strict: bool
+    ) -> Call[list[bool]]:
+        args: list[Any] = [*self.header(), "1" if strict else "0", len(items)]
+        for task_id, token, result in items:
+            args += [
+                task_id,
+                token,
+                "0" if result is None else "1",
+                b"" if result is None else result,
+            ]
+        n = len(items)
+
+        def parse(reply: Any) -> list[bool]:
+            flags = int_list("finish", reply)
+            contract("finish", len(flags) == n, reply)
+            return [f == 1 for f in flags]
+
+        return Call("finish", args, parse)
+
+    def fail(
+        self,
+        task_id: str,
+        token: str,
+        retry_delay: float | None,
+        failure_type: FailureType,
+        reason: str,
+    ) -> Call[TaskState]:
+        if retry_delay is None:
+            delay = ""
+        else:
+            if isinstance(retry_delay, bool) or not isinstance(retry_delay, (int, float)):
+                raise TaskValidationError("retry_delay", retry_delay, "must be a number or None")
+            if not math.isfinite(retry_delay):
+                raise TaskValidationError("retry_delay", retry_delay, "must be finite")
+            delay = str(to_ms(retry_delay))
+        ftype = FailureType(failure_type).value
+        args = [*self.header(), task_id, token, delay, ftype, str(reason)]
+
+        def parse(reply: Any) -> TaskState:
+            state = _STATES.get(to_text(reply)) if isinstance(reply, (bytes, str)) else None
+            contract("fail", state is not None, reply)
+            assert state is not None
+            return state
+
+        return Call("fail", args, parse)
+
+    def release(self, task_id: str, token: str) -> Call[None]:
+        return Call("release", [*self.header(), task_id, token], lambda _reply: None)
+
+    def requeue_expired(self, limit: int) -> Call[int]:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise TaskValidationError("limit", limit, "must be an int >= 0")
+        return Call("requeue_expired", [*self.header(), limit], int_reply("requeue_expired"))

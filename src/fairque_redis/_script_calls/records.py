@@ -1,0 +1,111 @@
+"""The stored task record: the message fields Lua keeps as one JSON value (:func:`encode_meta`),
+and reading the six fields a script returns back into a :class:`Message`, salvaging what it
+can from a damaged record. No I/O."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from fairque_core.domain.enums import Priority
+from fairque_core.domain.errors import TaskSerializationError, TaskValidationError
+from fairque_core.domain.models import UNREADABLE_HEADER, Message
+from fairque_core.domain.validation import validate_id
+from fairque_redis._script_calls.base import to_bytes, to_text
+
+__all__ = ["UNREADABLE", "decode_message", "encode_meta", "read_message", "salvage_message"]
+
+_DEFAULT_CT = "application/json"
+
+# What a stored record that was written or damaged behind the client's back can raise while
+# it is read: bad JSON or UTF-8, wrong shapes and types, absurd nesting, failed validators.
+UNREADABLE = (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError)
+
+
+def encode_meta(message: Message) -> str:
+    """The immutable message fields Lua stores as one opaque JSON value."""
+    if (
+        message.content_type == _DEFAULT_CT
+        and not message.depends_on
+        and not message.headers
+        and not message.name
+        and type(message.max_retries) is int
+        and type(message.created_at) is float
+        and type(message.delay) in (int, float)
+        and math.isfinite(message.created_at)
+        and math.isfinite(message.delay)
+    ):
+        # the common shape, spelled directly (json.dumps writes floats with repr too)
+        return (
+            f'["{_DEFAULT_CT}",{message.max_retries},{message.created_at!r},'
+            f'{message.delay!r},[],{{}},""]'
+        )
+    return json.dumps(
+        [
+            message.content_type,
+            message.max_retries,
+            message.created_at,
+            message.delay,
+            list(message.depends_on),
+            dict(message.headers),
+            message.name,
+        ],
+        separators=(",", ":"),
+        allow_nan=False,
+    )
+
+
+def decode_message(fields: Sequence[Any]) -> Message:
+    """A Message from the six fields a script returns: id, user, priority, retries, meta, body."""
+    task_id, user_id, priority, retry_count, meta, body = fields
+    content_type, max_retries, created_at, delay, deps, headers, name = json.loads(meta)
+    return Message(
+        task_id=to_text(task_id),
+        user_id=to_text(user_id),
+        priority=Priority(int(priority)),
+        body=to_bytes(body),
+        content_type=content_type,
+        retry_count=int(retry_count),
+        max_retries=max_retries,
+        created_at=created_at,
+        delay=delay,
+        depends_on=tuple(deps),
+        headers=headers,
+        name=name,
+    )
+
+
+def read_message(fields: Sequence[Any]) -> Message:
+    """:func:`decode_message`, with an unreadable record as TaskSerializationError."""
+    try:
+        return decode_message(fields)
+    except UNREADABLE as exc:
+        text = f"task {to_text(fields[0])} has an unreadable record: {type(exc).__name__}: {exc}"
+        raise TaskSerializationError(text[:500]) from exc
+
+
+def salvage_message(fields: Sequence[Any], problem: str) -> Message:
+    """The message of a record :func:`read_message` refuses, as far as it can be read: its id,
+    tenant and body bytes, default metadata, and the problem in the header
+    :data:`~fairque_core.domain.models.UNREADABLE_HEADER`. A claim hands such a message out
+    (the engine poisons it, as it does an undecodable body), and a DLQ listing shows it, so
+    that one damaged record neither fails the call nor hides the others."""
+    task_id, user_id, priority, _retries, _meta, body = fields
+    try:
+        prio = Priority(int(priority))
+    except UNREADABLE:
+        prio = Priority.NORMAL
+    user = to_text(user_id) if isinstance(user_id, (bytes, str)) and user_id else ""
+    try:
+        validate_id(user, "user_id")
+    except TaskValidationError:
+        user = "unknown"
+    return Message(
+        task_id=to_text(task_id),
+        user_id=user,
+        priority=prio,
+        body=body if isinstance(body, bytes) else b"",
+        headers={UNREADABLE_HEADER: problem[:200]},
+    )

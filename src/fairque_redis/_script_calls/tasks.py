@@ -1,0 +1,125 @@
+"""Calls that bring tasks in and hand them out: push (validated before anything is sent),
+claim (fair pick and lease, with tokens drawn here) and cancel. No I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from fairque_core.domain.enums import Priority
+from fairque_core.domain.errors import (
+    PayloadTooLargeError,
+    TaskSerializationError,
+    TaskValidationError,
+)
+from fairque_core.domain.models import Claimed, Lease, Message
+from fairque_core.domain.scoring import to_ms
+from fairque_core.domain.validation import validate_id
+from fairque_redis._script_calls.base import Call, CallsBase, contract, int_list, int_reply, to_text
+from fairque_redis._script_calls.records import (
+    UNREADABLE,
+    encode_meta,
+    read_message,
+    salvage_message,
+)
+
+__all__ = ["TaskCalls"]
+
+
+class TaskCalls(CallsBase):
+    """push, claim, cancel."""
+
+    def check_message(self, message: Message) -> None:
+        validate_id(message.task_id, "task_id")
+        validate_id(message.user_id, "user_id")
+        for dep in message.depends_on:
+            validate_id(dep, "depends_on")
+        if not isinstance(message.priority, Priority):
+            raise TaskValidationError("priority", message.priority, "must be a Priority")
+        if len(message.body) > self.config.max_payload_bytes:
+            raise PayloadTooLargeError(len(message.body), self.config.max_payload_bytes)
+
+    def push(self, messages: Sequence[Message]) -> Call[list[bool]]:
+        for message in messages:
+            self.check_message(message)
+        args: list[Any] = self.header()
+        args.append(len(messages))
+        for m in messages:
+            args += [
+                m.task_id,
+                m.user_id,
+                int(m.priority),
+                to_ms(m.delay),
+                encode_meta(m),
+                m.body,
+                len(m.depends_on),
+                *m.depends_on,
+            ]
+        n = len(messages)
+
+        def parse(reply: Any) -> list[bool]:
+            flags = int_list("push", reply)
+            contract("push", len(flags) == n, reply)
+            return [f == 1 for f in flags]
+
+        return Call("push", args, parse)
+
+    def claim(
+        self,
+        *,
+        worker_id: str,
+        assigned: Sequence[str] | None,
+        steal: Sequence[str] | None,
+        count: int,
+        lease_seconds: float | None,
+    ) -> Call[list[Claimed]]:
+        for candidate in (*(assigned or ()), *(steal or ())):
+            validate_id(candidate, "user_id")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise TaskValidationError("count", count, "must be >= 1")
+        if not isinstance(worker_id, str):
+            raise TaskValidationError("worker_id", worker_id, "must be a str")
+        lease_ms = self._lease_ms(lease_seconds)
+        args: list[Any] = self.header()
+        args += [worker_id, lease_ms, count]
+        if not assigned and not steal:
+            args.append("0")
+        else:
+            a, s = list(assigned or ()), list(steal or ())
+            args += ["1", len(a), *a, len(s), *s]
+        tokens = self._draw_tokens(count)
+        args += tokens
+
+        def parse(reply: Any) -> list[Claimed]:
+            ok = isinstance(reply, list) and len(reply) >= 2
+            contract("claim", ok, reply)
+            now_ms, n = int(reply[0]), int(reply[1])
+            contract("claim", len(reply) == 2 + 7 * n and n <= count, reply)
+            self._give_back(tokens[n:])
+            deadline = (now_ms + lease_ms) / 1000
+            out: list[Claimed] = []
+            for k in range(n):
+                i = 2 + 7 * k
+                fields = reply[i : i + 6]
+                try:
+                    message = read_message(fields)
+                except TaskSerializationError as exc:
+                    # leased already: handed out salvaged, for the engine to poison, so one
+                    # damaged record neither fails the batch nor stalls the worker
+                    message = salvage_message(fields, str(exc))
+                try:
+                    recoveries = int(reply[i + 6])
+                except UNREADABLE as exc:
+                    recoveries = 0
+                    problem = f"task {to_text(reply[i])} has an unreadable recovery count: {exc}"
+                    message = salvage_message(fields, problem[:500])
+                lease = Lease(token=tokens[k], deadline=deadline, worker_id=worker_id)
+                out.append(Claimed(message=message, lease=lease, recoveries=recoveries))
+            return out
+
+        return Call("claim", args, parse)
+
+    def cancel(self, task_id: str) -> Call[bool]:
+        validate_id(task_id, "task_id")
+        parse = int_reply("cancel")
+        return Call("cancel", [*self.header(), task_id], lambda r: parse(r) == 1)
