@@ -1,10 +1,15 @@
-"""AsyncFairQueue: the asyncio twin of :class:`~fairque_core.app.engine.FairQueue`.
+"""AsyncFairQueue: the engine facade over the :class:`~fairque_core.ports.AsyncQueueBackend` port.
 
-Same method names and meaning, awaitable, over an :class:`~fairque_core.ports.AsyncQueueBackend`.
-Everything that does no I/O (validation, codec, size limit, decoding, retry decision, batch
-ordering) is shared with the sync engine through :mod:`fairque_core.app.engine_support`, so the two
-faces differ only by ``await``. Plugin hooks are synchronous (pluggy has no async hooks).
+The engine owns what is the same for every backend: validation, the codec and header hooks,
+the payload size limit, dependency checks of a batch, decoding of claimed tasks (a task that
+cannot be decoded goes to the DLQ as POISONED and never escapes ``pop``), the retry decision
+and the task events. Backends only store and move messages; the backend owns the queue
+config (see :func:`~fairque_core.app.engine_support.resolve_config`). Plugin hooks are plain
+calls (pluggy has no awaitable hooks).
 """
+
+# engine.py (FairQueue) is generated from this file  # unasync: remove
+# by tools/gen_sync.py: edit here, then run it.  # unasync: remove
 
 from __future__ import annotations
 
@@ -14,10 +19,19 @@ import time
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
-from urllib.parse import urlsplit
 
 from fairque_core.app import engine_support as common
+from fairque_core.app.backend_loading import open_async_backend
 from fairque_core.app.config import FairQueueConfig, QueueConfig
+from fairque_core.app.messages import (
+    decode_claimed,
+    decode_message,
+    decode_result,
+    encode_result,
+    stub_task,
+    to_message,
+    wait_seconds,
+)
 from fairque_core.domain.deps import check_batch
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import LeaseLostError, TaskSerializationError, TaskValidationError
@@ -27,11 +41,18 @@ from fairque_core.ports import AsyncQueueBackend
 
 __all__ = ["AsyncFairQueue"]
 
+# A claim that returns only poisoned messages is retried this many times in one pop.
 _MAX_POISON_ROUNDS = 16
 
 
 class AsyncFairQueue:
-    """The asyncio fair queue; see :class:`~fairque_core.app.engine.FairQueue` for the semantics."""
+    """A fair multi-tenant queue: push, claim with leases, finish, fail, inspect.
+
+    ``plugins`` are hook implementations added to the defaults (JSON codec, retry policy);
+    ``plugin_host`` replaces the whole plugin set (tests, or a host shared by several queues).
+    The queue config is the backend's: ``config`` may only repeat it (a different one is a
+    ConfigurationError), or stand in for it when the backend has none of its own.
+    """
 
     def __init__(
         self,
@@ -41,8 +62,8 @@ class AsyncFairQueue:
         config: QueueConfig | None = None,
         plugin_host: common.PluginHostLike | None = None,
     ) -> None:
-        self._backend = backend
         self._config = common.resolve_config(backend, config)
+        self._backend = backend
         self._plugins = common.make_host(plugins, plugin_host, self._config)
         self._queue_name = backend.queue
         self._closed = False
@@ -57,32 +78,20 @@ class AsyncFairQueue:
         plugin_host: common.PluginHostLike | None = None,
         **backend_options: Any,
     ) -> AsyncFairQueue:
-        """An async queue from a config or YAML path (``memory://`` or a registered scheme).
+        """A queue built from a config (or a YAML file path).
 
-        The backend factory is called with ``asyncio=True``.
+        The backend comes from the URL's scheme, looked up in the ``fairque.backends``
+        entry-point group (``memory`` for the in-process reference model; ``redis``,
+        ``rediss``, ``valkey``, ``valkeys`` by the Redis adapter); ``backend_options`` go to
+        its factory. Tenant weights and tiers of the queue section are applied before the
+        queue is returned.
         """
         if isinstance(config_or_path, FairQueueConfig):
             config = config_or_path
         else:
             config = FairQueueConfig.from_yaml(config_or_path)
-        url = common.backend_url(config)
-        scheme = urlsplit(url).scheme.lower()
-        backend: AsyncQueueBackend
-        if scheme == "memory":
-            from fairque_core.memory.async_model import AsyncInMemoryBackend
-
-            backend = AsyncInMemoryBackend(model=common.memory_backend(config))
-        else:
-            factory = common.load_backend_factory(scheme)
-            backend = factory(
-                url,
-                queue=config.queue.name,
-                config=config,
-                cluster=config.redis.cluster,
-                asyncio=True,
-                **backend_options,
-            )
-        queue = cls(backend, plugins=plugins, config=config.queue, plugin_host=plugin_host)
+        backend = open_async_backend(config, **backend_options)
+        queue = cls(backend, plugins=plugins, plugin_host=plugin_host)
         try:
             await queue.apply_tenant_config()
         except BaseException:
@@ -115,21 +124,32 @@ class AsyncFairQueue:
     def _event(self, event: str, task: Task, **info: Any) -> None:
         self._plugins.task_event(event, task, self._queue_name, **info)
 
+    def _listening(self) -> bool:
+        """False only when the plugin host says no plugin receives task events."""
+        check = getattr(self._plugins, "has_event_listeners", None)
+        return True if check is None else bool(check())
+
     # ------------------------------------------------------------------ push
     async def push(self, task: Task) -> str:
-        message = common.to_message(task, self._plugins, self._config)
+        """Store ``task``; returns its id. A known id is a no-op (idempotent push)."""
+        message = to_message(task, self._plugins, self._config)
         created = await self._backend.push(message)
         self._event("pushed", task, duplicate=not created)
         return task.task_id
 
     async def push_batch(self, tasks: Sequence[Task]) -> list[str]:
+        """Store many tasks in one backend call; ids in the order given.
+
+        Dependency cycles inside the batch are rejected before anything is written, and the
+        batch is sent parents first, so a task may depend on one later in ``tasks``.
+        """
         tasks = list(tasks)
         if not tasks:
             return []
         check_batch(tasks)
         ordered = common.ordered_for_push(tasks)
         now = time.time()
-        messages = [common.to_message(t, self._plugins, self._config, now) for t in ordered]
+        messages = [to_message(t, self._plugins, self._config, now) for t in ordered]
         created = await self._backend.push_batch(messages)
         for task, new in zip(ordered, created, strict=True):
             self._event("pushed", task, duplicate=not new)
@@ -143,6 +163,7 @@ class AsyncFairQueue:
         steal: Sequence[str] | None = None,
         worker_id: str = "",
     ) -> Task | None:
+        """Claim the next task fairly (with a lease), or None when nothing is ready."""
         tasks = await self.pop_batch(1, user_list, steal=steal, worker_id=worker_id)
         return tasks[0] if tasks else None
 
@@ -154,9 +175,11 @@ class AsyncFairQueue:
         steal: Sequence[str] | None = None,
         worker_id: str = "",
     ) -> list[Task]:
+        """Claim up to ``count`` tasks in one backend call (more only to replace poison)."""
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise TaskValidationError("count", count, "must be an int >= 1")
         out: list[Task] = []
+        listening = self._listening()
         for _ in range(_MAX_POISON_ROUNDS):
             want = count - len(out)
             claimed = await self._backend.claim(
@@ -170,18 +193,19 @@ class AsyncFairQueue:
             poisoned = 0
             for item in claimed:
                 try:
-                    task = common.decode_claimed(item, self._plugins)
+                    task = decode_claimed(item, self._plugins)
                 except TaskSerializationError as exc:
                     poisoned += 1
                     await self._poison(item.message, item.lease.token, exc)
                     continue
-                self._event(
-                    "started",
-                    task,
-                    wait_seconds=common.wait_seconds(item.message, now),
-                    recoveries=item.recoveries,
-                    worker_id=worker_id,
-                )
+                if listening:
+                    self._event(
+                        "started",
+                        task,
+                        wait_seconds=wait_seconds(item.message, now),
+                        recoveries=item.recoveries,
+                        worker_id=worker_id,
+                    )
                 out.append(task)
             if not poisoned or len(claimed) < want:
                 break
@@ -199,7 +223,7 @@ class AsyncFairQueue:
             )
         except LeaseLostError:
             return
-        stub = common.stub_task(message)
+        stub = stub_task(message)
         if stub is not None:
             self._event("dead", stub, error=reason, failure_type=FailureType.POISONED)
 
@@ -207,19 +231,25 @@ class AsyncFairQueue:
     async def finish(
         self, task: Task, result: object = None, *, run_seconds: float | None = None
     ) -> None:
+        """Mark a claimed task FINISHED with ``result`` (stored as JSON)."""
         lease = common.require_lease(task)
-        body = common.encode_result(task.task_id, result)
+        body = encode_result(task.task_id, result)
         await self._backend.finish(task.task_id, lease.token, body)
         self._event("finished", task, run_seconds=run_seconds)
 
     async def finish_many(
         self, items: Sequence[tuple[Task, object]], *, run_seconds: Sequence[float] | None = None
     ) -> list[bool]:
+        """Finish many claimed tasks in one backend call; True per task finished.
+
+        A task whose lease is lost (or that carries none) gets False and changes nothing.
+        Results that are not JSON-serializable raise TaskSerializationError before any write.
+        """
         entries: list[tuple[str, str, bytes | None]] = []
         positions: list[int] = []
         done = [False] * len(items)
         for index, (task, result) in enumerate(items):
-            body = common.encode_result(task.task_id, result)
+            body = encode_result(task.task_id, result)
             if task.lease is None:
                 continue
             entries.append((task.task_id, task.lease.token, body))
@@ -229,7 +259,7 @@ class AsyncFairQueue:
         batch = getattr(self._backend, "finish_batch", None)
         if batch is not None:
             flags = list(await batch(entries))
-        else:
+        else:  # a third-party backend without the batch call: one call per task
             flags = []
             for task_id, token, body in entries:
                 try:
@@ -238,9 +268,10 @@ class AsyncFairQueue:
                     flags.append(False)
                 else:
                     flags.append(True)
+        listening = self._listening()
         for index, ok in zip(positions, flags, strict=True):
             done[index] = bool(ok)
-            if ok:
+            if ok and listening:
                 seconds = None if run_seconds is None else run_seconds[index]
                 self._event("finished", items[index][0], run_seconds=seconds)
         return done
@@ -248,6 +279,11 @@ class AsyncFairQueue:
     async def fail(
         self, task: Task, error: BaseException, *, run_seconds: float | None = None
     ) -> TaskState:
+        """Record a failed attempt: retried after the policy's delay, or into the DLQ.
+
+        Unknown task names and undecodable payloads go to the DLQ as POISONED at once.
+        Returns the state the task is in afterwards (SCHEDULED when retried, FAILED in the DLQ).
+        """
         lease = common.require_lease(task)
         decision = common.decide(self._plugins, task, error)
         state = await self._backend.fail(
@@ -257,6 +293,12 @@ class AsyncFairQueue:
             failure_type=decision.failure_type,
             reason=decision.reason,
         )
+        self._emit_failure(task, decision, run_seconds)
+        return state
+
+    def _emit_failure(
+        self, task: Task, decision: common.Decision, run_seconds: float | None
+    ) -> None:
         info: dict[str, Any] = {
             "error": decision.reason,
             "failure_type": decision.failure_type,
@@ -267,36 +309,38 @@ class AsyncFairQueue:
             self._event("retried", task, retry_delay=decision.retry_delay, **info)
         else:
             self._event("dead", task, **info)
-        return state
 
     async def heartbeat(self, task: Task) -> Task:
+        """Extend the task's lease; returns the task with the new deadline."""
         lease = common.require_lease(task)
-        deadline = await self._backend.heartbeat(
-            task.task_id, lease.token, self._config.lease_seconds
-        )
+        lease_seconds = self._config.lease_seconds
+        deadline = await self._backend.heartbeat(task.task_id, lease.token, lease_seconds)
         return common.with_deadline(task, deadline)
 
     async def heartbeat_many(self, tasks: Sequence[Task]) -> list[Task | None]:
-        """``FairQueue.heartbeat_many``: many leases in one backend call, None per lost one."""
+        """Extend many leases in one backend call: per task, the task with its new deadline,
+        or None when its lease is lost or it carries none (that task changes nothing; the
+        others are extended), as ``finish_many`` does.
+        """
         items, positions = common.leased_items(tasks)
         if not items:
             return [None] * len(tasks)
+        lease_seconds = self._config.lease_seconds
         batch = getattr(self._backend, "heartbeat_batch", None)
         deadlines: list[float | None]
         if batch is not None:
-            deadlines = list(await batch(items, self._config.lease_seconds))
+            deadlines = list(await batch(items, lease_seconds))
         else:  # a third-party backend without the batch call: one call per task
             deadlines = []
             for task_id, token in items:
                 try:
-                    deadlines.append(
-                        await self._backend.heartbeat(task_id, token, self._config.lease_seconds)
-                    )
+                    deadlines.append(await self._backend.heartbeat(task_id, token, lease_seconds))
                 except LeaseLostError:
                     deadlines.append(None)
         return common.renewed_tasks(tasks, positions, deadlines)
 
     async def release(self, task: Task) -> None:
+        """Give a claimed task back unstarted: at the head of its queue, no attempt counted."""
         lease = common.require_lease(task)
         await self._backend.release(task.task_id, lease.token)
         self._event("released", task)
@@ -309,10 +353,14 @@ class AsyncFairQueue:
         await self._backend.set_tenant_weight(user_id, weight, tier=tier)
 
     async def requeue_expired(self, limit: int = 100) -> int:
+        """The reaper: expired leases back to their queue (workers call this periodically)."""
         return await self._backend.requeue_expired(limit)
 
     async def wait_for_work(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` s for the queue's wake signal (see ``FairQueue``)."""
+        """Wait up to ``timeout`` s for the queue's wake signal (``wait_for_work`` of the port).
+
+        True when woken by the signal; a backend without one just sleeps and returns False.
+        """
         wait = getattr(self._backend, "wait_for_work", None)
         if wait is None:
             await asyncio.sleep(check_wait_timeout(timeout))
@@ -321,14 +369,16 @@ class AsyncFairQueue:
 
     # ------------------------------------------------------------------ reads
     async def get_task(self, task_id: str) -> Task | None:
+        """The stored task, decoded (TaskSerializationError if its payload is undecodable)."""
         message = await self._backend.get_message(task_id)
-        return None if message is None else common.decode_message(message, self._plugins)
+        return None if message is None else decode_message(message, self._plugins)
 
     async def get_state(self, task_id: str) -> TaskState | None:
         return await self._backend.get_state(task_id)
 
     async def get_result(self, task_id: str) -> Any:
-        return common.decode_result(await self._backend.get_result(task_id))
+        """The finished task's result (decoded JSON), or None."""
+        return decode_result(await self._backend.get_result(task_id))
 
     async def get_queue_sizes(self, user_id: str) -> dict[str, int]:
         sizes = await self._backend.queue_sizes([user_id])
@@ -345,7 +395,8 @@ class AsyncFairQueue:
         return dict(await self._backend.tenant_stats(user_id))
 
     async def list_tenants(self, *, limit: int = 100, offset: int = 0) -> tuple[list[str], int]:
-        """A page of the tenants the queue has seen and their total (see ``FairQueue``)."""
+        """A page of the tenants the queue has seen (first-push order) and their total
+        (``list_tenants`` of the port); ``limit`` at most 1000."""
         limit, offset = check_tenant_page(limit, offset)
         return await self._backend.list_tenants(limit=limit, offset=offset)
 

@@ -29,8 +29,8 @@ from typing import Any
 from fairque_core.app import worker_parts as wc
 from fairque_core.app.config import WorkerConfig
 from fairque_core.app.engine_async import AsyncFairQueue
-from fairque_core.app.engine_support import encode_result
 from fairque_core.app.handlers import TaskHandler
+from fairque_core.app.messages import encode_result
 from fairque_core.domain.errors import BackendError, LeaseLostError, TaskTimeoutError
 from fairque_core.domain.models import Task
 

@@ -1,0 +1,155 @@
+"""Tasks to messages and back, for both engines (no I/O).
+
+A :class:`Task` becomes the :class:`Message` a backend stores (plugin headers, codec, size
+limit, delay) in :func:`to_message`; a stored or claimed message becomes a :class:`Task` again
+in :func:`decode_message` (TaskSerializationError when it cannot); handler results are JSON
+(:func:`encode_result`, :func:`decode_result`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from fairque_core.app.config import QueueConfig
+from fairque_core.domain.errors import (
+    FairQueueError,
+    PayloadTooLargeError,
+    TaskSerializationError,
+    TaskValidationError,
+)
+from fairque_core.domain.models import UNREADABLE_HEADER, Claimed, Lease, Message, Task
+
+if TYPE_CHECKING:
+    from fairque_core.app.engine_support import PluginHostLike
+
+__all__ = [
+    "decode_claimed",
+    "decode_message",
+    "decode_result",
+    "encode_result",
+    "stub_task",
+    "to_message",
+    "wait_seconds",
+]
+
+
+def to_message(
+    task: Task, host: PluginHostLike, config: QueueConfig, now: float | None = None
+) -> Message:
+    """Validate ``task`` and encode it: headers from plugins, codec, size limit, delay."""
+    if not isinstance(task, Task):
+        raise TaskValidationError("task", task, "must be a fairque_core.Task")
+    if task.task_id in task.depends_on:
+        raise TaskValidationError("depends_on", task.task_id, "a task cannot depend on itself")
+    headers = host.push_headers(task, queue=config.name)
+    if headers != task.headers:
+        task = attrs.evolve(task, headers={**task.headers, **headers})
+    try:
+        body, content_type = host.encode(task)
+    except FairQueueError:
+        raise
+    except Exception as exc:
+        raise TaskSerializationError(f"cannot encode the payload of {task.task_id}: {exc}") from exc
+    if len(body) > config.max_payload_bytes:
+        raise PayloadTooLargeError(len(body), config.max_payload_bytes)
+    current = time.time() if now is None else now
+    return Message(
+        task_id=task.task_id,
+        user_id=task.user_id,
+        priority=task.priority,
+        body=body,
+        content_type=content_type,
+        retry_count=task.retry_count,
+        max_retries=task.max_retries,
+        created_at=task.created_at,
+        delay=max(0.0, task.execute_after - current),
+        depends_on=task.depends_on,
+        headers=dict(task.headers),
+        name=task.name,
+    )
+
+
+def decode_message(message: Message, host: PluginHostLike, lease: Lease | None = None) -> Task:
+    """The task stored in ``message``; TaskSerializationError when it cannot be rebuilt."""
+    headers = message.headers
+    problem = headers.get(UNREADABLE_HEADER) if isinstance(headers, Mapping) else None
+    if problem is not None:  # salvaged by the backend from a damaged record
+        raise TaskSerializationError(problem)
+    try:
+        payload = host.decode(message.content_type, message.body)
+    except Exception as exc:
+        raise TaskSerializationError(
+            f"cannot decode the payload of {message.task_id} ({message.content_type}): {exc}"
+        ) from exc
+    if not isinstance(payload, Mapping):
+        raise TaskSerializationError(
+            f"the payload of {message.task_id} decodes to {type(payload).__name__}, not a mapping"
+        )
+    try:
+        return Task(
+            task_id=message.task_id,
+            user_id=message.user_id,
+            priority=message.priority,
+            payload=payload,
+            retry_count=message.retry_count,
+            max_retries=message.max_retries,
+            created_at=message.created_at,
+            execute_after=message.created_at + max(0.0, message.delay),
+            depends_on=message.depends_on,
+            headers=message.headers,
+            name=message.name,
+            lease=lease,
+        )
+    except (TaskValidationError, TypeError, ValueError) as exc:
+        raise TaskSerializationError(f"task {message.task_id} is malformed: {exc}") from exc
+
+
+def decode_claimed(claimed: Claimed, host: PluginHostLike) -> Task:
+    return decode_message(claimed.message, host, claimed.lease)
+
+
+def wait_seconds(message: Message, now: float) -> float:
+    """Seconds between the moment the task became ready (as sent) and ``now``."""
+    return max(0.0, now - (message.created_at + max(0.0, message.delay)))
+
+
+def encode_result(task_id: str, result: object) -> bytes | None:
+    """A handler's result as compact JSON bytes (None stays None)."""
+    if result is None:
+        return None
+    try:
+        return json.dumps(result, separators=(",", ":"), allow_nan=False).encode()
+    except (TypeError, ValueError) as exc:
+        raise TaskSerializationError(
+            f"the result of {task_id} is not JSON-serializable: {exc}"
+        ) from exc
+
+
+def decode_result(raw: bytes | None) -> Any:
+    """A stored result: the JSON value, or the raw bytes when they are not JSON."""
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def stub_task(message: Message) -> Task | None:
+    """A payload-less Task for events about a message that could not be decoded."""
+    try:
+        return Task(
+            task_id=message.task_id,
+            user_id=message.user_id,
+            priority=message.priority,
+            name=message.name,
+            created_at=message.created_at,
+            execute_after=message.created_at,
+        )
+    except (TaskValidationError, TypeError, ValueError):
+        return None
