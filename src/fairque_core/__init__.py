@@ -36,7 +36,7 @@ from fairque_core.domain.errors import (
     UnknownTaskError,
 )
 from fairque_core.domain.models import Claimed, DLQEntry, Lease, Message, QueueSizes, Task
-from fairque_core.domain.retry import RetryDecision, RetryPolicy, decide
+from fairque_core.domain.retry import RetryDecision, RetrySchedule, decide
 from fairque_core.domain.states import TERMINAL_STATES, TRANSITIONS, TaskEvent, next_state
 from fairque_core.memory.async_model import AsyncInMemoryBackend
 from fairque_core.memory.model import InMemoryBackend
@@ -78,7 +78,7 @@ __all__ = [
     "RedisConnectionError",
     "RegistryHandler",
     "RetryDecision",
-    "RetryPolicy",
+    "RetrySchedule",
     "ScriptContractError",
     "Task",
     "TaskEvent",
@@ -102,3 +102,12 @@ __all__ = [
     "task",
     "topological_order",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # Deprecated names, resolved on access so that the warning names the caller.
+    if name == "RetryPolicy":
+        from fairque_core.domain.retry import _renamed_retry_policy
+
+        return _renamed_retry_policy(2)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,8 +2,9 @@
 
 * :class:`JsonPayloadCodec` - strict JSON (UTF-8, no NaN/Infinity, str keys, dict at the top),
   content type ``application/json``. It is ``trylast``: any other codec plugin wins.
-* :class:`DefaultRetry` - exponential backoff from :mod:`fairque_core.domain.retry` until the task's
-  ``max_retries`` is used up, then the dead-letter queue as ``failed``.
+* :class:`DefaultRetry` - exponential backoff (a :class:`~fairque_core.domain.retry.RetrySchedule`
+  built from the queue config by :func:`retry_schedule`) until the task's ``max_retries`` is
+  used up, then the dead-letter queue as ``failed``.
 * :class:`DefaultExecutor` - runs the task's ``call()``; other plugins wrap it.
 
 ``encode_json`` and ``decode_json`` are the strict JSON rules themselves, shared with the
@@ -20,8 +21,9 @@ from fairque_core.app.hookspecs import hookimpl
 from fairque_core.domain.errors import TaskSerializationError
 
 if TYPE_CHECKING:
+    from fairque_core.app.config import QueueConfig
     from fairque_core.domain.models import Task
-    from fairque_core.domain.retry import RetryDecision, RetryPolicy
+    from fairque_core.domain.retry import RetryDecision, RetrySchedule
 
 __all__ = [
     "DEFAULT_PLUGINS",
@@ -33,6 +35,7 @@ __all__ = [
     "decode_json",
     "encode_json",
     "media_type",
+    "retry_schedule",
 ]
 
 JSON_CONTENT_TYPE = "application/json"
@@ -110,16 +113,28 @@ class JsonPayloadCodec:
         return decode_json(body)
 
 
+def retry_schedule(config: QueueConfig) -> RetrySchedule:
+    """The backoff of a queue's ``retry_*`` settings (the domain never reads the config)."""
+    from fairque_core.domain.retry import RetrySchedule
+
+    return RetrySchedule(
+        base=config.retry_base_seconds,
+        factor=config.retry_factor,
+        cap=config.retry_cap_seconds,
+        jitter=config.retry_jitter,
+    )
+
+
 def retry_decision(
-    task: Task, error: BaseException, attempt: int, policy: RetryPolicy | None = None
+    task: Task, error: BaseException, attempt: int, policy: RetrySchedule | None = None
 ) -> RetryDecision:
     """Backoff by ``policy`` while ``attempt <= task.max_retries``, else dead as FAILED.
 
     ``attempt`` is 1 for the first failure, so the first retry waits ``policy.delay(0)``.
     """
-    from fairque_core.domain.retry import RetryPolicy, decide
+    from fairque_core.domain.retry import RetrySchedule, decide
 
-    chosen = policy if policy is not None else RetryPolicy()
+    chosen = policy if policy is not None else RetrySchedule()
     return decide(chosen, max(0, attempt - 1), task.max_retries, error)
 
 
@@ -127,21 +142,21 @@ class DefaultRetry:
     """The fallback retry policy (``trylast``): backoff, then the DLQ as ``failed``.
 
     The backoff comes from the queue config's ``retry_*`` settings once ``fairque_configure``
-    delivers a ``QueueConfig``; until then from ``RetryPolicy()``'s defaults.
+    delivers a ``QueueConfig`` (see :func:`retry_schedule`); until then from
+    ``RetrySchedule()``'s defaults.
     """
 
     fairque_plugin_name = "fairque.defaults.retry"
 
-    def __init__(self, policy: RetryPolicy | None = None) -> None:
+    def __init__(self, policy: RetrySchedule | None = None) -> None:
         self.policy = policy
 
     @hookimpl
     def fairque_configure(self, config: object) -> None:
         from fairque_core.app.config import QueueConfig
-        from fairque_core.domain.retry import RetryPolicy
 
         if isinstance(config, QueueConfig):
-            self.policy = RetryPolicy.from_queue_config(config)
+            self.policy = retry_schedule(config)
 
     @hookimpl(trylast=True)
     def fairque_retry_decide(self, task: Task, error: BaseException, attempt: int) -> RetryDecision:

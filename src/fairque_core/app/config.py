@@ -1,38 +1,27 @@
-"""Configuration: attrs classes for the redis, worker and queue sections.
+"""Configuration values: attrs classes for the redis, worker and queue sections.
 
-Loading (YAML, dicts, env overrides) lives below the classes; see ``FairQueueConfig``.
+This module holds the values and their rules only; reading them from YAML, plain dicts and the
+environment is :mod:`fairque_core.app.config_loading` (``FairQueueConfig.from_yaml`` and
+friends delegate there, so importing the values never imports yaml or cattrs).
 
 * Each class validates itself (attrs validators), so a bad value is a ``ConfigurationError``
   however the object was built. Its ``path`` names the field (``worker.max_concurrent_tasks``)
   and its ``value`` the bad value; passwords are never echoed.
-* ``FairQueueConfig.from_dict`` / ``from_yaml`` structure plain data with one cattrs converter
-  built in this module: unknown keys are rejected, numbers and booleans are not coerced
-  (``"10"`` is not an int, ``1`` is not a bool).
-* Environment variables ``FAIRQUE_<SECTION>__<KEY>`` override file values, parsed by the
-  field's type: ``FAIRQUE_REDIS__PORT=6380``, ``FAIRQUE_WORKER__ASSIGNED_USERS=a,b`` (or a JSON
-  list), ``FAIRQUE_QUEUE__STRICT_TIERS=true``, ``FAIRQUE_QUEUE__TENANT_WEIGHTS={"a": 2}``.
+* Every field here is read by fairque somewhere. The seed's fields that never had an effect
+  (``queue.stats_prefix``, ``queue.default_max_retries`` ... ``redis.decode_responses``) are
+  gone; the loader still accepts them in a file with a ``DeprecationWarning`` (see
+  ``config_loading.REMOVED_FIELDS``).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import typing
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
 import attrs
-import yaml
-from cattrs.errors import (
-    AttributeValidationNote,
-    BaseValidationError,
-    ForbiddenExtraKeysError,
-    IterableValidationNote,
-)
-from cattrs.preconf.pyyaml import make_converter
 
 from fairque_core.domain.errors import ConfigurationError, TaskValidationError
 from fairque_core.domain.scoring import stride_for
@@ -40,7 +29,6 @@ from fairque_core.domain.validation import validate_id, validate_queue_name
 
 __all__ = ["FairQueueConfig", "QueueConfig", "RedisConfig", "TierConfig", "WorkerConfig"]
 
-ENV_PREFIX = "FAIRQUE_"
 _MASK = "***"
 _MAX_TIER_RANK = 1000
 
@@ -225,7 +213,6 @@ class RedisConfig:
     socket_timeout: float = attrs.field(default=5.0, validator=_POSITIVE)
     socket_connect_timeout: float = attrs.field(default=5.0, validator=_POSITIVE)
     health_check_interval: int = attrs.field(default=30, validator=_NON_NEGATIVE_INT)
-    decode_responses: bool = attrs.field(default=True, validator=_BOOL)
     cluster: bool = attrs.field(default=False, validator=_BOOL)
     ssl_ca_certs: str | None = attrs.field(default=None, validator=_OPTIONAL_STR)
     ssl_certfile: str | None = attrs.field(default=None, validator=_OPTIONAL_STR)
@@ -293,21 +280,10 @@ def _tenant_tiers(inst: object, attribute: attrs.Attribute[Any], value: object) 
 
 @attrs.define(kw_only=True)
 class QueueConfig:
-    """Queue behaviour. The seed's fields are kept; fairque's own follow."""
+    """Queue behaviour: name, leases, aging, limits, retry backoff, tenant weights and tiers."""
 
     _section: ClassVar[str] = "queue"
 
-    stats_prefix: str = attrs.field(default="fq", validator=_an_id)
-    lua_script_cache_size: int = attrs.field(default=100, validator=_POSITIVE_INT)
-    max_retry_attempts: int = attrs.field(default=3, validator=_NON_NEGATIVE_INT)
-    default_task_timeout: float = attrs.field(default=300.0, validator=_POSITIVE)
-    default_max_retries: int = attrs.field(default=3, validator=_NON_NEGATIVE_INT)
-    enable_pipeline_optimization: bool = attrs.field(default=True, validator=_BOOL)
-    pipeline_batch_size: int = attrs.field(default=100, validator=_POSITIVE_INT)
-    pipeline_timeout: float = attrs.field(default=5.0, validator=_POSITIVE)
-    queue_cleanup_interval: int = attrs.field(default=3600, validator=_POSITIVE_INT)
-    stats_aggregation_interval: int = attrs.field(default=300, validator=_POSITIVE_INT)
-    # fairque's own
     name: str = attrs.field(default="default", validator=_queue_name)
     lease_seconds: float = attrs.field(default=30.0, validator=_POSITIVE)
     aging_horizon_seconds: float = attrs.field(default=300.0, validator=_POSITIVE)
@@ -371,251 +347,27 @@ class FairQueueConfig:
         cls, data: Mapping[str, Any] | None, *, env: Mapping[str, str] = os.environ
     ) -> FairQueueConfig:
         """Build a config from plain data (as YAML gives it) with ``env`` overrides on top."""
-        if data is None:
-            data = {}
-        if not isinstance(data, Mapping):
-            raise ConfigurationError(
-                f"the configuration must be a mapping of sections, not {type(data).__name__}",
-                value=data,
-            )
-        merged: dict[str, Any] = {}
-        for section, body in data.items():
-            if body is None:
-                merged[str(section)] = {}
-            else:
-                merged[str(section)] = dict(body) if isinstance(body, Mapping) else body
-        _apply_env(merged, env)
-        try:
-            config: FairQueueConfig = _converter.structure(merged, cls)
-        except BaseValidationError as exc:
-            raise _translate(exc, merged) from exc
-        return config
+        from fairque_core.app.config_loading import config_from_dict
+
+        return config_from_dict(data, env=env, cls=cls, stacklevel=2)
 
     @classmethod
     def from_yaml(
         cls, path: str | os.PathLike[str], *, env: Mapping[str, str] = os.environ
     ) -> FairQueueConfig:
         """Load a YAML file (the seed's layout) with ``env`` overrides on top."""
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigurationError(
-                f"cannot read configuration file {os.fspath(path)!r}: {exc.strerror}",
-                value=os.fspath(path),
-            ) from exc
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ConfigurationError(
-                f"configuration file {os.fspath(path)!r} is not valid YAML: {exc}",
-                value=os.fspath(path),
-            ) from exc
-        return cls.from_dict(data, env=env)
+        from fairque_core.app.config_loading import config_from_yaml
+
+        return config_from_yaml(path, env=env, cls=cls, stacklevel=2)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data that ``from_dict`` reads back unchanged (includes the password)."""
-        data: dict[str, Any] = _converter.unstructure(self)
-        return data
+        from fairque_core.app.config_loading import config_to_dict
+
+        return config_to_dict(self)
 
     def to_yaml(self, path: str | os.PathLike[str]) -> None:
         """Write the config as YAML (the password too: protect the file accordingly)."""
-        Path(path).write_text(
-            yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True), encoding="utf-8"
-        )
+        from fairque_core.app.config_loading import config_to_yaml
 
-
-# ---------------------------------------------------------------------- the converter
-
-
-def _strict_int(value: object, _type: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError("expected an int")
-    return value
-
-
-def _strict_float(value: object, _type: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError("expected a number")
-    return float(value)
-
-
-def _strict_bool(value: object, _type: object) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError("expected true or false")
-    return value
-
-
-def _strict_str(value: object, _type: object) -> str:
-    if not isinstance(value, str):
-        raise TypeError("expected a string")
-    return value
-
-
-def _strict_str_list(value: object, _type: object) -> list[str]:
-    if not isinstance(value, (list, tuple)):
-        raise TypeError("expected a list of strings")
-    return [_strict_str(item, str) for item in value]
-
-
-def _make_converter() -> Any:
-    converter = make_converter(forbid_extra_keys=True)
-    converter.register_structure_hook(int, _strict_int)
-    converter.register_structure_hook(float, _strict_float)
-    converter.register_structure_hook(bool, _strict_bool)
-    converter.register_structure_hook(str, _strict_str)
-    converter.register_structure_hook_func(lambda tp: tp == list[str], _strict_str_list)
-    return converter
-
-
-_converter = _make_converter()
-
-_SECTIONS: dict[str, type] = {"redis": RedisConfig, "worker": WorkerConfig, "queue": QueueConfig}
-
-
-def _translate(exc: BaseValidationError, data: Mapping[str, Any]) -> ConfigurationError:
-    """One ConfigurationError for a cattrs error tree: the first problem's path and value."""
-    problems: list[ConfigurationError] = []
-    _walk(exc, [], data, problems)
-    if not problems:  # pragma: no cover - cattrs always reports a leaf
-        return ConfigurationError(f"invalid configuration: {exc}")
-    first = problems[0]
-    if len(problems) == 1:
-        return first
-    more = "; ".join(str(p) for p in problems[1:])
-    return ConfigurationError(f"{first} (also: {more})", path=first.path, value=first.value)
-
-
-def _walk(
-    exc: BaseException, prefix: list[str], data: Mapping[str, Any], out: list[ConfigurationError]
-) -> None:
-    expected = ""
-    for note in getattr(exc, "__notes__", ()):
-        if isinstance(note, AttributeValidationNote):
-            prefix = [*prefix, note.name]
-            expected = _type_name(note.type)
-        elif isinstance(note, IterableValidationNote):
-            prefix = [*prefix, str(note.index)]
-            expected = _type_name(note.type)
-    if isinstance(exc, ForbiddenExtraKeysError):
-        for key in sorted(exc.extra_fields):
-            path = ".".join([*prefix, key])
-            out.append(ConfigurationError(f"unknown key {path}", path=path, value=key))
-    elif isinstance(exc, BaseValidationError):
-        for inner in exc.exceptions:
-            _walk(inner, prefix, data, out)
-    elif isinstance(exc, _FieldError):
-        section = ".".join(prefix)
-        out.append(_FieldError(section, exc.field, exc.value, exc.rule))
-    else:
-        path = ".".join(prefix)
-        value = _lookup(data, prefix)
-        if isinstance(exc, TypeError) and str(exc).startswith("expected "):
-            rule = f"must be {str(exc).removeprefix('expected ')}"
-        else:
-            rule = f"must be of type {expected}" if expected else "not a valid value"
-        out.append(
-            ConfigurationError(
-                f"invalid {path} {_shown(path, value)}: {rule}",
-                path=path,
-                value=_stored(path, value),
-            )
-        )
-
-
-def _type_name(tp: object) -> str:
-    return tp.__name__ if isinstance(tp, type) else str(tp).replace("typing.", "")
-
-
-def _lookup(data: object, segments: list[str]) -> object:
-    for segment in segments:
-        if isinstance(data, Mapping) and segment in data:
-            data = data[segment]
-        elif isinstance(data, (list, tuple)) and segment.isdigit() and int(segment) < len(data):
-            data = data[int(segment)]
-        else:
-            return None
-    return data
-
-
-# ---------------------------------------------------------------------- env overrides
-
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off"})
-_NULL = frozenset({"", "null", "none"})
-
-
-def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
-    """Put ``FAIRQUE_<SECTION>__<KEY>`` values into ``data``, parsed by the field's type."""
-    for name in sorted(env):
-        if not name.upper().startswith(ENV_PREFIX) or "__" not in name:
-            continue
-        section, _, key = name[len(ENV_PREFIX) :].lower().partition("__")
-        cls = _SECTIONS.get(section)
-        if cls is None:
-            raise ConfigurationError(
-                f"unknown configuration section {section!r} in environment variable {name}",
-                path=section,
-                value=name,
-            )
-        path = f"{section}.{key}"
-        hints = typing.get_type_hints(cls)
-        if key not in {f.name for f in attrs.fields(cls)}:
-            raise ConfigurationError(
-                f"unknown key {path} in environment variable {name}", path=path, value=name
-            )
-        body = data.get(section)
-        if not isinstance(body, dict):
-            body = {}
-            data[section] = body
-        body[key] = _parse_env(env[name], hints[key], path, name)
-
-
-def _parse_env(raw: str, tp: Any, path: str, name: str) -> Any:
-    def bad(expected: str) -> ConfigurationError:
-        return ConfigurationError(
-            f"invalid {path} {_shown(path, raw)} from environment variable {name}: "
-            f"expected {expected}",
-            path=path,
-            value=_stored(path, raw),
-        )
-
-    args = typing.get_args(tp)
-    if type(None) in args:
-        if raw.strip().lower() in _NULL:
-            return None
-        tp = next(arg for arg in args if arg is not type(None))
-    text = raw.strip()
-    origin = typing.get_origin(tp)
-    if tp is bool:
-        if text.lower() in _TRUE:
-            return True
-        if text.lower() in _FALSE:
-            return False
-        raise bad("true or false")
-    if tp is int:
-        try:
-            return int(text)
-        except ValueError:
-            raise bad("an int") from None
-    if tp is float:
-        try:
-            return float(text)
-        except ValueError:
-            raise bad("a number") from None
-    if origin is list:
-        if text.startswith("["):
-            try:
-                items = json.loads(text)
-            except json.JSONDecodeError:
-                raise bad("a JSON list or comma-separated values") from None
-            return items
-        return [item.strip() for item in text.split(",") if item.strip()]
-    if origin is dict:
-        try:
-            mapping = json.loads(text)
-        except json.JSONDecodeError:
-            raise bad("a JSON object") from None
-        if not isinstance(mapping, dict):
-            raise bad("a JSON object")
-        return mapping
-    return raw
+        config_to_yaml(self, path)

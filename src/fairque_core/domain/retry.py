@@ -1,25 +1,28 @@
-"""Retry policy: exponential backoff with an optional jitter, and the retry/DLQ decision.
+"""The retry schedule (exponential backoff with an optional jitter) and the retry/DLQ decision.
 
 Pure and deterministic given an injected :class:`random.Random`. Retry plugins build on
-:class:`RetryPolicy` and :func:`decide`; the engine turns a :class:`RetryDecision` into a
-backend ``fail(retry_delay=..., failure_type=..., reason=...)`` call.
+:class:`RetrySchedule` and :func:`decide` (``fairque_plugins.RetryPolicy`` is such a plugin);
+the engine turns a :class:`RetryDecision` into a backend
+``fail(retry_delay=..., failure_type=..., reason=...)`` call. The schedule knows nothing of the
+application's config: ``fairque_core.app.builtin_plugins.retry_schedule`` builds one from a
+``QueueConfig``.
+
+``RetryPolicy`` is the schedule's old name, kept as a deprecated alias (ADR 22).
 """
 
 from __future__ import annotations
 
 import math
 import random
-from typing import TYPE_CHECKING, Any
+import warnings
+from typing import Any
 
 import attrs
 
 from fairque_core.domain.enums import FailureType
 from fairque_core.domain.errors import ConfigurationError, TaskValidationError
 
-if TYPE_CHECKING:
-    from fairque_core.app.config import QueueConfig
-
-__all__ = ["RetryDecision", "RetryPolicy", "decide"]
+__all__ = ["RetryDecision", "RetrySchedule", "decide"]
 
 # One shared generator for callers that inject none; tests pass their own seeded Random.
 _DEFAULT_RNG = random.Random()
@@ -60,7 +63,7 @@ def _count(_inst: object, attribute: attrs.Attribute[Any], value: object) -> Non
 
 
 @attrs.frozen(kw_only=True)
-class RetryPolicy:
+class RetrySchedule:
     """Exponential backoff: attempt ``n`` (0-based) waits ``min(cap, base * factor**n)`` s.
 
     ``jitter`` is a fraction: the delay is multiplied by a uniform draw from
@@ -81,17 +84,6 @@ class RetryPolicy:
                 path="cap",
                 value=self.cap,
             )
-
-    @classmethod
-    def from_queue_config(cls, config: QueueConfig) -> RetryPolicy:
-        """The policy of a queue's ``retry_*`` settings and ``default_max_retries``."""
-        return cls(
-            base=config.retry_base_seconds,
-            factor=config.retry_factor,
-            cap=config.retry_cap_seconds,
-            jitter=config.retry_jitter,
-            max_retries=config.default_max_retries,
-        )
 
     def raw_delay(self, attempt: int) -> float:
         """The delay before retry number ``attempt`` (0-based) without jitter, capped."""
@@ -144,7 +136,7 @@ class RetryDecision:
 
 
 def decide(
-    policy: RetryPolicy,
+    policy: RetrySchedule,
     retry_count: int,
     max_retries: int | None,
     error: BaseException,
@@ -161,3 +153,20 @@ def decide(
     if retry_count < limit:
         return RetryDecision.retry(policy.delay(retry_count, rng))
     return RetryDecision.dead(FailureType.FAILED, repr(error))
+
+
+def _renamed_retry_policy(stacklevel: int) -> type[RetrySchedule]:
+    """The deprecated alias ``RetryPolicy``, with its warning (``stacklevel`` from the caller)."""
+    warnings.warn(
+        "fairque_core.RetryPolicy (the backoff schedule) was renamed RetrySchedule; "
+        "fairque_plugins.RetryPolicy is the retry policy plugin",
+        DeprecationWarning,
+        stacklevel=stacklevel + 1,
+    )
+    return RetrySchedule
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RetryPolicy":
+        return _renamed_retry_policy(2)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

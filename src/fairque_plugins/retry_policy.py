@@ -1,4 +1,9 @@
-"""A retry/DLQ policy plugin: backoff, a retry ceiling and errors that are never retried."""
+"""The retry policy plugin: backoff, a retry ceiling and errors that are never retried.
+
+It decides, for each failed attempt, between "retry after n seconds" and "dead-letter queue as
+failed/poisoned"; the backoff arithmetic is the domain's
+:class:`~fairque_core.domain.retry.RetrySchedule`.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +14,7 @@ from typing import TYPE_CHECKING
 from fairque_core.app.hookspecs import hookimpl
 from fairque_core.domain.enums import FailureType
 from fairque_core.domain.errors import ConfigurationError
-from fairque_core.domain.retry import RetryDecision, decide
-from fairque_core.domain.retry import RetryPolicy as Backoff
+from fairque_core.domain.retry import RetryDecision, RetrySchedule, decide
 
 if TYPE_CHECKING:
     from fairque_core.domain.models import Task
@@ -45,7 +49,7 @@ class RetryPolicy:
         non_retriable: Iterable[type[BaseException]] = (),
         rng: random.Random | None = None,
     ) -> None:
-        self.backoff = Backoff(
+        self.backoff = RetrySchedule(
             base=base, factor=factor, cap=cap, jitter=jitter, max_retries=max_retries
         )
         kinds = tuple(non_retriable)
