@@ -84,8 +84,14 @@ def _as_handler(target: Any, spec: str, *, call: bool) -> TaskHandler:
     )
 
 
-def _metrics_plugins(port: int) -> list[object]:
-    """An OpenTelemetry metrics plugin exported for Prometheus on ``port``."""
+def _metrics_plugins(port: int) -> list[Any]:
+    """An OpenTelemetry metrics plugin exported for Prometheus on ``port``.
+
+    The worker then gives it the queue's ``get_stats`` (:func:`_observe_queue`), so
+    ``/metrics`` also carries the queue gauges (tasks by state, depth, DLQ size) and the
+    queue-wide counters (expired leases recovered, canceled, ...). The histograms use the
+    plugin's seconds buckets.
+    """
     try:
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
         from opentelemetry.sdk.metrics import MeterProvider
@@ -102,6 +108,12 @@ def _metrics_plugins(port: int) -> list[object]:
         raise CliError(f"cannot serve metrics on port {port}: {exc.strerror or exc}") from None
     provider = MeterProvider(metric_readers=[PrometheusMetricReader()])
     return [OpenTelemetryMetrics(meter_provider=provider)]
+
+
+def _observe_queue(plugins: list[Any], queue: FairQueue) -> None:
+    """Let the metrics plugins read the queue's stats on scrapes (at most once a second)."""
+    for plugin in plugins:
+        plugin.observe_stats(queue.get_stats, queue=queue.name)
 
 
 def _worker_config(config: FairQueueConfig, args: argparse.Namespace) -> FairQueueConfig:
@@ -139,6 +151,7 @@ def _run_worker(args: argparse.Namespace, out: TextIO) -> int:
     queue = FairQueue.from_config(config, plugins=plugins) if plugins else open_queue(config)
     with queue:
         queue.get_stats()  # fail fast, with one line, when the server is unreachable
+        _observe_queue(plugins, queue)
         worker = Worker(config.worker, handler, queue)
         err = sys.stderr
         err.write(
