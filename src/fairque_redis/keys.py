@@ -10,7 +10,8 @@ therefore served by one shard. To spread a queue over shards, split it into part
 Inside the prefix a key is ``<family>:<id>`` where the family is a fixed word and the id (tenant
 or task) always comes LAST, so an id containing ``:`` can never make one family's key equal
 another's. Scripts get the anchor key (``meta``) in KEYS and derive tenant and task keys from
-its prefix with the same spelling as the builders below (see ``lua/_include/keys.lua``).
+its prefix with the same spelling as the builders below: ``lua/_include/keys.lua`` has one
+builder per family (``fq_task_key``, ``fq_critical_key`` ...), the only Lua that spells them.
 
 =================  ======  ==============================================================
 key                type    contents
@@ -103,7 +104,7 @@ class KeySpace:
     @property
     def tenants(self) -> str:
         """The tenants index: member = tenant id, score = its first push (ms), kept by
-        ``fq_close`` (``lua/_include/core.lua``); scripts spell it ``<prefix>tenants``."""
+        ``fq_close`` (``lua/_include/core.lua``); Lua builds it with ``fq_tenants_key``."""
         return self.prefix + "tenants"
 
     def active(self, tier: int) -> str:
@@ -134,15 +135,17 @@ class KeySpace:
 
     @property
     def wake(self) -> str:
-        """The wake signal (a list of at most one token); scripts spell it ``<prefix>wake``."""
+        """The wake signal (a list of at most one token); Lua builds it with ``fq_wake_key``."""
         return self.prefix + "wake"
 
     @property
     def sched(self) -> str:
-        """The schedule signal (a list of at most one token); scripts spell it
-        ``<prefix>sched``."""
+        """The schedule signal (a list of at most one token); Lua builds it with
+        ``fq_sched_key``."""
         return self.prefix + "sched"
 
     def anchors(self) -> list[str]:
-        """The fixed keys every script declares, in the order ``lua/_include/keys.lua`` reads."""
+        """The fixed keys every script declares, in the order ``fq_open`` reads them
+        (``lua/_include/core.lua``; ``fq_prefix`` in ``keys.lua`` derives the prefix from the
+        first)."""
         return [self.meta, self.stats, self.tiers, self.delayed, self.leases, self.dlq]

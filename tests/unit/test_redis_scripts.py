@@ -89,7 +89,7 @@ def test_every_script_defines_what_it_uses() -> None:
     # the shaker must never drop a definition a script needs: every fq_ name a flattened script
     # mentions is defined in it (a global would be nil at run time)
     for name, source in SOURCES.items():
-        used = set(re.findall(r"\b(fq_\w+|FQ_DEFAULT_\w+)\b", source))
+        used = set(re.findall(r"\b(fq_\w+|FQ_(?!E_)\w+)\b", source))
         defined = set(re.findall(r"^local (?:function )?(\w+)", source, re.M))
         assert used <= defined, f"{name}: {sorted(used - defined)}"
 
@@ -155,6 +155,35 @@ def test_includes_hold_only_local_definitions(name: str) -> None:
             assert allowed.match(line), f"_include/{name}.lua: top-level {line!r}"
 
 
+def test_key_families_are_spelled_once_in_lua() -> None:
+    # keys.lua is the only Lua that spells a key family; everything else calls its builders
+    family = re.compile(r"'(task|waits|children|c|n|tenant|ts|active):'|'(tenants|wake|sched)'")
+    for name in OPERATION_FILES + [f"_include/{i}" for i in INCLUDE_FILES]:
+        text = load_source(name)
+        found = [m.group(0) for m in family.finditer(text)]
+        if name == "_include/keys":
+            assert len(found) == len(set(found)) == 11, found
+        else:
+            assert found == [], f"{name}.lua spells {found}"
+            assert "q.prefix .." not in text, f"{name}.lua builds a key by hand"
+
+
+def test_resolver_follows_includes_of_includes_with_shaking() -> None:
+    files = {
+        "main": '--- @include "outer"\nreturn outer()',
+        "_include/outer": '--- @include "inner"\nlocal function outer() return inner_key(1) end',
+        "_include/inner": (
+            "local PREFIX = 'x:'\n"
+            "local function inner_key(id)\n  return PREFIX .. id\nend\n"
+            "local function inner_unused()\n  return 0\nend"
+        ),
+    }
+    text = resolve("main", _loader(files))
+    assert text.index("local PREFIX") < text.index("local function inner_key")
+    assert text.index("local function inner_key") < text.index("local function outer")
+    assert "inner_unused" not in text
+
+
 def test_default_stride_in_lua_matches_scoring() -> None:
     assert "local FQ_DEFAULT_STRIDE = " + str(STRIDE_SCALE) in load_source("_include/tenant")
     assert stride_for(1.0) == STRIDE_SCALE
@@ -200,9 +229,10 @@ def test_error_codes_map_to_typed_errors() -> None:
 # ---- against a real server -----------------------------------------------------------------
 
 
-def _eval_include(client: Any, body: str, *args: Any) -> Any:
-    files = {"main": '--- @include "core"\n' + body, "_include/core": load_source("_include/core")}
-    return client.eval(resolve("main", _loader(files)), 0, *args)
+def _eval_include(client: Any, body: str, *args: Any, numkeys: int = 0) -> Any:
+    main = '--- @include "core"\n' + body
+    text = resolve("main", lambda name: main if name == "main" else load_source(name))
+    return client.eval(text, numkeys, *args)
 
 
 @pytest.fixture(scope="module")
@@ -212,6 +242,39 @@ def raw_client(valkey_server: Any) -> Any:
     client = redis.Redis.from_url(valkey_server.url)
     yield client
     client.close()
+
+
+@pytest.mark.parametrize("partition", [None, 3])
+def test_lua_key_builders_agree_with_the_keyspace(raw_client: Any, partition: int | None) -> None:
+    keys = KeySpace("q-1.a", partition=partition)
+    ident, tier = "id:with:colons/x", 7
+    got = _eval_include(
+        raw_client,
+        "local q = {prefix = fq_prefix(KEYS[1])}\n"
+        "local id, tier = ARGV[1], fq_int(tonumber(ARGV[2]))\n"
+        "return {q.prefix, fq_task_key(q, id), fq_waits_key(q, id), fq_children_key(q, id),"
+        " fq_critical_key(q, id), fq_normal_key(q, id), fq_tenant_key(q, id),"
+        " fq_tenant_stats_key(q, id), fq_active_key(q, tier), fq_tenants_key(q),"
+        " fq_wake_key(q), fq_sched_key(q)}",
+        keys.meta,
+        ident,
+        tier,
+        numkeys=1,
+    )
+    assert [g.decode() for g in got] == [
+        keys.prefix,
+        keys.task(ident),
+        keys.waits(ident),
+        keys.children(ident),
+        keys.critical(ident),
+        keys.normal(ident),
+        keys.tenant(ident),
+        keys.tenant_stats(ident),
+        keys.active(tier),
+        keys.tenants,
+        keys.wake,
+        keys.sched,
+    ]
 
 
 @given(

@@ -12,21 +12,21 @@
 local q = fq_open(KEYS, ARGV)
 local id = ARGV[8]
 local r = fq_rec(q, id)
-if r == nil or (r.st ~= 'scheduled' and r.st ~= 'deferred' and r.st ~= 'queued'
-    and r.st ~= 'started') then
+if r == nil or (r.state ~= 'scheduled' and r.state ~= 'deferred' and r.state ~= 'queued'
+    and r.state ~= 'started') then
   return 0
 end
-if r.st == 'queued' then
+if r.state == 'queued' then
   fq_remove_ready(q, r)
-elseif r.st == 'scheduled' then
+elseif r.state == 'scheduled' then
   redis.call('ZREM', q.delayed, id)
-  fq_bump(q, r.u, 'scheduled', -1)
-elseif r.st == 'started' then
+  fq_bump(q, r.user, 'scheduled', -1)
+elseif r.state == 'started' then
   fq_drop_lease(q, r)
 end
-redis.call('HSET', q.p .. 'task:' .. id, 'st', 'canceled', 'rs', 'canceled')
-r.st = 'canceled'
-fq_bump(q, r.u, 'canceled', 1)
+redis.call('HSET', fq_task_key(q, id), 'st', 'canceled', 'rs', 'canceled')
+r.state = 'canceled'
+fq_bump(q, r.user, 'canceled', 1)
 fq_close_record(q, r)
 fq_cancel_dependents(q, r)
 fq_close(q)

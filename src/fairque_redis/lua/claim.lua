@@ -13,6 +13,9 @@
 ]]
 --- @include "_include/claim"
 
+-- values (deadline, id, ...) per ZADD of the new leases: unpack has a stack limit
+local ZADD_CHUNK = 1000
+
 local q = fq_open(KEYS, ARGV)
 local worker = ARGV[8]
 local lease_ms = tonumber(ARGV[9])
@@ -42,7 +45,7 @@ while n < count do
   local id = fq_serve(q, u)
   local token = ARGV[tokens_at + n]
   n = n + 1
-  local key = q.p .. 'task:' .. id
+  local key = fq_task_key(q, id)
   redis.call('HSET', key, 'st', 'started', 'tok', token, 'wk', worker, 'dl', deadline)
   leases[2 * n - 1] = deadline
   leases[2 * n] = id
@@ -58,14 +61,13 @@ while n < count do
   table.insert(out, v[5])
 end
 out[2] = n
--- chunked: unpack has a stack limit
-for s = 1, #leases, 1000 do
-  redis.call('ZADD', q.leases, unpack(leases, s, math.min(s + 999, #leases)))
+for s = 1, #leases, ZADD_CHUNK do
+  redis.call('ZADD', q.leases, unpack(leases, s, math.min(s + ZADD_CHUNK - 1, #leases)))
 end
 -- ready work left behind: pass the wake signal on to the next idle worker
 if n > 0 then
   fq_meta(q)
-  if q.ready_base + q.ready > 0 then q.wake = true end
+  if q.ready_base + q.ready_delta > 0 then q.wake = true end
 end
 fq_close(q)
 return out

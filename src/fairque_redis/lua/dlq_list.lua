@@ -10,6 +10,11 @@
 ]]
 --- @include "_include/core"
 
+-- dead-letter ids read per ZRANGE
+local PAGE = 256
+-- task fields read per entry (the HMGET below): u p rc m b ft rs
+local ENTRY_FIELDS = 7
+
 local q = fq_open(KEYS, ARGV)
 local limit = tonumber(ARGV[8])
 local offset = tonumber(ARGV[9])
@@ -19,24 +24,23 @@ if limit <= 0 then return out end
 local skipped = 0
 local taken = 0
 local start = 0
-local chunk = 256
 if want == '' then
   start = math.max(offset, 0)
   skipped = offset
 end
 while taken < limit do
-  local ids = redis.call('ZRANGE', q.dlq, start, start + chunk - 1, 'WITHSCORES')
+  local ids = redis.call('ZRANGE', q.dlq, start, start + PAGE - 1, 'WITHSCORES')
   if #ids == 0 then break end
-  start = start + chunk
+  start = start + PAGE
   for k = 1, #ids, 2 do
-    local v = redis.call('HMGET', q.p .. 'task:' .. ids[k], 'u', 'p', 'rc', 'm', 'b', 'ft', 'rs')
+    local v = redis.call('HMGET', fq_task_key(q, ids[k]), 'u', 'p', 'rc', 'm', 'b', 'ft', 'rs')
     if want == '' or v[6] == want then
       if skipped < offset then
         skipped = skipped + 1
       elseif taken < limit then
         taken = taken + 1
         table.insert(out, ids[k])
-        for f = 1, 7 do table.insert(out, v[f] or '') end
+        for f = 1, ENTRY_FIELDS do table.insert(out, v[f] or '') end
         table.insert(out, ids[k + 1])
       end
     end

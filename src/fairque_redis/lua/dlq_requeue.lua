@@ -20,15 +20,18 @@ else
 end
 local n = 0
 for _, id in ipairs(ids) do
-  local key = q.p .. 'task:' .. id
+  local key = fq_task_key(q, id)
   local v = redis.call('HMGET', key, 'u', 'p', 'seq')
   -- a damaged hash without its tenant cannot be queued: it stays in the DLQ (purge removes it)
   if v[1] ~= false and redis.call('ZREM', q.dlq, id) == 1 then
     n = n + 1
     redis.call('HSET', key, 'rc', '0', 'rec', '0', 'rs', '')
     redis.call('HDEL', key, 'ft')
-    local r = {id = id, u = v[1], p = tonumber(v[2]) or 3, seq = tonumber(v[3]) or 0}
-    fq_bump(q, r.u, 'dlq_requeued', 1)
+    local r = {
+      id = id, user = v[1], priority = tonumber(v[2]) or FQ_DEFAULT_PRIORITY,
+      seq = tonumber(v[3]) or 0,
+    }
+    fq_bump(q, r.user, 'dlq_requeued', 1)
     fq_make_ready(q, r, q.now, false)
   end
 end

@@ -17,19 +17,19 @@ local id = ARGV[8]
 local token = ARGV[9]
 local r = fq_rec(q, id)
 -- a repeat of this lease's fail (its reply was lost): the state it left, nothing changes
-if r ~= nil and (r.st == 'scheduled' or r.st == 'failed') and token ~= '' and r.tok == token then
-  return r.st
+if r ~= nil and (r.state == 'scheduled' or r.state == 'failed') and token ~= '' and r.token == token then
+  return r.state
 end
-if r == nil or r.st ~= 'started' or r.tok ~= token then return fq_err('LEASE_LOST', id) end
+if r == nil or r.state ~= 'started' or r.token ~= token then return fq_err('LEASE_LOST', id) end
 fq_drop_lease(q, r, nil, nil, true)
 if ARGV[10] ~= '' then
-  local key = q.p .. 'task:' .. id
+  local key = fq_task_key(q, id)
   redis.call('HINCRBY', key, 'rc', 1)
   redis.call('HSET', key, 'rs', ARGV[12])
-  fq_bump(q, r.u, 'retried', 1)
+  fq_bump(q, r.user, 'retried', 1)
   fq_schedule(q, r, q.now + math.max(0, tonumber(ARGV[10])))
 else
   fq_to_dlq(q, r, ARGV[11], ARGV[12])
 end
 fq_close(q)
-return r.st
+return r.state

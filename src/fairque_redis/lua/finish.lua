@@ -14,6 +14,9 @@
 ]]
 --- @include "_include/deps"
 
+-- ids per ZREM of the finished tasks' leases: unpack has a stack limit
+local ZREM_CHUNK = 500
+
 local q = fq_open(KEYS, ARGV)
 local strict = ARGV[8] == '1'
 local n = tonumber(ARGV[9])
@@ -24,30 +27,30 @@ for k = 1, n do
   local id, token, has, result = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   i = i + 4
   local r = fq_rec(q, id)
-  if r ~= nil and r.st == 'finished' and token ~= '' and r.tok == token then
+  if r ~= nil and r.state == 'finished' and token ~= '' and r.token == token then
     out[k] = 1 -- a repeat of this lease's finish (its reply was lost): done, nothing changes
-  elseif r == nil or r.st ~= 'started' or r.tok ~= token then
+  elseif r == nil or r.state ~= 'started' or r.token ~= token then
     if strict then return fq_err('LEASE_LOST', id) end
     out[k] = 0
   else
     -- one HSET: lease fields cleared, state, logical expiry and result. `res` needs no HDEL
     -- when there is no result: only finish writes it, and a finished task is never leased again
-    local fields = {'st', 'finished', 'exp', fq_int(q.now + q.ttl)}
+    local fields = {'st', 'finished', 'exp', fq_int(q.now + q.result_ttl_ms)}
     if has == '1' then
       fields[5] = 'res'
       fields[6] = result
     end
     fq_drop_lease(q, r, fields, unlease, true)
-    r.st = 'finished'
-    fq_bump(q, r.u, 'finished', 1)
+    r.state = 'finished'
+    fq_bump(q, r.user, 'finished', 1)
     local kids = fq_release_dependents(q, r)
     fq_expire_record(q, r, kids > 0)
     out[k] = 1
   end
 end
--- the leases of the finished tasks leave in one ZREM (chunked: unpack has a stack limit)
-for s = 1, #unlease, 500 do
-  redis.call('ZREM', q.leases, unpack(unlease, s, math.min(s + 499, #unlease)))
+-- the leases of the finished tasks leave in one ZREM (chunked, see ZREM_CHUNK)
+for s = 1, #unlease, ZREM_CHUNK do
+  redis.call('ZREM', q.leases, unpack(unlease, s, math.min(s + ZREM_CHUNK - 1, #unlease)))
 end
 fq_close(q)
 return out

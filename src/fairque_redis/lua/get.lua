@@ -11,7 +11,7 @@
 --- @include "_include/core"
 
 local q = fq_open(KEYS, ARGV)
-local v = redis.call('HMGET', q.p .. 'task:' .. ARGV[8], 'st', 'u', 'p', 'rc', 'm', 'b', 'res', 'exp')
+local v = redis.call('HMGET', fq_task_key(q, ARGV[8]), 'st', 'u', 'p', 'rc', 'm', 'b', 'res', 'exp')
 if v[1] == false then return {} end
 if fq_expired(v[8], q.now) then return {} end
 local has = 1

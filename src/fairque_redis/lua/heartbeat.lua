@@ -13,6 +13,9 @@
 ]]
 --- @include "_include/task"
 
+-- values (deadline, id, ...) per ZADD of the extended leases: unpack has a stack limit
+local ZADD_CHUNK = 1000
+
 local q = fq_open(KEYS, ARGV)
 local strict = ARGV[8] == '1'
 local deadline = q.now + tonumber(ARGV[9])
@@ -28,14 +31,13 @@ for k = 1, n do
     if strict then return fq_err('LEASE_LOST', id) end
     out[k] = 0
   else
-    redis.call('HSET', q.p .. 'task:' .. id, 'dl', dl)
+    redis.call('HSET', fq_task_key(q, id), 'dl', dl)
     table.insert(leases, dl)
     table.insert(leases, id)
     out[k] = deadline
   end
 end
--- chunked: unpack has a stack limit
-for s = 1, #leases, 1000 do
-  redis.call('ZADD', q.leases, unpack(leases, s, math.min(s + 999, #leases)))
+for s = 1, #leases, ZADD_CHUNK do
+  redis.call('ZADD', q.leases, unpack(leases, s, math.min(s + ZADD_CHUNK - 1, #leases)))
 end
 return out

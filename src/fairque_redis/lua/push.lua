@@ -14,12 +14,17 @@
 ]]
 --- @include "_include/deps"
 
+-- the longest task or tenant id (the id grammar of fairque_core validation)
+local MAX_ID_LEN = 128
+-- ARGV values per message before its D parent ids: id, user, priority, delay, meta, body, D
+local MESSAGE_FIELDS = 7
+
 local q = fq_open(KEYS, ARGV)
 local n = tonumber(ARGV[8])
 local now = q.now
 
 local function valid_id(s)
-  return #s >= 1 and #s <= 128 and string.find(s, '^[%w_%.:@/%+=#%-]+$') ~= nil
+  return #s >= 1 and #s <= MAX_ID_LEN and string.find(s, '^[%w_%.:@/%+=#%-]+$') ~= nil
 end
 
 -- check everything before the first write; at[k] is where message k starts in ARGV
@@ -31,7 +36,7 @@ for k = 1, n do
   local p, dms, nd = tonumber(ps), tonumber(dmss), tonumber(ARGV[i + 6])
   if not valid_id(id) then return fq_err('BAD_ID', 'task_id') end
   if not valid_id(u) then return fq_err('BAD_ID', 'user_id') end
-  if p == nil or p < 1 or p > 6 or p ~= math.floor(p) then
+  if p == nil or p < FQ_MIN_PRIORITY or p > FQ_CRITICAL_PRIORITY or p ~= math.floor(p) then
     return fq_err('BAD_ARG', 'priority')
   end
   if dms == nil or dms ~= math.floor(dms) or ps ~= fq_int(p) then
@@ -47,7 +52,7 @@ for k = 1, n do
   end
   seen[id] = true
   at[k] = i
-  i = i + 7 + nd
+  i = i + MESSAGE_FIELDS + nd
 end
 
 -- per call, not per task: the formatted clock, scores by priority, pushes by tenant
@@ -58,7 +63,7 @@ local out = {}
 for k = 1, n do
   i = at[k]
   local id, u = ARGV[i], ARGV[i + 1]
-  local key = q.p .. 'task:' .. id
+  local key = fq_task_key(q, id)
   local v = redis.call('HMGET', key, 'st', 'exp')
   local expired = v[1] ~= false and fq_expired(v[2], now)
   if v[1] ~= false and not expired then
@@ -74,33 +79,36 @@ for k = 1, n do
       -- the common case, ready now: one HSET, then into the tenant's queue (fq_enqueue)
       redis.call('HSET', key, 'u', u, 'p', ps, 'b', ARGV[i + 5], 'm', ARGV[i + 4], 'rc', '0',
         'seq', fq_int(seq), 'st', 'queued', 'rd', now_s, 'due', now_s, 'dms', dmss, 'rec', '0')
-      if p == 6 then
-        redis.call('RPUSH', q.p .. 'c:' .. u, id)
+      if p == FQ_CRITICAL_PRIORITY then
+        redis.call('RPUSH', fq_critical_key(q, u), id)
       else
         local score = scores[p]
         if score == nil then
-          score = fq_int(fq_score(p, now, q.horizon))
+          score = fq_int(fq_score(p, now, q.horizon_ms))
           scores[p] = score
         end
-        redis.call('ZADD', q.p .. 'n:' .. u, score, fq_member(seq, id))
+        redis.call('ZADD', fq_normal_key(q, u), score, fq_member(seq, id))
       end
-      q.ready = q.ready + 1
+      q.ready_delta = q.ready_delta + 1
       q.wake = true
       fq_activate(q, u)
     else
       local due = now + math.max(0, dms)
-      local r = {id = id, u = u, p = p, seq = seq, due = due, dms = dms, st = 'queued'}
+      local r = {
+        id = id, user = u, priority = p, seq = seq, due_ms = due, delay_ms = dms,
+        state = 'queued',
+      }
       local failed_parent = nil
       local waiting = false
       for d = 1, nd do
         local dep = ARGV[i + 6 + d]
         local parent = fq_rec(q, dep)
         if parent ~= nil then
-          if parent.st == 'failed' or parent.st == 'canceled' then
+          if parent.state == 'failed' or parent.state == 'canceled' then
             failed_parent = dep
-          elseif parent.st ~= 'finished' then
-            redis.call('SADD', q.p .. 'waits:' .. id, dep)
-            redis.call('RPUSH', q.p .. 'children:' .. dep, id)
+          elseif parent.state ~= 'finished' then
+            redis.call('SADD', fq_waits_key(q, id), dep)
+            redis.call('RPUSH', fq_children_key(q, dep), id)
             waiting = true
           end
         end

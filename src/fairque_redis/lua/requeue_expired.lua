@@ -21,13 +21,13 @@ for _, id in ipairs(expired) do
     redis.call('ZREM', q.leases, id)
   else
   fq_drop_lease(q, r)
-  r.rec = r.rec + 1
-  redis.call('HSET', q.p .. 'task:' .. id, 'rec', fq_int(r.rec))
-  if r.rec > q.max_recoveries then
-    fq_to_dlq(q, r, 'expired', 'lease expired ' .. fq_int(r.rec) .. ' times')
+  r.recoveries = r.recoveries + 1
+  redis.call('HSET', fq_task_key(q, id), 'rec', fq_int(r.recoveries))
+  if r.recoveries > q.max_recoveries then
+    fq_to_dlq(q, r, 'expired', 'lease expired ' .. fq_int(r.recoveries) .. ' times')
   else
-    fq_bump(q, r.u, 'recovered', 1)
-    fq_make_ready(q, r, r.rd, true)
+    fq_bump(q, r.user, 'recovered', 1)
+    fq_make_ready(q, r, r.ready_ms, true)
   end
   end
 end

@@ -17,11 +17,11 @@ local was_active = fq_is_active(q, u)
 if was_active then fq_deactivate(q, u) end
 t.stride = tonumber(ARGV[9])
 t.tier = tonumber(ARGV[10])
-redis.call('HSET', q.p .. 'tenant:' .. u, 'pass', fq_int(t.pass), 'stride', fq_int(t.stride),
+redis.call('HSET', fq_tenant_key(q, u), 'pass', fq_int(t.pass), 'stride', fq_int(t.stride),
   'tier', fq_int(t.tier))
 if was_active then
   local tier = fq_int(fq_tier(q, t))
-  redis.call('ZADD', q.p .. 'active:' .. tier, fq_int(t.pass), u)
+  redis.call('ZADD', fq_active_key(q, tier), fq_int(t.pass), u)
   redis.call('ZADD', q.tiers, tier, tier)
 end
 return 1

@@ -13,9 +13,9 @@ local q = fq_open(KEYS, ARGV)
 local out = {}
 for k = 1, tonumber(ARGV[8]) do
   local u = ARGV[8 + k]
-  local g = redis.call('HMGET', q.p .. 'ts:' .. u, 'scheduled', 'leased')
-  table.insert(out, redis.call('LLEN', q.p .. 'c:' .. u))
-  table.insert(out, redis.call('ZCARD', q.p .. 'n:' .. u))
+  local g = redis.call('HMGET', fq_tenant_stats_key(q, u), 'scheduled', 'leased')
+  table.insert(out, redis.call('LLEN', fq_critical_key(q, u)))
+  table.insert(out, redis.call('ZCARD', fq_normal_key(q, u)))
   table.insert(out, tonumber(g[1] or '0'))
   table.insert(out, tonumber(g[2] or '0'))
 end

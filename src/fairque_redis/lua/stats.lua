@@ -17,7 +17,7 @@ if u == '' then
   out = redis.call('HGETALL', q.stats)
   local active = 0
   for _, tier in ipairs(redis.call('ZRANGE', q.tiers, 0, -1)) do
-    active = active + redis.call('ZCARD', q.p .. 'active:' .. tier)
+    active = active + redis.call('ZCARD', fq_active_key(q, tier))
   end
   local gauges = {
     'ready', tonumber(redis.call('HGET', q.meta, 'ready') or '0'),
@@ -28,8 +28,8 @@ if u == '' then
   }
   for _, x in ipairs(gauges) do table.insert(out, x) end
 else
-  out = redis.call('HGETALL', q.p .. 'ts:' .. u)
+  out = redis.call('HGETALL', fq_tenant_stats_key(q, u))
   table.insert(out, 'ready')
-  table.insert(out, redis.call('LLEN', q.p .. 'c:' .. u) + redis.call('ZCARD', q.p .. 'n:' .. u))
+  table.insert(out, redis.call('LLEN', fq_critical_key(q, u)) + redis.call('ZCARD', fq_normal_key(q, u)))
 end
 return out

@@ -11,6 +11,9 @@
 ]]
 --- @include "_include/core"
 
+-- the largest page (limit) one call returns
+local MAX_LIMIT = 1000
+
 local q = fq_open(KEYS, ARGV)
 
 local function count_arg(s)
@@ -20,8 +23,8 @@ end
 
 local offset, limit = count_arg(ARGV[8]), count_arg(ARGV[9])
 if offset == nil then return fq_err('BAD_ARG', 'offset') end
-if limit == nil or limit > 1000 then return fq_err('BAD_ARG', 'limit') end
-local key = q.p .. 'tenants'
+if limit == nil or limit > MAX_LIMIT then return fq_err('BAD_ARG', 'limit') end
+local key = fq_tenants_key(q)
 local total = redis.call('ZCARD', key)
 local out = {total}
 if limit > 0 and offset < total then

@@ -1,4 +1,8 @@
---[[ claim helpers: moving due scheduled tasks and the fair choice of a tenant. ]]
+--[[ claim helpers: moving due scheduled tasks and the fair choice of a tenant.
+
+  Mirrors the pure Python module fairque_core/domain/fairness.py (pick and serve; activate,
+  deactivate and the tenant's pass are in tenant.lua): keep the two in step.
+]]
 --- @include "task"
 
 -- due scheduled tasks (at most the move limit) into their tenants' queues, ready at due time
@@ -9,11 +13,14 @@ local function fq_move_due(q)
   for k = 1, #due, 2 do
     local id = due[k]
     redis.call('ZREM', q.delayed, id)
-    local v = redis.call('HMGET', q.p .. 'task:' .. id, 'u', 'p', 'seq')
+    local v = redis.call('HMGET', fq_task_key(q, id), 'u', 'p', 'seq')
     -- a damaged hash without its tenant is dropped from `delayed` and left for inspection
     if v[1] ~= false then
-      local r = {id = id, u = v[1], p = tonumber(v[2]) or 3, seq = tonumber(v[3]) or 0}
-      fq_bump(q, r.u, 'scheduled', -1)
+      local r = {
+        id = id, user = v[1], priority = tonumber(v[2]) or FQ_DEFAULT_PRIORITY,
+        seq = tonumber(v[3]) or 0,
+      }
+      fq_bump(q, r.user, 'scheduled', -1)
       fq_make_ready(q, r, tonumber(due[k + 1]), false)
     end
   end
@@ -34,17 +41,18 @@ end
 local function fq_pick(q, groups)
   if groups == nil then
     -- without strict tiers every tenant is in tier 0. With them the top tier is read once per
-    -- call and cached in q.top, which fq_activate and fq_deactivate reset when `tiers` changes
+    -- call and cached in q.top_tier, which fq_activate and fq_deactivate reset when `tiers`
+    -- changes
     local top = '0'
-    if q.strict then
-      if q.top == nil then
+    if q.strict_tiers then
+      if q.top_tier == nil then
         local tiers = redis.call('ZREVRANGE', q.tiers, 0, 0)
-        q.top = tiers[1] or false
+        q.top_tier = tiers[1] or false
       end
-      if not q.top then return nil end
-      top = q.top
+      if not q.top_tier then return nil end
+      top = q.top_tier
     end
-    local first = redis.call('ZRANGE', q.p .. 'active:' .. top, 0, 0)
+    local first = redis.call('ZRANGE', fq_active_key(q, top), 0, 0)
     return first[1]
   end
   for _, group in ipairs(groups) do
@@ -67,20 +75,22 @@ end
 -- pop the next task of tenant u (critical FIFO first), advance the pass, keep u active or not
 local function fq_serve(q, u)
   local t = fq_tenant(q, u)
-  local id = redis.call('LPOP', q.p .. 'c:' .. u)
+  local critical = fq_critical_key(q, u)
+  local normal = fq_normal_key(q, u)
+  local id = redis.call('LPOP', critical)
   local critical_left = true
   if not id then
     critical_left = false -- the critical list is empty: no LLEN below
-    local popped = redis.call('ZPOPMIN', q.p .. 'n:' .. u)
-    id = string.sub(popped[1], 17)
+    local popped = redis.call('ZPOPMIN', normal)
+    id = string.sub(popped[1], FQ_SEQ_WIDTH + 1) -- the member without its sequence
   end
-  q.ready = q.ready - 1
+  q.ready_delta = q.ready_delta - 1
   fq_set_vtime(q, t.pass)
   t.pass = t.pass + t.stride
   t.dirty = true
-  if (critical_left and redis.call('LLEN', q.p .. 'c:' .. u) > 0)
-    or redis.call('ZCARD', q.p .. 'n:' .. u) > 0 then
-    redis.call('ZADD', q.p .. 'active:' .. fq_int(fq_tier(q, t)), fq_int(t.pass), u)
+  if (critical_left and redis.call('LLEN', critical) > 0)
+    or redis.call('ZCARD', normal) > 0 then
+    redis.call('ZADD', fq_active_key(q, fq_int(fq_tier(q, t))), fq_int(t.pass), u)
   else
     fq_deactivate(q, u)
   end

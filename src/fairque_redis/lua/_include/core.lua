@@ -1,15 +1,29 @@
 --[[ core: the queue context every script opens, integer formatting, time, counters.
 
-  The context `q` carries the anchor keys (KEYS[1..6]), the key prefix derived from the anchor,
-  the common ARGV header (ARGV[1..7]) and write-back caches that fq_close flushes once
-  (q.wake: raise the queue's wake signal; q.resched: raise its schedule signal; a tenant's
-  first `pushed` enters it in the derived key tenants; see fq_close):
+  The context `q` carries the anchor keys (KEYS[1..6]), the key prefix derived from the anchor
+  (q.prefix, see keys.lua), the common ARGV header (ARGV[1..7]) and write-back caches that
+  fq_close flushes once (q.wake: raise the queue's wake signal; q.resched: raise its schedule
+  signal; a tenant's first `pushed` enters it in the derived key tenants; see fq_close):
     ARGV[1] now_ms ('' = server TIME)   ARGV[2] strict tiers (0|1)   ARGV[3] aging horizon ms
     ARGV[4] result TTL ms               ARGV[5] max recoveries       ARGV[6] delayed move limit
     ARGV[7] max payload bytes
   Numbers are integers held in Lua doubles (exact below 2^53); they are always written to
   Redis through fq_int, never tostring (which would print 1e+15 style floats).
 ]]
+--- @include "keys"
+
+-- priorities (fairque_core Priority): 1-5 are scored with aging, weight(p) = p / 5; CRITICAL
+-- goes to the tenant's FIFO; a damaged record's priority reads as NORMAL
+local FQ_MIN_PRIORITY = 1
+local FQ_MAX_SCORED_PRIORITY = 5
+local FQ_CRITICAL_PRIORITY = 6
+local FQ_DEFAULT_PRIORITY = 3
+-- digits of the zero-padded push sequence that starts a scored-set member (scoring.SEQ_WIDTH)
+local FQ_SEQ_WIDTH = 16
+local FQ_SEQ_FORMAT = '%0' .. FQ_SEQ_WIDTH .. 'd'
+-- server TIME is seconds and microseconds
+local FQ_MS_PER_SECOND = 1000
+local FQ_US_PER_MS = 1000
 
 local function fq_int(n)
   return string.format('%d', n)
@@ -24,40 +38,42 @@ local function fq_now(arg)
     return tonumber(arg)
   end
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return tonumber(t[1]) * FQ_MS_PER_SECOND + math.floor(tonumber(t[2]) / FQ_US_PER_MS)
 end
 
 local function fq_open(keys, argv)
-  local meta = keys[1]
   return {
-    p = string.sub(meta, 1, #meta - 4),
+    prefix = fq_prefix(keys[1]),
     meta = keys[1], stats = keys[2], tiers = keys[3],
     delayed = keys[4], leases = keys[5], dlq = keys[6],
     now = fq_now(argv[1]),
     server_time = argv[1] == nil or argv[1] == '',
-    strict = argv[2] == '1',
-    horizon = tonumber(argv[3]),
-    ttl = tonumber(argv[4]),
+    strict_tiers = argv[2] == '1',
+    horizon_ms = tonumber(argv[3]),
+    result_ttl_ms = tonumber(argv[4]),
     max_recoveries = tonumber(argv[5]),
     move_limit = tonumber(argv[6]),
     max_payload = tonumber(argv[7]),
-    -- nil until used: top (claim.lua: cached top tier), first_due (task.lua, scheduling)
-    cnt = {}, tcnt = {}, tn = {}, act = {}, resched = false,
-    ready = 0, vtime = nil, seq = nil, ready_base = 0, meta_dirty = false, wake = false,
+    -- nil until used: top_tier (claim.lua: cached top tier), first_due (task.lua, scheduling)
+    -- counters: queue counter deltas; tenant_counters: per tenant counter and gauge deltas;
+    -- tenant_cache: tenant records read (tenant.lua); active_cache: tenant -> in its active set
+    counters = {}, tenant_counters = {}, tenant_cache = {}, active_cache = {}, resched = false,
+    -- ready_delta: change of the queue's ready gauge in this call; ready_base: its stored value
+    ready_delta = 0, vtime = nil, seq = nil, ready_base = 0, meta_dirty = false, wake = false,
   }
 end
 
 -- count `name` (a queue counter or a tenant gauge) for tenant u, flushed by fq_close
 local function fq_bump(q, u, name, by)
   by = by or 1
-  local t = q.tcnt[u]
+  local t = q.tenant_counters[u]
   if t == nil then
     t = {}
-    q.tcnt[u] = t
+    q.tenant_counters[u] = t
   end
   t[name] = (t[name] or 0) + by
   if name ~= 'scheduled' and name ~= 'leased' then
-    q.cnt[name] = (q.cnt[name] or 0) + by
+    q.counters[name] = (q.counters[name] or 0) + by
   end
 end
 
@@ -99,51 +115,51 @@ end
 
 -- static score of a priority 1-5 task (scoring.static_score)
 local function fq_score(prio, ready_ms, horizon_ms)
-  return ready_ms - math.floor(prio * horizon_ms / 5)
+  return ready_ms - math.floor(prio * horizon_ms / FQ_MAX_SCORED_PRIORITY)
 end
 
 -- scored-set member: 16-digit sequence then id (scoring.seq_member)
 local function fq_member(seq, id)
-  return string.format('%016d', seq) .. id
+  return string.format(FQ_SEQ_FORMAT, seq) .. id
 end
 
 -- write back every cache: counters, gauges, tenant passes, vtime, seq. HINCRBY replies the new
 -- value: a tenant's `pushed` equal to what this call added is its first push ever, which also
 -- enters it in the tenants index (<prefix>tenants, scored by q.now), at no extra call per push
 local function fq_close(q)
-  for name, by in pairs(q.cnt) do
+  for name, by in pairs(q.counters) do
     if by ~= 0 then redis.call('HINCRBY', q.stats, name, fq_int(by)) end
   end
-  for u, names in pairs(q.tcnt) do
-    local key = q.p .. 'ts:' .. u
+  for u, names in pairs(q.tenant_counters) do
+    local key = fq_tenant_stats_key(q, u)
     for name, by in pairs(names) do
       if by ~= 0 then
         local now_count = redis.call('HINCRBY', key, name, fq_int(by))
         if name == 'pushed' and now_count == by then
-          redis.call('ZADD', q.p .. 'tenants', 'NX', fq_int(q.now), u)
+          redis.call('ZADD', fq_tenants_key(q), 'NX', fq_int(q.now), u)
         end
       end
     end
   end
-  for u, t in pairs(q.tn) do
-    if t.dirty then redis.call('HSET', q.p .. 'tenant:' .. u, 'pass', fq_int(t.pass)) end
+  for u, t in pairs(q.tenant_cache) do
+    if t.dirty then redis.call('HSET', fq_tenant_key(q, u), 'pass', fq_int(t.pass)) end
   end
-  if q.ready ~= 0 then
+  if q.ready_delta ~= 0 then
     fq_meta(q)
     q.meta_dirty = true
   end
   if q.meta_dirty then
     redis.call('HSET', q.meta, 'vtime', fq_int(q.vtime), 'seq', fq_int(q.seq),
-      'ready', fq_int(q.ready_base + q.ready))
+      'ready', fq_int(q.ready_base + q.ready_delta))
   end
   -- the wake signal: a list holding at most one token, which idle workers BLPOP
   if q.wake then
-    local wake = q.p .. 'wake'
+    local wake = fq_wake_key(q)
     if redis.call('LLEN', wake) == 0 then redis.call('RPUSH', wake, '1') end
   end
   -- the schedule signal (same shape): the queue's next due time moved earlier
   if q.resched then
-    local sched = q.p .. 'sched'
+    local sched = fq_sched_key(q)
     if redis.call('LLEN', sched) == 0 then redis.call('RPUSH', sched, '1') end
   end
 end

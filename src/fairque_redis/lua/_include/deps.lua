@@ -9,14 +9,14 @@ local function fq_cancel_dependents(q, r)
   local stack = {r.id}
   while #stack > 0 do
     local parent = table.remove(stack)
-    local kids = redis.call('LRANGE', q.p .. 'children:' .. parent, 0, -1)
+    local kids = redis.call('LRANGE', fq_children_key(q, parent), 0, -1)
     for _, cid in ipairs(kids) do
       local c = fq_rec(q, cid)
-      if c ~= nil and c.st == 'deferred' then
-        redis.call('HSET', q.p .. 'task:' .. cid, 'st', 'canceled',
+      if c ~= nil and c.state == 'deferred' then
+        redis.call('HSET', fq_task_key(q, cid), 'st', 'canceled',
           'rs', 'dependency ' .. parent .. ' did not finish')
-        c.st = 'canceled'
-        fq_bump(q, c.u, 'canceled', 1)
+        c.state = 'canceled'
+        fq_bump(q, c.user, 'canceled', 1)
         fq_close_record(q, c)
         table.insert(stack, cid)
       end
@@ -26,8 +26,8 @@ end
 
 -- a task whose dependencies are met: ready now, or scheduled for what is left of its delay
 local function fq_enter(q, r)
-  if r.dms > 0 and r.due > q.now then
-    fq_schedule(q, r, r.due)
+  if r.delay_ms > 0 and r.due_ms > q.now then
+    fq_schedule(q, r, r.due_ms)
   else
     fq_make_ready(q, r, q.now, false)
   end
@@ -35,11 +35,11 @@ end
 
 -- returns how many children the task has (the length of children:<id>)
 local function fq_release_dependents(q, r)
-  local kids = redis.call('LRANGE', q.p .. 'children:' .. r.id, 0, -1)
+  local kids = redis.call('LRANGE', fq_children_key(q, r.id), 0, -1)
   for _, cid in ipairs(kids) do
     local c = fq_rec(q, cid)
-    if c ~= nil and c.st == 'deferred' then
-      local wkey = q.p .. 'waits:' .. cid
+    if c ~= nil and c.state == 'deferred' then
+      local wkey = fq_waits_key(q, cid)
       redis.call('SREM', wkey, r.id)
       if redis.call('SCARD', wkey) == 0 then fq_enter(q, c) end
     end
@@ -48,10 +48,10 @@ local function fq_release_dependents(q, r)
 end
 
 local function fq_to_dlq(q, r, ftype, reason)
-  redis.call('HSET', q.p .. 'task:' .. r.id, 'st', 'failed', 'ft', ftype, 'rs', reason,
+  redis.call('HSET', fq_task_key(q, r.id), 'st', 'failed', 'ft', ftype, 'rs', reason,
     'mv', fq_int(q.now))
-  r.st = 'failed'
+  r.state = 'failed'
   redis.call('ZADD', q.dlq, fq_int(q.now), r.id)
-  fq_bump(q, r.u, 'dead', 1)
+  fq_bump(q, r.user, 'dead', 1)
   fq_cancel_dependents(q, r)
 end

@@ -4,12 +4,14 @@
   the client), rc retry count, seq push sequence, st state, rd ready ms, due due ms, dms delay
   ms, tok lease token, wk worker id, dl lease deadline ms, rec recoveries, ft failure type,
   rs reason, mv moved-to-DLQ ms, res result (absent = None), exp logical expiry ms.
+  A record read into Lua (fq_rec) names them in full: id, state, user, priority, seq, ready_ms,
+  due_ms, delay_ms, token, recoveries.
 ]]
 --- @include "tenant"
 
 -- the live record of task `id` (nil when absent or past its logical expiry)
 local function fq_rec(q, id)
-  local v = redis.call('HMGET', q.p .. 'task:' .. id,
+  local v = redis.call('HMGET', fq_task_key(q, id),
     'st', 'u', 'p', 'seq', 'exp', 'rd', 'due', 'dms', 'tok', 'rec')
   -- a hash without a state or a tenant (damaged behind the client's back) cannot be accounted
   -- for: it reads as absent (a lease on it is lost; the reaper drops its stray lease entry)
@@ -17,60 +19,60 @@ local function fq_rec(q, id)
   if fq_expired(v[5], q.now) then return nil end
   -- damaged numbers read as defaults rather than failing the script halfway through its writes
   return {
-    id = id, st = v[1], u = v[2], p = tonumber(v[3]) or 3, seq = tonumber(v[4]) or 0,
-    rd = tonumber(v[6]) or 0, due = tonumber(v[7]) or 0, dms = tonumber(v[8]) or 0,
-    tok = v[9], rec = tonumber(v[10]) or 0,
+    id = id, state = v[1], user = v[2], priority = tonumber(v[3]) or FQ_DEFAULT_PRIORITY,
+    seq = tonumber(v[4]) or 0, ready_ms = tonumber(v[6]) or 0, due_ms = tonumber(v[7]) or 0,
+    delay_ms = tonumber(v[8]) or 0, token = v[9], recoveries = tonumber(v[10]) or 0,
   }
 end
 
 -- forget every key of task `id` (an expired record being replaced, or a DLQ purge)
 local function fq_forget(q, id)
-  redis.call('DEL', q.p .. 'task:' .. id, q.p .. 'waits:' .. id, q.p .. 'children:' .. id)
+  redis.call('DEL', fq_task_key(q, id), fq_waits_key(q, id), fq_children_key(q, id))
 end
 
 -- into the tenant's critical FIFO (head when given back) or scored set, tenant activated;
 -- the caller has already set st=queued and rd=ready_ms on the task hash
 local function fq_enqueue(q, r, ready_ms, head)
-  r.st = 'queued'
-  r.rd = ready_ms
-  if r.p == 6 then
+  r.state = 'queued'
+  r.ready_ms = ready_ms
+  if r.priority == FQ_CRITICAL_PRIORITY then
     if head then
-      redis.call('LPUSH', q.p .. 'c:' .. r.u, r.id)
+      redis.call('LPUSH', fq_critical_key(q, r.user), r.id)
     else
-      redis.call('RPUSH', q.p .. 'c:' .. r.u, r.id)
+      redis.call('RPUSH', fq_critical_key(q, r.user), r.id)
     end
   else
-    redis.call('ZADD', q.p .. 'n:' .. r.u, fq_int(fq_score(r.p, ready_ms, q.horizon)),
-      fq_member(r.seq, r.id))
+    redis.call('ZADD', fq_normal_key(q, r.user),
+      fq_int(fq_score(r.priority, ready_ms, q.horizon_ms)), fq_member(r.seq, r.id))
   end
-  q.ready = q.ready + 1
+  q.ready_delta = q.ready_delta + 1
   q.wake = true
-  fq_activate(q, r.u)
+  fq_activate(q, r.user)
 end
 
 -- fq_enqueue with the task hash updated (state queued, ready time)
 local function fq_make_ready(q, r, ready_ms, head)
-  redis.call('HSET', q.p .. 'task:' .. r.id, 'st', 'queued', 'rd', fq_int(ready_ms))
+  redis.call('HSET', fq_task_key(q, r.id), 'st', 'queued', 'rd', fq_int(ready_ms))
   fq_enqueue(q, r, ready_ms, head)
 end
 
 local function fq_remove_ready(q, r)
-  if r.p == 6 then
-    redis.call('LREM', q.p .. 'c:' .. r.u, 1, r.id)
+  if r.priority == FQ_CRITICAL_PRIORITY then
+    redis.call('LREM', fq_critical_key(q, r.user), 1, r.id)
   else
-    redis.call('ZREM', q.p .. 'n:' .. r.u, fq_member(r.seq, r.id))
+    redis.call('ZREM', fq_normal_key(q, r.user), fq_member(r.seq, r.id))
   end
-  q.ready = q.ready - 1
-  if not fq_has_ready(q, r.u) then fq_deactivate(q, r.u) end
+  q.ready_delta = q.ready_delta - 1
+  if not fq_has_ready(q, r.user) then fq_deactivate(q, r.user) end
 end
 
 -- into `delayed` until due. A due time earlier than every other one moves the queue's next
 -- due time: q.resched raises the schedule signal (fq_close), so that an idle worker blocked
 -- until the old next due time looks again (wait_for_work). The head is read once per call.
 local function fq_schedule(q, r, due_ms)
-  redis.call('HSET', q.p .. 'task:' .. r.id, 'st', 'scheduled', 'due', fq_int(due_ms))
-  r.st = 'scheduled'
-  r.due = due_ms
+  redis.call('HSET', fq_task_key(q, r.id), 'st', 'scheduled', 'due', fq_int(due_ms))
+  r.state = 'scheduled'
+  r.due_ms = due_ms
   if q.first_due == nil then
     local head = redis.call('ZRANGE', q.delayed, 0, 0, 'WITHSCORES')
     q.first_due = tonumber(head[2]) or math.huge
@@ -80,7 +82,7 @@ local function fq_schedule(q, r, due_ms)
     q.resched = true
   end
   redis.call('ZADD', q.delayed, fq_int(due_ms), r.id)
-  fq_bump(q, r.u, 'scheduled', 1)
+  fq_bump(q, r.user, 'scheduled', 1)
 end
 
 -- the lease ends: its fields are cleared in one HSET together with the caller's `fields`
@@ -93,19 +95,20 @@ local function fq_drop_lease(q, r, fields, unlease, keep_token)
   else
     table.insert(unlease, r.id)
   end
-  fq_bump(q, r.u, 'leased', -1)
-  local args = {'tok', keep_token and r.tok or '', 'wk', '', 'dl', '0'}
+  fq_bump(q, r.user, 'leased', -1)
+  local args = {'tok', keep_token and r.token or '', 'wk', '', 'dl', '0'}
   if fields ~= nil then
-    for k = 1, #fields do args[6 + k] = fields[k] end
+    local n_args = #args
+    for k = 1, #fields do args[n_args + k] = fields[k] end
   end
-  redis.call('HSET', q.p .. 'task:' .. r.id, unpack(args))
-  if not keep_token then r.tok = '' end
+  redis.call('HSET', fq_task_key(q, r.id), unpack(args))
+  if not keep_token then r.token = '' end
 end
 
 -- the record of a task leased with `token`, or nil (the caller reports FQ_E_LEASE_LOST)
 local function fq_leased(q, id, token)
   local r = fq_rec(q, id)
-  if r == nil or r.st ~= 'started' or r.tok ~= token then return nil end
+  if r == nil or r.state ~= 'started' or r.token ~= token then return nil end
   return r
 end
 
@@ -120,13 +123,13 @@ end
 -- LRANGE of the list; the other callers pass true).
 local function fq_expire_record(q, r, with_children)
   if not q.server_time then return end
-  local ms = fq_int(math.max(q.ttl, 0))
-  redis.call('PEXPIRE', q.p .. 'task:' .. r.id, ms)
-  if r.st ~= 'finished' then redis.call('PEXPIRE', q.p .. 'waits:' .. r.id, ms) end
-  if with_children then redis.call('PEXPIRE', q.p .. 'children:' .. r.id, ms) end
+  local ms = fq_int(math.max(q.result_ttl_ms, 0))
+  redis.call('PEXPIRE', fq_task_key(q, r.id), ms)
+  if r.state ~= 'finished' then redis.call('PEXPIRE', fq_waits_key(q, r.id), ms) end
+  if with_children then redis.call('PEXPIRE', fq_children_key(q, r.id), ms) end
 end
 
 local function fq_close_record(q, r)
-  redis.call('HSET', q.p .. 'task:' .. r.id, 'exp', fq_int(q.now + q.ttl))
+  redis.call('HSET', fq_task_key(q, r.id), 'exp', fq_int(q.now + q.result_ttl_ms))
   fq_expire_record(q, r, true)
 end

@@ -1,0 +1,65 @@
+--[[ keys: the one place the Lua scripts spell a key name (KeySpace in keys.py is the Python
+  side; both must produce the same bytes).
+
+  Every key of a queue is `<prefix><family>` or `<prefix><family>:<id>`, with the id (task,
+  tenant or tier) always last. The prefix (`fq:{<queue>}:`, hash tag included) is derived from
+  the anchor key KEYS[1] (`<prefix>meta`) by fq_prefix; the other anchors (stats, tiers,
+  delayed, leases, dlq) come in as KEYS[2..6] and are never spelled here. Each builder is a
+  plain concatenation: no redis.call, nothing cached.
+]]
+
+-- #'meta': the anchor key KEYS[1] is `<prefix>meta`
+local FQ_META_SUFFIX_LEN = 4
+
+-- the key prefix shared by every key of the queue, from its anchor key (KeySpace.prefix)
+local function fq_prefix(meta)
+  return string.sub(meta, 1, #meta - FQ_META_SUFFIX_LEN)
+end
+
+-- per task (KeySpace.task, .waits, .children)
+local function fq_task_key(q, id)
+  return q.prefix .. 'task:' .. id
+end
+
+local function fq_waits_key(q, id)
+  return q.prefix .. 'waits:' .. id
+end
+
+local function fq_children_key(q, id)
+  return q.prefix .. 'children:' .. id
+end
+
+-- per tenant (KeySpace.critical, .normal, .tenant, .tenant_stats)
+local function fq_critical_key(q, u)
+  return q.prefix .. 'c:' .. u
+end
+
+local function fq_normal_key(q, u)
+  return q.prefix .. 'n:' .. u
+end
+
+local function fq_tenant_key(q, u)
+  return q.prefix .. 'tenant:' .. u
+end
+
+local function fq_tenant_stats_key(q, u)
+  return q.prefix .. 'ts:' .. u
+end
+
+-- per tier (KeySpace.active): `tier` is already a decimal string (fq_int, or a `tiers` member)
+local function fq_active_key(q, tier)
+  return q.prefix .. 'active:' .. tier
+end
+
+-- derived queue-wide keys (KeySpace.tenants, .wake, .sched)
+local function fq_tenants_key(q)
+  return q.prefix .. 'tenants'
+end
+
+local function fq_wake_key(q)
+  return q.prefix .. 'wake'
+end
+
+local function fq_sched_key(q)
+  return q.prefix .. 'sched'
+end
