@@ -24,7 +24,7 @@ from fairque_core import (
     TaskHandler,
     WorkerConfig,
 )
-from fairque_core.app import worker_parts as wc
+from fairque_core.app import worker_pacing as wc
 from fairque_core.app.worker import Worker
 from fairque_core.app.worker_async import AsyncWorker
 from fairque_core.memory.async_model import AsyncInMemoryBackend

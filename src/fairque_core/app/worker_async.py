@@ -1,12 +1,15 @@
 """AsyncWorker: the asyncio twin of :class:`~fairque_core.app.worker.Worker`.
 
-The same control loop (batch claims for the free places, batch acknowledgements, heartbeats,
-reaper, backoff on backend errors, graceful stop that releases unstarted claims) runs as one
-coroutine; each task runs as an asyncio task. Async handlers are awaited directly; sync
-handlers run in a thread (``asyncio.to_thread``). A task past ``task_timeout_seconds`` is
-cancelled (``asyncio.wait_for``) and failed with
-:class:`~fairque_core.domain.errors.TaskTimeoutError`;
-a sync handler's thread cannot be cancelled and runs on, its result dropped.
+Both are drivers of the same :class:`~fairque_core.app.worker_loop.WorkerLoop` (batch claims
+for the free places, batch acknowledgements, heartbeats, reaper, backoff on backend errors,
+timeouts, graceful stop that releases unstarted claims); here its actions run in one
+coroutine and each task runs as an asyncio task. Async handlers are awaited directly; sync
+handlers run in a thread. A task past ``task_timeout_seconds`` is cancelled and failed with
+:class:`~fairque_core.domain.errors.TaskTimeoutError`; a sync handler's thread cannot be
+cancelled and runs on, its result dropped. Such threads count as stuck threads under the same
+limit as in ``Worker`` (a place is given back at once while fewer than
+``max_concurrent_tasks`` of them run), as far as the worker can see them: it sees the threads
+it starts itself, for a handler that keeps ``TaskHandler.process_task_async`` as it is.
 
 Plugin hooks are synchronous: ``PluginHost.execute`` wraps the creation of the handler's
 coroutine, which is then awaited outside the hook. An execution wrapper that must cover the
@@ -18,29 +21,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
+import contextvars
+import inspect
 import signal
 import threading
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fairque_core.app import worker_parts as wc
+from fairque_core.app import worker_actions as wa
+from fairque_core.app import worker_loop as wl
 from fairque_core.app.config import WorkerConfig
 from fairque_core.app.engine_async import AsyncFairQueue
 from fairque_core.app.handlers import TaskHandler
 from fairque_core.app.messages import encode_result
-from fairque_core.domain.errors import BackendError, LeaseLostError, TaskTimeoutError
+from fairque_core.app.worker_pacing import listener_pause
 from fairque_core.domain.models import Task
 
 __all__ = ["AsyncWorker"]
 
-logger = wc.logger
-
-
-class _Outage(Exception):
-    """A backend call failed; the rest of this cycle's backend work is skipped."""
+logger = wl.logger
 
 
 class AsyncWorker:
@@ -56,45 +56,29 @@ class AsyncWorker:
         *,
         prefetch: int = 0,
     ) -> None:
-        wc.check_worker_config(config)
-        if prefetch < 0:
-            raise ValueError("prefetch must be >= 0")
+        self._loop = wl.WorkerLoop(
+            config, lease_seconds=queue.config.lease_seconds, prefetch=prefetch
+        )
         self.config = config
         self.handler = handler
         self.queue = queue
         self.prefetch = prefetch
-        self._cap = config.max_concurrent_tasks
         self._assigned = list(config.assigned_users) or None
         self._steal = list(config.steal_targets) or None
-        self._hb_interval = wc.heartbeat_interval(config, queue.config.lease_seconds)
-        runner = getattr(handler, "process_task_async", None)
-        self._run_task: Callable[[Task], Awaitable[object]] = (
-            runner
-            if runner is not None
-            else functools.partial(TaskHandler.process_task_async, handler)
+        # a plain sync handler runs on a thread this worker starts, so that it sees the thread
+        # end even after a timeout (stuck threads); any other handler runs as it says
+        self._in_thread = type(handler).process_task_async is TaskHandler.process_task_async and (
+            not inspect.iscoroutinefunction(handler.process_task)
         )
-        self._stats = wc.Stats()
-        self._backoff = wc.Backoff()
-        self._state = "new"
         self._force = False
+        self._stop_requested = False
         self._wake: asyncio.Event | None = None
-        self._stop_requested: asyncio.Event | None = None
         self._done: asyncio.Event | None = None
         self._main_task: asyncio.Task[None] | None = None
-        self._completions: deque[tuple[wc.Slot, bool, Any]] = deque()
-        self._held: dict[str, wc.Slot] = {}
-        self._buffer: deque[wc.Slot] = deque()
-        self._running: dict[str, asyncio.Task[None]] = {}
-        self._acks: list[tuple[wc.Slot, object]] = []
-        self._fails: list[tuple[wc.Slot, BaseException]] = []
-        self._releases: list[wc.Slot] = []
-        self._hb_due = 0.0
-        self._reap_due = 0.0
-        self._room_since: float | None = None
-        self._claim_threshold = max(1, (self._cap + prefetch) // 4)
-        self._idle_poll = wc.IdlePoll(config.poll_interval_seconds)
-        # set while a claim came back short and there is room: the listener task then waits
-        # on the queue's wake signal and wakes the loop when it comes (see Worker)
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._threads: dict[str, bool] = {}  # task id -> its thread was left running
+        # set while the loop's last claim came back short: the listener task then waits on the
+        # queue's wake signal and wakes the loop when it comes (see Worker)
         self._listen: asyncio.Event | None = None
         self._listener: asyncio.Task[None] | None = None
 
@@ -104,10 +88,9 @@ class AsyncWorker:
         if self._main_task is not None:
             raise RuntimeError("this worker was already started")
         self._wake = asyncio.Event()
-        self._stop_requested = asyncio.Event()
         self._done = asyncio.Event()
         self._listen = asyncio.Event()
-        self._state = "running"
+        self._loop.start()
         self._main_task = asyncio.create_task(self._main(), name=f"fairque-{self.config.id}")
         self._listener = asyncio.create_task(
             self._listen_for_work(), name=f"fairque-{self.config.id}-wake"
@@ -115,12 +98,12 @@ class AsyncWorker:
 
     def request_stop(self) -> None:
         """Ask for a graceful stop (call from the event loop's thread)."""
-        if self._stop_requested is None or self._wake is None:
-            self._state = "stopped"
+        if self._wake is None:
+            self._loop.stop(time.monotonic())
             return
-        if self._stop_requested.is_set():
+        if self._stop_requested:
             self._force = True
-        self._stop_requested.set()
+        self._stop_requested = True
         self._wake.set()
 
     async def stop(self, timeout: float | None = None) -> bool:
@@ -157,67 +140,83 @@ class AsyncWorker:
                 loop.remove_signal_handler(sig)
 
     def health(self) -> dict[str, Any]:
-        out = self._stats.as_dict()
-        executing = sum(1 for t in self._running.values() if not t.done())
-        out.update(
-            worker_id=self.config.id,
-            state=self._state,
-            in_flight=len(self._held),
-            executing=executing,
-            buffered=len(self._buffer),
-            stuck_threads=0,
-            backing_off=self._backoff.failures > 0,
-            waiting_for_work=self._listen is not None
-            and self._listen.is_set()
-            and self._state == "running",
-        )
+        out = self._loop.health(time.monotonic(), time.time())
+        out["worker_id"] = self.config.id
         return out
 
     @property
     def state(self) -> str:
-        return self._state
+        return self._loop.state
 
     # ------------------------------------------------------------------ task side
-    async def _execute(self, slot: wc.Slot) -> None:
+    async def _execute(self, slot: wa.Slot) -> None:
         task = slot.task
         started = time.perf_counter()
         ok = False
-        value: Any
+        value: Any = None
         try:
-            value = await asyncio.wait_for(self._invoke(task), self.config.task_timeout_seconds)
+            value = await self._invoke(slot)
             if value is not None:
                 encode_result(task.task_id, value)
             ok = True
-        except asyncio.TimeoutError as exc:
-            if time.perf_counter() - started < self.config.task_timeout_seconds * 0.99:
-                value = exc  # the handler itself raised TimeoutError: an ordinary failure
-            else:
-                value = self._timed_out(slot)
         except asyncio.CancelledError:
-            raise
+            if not slot.timed_out:
+                raise  # the worker is going away
         except BaseException as exc:
             value = exc
-        slot.run_seconds = time.perf_counter() - started
-        if ok:
-            wc.safe_callback("on_task_success", self.handler.on_task_success, task, value)
+        finally:
+            self._tasks.pop(task.task_id, None)
+        seconds = time.perf_counter() - started
+        if ok and not slot.timed_out:
+            wl.safe_callback("on_task_success", self.handler.on_task_success, task, value)
         elif not slot.timed_out:
-            wc.safe_callback("on_task_failure", self.handler.on_task_failure, task, value)
-        self._completions.append((slot, ok, value))
+            wl.safe_callback("on_task_failure", self.handler.on_task_failure, task, value)
+        if self._threads.get(task.task_id) is False:
+            self._threads[task.task_id] = True  # its thread runs on: it reports when it ends
+            return
+        self._threads.pop(task.task_id, None)
+        self._report(slot, ok, value, seconds)
+
+    def _report(self, slot: wa.Slot, ok: bool, value: Any, seconds: float) -> None:
+        self._loop.task_done(slot, ok, value, seconds)
         assert self._wake is not None
         self._wake.set()
 
-    def _timed_out(self, slot: wc.Slot) -> TaskTimeoutError:
-        slot.timed_out = True
-        self._stats.timed_out += 1
-        logger.warning("worker %s: task %s timed out", self.config.id, slot.task.task_id)
-        wc.safe_callback("on_task_timeout", self.handler.on_task_timeout, slot.task)
-        return TaskTimeoutError(slot.task.task_id, self.config.task_timeout_seconds)
-
-    async def _invoke(self, task: Task) -> object:
-        made = self.queue.plugins.execute(task, lambda: self._run_task(task), queue=self.queue.name)
+    async def _invoke(self, slot: wa.Slot) -> object:
+        task = slot.task
+        run: Callable[[], Awaitable[object]]
+        if self._in_thread:
+            run = lambda: self._thread_run(slot)  # noqa: E731
+        else:
+            run = lambda: self.handler.process_task_async(task)  # noqa: E731
+        made = self.queue.plugins.execute(task, run, queue=self.queue.name)
         if isinstance(made, Awaitable):
             return await made
         return made
+
+    async def _thread_run(self, slot: wa.Slot) -> object:
+        """``process_task`` on a thread of the loop's default executor, as ``to_thread``."""
+        loop = asyncio.get_running_loop()
+        task_id = slot.task.task_id
+        context = contextvars.copy_context()
+
+        def body() -> object:
+            try:
+                return context.run(self.handler.process_task, slot.task)
+            finally:
+                with contextlib.suppress(RuntimeError):  # the event loop is closed
+                    loop.call_soon_threadsafe(self._thread_ended, slot)
+
+        self._threads[task_id] = False
+        result = await loop.run_in_executor(None, body)
+        if inspect.isawaitable(result):
+            return await result
+        return result
+
+    def _thread_ended(self, slot: wa.Slot) -> None:
+        task_id = slot.task.task_id
+        if self._threads.pop(task_id, None):  # left running after a timeout: now it ended
+            self._report(slot, False, None, 0.0)
 
     # ------------------------------------------------------------------ wake listener
     async def _listen_for_work(self) -> None:
@@ -237,7 +236,7 @@ class AsyncWorker:
             except Exception as exc:  # an outage (or a closed queue): pause, then listen again
                 logger.debug("worker %s: wake listener: %s", self.config.id, exc)
                 failures += 1
-                await asyncio.sleep(min(wc.BACKOFF_CAP_SECONDS, 0.05 * 2**failures))
+                await asyncio.sleep(listener_pause(failures))
                 continue
             failures = 0
             if woke:
@@ -246,233 +245,87 @@ class AsyncWorker:
 
     # ------------------------------------------------------------------ control loop
     async def _main(self) -> None:
-        assert self._stop_requested is not None
         assert self._wake is not None
-        shutdown_at: float | None = None
+        assert self._listen is not None
+        loop = self._loop
         try:
             while True:
                 now = time.monotonic()
-                if self._stop_requested.is_set() and shutdown_at is None:
-                    self._state = "stopping"
-                    shutdown_at = now + self.config.graceful_shutdown_timeout
-                    self._releases.extend(self._buffer)
-                    self._buffer.clear()
-                if shutdown_at is not None:
-                    if self._force:
-                        shutdown_at = now
-                    if self._drained() or now >= shutdown_at:
-                        await self._final_flush()
-                        break
-                try:
-                    wait = await self._cycle(now, stopping=shutdown_at is not None)
-                except Exception as exc:
-                    logger.exception("worker %s: control loop error", self.config.id)
-                    self._stats.note_error(exc)
-                    wait = self._backoff.fail(time.monotonic())
-                if shutdown_at is not None:
-                    wait = min(wait, max(0.0, shutdown_at - time.monotonic()))
-                if wait > 0:
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), wait)
+                if self._stop_requested:
+                    loop.stop(now, force=self._force)
+                action = loop.next_action(now)
+                if isinstance(action, wa.Sleep):
+                    if action.listen and loop.state == "running":
+                        self._listen.set()
+                    else:
+                        self._listen.clear()
+                    wait = action.until - time.monotonic()
+                    if wait > 0:
+                        with contextlib.suppress(asyncio.TimeoutError):
+                            await asyncio.wait_for(self._wake.wait(), wait)
+                    self._wake.clear()
+                elif isinstance(action, wa.Run):
+                    for slot in action.slots:
+                        self._tasks[slot.task.task_id] = asyncio.create_task(self._execute(slot))
+                elif isinstance(action, wa.Stopped):
+                    break
+                else:
+                    await self._perform(action)
+        except BaseException as exc:  # a bug or a cancellation: report it, never hang
+            if not isinstance(exc, asyncio.CancelledError):
+                logger.exception("worker %s: control loop crashed", self.config.id)
+            loop.crashed(exc, time.monotonic())
+            if isinstance(exc, asyncio.CancelledError):
+                raise
         finally:
+            self._listen.clear()
             if self._listener is not None:
                 self._listener.cancel()
-            for running in list(self._running.values()):
+            for running in list(self._tasks.values()):
                 running.cancel()
-            self._state = "stopped"
             if self._done is not None:
                 self._done.set()
 
-    def _drained(self) -> bool:
-        busy = any(not t.done() for t in self._running.values())
-        return (
-            not busy and not self._completions and not (self._acks or self._fails or self._releases)
-        )
-
-    async def _final_flush(self) -> None:
-        self._collect()
-        self._backoff.ok()
+    async def _perform(self, action: wa.Action) -> None:
+        """Carry out one queue call of the loop and report its outcome."""
+        loop = self._loop
+        queue = self.queue
         try:
-            await self._flush()
-        except _Outage:
-            logger.warning(
-                "worker %s: stopped with unacknowledged tasks (server unreachable); the "
-                "reaper will redeliver them when their leases expire",
-                self.config.id,
-            )
+            if isinstance(action, wa.Claim):
+                if action.acks is not None:
+                    ack = action.acks
+                    tasks, flags = await asyncio.gather(
+                        self._pop(action.count),
+                        queue.finish_many(ack.items, run_seconds=ack.run_seconds),
+                        return_exceptions=True,
+                    )
+                    loop.done((tasks, flags))
+                    return
+                loop.done(await self._pop(action.count))
+            elif isinstance(action, wa.Ack):
+                loop.done(await queue.finish_many(action.items, run_seconds=action.run_seconds))
+            elif isinstance(action, wa.Fail):
+                slot = action.slot
+                loop.done(await queue.fail(slot.task, action.error, run_seconds=slot.run_seconds))
+            elif isinstance(action, wa.Release):
+                await queue.release(action.slot.task)
+                loop.done(None)
+            elif isinstance(action, wa.Heartbeat):
+                loop.done(await queue.heartbeat_many(action.tasks))
+            elif isinstance(action, wa.Reap):
+                loop.done(await queue.requeue_expired(action.limit))
+            elif isinstance(action, wa.Expire):
+                for slot in action.slots:
+                    wl.safe_callback("on_task_timeout", self.handler.on_task_timeout, slot.task)
+                    running = self._tasks.get(slot.task.task_id)
+                    if running is not None:
+                        running.cancel()
+            else:  # pragma: no cover - every action is handled above
+                raise TypeError(f"unknown worker action {action!r}")
+        except Exception as exc:
+            loop.failed(exc)
 
-    async def _cycle(self, now: float, *, stopping: bool) -> float:
-        assert self._wake is not None
-        self._wake.clear()
-        self._collect()
-        idle = True
-        if self._backoff.waiting(now) <= 0:
-            try:
-                await self._flush()
-                await self._maybe_heartbeat(now)
-                await self._maybe_reap(now)
-                if not stopping:
-                    idle = await self._claim(now)
-                elif self._listen is not None:
-                    self._listen.clear()
-                self._backoff.ok()
-            except _Outage:
-                pass
-        self._dispatch()
-        return self._next_wait(time.monotonic(), idle=idle, stopping=stopping)
-
-    def _collect(self) -> None:
-        while self._completions:
-            slot, ok, value = self._completions.popleft()
-            task_id = slot.task.task_id
-            self._running.pop(task_id, None)
-            if slot.lost:
-                self._held.pop(task_id, None)
-                continue
-            if ok:
-                self._acks.append((slot, value))
-            else:
-                self._fails.append((slot, value))
-
-    async def _backend_call(self, call: Awaitable[Any]) -> Any:
-        try:
-            return await call
-        except LeaseLostError:
-            raise
-        except (BackendError, OSError) as exc:
-            self._stats.note_error(exc)
-            delay = self._backoff.fail(time.monotonic())
-            logger.warning(
-                "worker %s: backend error (%s); retrying in %.2f s", self.config.id, exc, delay
-            )
-            raise _Outage from exc
-
-    async def _flush(self) -> None:
-        while self._releases:
-            slot = self._releases[0]
-            try:
-                await self._backend_call(self.queue.release(slot.task))
-                self._stats.released += 1
-            except LeaseLostError:
-                self._stats.lease_lost += 1
-            self._releases.pop(0)
-            self._held.pop(slot.task.task_id, None)
-        if self._acks:
-            acks = self._acks
-            items = [(slot.task, value) for slot, value in acks]
-            seconds = [slot.run_seconds for slot, _ in acks]
-            flags = await self._backend_call(self.queue.finish_many(items, run_seconds=seconds))
-            self._acks = []
-            for (slot, _), ok in zip(acks, flags, strict=True):
-                self._held.pop(slot.task.task_id, None)
-                if ok:
-                    self._stats.processed += 1
-                else:
-                    self._stats.lease_lost += 1
-        while self._fails:
-            slot, error = self._fails[0]
-            self._stats.failed += 1
-            if isinstance(error, wc.POISON_ERRORS):
-                self._stats.poisoned += 1
-            try:
-                state = await self._backend_call(
-                    self.queue.fail(slot.task, error, run_seconds=slot.run_seconds)
-                )
-            except LeaseLostError:
-                self._stats.lease_lost += 1
-            else:
-                if str(state) == "scheduled":
-                    self._stats.retried += 1
-                else:
-                    self._stats.dead += 1
-            self._fails.pop(0)
-            self._held.pop(slot.task.task_id, None)
-
-    async def _maybe_heartbeat(self, now: float) -> None:
-        if now < self._hb_due:
-            return
-        self._hb_due = now + self._hb_interval
-        live = [s for s in self._held.values() if not (s.lost or s.timed_out)]
-        for start in range(0, len(live), wc.HEARTBEAT_BATCH):
-            chunk = live[start : start + wc.HEARTBEAT_BATCH]
-            renewed = await self._backend_call(
-                self.queue.heartbeat_many([slot.task for slot in chunk])
-            )
-            for slot, task in zip(chunk, renewed, strict=True):
-                if task is not None:
-                    slot.task = task
-                else:
-                    wc.book_lease_lost(slot, self._held, self._stats, self.config.id)
-        if any(slot.lost for slot in self._buffer):
-            self._buffer = deque(slot for slot in self._buffer if not slot.lost)
-
-    async def _maybe_reap(self, now: float) -> None:
-        if now < self._reap_due:
-            return
-        self._reap_due = now + self.config.reaper_interval_seconds
-        for _ in range(wc.REAPER_ROUNDS):
-            handled = await self._backend_call(self.queue.requeue_expired(wc.REAPER_LIMIT))
-            if handled < wc.REAPER_LIMIT:
-                break
-
-    def _executing(self) -> int:
-        return len(self._running)
-
-    def _room(self) -> int:
-        return self._cap + self.prefetch - self._executing() - len(self._buffer)
-
-    def _worth_claiming(self, now: float) -> bool:
-        """Claim now, or linger briefly so one claim fills several places (see Worker)."""
-        room = self._room()
-        if room <= 0:
-            self._room_since = None
-            return False
-        if room >= self._claim_threshold or not self._executing():
-            self._room_since = None
-            return True
-        if self._room_since is None:
-            self._room_since = now
-        return now - self._room_since >= wc.CLAIM_LINGER_SECONDS
-
-    async def _claim(self, now: float) -> bool:
-        assert self._listen is not None
-        if not self._worth_claiming(now):
-            self._listen.clear()  # no room: leave the signal to idle workers
-            return False
-        self._room_since = None
-        count = wc.claim_size(self.config, self._room())
-        tasks: list[Task] = await self._backend_call(
-            self.queue.pop_batch(count, self._assigned, steal=self._steal, worker_id=self.config.id)
+    async def _pop(self, count: int) -> list[Task]:
+        return await self.queue.pop_batch(
+            count, self._assigned, steal=self._steal, worker_id=self.config.id
         )
-        self._stats.last_claim_at = time.time()
-        now = time.monotonic()
-        for task in tasks:
-            slot = wc.Slot(task=task, claimed_at=now)
-            self._held[task.task_id] = slot
-            self._buffer.append(slot)
-        self._stats.claimed += len(tasks)
-        return wc.after_claim(self._idle_poll, self._listen, got=len(tasks), asked=count)
-
-    def _dispatch(self) -> None:
-        now = time.monotonic()
-        while self._buffer and self._executing() < self._cap:
-            slot = self._buffer.popleft()
-            slot.started_at = now
-            self._running[slot.task.task_id] = asyncio.create_task(self._execute(slot))
-
-    def _next_wait(self, now: float, *, idle: bool, stopping: bool) -> float:
-        if self._completions:
-            return 0.0
-        backoff = self._backoff.waiting(now)
-        if backoff > 0:
-            return backoff
-        if self._acks or self._fails or self._releases:
-            return 0.0
-        if self._room() > 0 and not idle and not stopping:
-            if self._room_since is None:
-                return 0.0
-            return max(0.0, self._room_since + wc.CLAIM_LINGER_SECONDS - now)
-        # the queue had less than asked: poll again soon after work was found, backing off to
-        # poll_interval_seconds while it stays empty (woken early by completions or the signal)
-        poll = self._idle_poll.wait if idle else self.config.poll_interval_seconds
-        return max(0.0, min(self._hb_due, self._reap_due, now + poll) - now)

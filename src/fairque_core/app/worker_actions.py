@@ -1,0 +1,151 @@
+"""What the worker loop and its drivers exchange (ADR 20): the :class:`Slot` of each held task
+and the actions :meth:`~fairque_core.app.worker_loop.WorkerLoop.next_action` returns.
+
+Those that call the queue expect the driver to report the call's outcome with
+:meth:`~fairque_core.app.worker_loop.WorkerLoop.done` (the value) or
+:meth:`~fairque_core.app.worker_loop.WorkerLoop.failed` (the exception it raised).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from fairque_core.domain.models import Task
+
+__all__ = [
+    "STOPPED",
+    "Ack",
+    "Action",
+    "Claim",
+    "Expire",
+    "Fail",
+    "Heartbeat",
+    "Reap",
+    "Release",
+    "Run",
+    "Sleep",
+    "Slot",
+    "Stopped",
+]
+
+
+@attrs.define(eq=False)
+class Slot:
+    """One task this worker holds a lease on, from claim until acknowledged or released."""
+
+    task: Task
+    claimed_at: float
+    started_at: float | None = None
+    timed_out: bool = False
+    zombie: bool = False  # timed out, its handler still running, its place already given back
+    lost: bool = False  # lease lost: the outcome is dropped
+    run_seconds: float = 0.0
+
+
+class Action:
+    """Something the driver must do; those that call the queue expect ``done``/``failed``."""
+
+    __slots__ = ()
+
+
+class Claim(Action):
+    """``pop_batch(count, ...)`` and report the list of tasks. With ``acks`` (an :class:`Ack`),
+    send that batch at the same time (the two round trips overlap) and report
+    ``(tasks or error, flags or error)``: each part may be the exception it raised."""
+
+    __slots__ = ("acks", "count")
+
+    def __init__(self, count: int, acks: Ack | None = None) -> None:
+        self.count = count
+        self.acks = acks
+
+
+class Ack(Action):
+    """``finish_many(items, run_seconds=run_seconds)``; report its list of flags."""
+
+    __slots__ = ("items", "run_seconds", "slots")
+
+    def __init__(self, acks: Sequence[tuple[Slot, object]]) -> None:
+        self.slots = [slot for slot, _ in acks]
+        self.items = [(slot.task, value) for slot, value in acks]
+        self.run_seconds = [slot.run_seconds for slot in self.slots]
+
+
+class Fail(Action):
+    """``fail(slot.task, error, run_seconds=slot.run_seconds)``; report the state it left."""
+
+    __slots__ = ("error", "slot")
+
+    def __init__(self, slot: Slot, error: BaseException) -> None:
+        self.slot = slot
+        self.error = error
+
+
+class Release(Action):
+    """``release(slot.task)`` (a claimed task that never started); report None."""
+
+    __slots__ = ("slot",)
+
+    def __init__(self, slot: Slot) -> None:
+        self.slot = slot
+
+
+class Heartbeat(Action):
+    """``heartbeat_many(tasks)``; report its list (a renewed task, or None for a lost lease)."""
+
+    __slots__ = ("tasks",)
+
+    def __init__(self, tasks: list[Task]) -> None:
+        self.tasks = tasks
+
+
+class Reap(Action):
+    """``requeue_expired(limit)``; report how many it handled."""
+
+    __slots__ = ("limit",)
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+
+
+class Run(Action):
+    """Start these tasks' handlers; each reports :meth:`WorkerLoop.task_done` when it returns."""
+
+    __slots__ = ("slots",)
+
+    def __init__(self, slots: list[Slot]) -> None:
+        self.slots = slots
+
+
+class Expire(Action):
+    """These running tasks passed their timeout: call ``on_task_timeout`` and cancel them where
+    the runtime can (a thread cannot be). Their failure is already booked; they still report
+    :meth:`WorkerLoop.task_done` when their handler returns."""
+
+    __slots__ = ("slots",)
+
+    def __init__(self, slots: list[Slot]) -> None:
+        self.slots = slots
+
+
+class Sleep(Action):
+    """Wait until ``until`` (the driver's clock) or a wake-up (a completion, a stop, the wake
+    signal), whichever comes first. ``listen``: whether the driver should wait on the queue's
+    wake signal meanwhile (ADR 16)."""
+
+    __slots__ = ("listen", "until")
+
+    def __init__(self, until: float, listen: bool) -> None:
+        self.until = until
+        self.listen = listen
+
+
+class Stopped(Action):
+    """The loop has ended; nothing more to do."""
+
+    __slots__ = ()
+
+
+STOPPED = Stopped()

@@ -1,0 +1,578 @@
+"""The worker loop as a state machine with no I/O: events in, actions out (ADR 20).
+
+:class:`WorkerLoop` makes every decision of a worker's control loop: what to claim and when,
+when to acknowledge, heartbeat and reap, how long to sleep, when a task has timed out, how to
+back off after a backend error and how to shut down. It never calls the queue, never starts a
+thread and never reads a clock: the driver (:class:`~fairque_core.app.worker.Worker` on
+threads, :class:`~fairque_core.app.worker_async.AsyncWorker` on asyncio) asks it for the next
+action with the current time, carries the action out and reports the outcome::
+
+    action = loop.next_action(now)     # Claim, Ack, Fail, Release, Heartbeat, Reap,
+    ...carry it out...                 # Run, Expire, Sleep or Stopped
+    loop.done(result) / loop.failed(error)   # for the actions that call the queue
+
+Events that are not answers to an action: :meth:`WorkerLoop.task_done` (a handler returned,
+from any point of the loop; booked at the next cycle) and :meth:`WorkerLoop.stop`.
+
+One pass of the loop (a *cycle*) is written below as a generator that yields the actions in
+the order the loop takes them (ADR 14): collect completions, expire overdue tasks, releases,
+the ack batch, failures, heartbeats, the reaper, the claim, the dispatch, then a sleep.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import deque
+from collections.abc import Generator, Sequence
+from typing import Any, NoReturn
+
+import attrs
+
+from fairque_core.app import worker_actions as act
+from fairque_core.app.config import WorkerConfig
+from fairque_core.app.worker_actions import Action, Slot
+from fairque_core.app.worker_pacing import (
+    CLAIM_LINGER_SECONDS,
+    Backoff,
+    IdlePoll,
+    heartbeat_interval,
+)
+from fairque_core.domain.errors import (
+    BackendError,
+    ConfigurationError,
+    LeaseLostError,
+    TaskSerializationError,
+    TaskTimeoutError,
+    UnknownTaskError,
+)
+from fairque_core.domain.models import Task
+from fairque_core.domain.validation import validate_id
+
+__all__ = ["Stats", "WorkerLoop", "check_worker_config", "safe_callback"]
+
+logger = logging.getLogger("fairque.worker")
+
+#: Handler errors that dead-letter a task as POISONED (counted apart in ``health()``).
+POISON_ERRORS = (UnknownTaskError, TaskSerializationError)
+#: Most leases one heartbeat call extends (a worker holding more sends several calls).
+HEARTBEAT_BATCH = 500
+#: How many reaper batches one reaper tick may run when every batch comes back full.
+REAPER_ROUNDS = 10
+REAPER_LIMIT = 100
+
+
+# ---------------------------------------------------------------------------- bookkeeping
+@attrs.define
+class Stats:
+    """The counters ``health()`` reports (times are the driver's monotonic clock)."""
+
+    processed: int = 0
+    failed: int = 0
+    retried: int = 0
+    dead: int = 0
+    poisoned: int = 0
+    timed_out: int = 0
+    lease_lost: int = 0
+    released: int = 0
+    claimed: int = 0
+    backend_errors: int = 0
+    last_error: str | None = None
+    last_error_at: float | None = None
+    last_claim_at: float | None = None
+
+
+def safe_callback(name: str, call: Any, *args: Any) -> None:
+    """Run a handler callback; its exceptions are logged, never propagated."""
+    try:
+        call(*args)
+    except Exception:
+        logger.exception("handler callback %s raised", name)
+
+
+def check_worker_config(config: WorkerConfig) -> None:
+    """Reject a worker config that could never work, before any thread starts."""
+    if not isinstance(config.max_concurrent_tasks, int) or config.max_concurrent_tasks < 1:
+        raise ConfigurationError(
+            "max_concurrent_tasks must be an int >= 1",
+            path="worker.max_concurrent_tasks",
+            value=config.max_concurrent_tasks,
+        )
+    for field in ("poll_interval_seconds", "task_timeout_seconds", "reaper_interval_seconds"):
+        value = getattr(config, field)
+        if not isinstance(value, (int, float)) or value <= 0:
+            raise ConfigurationError(f"{field} must be > 0", path=f"worker.{field}", value=value)
+    if config.graceful_shutdown_timeout < 0:
+        raise ConfigurationError(
+            "graceful_shutdown_timeout must be >= 0",
+            path="worker.graceful_shutdown_timeout",
+            value=config.graceful_shutdown_timeout,
+        )
+    if config.claim_batch_size < 0:
+        raise ConfigurationError(
+            "claim_batch_size must be >= 0",
+            path="worker.claim_batch_size",
+            value=config.claim_batch_size,
+        )
+    for user_id in (*config.assigned_users, *config.steal_targets):
+        validate_id(user_id, "user_id")
+
+
+class _Outage(Exception):
+    """A queue call failed: the rest of this cycle's queue work is skipped."""
+
+
+_Steps = Generator[Action, Any, None]
+
+
+# ---------------------------------------------------------------------------- the machine
+class WorkerLoop:
+    """The decisions of one worker, fed by its driver (see the module docstring).
+
+    ``prefetch`` claims that many tasks beyond the free places, to hide claim latency. A task
+    that times out gives its place back at once while fewer than ``stuck_limit`` (by default
+    ``max_concurrent_tasks``) timed-out handlers are still running; past that its place is freed
+    only when its handler returns. ``rng`` makes the backoff jitter reproducible.
+    """
+
+    def __init__(
+        self,
+        config: WorkerConfig,
+        *,
+        lease_seconds: float,
+        prefetch: int = 0,
+        stuck_limit: int | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        check_worker_config(config)
+        if prefetch < 0:
+            raise ValueError("prefetch must be >= 0")
+        self.config = config
+        self.cap = config.max_concurrent_tasks
+        self.prefetch = prefetch
+        self.stuck_limit = self.cap if stuck_limit is None else stuck_limit
+        self.heartbeat_interval = heartbeat_interval(config, lease_seconds)
+        self.timeout = float(config.task_timeout_seconds)
+        self.stats = Stats()
+        self.backoff = Backoff(rng=rng)
+        self.idle_poll = IdlePoll(config.poll_interval_seconds)
+        self.state = "new"  # running, stopping, stopped
+        self.listening = False  # the last claim came back short and there is room
+        self.shutdown_at: float | None = None
+        self.held: dict[str, Slot] = {}  # every lease this worker holds
+        self.buffer: deque[Slot] = deque()  # claimed, not started
+        self.running: dict[str, Slot] = {}  # started, handler not returned
+        self.executing = 0  # places taken by running handlers
+        self.stuck = 0  # timed-out handlers still running whose place was given back
+        self.heartbeat_due = 0.0
+        self.reap_due = 0.0
+        self._room_since: float | None = None
+        self._claim_threshold = max(1, (self.cap + prefetch) // 4)
+        self._inbox: list[tuple[Slot, bool, Any, float]] = []
+        self._acks: list[tuple[Slot, object]] = []
+        self._fails: list[tuple[Slot, BaseException]] = []
+        self._releases: list[Slot] = []
+        self._now = 0.0
+        self._steps: _Steps | None = None
+        self._reply: Any = None
+        self._error: BaseException | None = None
+
+    # ------------------------------------------------------------------ events in
+    def start(self) -> None:
+        if self.state == "new":
+            self.state = "running"
+
+    def task_done(self, slot: Slot, ok: bool, value: Any, run_seconds: float) -> None:
+        """A handler returned: ``value`` is its result (``ok``) or the exception it raised."""
+        self._inbox.append((slot, ok, value, run_seconds))
+
+    def stop(self, now: float, *, force: bool = False) -> None:
+        """Begin the graceful stop: claiming stops, unstarted claims are released, running tasks
+        get ``graceful_shutdown_timeout``; ``force`` ends that wait now."""
+        if self.state == "new":
+            self.state = "stopped"
+        if self.state in ("stopped", "stopping") and not force:
+            return
+        if self.state == "running":
+            self.state = "stopping"
+            self.listening = False
+            self.shutdown_at = now + self.config.graceful_shutdown_timeout
+            self._releases.extend(self.buffer)
+            self.buffer.clear()
+        if force and self.shutdown_at is not None:
+            self.shutdown_at = min(self.shutdown_at, now)
+
+    def crashed(self, error: BaseException, now: float) -> None:
+        """The driver itself failed (a bug): book the error, the loop is over."""
+        self._note_error(error, now)
+        self.state = "stopped"
+        self.listening = False
+        self._steps = None
+
+    def done(self, result: Any) -> None:
+        """The last action's queue call returned ``result``."""
+        self._reply = result
+
+    def failed(self, error: BaseException) -> None:
+        """The last action's queue call raised ``error``."""
+        self._error = error
+
+    # ------------------------------------------------------------------ actions out
+    def next_action(self, now: float) -> Action:
+        """The next thing to do, ``now`` being the driver's monotonic clock."""
+        self._now = now
+        while True:
+            if self._steps is None:
+                if self.state in ("new", "stopped"):
+                    return act.STOPPED
+                self._steps = self._cycle(now)
+                self._reply = self._error = None
+            reply, error = self._reply, self._error
+            self._reply = self._error = None
+            try:
+                if error is not None:
+                    return self._steps.throw(error)
+                return self._steps.send(reply)
+            except StopIteration:
+                self._steps = None
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def drained(self) -> bool:
+        return not (self.executing or self._acks or self._fails or self._releases)
+
+    def health(self, now: float, wall: float) -> dict[str, Any]:
+        """What ``health()`` reports; ``now``/``wall``: the monotonic and the wall clock."""
+        out = attrs.asdict(self.stats)
+        for key in ("last_error_at", "last_claim_at"):
+            if out[key] is not None:
+                out[key] = wall - (now - out[key])
+        out.update(
+            state=self.state,
+            in_flight=len(self.held),
+            executing=self.executing,
+            buffered=len(self.buffer),
+            stuck_threads=self.stuck,
+            backing_off=self.backoff.failures > 0,
+            waiting_for_work=self.listening and self.state == "running",
+        )
+        return out
+
+    # ------------------------------------------------------------------ one cycle
+    def _cycle(self, now: float) -> _Steps:
+        if self.state == "stopping":
+            assert self.shutdown_at is not None
+            if self.drained or now >= self.shutdown_at:
+                yield from self._final_flush()
+                self.state = "stopped"
+                self.listening = False
+                return
+        self._collect()
+        expired = self._expire(now)
+        if expired:
+            yield act.Expire(expired)
+        idle = True
+        if self.backoff.waiting(now) <= 0:
+            try:
+                claim = self.state == "running" and self._worth_claiming(now)
+                if claim and self._acks and now < self.heartbeat_due and now < self.reap_due:
+                    idle = yield from self._flush_and_claim()
+                else:
+                    yield from self._flush()
+                    yield from self._heartbeat(now)
+                    yield from self._reap(now)
+                    idle = (yield from self._claim()) if claim else False
+                if not claim:
+                    self.listening = False  # no room: leave the signal to idle workers
+                self.backoff.ok()
+            except _Outage:
+                pass
+        if self.buffer and self.executing < self.cap:
+            yield act.Run(self._dispatch(self._now))
+        now = self._now
+        yield act.Sleep(now + self._next_wait(now, idle=idle), self.listening)
+
+    def _final_flush(self) -> _Steps:
+        self._collect()
+        self.backoff.ok()  # one last try, the process may be about to exit
+        try:
+            yield from self._flush()
+        except _Outage:
+            logger.warning(
+                "worker %s: stopped with %d unacknowledged tasks (server unreachable); "
+                "their leases will expire and the reaper will redeliver them",
+                self.config.id,
+                len(self._acks) + len(self._fails) + len(self._releases),
+            )
+
+    def _call(self, action: Action, *, lease: bool = False) -> Generator[Action, Any, Any]:
+        """Yield a queue call; an error books an outage and aborts the cycle (``_Outage``),
+        except a lost lease where the caller handles it (``lease``)."""
+        try:
+            return (yield action)
+        except Exception as exc:
+            if lease and isinstance(exc, LeaseLostError):
+                raise
+            self._outage(exc)
+
+    def _outage(self, exc: BaseException) -> NoReturn:
+        self._note_error(exc, self._now)
+        delay = self.backoff.fail(self._now)
+        if isinstance(exc, (BackendError, OSError)):
+            logger.warning(
+                "worker %s: backend error (%s); retrying in %.2f s", self.config.id, exc, delay
+            )
+        else:  # a bug or a plugin error, not an outage: report it loudly, back off all the same
+            logger.error("worker %s: control loop error", self.config.id, exc_info=exc)
+        raise _Outage from exc
+
+    def _note_error(self, exc: BaseException, now: float) -> None:
+        self.stats.backend_errors += 1
+        self.stats.last_error = f"{type(exc).__name__}: {exc}"
+        self.stats.last_error_at = now
+
+    def _collect(self) -> None:
+        inbox, self._inbox = self._inbox, []
+        for slot, ok, value, run_seconds in inbox:
+            task_id = slot.task.task_id
+            self.running.pop(task_id, None)
+            if slot.zombie:
+                self.stuck -= 1
+            else:
+                self.executing -= 1
+            if slot.timed_out:
+                continue  # failed already when it timed out; its late outcome is dropped
+            slot.run_seconds = run_seconds
+            if slot.lost:
+                self.held.pop(task_id, None)
+            elif ok:
+                self._acks.append((slot, value))
+            else:
+                self._fails.append((slot, value))
+
+    def _expire(self, now: float) -> list[Slot]:
+        expired: list[Slot] = []
+        for slot in self.running.values():
+            started = slot.started_at
+            if slot.timed_out or started is None or now - started < self.timeout:
+                continue
+            expired.append(slot)
+            slot.timed_out = True
+            self.stats.timed_out += 1
+            logger.warning("worker %s: task %s timed out", self.config.id, slot.task.task_id)
+            if self.stuck < self.stuck_limit:
+                slot.zombie = True
+                self.stuck += 1
+                self.executing -= 1
+            slot.run_seconds = now - started
+            if slot.lost:
+                self.held.pop(slot.task.task_id, None)
+            else:
+                self._fails.append((slot, TaskTimeoutError(slot.task.task_id, self.timeout)))
+        return expired
+
+    def _flush(self) -> _Steps:
+        yield from self._flush_releases()
+        if self._acks:
+            ack = act.Ack(self._acks)
+            flags = yield from self._call(ack)
+            self._acks = []
+            self._settle(ack, flags)
+        yield from self._flush_fails()
+
+    def _flush_and_claim(self) -> Generator[Action, Any, bool]:
+        """Releases and failures, then one claim that carries the ack batch with it."""
+        yield from self._flush_releases()
+        yield from self._flush_fails()
+        acks, self._acks = self._acks, []
+        ack = act.Ack(acks)
+        self._room_since = None
+        count = self._claim_size()
+        tasks, flags = yield act.Claim(count, ack)
+        outage: _Outage | None = None
+        short = True
+        if isinstance(tasks, BaseException):
+            try:
+                self._outage(tasks)
+            except _Outage as exc:
+                outage = exc
+        else:
+            short = self._claimed(tasks, count)
+        if isinstance(flags, BaseException):
+            self._acks[:0] = acks  # kept for the next flush, as in _flush
+            self._outage(flags)
+        self._settle(ack, flags)
+        if outage is not None:
+            raise outage
+        return short
+
+    def _settle(self, ack: act.Ack, flags: Sequence[bool]) -> None:
+        for slot, ok in zip(ack.slots, flags, strict=True):
+            self.held.pop(slot.task.task_id, None)
+            if ok:
+                self.stats.processed += 1
+            else:
+                self.stats.lease_lost += 1
+                logger.warning(
+                    "worker %s: lease on %s lost before finish; its result is dropped",
+                    self.config.id,
+                    slot.task.task_id,
+                )
+
+    def _flush_releases(self) -> _Steps:
+        while self._releases:
+            slot = self._releases[0]
+            try:
+                yield from self._call(act.Release(slot), lease=True)
+                self.stats.released += 1
+            except LeaseLostError:
+                self.stats.lease_lost += 1
+            self._releases.pop(0)
+            self.held.pop(slot.task.task_id, None)
+
+    def _flush_fails(self) -> _Steps:
+        while self._fails:
+            slot, error = self._fails[0]
+            try:
+                state = yield from self._call(act.Fail(slot, error), lease=True)
+            except LeaseLostError:
+                self.stats.lease_lost += 1
+            else:
+                if str(state) == "scheduled":
+                    self.stats.retried += 1
+                else:
+                    self.stats.dead += 1
+            self.stats.failed += 1
+            if isinstance(error, POISON_ERRORS):
+                self.stats.poisoned += 1
+            self._fails.pop(0)
+            self.held.pop(slot.task.task_id, None)
+
+    def _heartbeat(self, now: float) -> _Steps:
+        if now < self.heartbeat_due:
+            return
+        self.heartbeat_due = now + self.heartbeat_interval
+        live = [s for s in self.held.values() if not (s.lost or s.timed_out)]
+        for start in range(0, len(live), HEARTBEAT_BATCH):
+            chunk = live[start : start + HEARTBEAT_BATCH]
+            renewed = yield from self._call(act.Heartbeat([slot.task for slot in chunk]))
+            for slot, task in zip(chunk, renewed, strict=True):
+                if task is not None:
+                    slot.task = task
+                else:
+                    self._lease_lost(slot)
+        if any(slot.lost for slot in self.buffer):
+            self.buffer = deque(slot for slot in self.buffer if not slot.lost)
+
+    def _lease_lost(self, slot: Slot) -> None:
+        """A heartbeat found the lease lost: a running task's outcome will be dropped; an
+        unstarted one is forgotten now."""
+        slot.lost = True
+        self.stats.lease_lost += 1
+        logger.warning("worker %s: lease on %s lost", self.config.id, slot.task.task_id)
+        if slot.started_at is None:
+            self.held.pop(slot.task.task_id, None)
+            if slot in self._releases:
+                self._releases.remove(slot)
+
+    def _reap(self, now: float) -> _Steps:
+        if now < self.reap_due:
+            return
+        self.reap_due = now + self.config.reaper_interval_seconds
+        for _ in range(REAPER_ROUNDS):
+            handled = yield from self._call(act.Reap(REAPER_LIMIT))
+            if handled < REAPER_LIMIT:
+                break
+
+    def _room(self) -> int:
+        return self.cap + self.prefetch - self.executing - len(self.buffer)
+
+    def _claim_size(self) -> int:
+        room = self._room()
+        batch = self.config.claim_batch_size
+        return min(room, batch) if batch > 0 else room
+
+    def _worth_claiming(self, now: float) -> bool:
+        """Claim now, or linger a moment so that one claim fills several places?
+
+        While tasks are running, places free up one by one; claiming for each alone would cost
+        a round trip per task. A claim waits until a quarter of the places are free, or at
+        most ``CLAIM_LINGER_SECONDS``, whichever comes first.
+        """
+        room = self._room()
+        if room <= 0:
+            self._room_since = None
+            return False
+        if room >= self._claim_threshold or not self.executing:
+            self._room_since = None
+            return True
+        if self._room_since is None:
+            self._room_since = now
+        return now - self._room_since >= CLAIM_LINGER_SECONDS
+
+    def _claim(self) -> Generator[Action, Any, bool]:
+        """Claim for the free places; True when the queue had fewer tasks than asked."""
+        self._room_since = None
+        if self.state != "running":
+            return False
+        count = self._claim_size()
+        tasks = yield from self._call(act.Claim(count))
+        return self._claimed(tasks, count)
+
+    def _claimed(self, tasks: list[Task], asked: int) -> bool:
+        now = self._now
+        self.stats.last_claim_at = now
+        self.stats.claimed += len(tasks)
+        running = self.state == "running"
+        for task in tasks:
+            slot = Slot(task=task, claimed_at=now)
+            self.held[task.task_id] = slot
+            if running:
+                self.buffer.append(slot)
+            else:  # the stop came while the claim was on its way: give them straight back
+                self._releases.append(slot)
+        if tasks:
+            self.idle_poll.found()
+        else:
+            self.idle_poll.empty()
+        # listen only while claims come back short: a worker whose claims are full has no use
+        # for the wake signal and must leave it to idle workers (ADR 16)
+        short = len(tasks) < asked
+        self.listening = short and running
+        return short
+
+    def _dispatch(self, now: float) -> list[Slot]:
+        slots: list[Slot] = []
+        while self.buffer and self.executing < self.cap:
+            slot = self.buffer.popleft()
+            slot.started_at = now
+            self.executing += 1
+            self.running[slot.task.task_id] = slot
+            slots.append(slot)
+        return slots
+
+    def _next_wait(self, now: float, *, idle: bool) -> float:
+        stopping = self.state != "running"
+        backoff = self.backoff.waiting(now)
+        if self._inbox:
+            return 0.0
+        if backoff > 0:
+            deadline = now + backoff
+        else:
+            if self._acks or self._fails or self._releases:
+                return 0.0
+            if self._room() > 0 and not idle and not stopping:
+                if self._room_since is None:
+                    return 0.0  # the queue had work and there is room: claim again at once
+                # lingering for more room (woken early by completions)
+                return max(0.0, self._room_since + CLAIM_LINGER_SECONDS - now)
+            # the queue had less than asked: poll again soon after work was found, backing
+            # off to poll_interval_seconds while it stays empty (woken early by completions)
+            poll = self.idle_poll.wait if idle else self.config.poll_interval_seconds
+            deadline = min(self.heartbeat_due, self.reap_due, now + poll)
+        for slot in self.running.values():
+            if not slot.timed_out and slot.started_at is not None:
+                deadline = min(deadline, slot.started_at + self.timeout)
+        if self.shutdown_at is not None:
+            deadline = min(deadline, self.shutdown_at)
+        return max(0.0, deadline - now)

@@ -1,0 +1,503 @@
+"""The worker loop state machine (worker_loop.WorkerLoop) with a fake clock and a fake queue.
+
+No threads, no sleeps, no backend: a small simulated driver answers the machine's actions and
+moves the clock, so every test is deterministic. The real drivers (Worker, AsyncWorker) are
+covered by test_worker_memory.py and the integration tests.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections import deque
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fairque_core import RedisConnectionError, Task, WorkerConfig
+from fairque_core.app import worker_actions as wa
+from fairque_core.app import worker_pacing
+from fairque_core.app.worker_loop import WorkerLoop
+from fairque_core.domain.errors import LeaseLostError, TaskTimeoutError, UnknownTaskError
+
+
+def config(**overrides: Any) -> WorkerConfig:
+    base: dict[str, Any] = {
+        "id": "w",
+        "poll_interval_seconds": 1.0,
+        "max_concurrent_tasks": 4,
+        "task_timeout_seconds": 10.0,
+        "graceful_shutdown_timeout": 5.0,
+        "reaper_interval_seconds": 7.0,
+    }
+    base.update(overrides)
+    return WorkerConfig(**base)
+
+
+class Sim:
+    """A fake driver: a fake clock, a fake queue, and a record of every action."""
+
+    def __init__(self, cfg: WorkerConfig, *, prefetch: int = 0, lease: float = 30.0) -> None:
+        self.loop = WorkerLoop(cfg, lease_seconds=lease, prefetch=prefetch, rng=random.Random(1))
+        self.loop.start()
+        self.now = 0.0
+        self.ready: deque[Task] = deque()
+        self.actions: list[tuple[float, wa.Action]] = []
+        self.running: dict[str, wa.Slot] = {}
+        self.errors: deque[BaseException] = deque()  # raised by the next queue calls
+        self.lost: set[str] = set()  # leases the queue no longer honours
+        self.finished: list[str] = []
+        self.failed: list[str] = []
+        self.released: list[str] = []
+        self.claimed: list[str] = []
+        self.stop_at: float | None = None
+        self.forced = False
+        self.reaped: deque[int] = deque()  # what the next reaper calls report
+        self.stopped = False
+
+    def push(self, n: int, prefix: str = "t") -> None:
+        start = len(self.ready) + len(self.claimed)
+        self.ready.extend(Task.create("u", task_id=f"{prefix}{start + i}") for i in range(n))
+
+    def _call(self, action: wa.Action) -> Any:
+        if self.errors:
+            raise self.errors.popleft()
+        if isinstance(action, wa.Claim):
+            tasks = [self.ready.popleft() for _ in range(min(action.count, len(self.ready)))]
+            self.claimed.extend(t.task_id for t in tasks)
+            return tasks
+        if isinstance(action, wa.Ack):
+            flags = [t.task_id not in self.lost for t, _ in action.items]
+            self.finished.extend(t.task_id for t, _ in action.items if t.task_id not in self.lost)
+            return flags
+        if isinstance(action, wa.Fail):
+            if action.slot.task.task_id in self.lost:
+                raise LeaseLostError("lost")
+            self.failed.append(action.slot.task.task_id)
+            return "failed"
+        if isinstance(action, wa.Release):
+            if action.slot.task.task_id in self.lost:
+                raise LeaseLostError("lost")
+            self.released.append(action.slot.task.task_id)
+            return None
+        if isinstance(action, wa.Heartbeat):
+            return [None if t.task_id in self.lost else t for t in action.tasks]
+        if isinstance(action, wa.Reap):
+            return self.reaped.popleft() if self.reaped else 0
+        raise AssertionError(action)
+
+    def cycle(self) -> wa.Action:
+        """Carry out actions until the loop sleeps or stops; returns that last action."""
+        while True:
+            action = self.loop.next_action(self.now)
+            self.actions.append((self.now, action))
+            if isinstance(action, (wa.Sleep, wa.Stopped)):
+                self.stopped = isinstance(action, wa.Stopped)
+                return action
+            if isinstance(action, wa.Run):
+                for slot in action.slots:
+                    self.running[slot.task.task_id] = slot
+            elif isinstance(action, wa.Expire):
+                pass
+            elif isinstance(action, wa.Claim) and action.acks is not None:
+                parts = []
+                for part in (wa.Claim(action.count), action.acks):
+                    try:
+                        parts.append(self._call(part))
+                    except Exception as exc:
+                        parts.append(exc)
+                self.loop.done(tuple(parts))
+            else:
+                try:
+                    self.loop.done(self._call(action))
+                except Exception as exc:
+                    self.loop.failed(exc)
+
+    def sleep(self) -> float:
+        """One cycle, then the clock jumps to the end of its sleep; returns the sleep length."""
+        action = self.cycle()
+        if isinstance(action, wa.Sleep):
+            slept = max(0.0, action.until - self.now)
+            self.now = max(self.now, action.until)
+            return slept
+        return 0.0
+
+    def complete(self, task_id: str, ok: bool = True, value: Any = None) -> None:
+        slot = self.running.pop(task_id)
+        self.loop.task_done(slot, ok, value if ok else (value or RuntimeError("x")), 0.01)
+
+    def stop(self, force: bool = False) -> None:
+        if self.stop_at is None:
+            self.stop_at = self.now
+        self.forced = self.forced or force
+        self.loop.stop(self.now, force=force)
+
+    def of(self, kind: type[wa.Action]) -> list[tuple[float, Any]]:
+        return [(t, a) for t, a in self.actions if isinstance(a, kind)]
+
+
+# ------------------------------------------------------------------ claims
+
+
+def test_claims_exactly_the_free_places_plus_prefetch() -> None:
+    sim = Sim(config(max_concurrent_tasks=4), prefetch=2)
+    sim.push(20)
+    sim.cycle()
+    [(_, claim)] = sim.of(wa.Claim)
+    assert claim.count == 6
+    [(_, run)] = sim.of(wa.Run)
+    assert len(run.slots) == 4  # the cap; two wait in the buffer
+    assert sim.loop.health(sim.now, 0.0)["buffered"] == 2
+
+
+def test_claim_batch_size_caps_a_claim() -> None:
+    sim = Sim(config(max_concurrent_tasks=8, claim_batch_size=3))
+    sim.push(20)
+    sim.cycle()
+    assert [a.count for _, a in sim.of(wa.Claim)] == [3]
+
+
+def test_one_free_place_lingers_before_claiming() -> None:
+    sim = Sim(config(max_concurrent_tasks=8))
+    sim.push(40)
+    sim.sleep()  # claims 8, runs 8
+    sim.complete("t0")
+    sim.cycle()  # one place free, 7 running: below a quarter, so it waits
+    assert len(sim.of(wa.Claim)) == 1
+    assert sim.finished == ["t0"]  # the ack went alone: no claim to carry it
+    sleep = sim.actions[-1][1]
+    assert isinstance(sleep, wa.Sleep)
+    assert sleep.until - sim.now == pytest.approx(worker_pacing.CLAIM_LINGER_SECONDS)
+    sim.now = sleep.until
+    sim.cycle()  # the linger is over: it claims for the one place
+    assert [a.count for _, a in sim.of(wa.Claim)] == [8, 1]
+
+
+def test_acks_ride_with_the_claim_when_nothing_else_is_due() -> None:
+    sim = Sim(config(max_concurrent_tasks=2))
+    sim.push(10)
+    sim.sleep()
+    for task_id in list(sim.running):
+        sim.complete(task_id)
+    sim.cycle()
+    claim = sim.of(wa.Claim)[-1][1]
+    assert claim.acks is not None
+    assert sorted(t.task_id for t, _ in claim.acks.items) == ["t0", "t1"]
+    assert sim.finished == ["t0", "t1"]
+    assert not sim.of(wa.Ack)  # no separate ack call
+
+
+def test_idle_poll_grows_while_empty_and_resets_on_work() -> None:
+    sim = Sim(config(poll_interval_seconds=1.0))
+    waits = [sim.sleep() for _ in range(14)]
+    # every empty claim doubles the wait, from twice the minimum up to the poll interval
+    assert waits[0] == pytest.approx(worker_pacing.IDLE_POLL_MIN_SECONDS * 2)
+    assert all(b == pytest.approx(min(1.0, 2 * a)) for a, b in itertools.pairwise(waits))
+    assert waits[-1] == 1.0
+    assert sim.loop.listening  # short claims: listening for the wake signal
+    sim.push(1)
+    assert sim.sleep() == pytest.approx(worker_pacing.IDLE_POLL_MIN_SECONDS)  # work: back to min
+
+
+def test_a_full_claim_stops_listening_for_the_wake_signal() -> None:
+    sim = Sim(config(max_concurrent_tasks=2))
+    sim.sleep()
+    assert sim.loop.listening
+    sim.push(5)
+    action = sim.cycle()
+    assert isinstance(action, wa.Sleep)
+    assert not action.listen  # no room: the signal is left to idle workers
+    assert not sim.loop.health(sim.now, 0.0)["waiting_for_work"]
+
+
+# ------------------------------------------------------------------ heartbeats and reaper
+
+
+def test_heartbeats_are_due_at_the_interval() -> None:
+    sim = Sim(
+        config(max_concurrent_tasks=1, heartbeat_interval_seconds=3.0, task_timeout_seconds=99)
+    )
+    sim.push(1)
+    while sim.now < 20:
+        sim.sleep()
+    beats = [t for t, a in sim.of(wa.Heartbeat)]
+    # the first cycle holds nothing (no call); then one call per interval, never early
+    assert beats
+    assert all(b - a >= 3.0 for a, b in itertools.pairwise(beats))
+    assert all(b - a < 3.0 + 1e-9 for a, b in itertools.pairwise(beats))
+    assert len(beats) >= 6
+
+
+def test_default_heartbeat_is_a_third_of_the_lease() -> None:
+    assert WorkerLoop(config(), lease_seconds=30.0).heartbeat_interval == 10.0
+
+
+def test_reaper_runs_at_its_interval_and_repeats_full_batches() -> None:
+    sim = Sim(config(reaper_interval_seconds=7.0))
+    sim.reaped.extend([100, 100, 3])
+    sim.sleep()
+    assert len(sim.of(wa.Reap)) == 3  # two full batches, then a short one
+    while sim.now < 20:
+        sim.sleep()
+    times = sorted({t for t, _ in sim.of(wa.Reap)})
+    assert times[:3] == [0.0, pytest.approx(7.0), pytest.approx(14.0)]
+
+
+def test_a_lost_lease_drops_the_unstarted_task_and_the_running_outcome() -> None:
+    sim = Sim(config(max_concurrent_tasks=1, heartbeat_interval_seconds=1.0), prefetch=1)
+    sim.push(2)
+    sim.sleep()
+    assert set(sim.running) == {"t0"}
+    sim.lost |= {"t0", "t1"}
+    sim.now = 1.0
+    sim.sleep()  # the heartbeat finds both lost
+    health = sim.loop.health(sim.now, 0.0)
+    assert health["lease_lost"] == 2
+    assert health["buffered"] == 0
+    assert health["in_flight"] == 1  # the running one until its handler returns
+    sim.complete("t0")
+    sim.sleep()
+    assert sim.loop.health(sim.now, 0.0)["in_flight"] == 0
+    assert sim.finished == []
+    assert sim.released == []
+
+
+# ------------------------------------------------------------------ timeouts
+
+
+def test_a_timed_out_task_is_failed_and_its_place_given_back() -> None:
+    sim = Sim(config(max_concurrent_tasks=1, task_timeout_seconds=2.0))
+    sim.push(1)
+    sim.sleep()
+    assert sim.running
+    while not sim.of(wa.Expire):
+        sim.sleep()
+    [(at, expire)] = sim.of(wa.Expire)
+    assert at == pytest.approx(2.0)  # the sleep ended at the deadline, not at a poll
+    assert [s.task.task_id for s in expire.slots] == ["t0"]
+    assert sim.failed == ["t0"]
+    health = sim.loop.health(sim.now, 0.0)
+    assert health["timed_out"] == 1
+    assert health["stuck_threads"] == 1
+    assert health["executing"] == 0  # the place is free again
+    sim.complete("t0")  # the late outcome is dropped
+    sim.sleep()
+    assert sim.finished == []
+    assert sim.loop.health(sim.now, 0.0)["stuck_threads"] == 0
+
+
+def test_stuck_limit_keeps_the_place_once_reached() -> None:
+    sim = Sim(config(max_concurrent_tasks=1, task_timeout_seconds=2.0))
+    sim.push(3)
+    while len(sim.of(wa.Expire)) < 2:
+        sim.sleep()
+    health = sim.loop.health(sim.now, 0.0)
+    assert health["stuck_threads"] == 1  # t0 is stuck, at the limit (1)
+    assert health["executing"] == 1  # t1 timed out too but keeps its place
+    before = len(sim.claimed)
+    for _ in range(5):
+        sim.sleep()
+    assert len(sim.claimed) == before  # no room: nothing more is claimed
+    sim.complete("t1")
+    sim.sleep()
+    assert len(sim.claimed) == before + 1
+
+
+def test_timeout_error_is_what_the_queue_is_told() -> None:
+    sim = Sim(config(max_concurrent_tasks=1, task_timeout_seconds=1.0))
+    sim.push(1)
+    while not sim.of(wa.Fail):
+        sim.sleep()
+    [(_, fail)] = sim.of(wa.Fail)
+    assert isinstance(fail.error, TaskTimeoutError)
+
+
+# ------------------------------------------------------------------ outages
+
+
+def test_backoff_grows_with_each_error_and_resets_after_success() -> None:
+    sim = Sim(config())
+    sim.sleep()
+    sim.errors.extend(RedisConnectionError("down") for _ in range(5))
+    waits = [sim.sleep() for _ in range(5)]
+    assert all(b > a * 1.2 for a, b in itertools.pairwise(waits)), waits
+    assert all(w <= worker_pacing.BACKOFF_CAP_SECONDS for w in waits)
+    health = sim.loop.health(sim.now, 100.0)
+    assert health["backend_errors"] == 5
+    assert health["backing_off"]
+    assert "down" in health["last_error"]
+    sim.sleep()  # the next call goes through
+    assert not sim.loop.health(sim.now, 100.0)["backing_off"]
+    assert sim.loop.backoff.failures == 0
+
+
+def test_an_outage_keeps_the_acks_for_the_next_flush() -> None:
+    sim = Sim(config(max_concurrent_tasks=2))
+    sim.push(2)
+    sim.sleep()
+    sim.complete("t0")
+    sim.complete("t1")
+    sim.errors.extend([RedisConnectionError("down"), RedisConnectionError("down")])
+    sim.sleep()
+    assert sim.finished == []
+    while sim.finished != ["t0", "t1"]:
+        sim.sleep()
+    assert sim.loop.health(sim.now, 0.0)["processed"] == 2
+
+
+def test_poisoned_and_failed_are_counted() -> None:
+    sim = Sim(config(max_concurrent_tasks=2))
+    sim.push(2)
+    sim.sleep()
+    sim.complete("t0", ok=False, value=UnknownTaskError("nope"))
+    sim.complete("t1", ok=False)
+    sim.sleep()
+    health = sim.loop.health(sim.now, 0.0)
+    assert (health["failed"], health["poisoned"], health["dead"]) == (2, 1, 2)
+
+
+# ------------------------------------------------------------------ shutdown
+
+
+def test_stop_releases_unstarted_claims_and_claims_nothing_more() -> None:
+    sim = Sim(config(max_concurrent_tasks=2), prefetch=3)
+    sim.push(10)
+    sim.sleep()
+    sim.stop()
+    assert sim.loop.state == "stopping"
+    claims_before = len(sim.of(wa.Claim))
+    sim.sleep()
+    assert sorted(sim.released) == ["t2", "t3", "t4"]
+    for task_id in list(sim.running):
+        sim.complete(task_id)
+    for _ in range(5):
+        if sim.stopped:
+            break
+        sim.sleep()
+    assert sim.stopped
+    assert len(sim.of(wa.Claim)) == claims_before
+    assert sorted(sim.finished) == ["t0", "t1"]
+
+
+def test_graceful_deadline_is_respected() -> None:
+    sim = Sim(config(max_concurrent_tasks=1, graceful_shutdown_timeout=5.0))
+    sim.push(1)
+    sim.sleep()
+    sim.now = 1.0
+    sim.stop()
+    while not sim.stopped:
+        assert sim.now <= 6.0 + 1e-9
+        sim.sleep()
+    assert sim.now == pytest.approx(6.0)  # not a moment before the deadline, nor after
+    assert sim.finished == []
+    assert sim.released == []
+
+
+def test_force_stop_skips_the_wait() -> None:
+    sim = Sim(config(max_concurrent_tasks=1))
+    sim.push(1)
+    sim.sleep()
+    stopped_at = sim.now
+    sim.stop()
+    assert isinstance(sim.cycle(), wa.Sleep)  # waiting for the running task
+    sim.stop(force=True)
+    sim.cycle()
+    assert sim.stopped
+    assert sim.now == stopped_at
+
+
+def test_a_claim_answered_after_the_stop_is_released() -> None:
+    loop = WorkerLoop(config(), lease_seconds=30.0)
+    loop.start()
+    while not isinstance(action := loop.next_action(0.0), wa.Claim):
+        loop.done(0 if isinstance(action, wa.Reap) else [])
+    loop.stop(0.0)
+    loop.done([Task.create("u", task_id="late")])
+    action = loop.next_action(0.0)
+    assert isinstance(action, wa.Sleep)
+    assert action.until == 0.0
+    action = loop.next_action(0.0)
+    assert isinstance(action, wa.Release)
+    assert action.slot.task.task_id == "late"
+
+
+def test_an_unstarted_worker_stops_at_once() -> None:
+    loop = WorkerLoop(config(), lease_seconds=30.0)
+    loop.stop(0.0)
+    assert loop.state == "stopped"
+    assert isinstance(loop.next_action(0.0), wa.Stopped)
+
+
+# ------------------------------------------------------------------ random event sequences
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("cycle"), st.integers(0, 3)),
+        st.tuples(st.just("complete"), st.integers(0, 3)),
+        st.tuples(st.just("fail"), st.integers(0, 3)),
+        st.tuples(st.just("advance"), st.sampled_from([0.001, 0.5, 3.0, 12.0])),
+        st.tuples(st.just("outage"), st.integers(1, 3)),
+        st.tuples(st.just("lose"), st.integers(0, 3)),
+        st.tuples(st.just("push"), st.integers(1, 6)),
+        st.tuples(st.just("stop"), st.booleans()),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=OPS, cap=st.integers(1, 4), prefetch=st.integers(0, 3))
+def test_random_event_sequences_keep_the_invariants(
+    ops: list[tuple[str, Any]], cap: int, prefetch: int
+) -> None:
+    sim = Sim(
+        config(max_concurrent_tasks=cap, task_timeout_seconds=10.0, heartbeat_interval_seconds=2.0),
+        prefetch=prefetch,
+    )
+    for op, arg in ops:
+        if op == "cycle":
+            sim.sleep()
+        elif op in ("complete", "fail") and sim.running:
+            task_id = sorted(sim.running)[arg % len(sim.running)]
+            sim.complete(task_id, ok=op == "complete")
+        elif op == "advance":
+            sim.now += arg
+        elif op == "outage":
+            sim.errors.extend(RedisConnectionError("down") for _ in range(arg))
+        elif op == "lose" and sim.claimed:
+            sim.lost.add(sim.claimed[arg % len(sim.claimed)])
+        elif op == "push":
+            sim.push(arg)
+        elif op == "stop":
+            sim.stop(force=arg)
+        health = sim.loop.health(sim.now, 0.0)
+        assert 0 <= health["executing"] <= cap
+        assert health["stuck_threads"] <= cap
+    # wind down: the server is back, every handler returns, the loop runs until it stops
+    sim.errors.clear()
+    sim.stop()
+    for _ in range(200):
+        for task_id in sorted(sim.running):
+            sim.complete(task_id)
+        if sim.stopped:
+            break
+        sim.sleep()
+        sim.now += 0.5
+    assert sim.stopped
+    assert sim.loop.state == "stopped"
+    assert sim.stop_at is not None
+    assert [t for t, _ in sim.of(wa.Claim) if t > sim.stop_at] == []  # none after the stop
+    # every claimed task was acknowledged (finished or failed) or released, exactly once, or
+    # its lease was lost, or it was still running when a forced stop or the graceful deadline
+    # ended the loop (it keeps its lease for the reaper); a released task never ran
+    cut_short = sim.forced or sim.now >= sim.stop_at + 5.0
+    run_ids = {s.task.task_id for _, a in sim.of(wa.Run) for s in a.slots}
+    for task_id in sim.claimed:
+        ends = sum([task_id in sim.finished, task_id in sim.failed, task_id in sim.released])
+        assert ends <= 1, task_id
+        assert ends == 1 or task_id in sim.lost or (cut_short and task_id in run_ids), task_id
+        assert not (task_id in sim.released and task_id in run_ids), task_id
+    if not cut_short:
+        assert sim.loop.health(sim.now, 0.0)["in_flight"] == 0
