@@ -21,7 +21,7 @@ from fairque_core import (
     ScriptContractError,
     TaskValidationError,
 )
-from fairque_core.scoring import STRIDE_SCALE, seq_member, static_score, stride_for
+from fairque_core.domain.scoring import STRIDE_SCALE, seq_member, static_score, stride_for
 from fairque_redis.keys import KeySpace
 from fairque_redis.scripts import (
     ANCHOR_KEYS,
