@@ -15,7 +15,8 @@ Shared rules:
   tenant's stride (``scoring.stride_for(weight)``). A tenant that becomes active starts at
   ``max(its stored pass, queue virtual time)``.
 * In strict-tier mode the highest tier with an active tenant is served first; weights order
-  tenants inside a tier. Otherwise tiers only carry weights.
+  tenants inside a tier. Otherwise tiers only carry weights. These fairness rules are code in
+  :mod:`fairque_core.domain.fairness`.
 * Inside a tenant, the critical FIFO comes first, then the lowest static score
   (``scoring.static_score``), ties by the per-queue push sequence number.
 * Operations that need a lease (heartbeat, finish, fail, release) raise ``LeaseLostError``

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import re
 import threading
+from pathlib import Path
 
 import pytest
 
+import fairque_core.memory
 from fairque_core import Message, Priority, TaskState
 from fairque_core.app.config import FairQueueConfig, QueueConfig
+from fairque_core.domain.errors import InvalidTransition
+from fairque_core.domain.states import TaskEvent
 from fairque_core.memory import AsyncInMemoryBackend, InMemoryBackend, backend_from_url
 
 
@@ -110,3 +115,27 @@ def test_memory_url_factory_passes_model_options() -> None:
     (item,) = backend.claim()
     assert item.lease.token == "tok"
     assert item.lease.deadline == pytest.approx(1000.0 + backend.config.lease_seconds)
+
+
+def test_the_model_sets_states_only_from_the_transition_table() -> None:
+    package = Path(fairque_core.memory.__file__).parent
+    writes = [
+        (path.name, line.strip())
+        for path in sorted(package.glob("*.py"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if re.search(r"\.state\s*=[^=]|\bstate=[^=]", line)
+    ]
+    assert writes  # the check would be empty if the pattern rotted
+    for name, line in writes:
+        assert "next_state(" in line, f"{name}: {line}"
+
+
+def test_an_impossible_move_is_a_model_bug() -> None:
+    model = InMemoryBackend(clock=lambda: 100.0)
+    model.push(_message("a", "alice"))
+    (item,) = model.claim()
+    model.finish("a", item.lease.token)
+    record = model._records["a"]
+    with pytest.raises(InvalidTransition):
+        model._move(record, TaskEvent.CLAIM)
+    assert model.get_state("a") is TaskState.FINISHED

@@ -5,8 +5,14 @@ URLs reach the Redis adapter: :func:`backend_from_url` is the factory registered
 
 Where to look:
 
-* ``model.py``: :class:`InMemoryBackend`, the whole model;
+* ``model.py``: :class:`InMemoryBackend`, with push, claim, cancel and the reads;
+* ``leases.py``: heartbeat, finish, fail, release and the expired-lease reaper;
+* ``dlq.py``: the dead-letter queue (entering it, list, requeue, purge);
+* ``store.py``: task records, tenants' ready work, state moves, the lock;
+* ``wake.py``: the wake signal idle workers wait on;
 * ``async_model.py``: :class:`AsyncInMemoryBackend`, the same model behind the async port.
+
+The fair choice of a tenant is in :mod:`fairque_core.domain.fairness`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,151 @@
+"""Leases in the in-memory model: heartbeat, finish, fail, release and the reaper.
+
+A claim (``model.py``) gives a task a lease: a random token, the worker's id and a deadline.
+Every method here needs the live token (else ``LeaseLostError``, nothing changed), except the
+reaper (``requeue_expired``), which takes back leases whose deadline passed: the task goes to
+the head of its tenant's queue, or to the DLQ (``dlq.py``) once it expired more than
+``max_recoveries`` times. ``finish`` and ``fail`` are idempotent per lease token (ADR 19): a
+repeat after a lost reply is recognised by the token kept on the record and changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from fairque_core.domain.enums import FailureType, TaskState
+from fairque_core.domain.errors import LeaseLostError
+from fairque_core.domain.scoring import to_ms
+from fairque_core.domain.states import TaskEvent
+from fairque_core.memory.dlq import DLQOps
+from fairque_core.memory.store import check_limit, locked
+
+__all__ = ["LeaseOps"]
+
+
+class LeaseOps(DLQOps):
+    """The lease methods of the port (a failed lease can end in the DLQ, hence the base)."""
+
+    @locked
+    def heartbeat(self, task_id: str, token: str, lease_seconds: float | None = None) -> float:
+        now = self._now()
+        rec = self._leased(task_id, token, now)
+        lease_ms = to_ms(self._config.lease_seconds if lease_seconds is None else lease_seconds)
+        rec.deadline_ms = now + lease_ms
+        self._leases[task_id] = rec.deadline_ms
+        return rec.deadline_ms / 1000
+
+    @locked
+    def heartbeat_batch(
+        self, items: Sequence[tuple[str, str]], lease_seconds: float | None = None
+    ) -> list[float | None]:
+        deadlines: list[float | None] = []
+        for task_id, token in items:
+            try:
+                deadlines.append(self.heartbeat(task_id, token, lease_seconds))
+            except LeaseLostError:
+                deadlines.append(None)
+        return deadlines
+
+    @locked
+    def finish(self, task_id: str, token: str, result: bytes | None = None) -> None:
+        now = self._now()
+        done = self._live(task_id, now)
+        if done is not None and done.state is TaskState.FINISHED and token and done.token == token:
+            return  # a repeat of this lease's finish (its reply was lost): done, nothing changes
+        rec = self._leased(task_id, token, now)
+        self._drop_lease(task_id, rec)
+        rec.token = token  # kept, so that a repeat of this finish is recognised
+        self._move(rec, TaskEvent.FINISH)
+        rec.result = result
+        self._bump("finished", self._tenant(rec.message.user_id))
+        self._close_record(rec, now)
+        self._release_dependents(rec, task_id, now)
+
+    @locked
+    def finish_batch(self, items: Sequence[tuple[str, str, bytes | None]]) -> list[bool]:
+        done: list[bool] = []
+        for task_id, token, result in items:
+            try:
+                self.finish(task_id, token, result)
+            except LeaseLostError:
+                done.append(False)
+            else:
+                done.append(True)
+        return done
+
+    @locked
+    def fail(
+        self,
+        task_id: str,
+        token: str,
+        *,
+        retry_delay: float | None,
+        failure_type: FailureType = FailureType.FAILED,
+        reason: str = "",
+    ) -> TaskState:
+        now = self._now()
+        done = self._live(task_id, now)
+        if (
+            done is not None
+            and done.state in (TaskState.SCHEDULED, TaskState.FAILED)
+            and token
+            and done.token == token
+        ):
+            return done.state  # a repeat of this lease's fail (its reply was lost): no change
+        rec = self._leased(task_id, token, now)
+        self._drop_lease(task_id, rec)
+        rec.token = token  # kept until the next claim, so that a repeat is recognised
+        tenant = self._tenant(rec.message.user_id)
+        if retry_delay is not None:
+            rec.message = attrs.evolve(rec.message, retry_count=rec.message.retry_count + 1)
+            rec.reason = reason
+            self._bump("retried", tenant)
+            self._move(rec, TaskEvent.FAIL_RETRY)
+            self._schedule(task_id, rec, now + max(0, to_ms(retry_delay)))
+        else:
+            self._to_dlq(
+                task_id,
+                rec,
+                now,
+                event=TaskEvent.FAIL_DEAD,
+                failure_type=failure_type,
+                reason=reason,
+            )
+        return rec.state
+
+    @locked
+    def release(self, task_id: str, token: str) -> None:
+        now = self._now()
+        rec = self._leased(task_id, token, now)
+        self._drop_lease(task_id, rec)
+        self._bump("released", self._tenant(rec.message.user_id))
+        self._move(rec, TaskEvent.RELEASE)
+        self._make_ready(task_id, rec, rec.ready_ms, head=True)
+
+    @locked
+    def requeue_expired(self, limit: int = 100) -> int:
+        check_limit("limit", limit)
+        now = self._now()
+        expired = sorted((ms, tid) for tid, ms in self._leases.items() if ms <= now)[:limit]
+        for _deadline, task_id in expired:
+            rec = self._records[task_id]
+            self._drop_lease(task_id, rec)
+            rec.recoveries += 1
+            tenant = self._tenant(rec.message.user_id)
+            if rec.recoveries > self._config.max_recoveries:
+                reason = f"lease expired {rec.recoveries} times"
+                self._to_dlq(
+                    task_id,
+                    rec,
+                    now,
+                    event=TaskEvent.LEASE_EXPIRED_DEAD,
+                    failure_type=FailureType.EXPIRED,
+                    reason=reason,
+                )
+            else:
+                self._bump("recovered", tenant)
+                self._move(rec, TaskEvent.LEASE_EXPIRED)
+                self._make_ready(task_id, rec, rec.ready_ms, head=True)
+        return len(expired)

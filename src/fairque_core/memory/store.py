@@ -1,0 +1,267 @@
+"""What the in-memory model stores, and the steps every operation is built from.
+
+* :class:`TaskRecord`: one task (its message, state, lease, dependencies, result);
+* :class:`TenantQueues`: one tenant's ready work (critical FIFO, scored heap) and counters;
+* :class:`ModelStore`: the queue's state and the shared steps: a state move through the
+  transition table (:mod:`fairque_core.domain.states`), making a task ready, scheduling it,
+  dropping a lease, the dependency cascade. The fair order of tenants is a
+  :class:`~fairque_core.domain.fairness.FairState`; the wake signal a
+  :class:`~fairque_core.memory.wake.WakeSignal`.
+
+Operations are in ``model.py`` (push, claim, cancel, reads), ``leases.py`` and ``dlq.py``;
+each public one runs under the store's lock (:func:`locked`).
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from functools import wraps
+from typing import Concatenate, ParamSpec, TypeVar
+
+import attrs
+
+from fairque_core.app.config import QueueConfig
+from fairque_core.domain.enums import FailureType, TaskState
+from fairque_core.domain.errors import LeaseLostError, PayloadTooLargeError, TaskValidationError
+from fairque_core.domain.fairness import FairState
+from fairque_core.domain.models import Message
+from fairque_core.domain.scoring import STAT_COUNTERS, seq_member, static_score, to_ms
+from fairque_core.domain.states import TaskEvent, next_state
+from fairque_core.domain.validation import validate_id, validate_queue_name
+from fairque_core.memory.wake import WakeSignal
+from fairque_core.ports import Clock, TokenSource, random_token
+
+__all__ = ["ModelStore", "TaskRecord", "TenantQueues", "check_limit", "locked"]
+
+_Store = TypeVar("_Store", bound="ModelStore")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def locked(
+    method: Callable[Concatenate[_Store, _P], _R],
+) -> Callable[Concatenate[_Store, _P], _R]:
+    """Run ``method`` under the store's lock: one atomic step, as one script call on Redis."""
+
+    @wraps(method)
+    def run_locked(self: _Store, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return run_locked
+
+
+def check_limit(field: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise TaskValidationError(field, value, "must be an int >= 0")
+
+
+@attrs.define
+class TaskRecord:
+    message: Message
+    state: TaskState
+    seq: int
+    ready_ms: int = 0
+    due_ms: int = 0
+    token: str = ""
+    worker_id: str = ""
+    deadline_ms: int = 0
+    recoveries: int = 0
+    waiting: set[str] = attrs.field(factory=set)
+    dependents: list[str] = attrs.field(factory=list)
+    failure_type: FailureType | None = None
+    reason: str = ""
+    moved_ms: int = 0
+    result: bytes | None = None
+    expires_ms: int | None = None
+
+
+@attrs.define
+class TenantQueues:
+    critical: deque[str] = attrs.field(factory=deque)
+    normal: list[tuple[int, str]] = attrs.field(factory=list)  # heap of (score, member)
+    normal_live: dict[str, str] = attrs.field(factory=dict)  # member -> task id
+    scheduled: int = 0
+    leased: int = 0
+    counters: dict[str, int] = attrs.field(factory=lambda: dict.fromkeys(STAT_COUNTERS, 0))
+
+    def has_ready(self) -> bool:
+        return bool(self.critical) or bool(self.normal_live)
+
+    def pop_ready(self) -> str:
+        if self.critical:
+            return self.critical.popleft()
+        while True:
+            _score, member = heapq.heappop(self.normal)
+            task_id = self.normal_live.pop(member, None)
+            if task_id is not None:
+                return task_id
+
+
+class ModelStore:
+    """The model's state and shared steps. ``clock`` returns epoch seconds (default
+    ``time.time``)."""
+
+    def __init__(
+        self,
+        clock: Clock | None = None,
+        *,
+        queue: str = "default",
+        config: QueueConfig | None = None,
+        token_source: TokenSource | None = None,
+    ) -> None:
+        self._queue = validate_queue_name(queue)
+        self._config = config if config is not None else QueueConfig(name=queue)
+        self._clock: Clock = clock if clock is not None else time.time
+        self._tokens: TokenSource = token_source if token_source is not None else random_token
+        self._horizon_ms = to_ms(self._config.aging_horizon_seconds)
+        self._records: dict[str, TaskRecord] = {}
+        self._tenants: dict[str, TenantQueues] = {}
+        self._fair = FairState(strict_tiers=self._config.strict_tiers)
+        self._delayed: dict[str, int] = {}  # task id -> due ms
+        self._leases: dict[str, int] = {}  # task id -> deadline ms
+        self._dlq: dict[str, int] = {}  # task id -> moved ms
+        self._first_push: dict[str, int] = {}  # tenant -> ms of its first counted push
+        self._seq = 0
+        self._counters = dict.fromkeys(STAT_COUNTERS, 0)
+        # one lock around every public method (re-entrant: batch methods call single ones)
+        self._lock = threading.RLock()
+        self._wake = WakeSignal(self._now)
+
+    @property
+    def queue(self) -> str:
+        return self._queue
+
+    @property
+    def config(self) -> QueueConfig:
+        return self._config
+
+    def _now(self) -> int:
+        return to_ms(self._clock())
+
+    def _bump(self, name: str, tenant: TenantQueues, by: int = 1) -> None:
+        self._counters[name] += by
+        tenant.counters[name] += by
+
+    def _tenant(self, user_id: str) -> TenantQueues:
+        tenant = self._tenants.get(user_id)
+        if tenant is None:
+            tenant = TenantQueues()
+            self._tenants[user_id] = tenant
+        return tenant
+
+    def _live(self, task_id: str, now: int) -> TaskRecord | None:
+        rec = self._records.get(task_id)
+        if rec is not None and rec.expires_ms is not None and rec.expires_ms <= now:
+            del self._records[task_id]
+            return None
+        return rec
+
+    def _move(self, rec: TaskRecord, event: TaskEvent) -> None:
+        """Change ``rec``'s state along the transition table (InvalidTransition is a model bug)."""
+        rec.state = next_state(rec.state, event)
+
+    def _check_message(self, message: Message) -> None:
+        validate_id(message.task_id, "task_id")
+        validate_id(message.user_id, "user_id")
+        for dep in message.depends_on:
+            validate_id(dep, "depends_on")
+        if len(message.body) > self._config.max_payload_bytes:
+            raise PayloadTooLargeError(len(message.body), self._config.max_payload_bytes)
+
+    # ------------------------------------------------------------------ ready and scheduled
+    def _make_ready(
+        self, task_id: str, rec: TaskRecord, ready_ms: int, *, head: bool = False
+    ) -> None:
+        """Put a (queued) task into its tenant's ready structures (critical FIFO or scored
+        heap); the tenant becomes active and the wake signal is set."""
+        user_id = rec.message.user_id
+        tenant = self._tenant(user_id)
+        rec.ready_ms = ready_ms
+        if rec.message.priority.is_critical:
+            if head:
+                tenant.critical.appendleft(task_id)
+            else:
+                tenant.critical.append(task_id)
+        else:
+            member = seq_member(rec.seq, task_id)
+            score = static_score(rec.message.priority, ready_ms, self._horizon_ms)
+            heapq.heappush(tenant.normal, (score, member))
+            tenant.normal_live[member] = task_id
+        self._fair.activate(user_id)
+        self._wake.signal()
+
+    def _remove_ready(self, task_id: str, rec: TaskRecord) -> None:
+        user_id = rec.message.user_id
+        tenant = self._tenant(user_id)
+        if rec.message.priority.is_critical:
+            tenant.critical.remove(task_id)
+        else:
+            tenant.normal_live.pop(seq_member(rec.seq, task_id), None)
+        if not tenant.has_ready():
+            self._fair.deactivate(user_id)
+
+    def _schedule(self, task_id: str, rec: TaskRecord, due_ms: int) -> None:
+        """Hold a (scheduled) task until ``due_ms``."""
+        rec.due_ms = due_ms
+        self._delayed[task_id] = due_ms
+        self._tenant(rec.message.user_id).scheduled += 1
+        self._wake.lower_next_due(due_ms)
+
+    def _recompute_next_due(self) -> None:
+        self._wake.set_next_due(min(self._delayed.values()) if self._delayed else None)
+
+    # ------------------------------------------------------------------ leases and records
+    def _drop_lease(self, task_id: str, rec: TaskRecord) -> None:
+        self._leases.pop(task_id, None)
+        self._tenant(rec.message.user_id).leased -= 1
+        rec.token = ""
+        rec.worker_id = ""
+        rec.deadline_ms = 0
+
+    def _leased(self, task_id: str, token: str, now: int) -> TaskRecord:
+        rec = self._live(task_id, now)
+        if rec is None or rec.state is not TaskState.STARTED or rec.token != token:
+            raise LeaseLostError(task_id)
+        return rec
+
+    def _close_record(self, rec: TaskRecord, now: int) -> None:
+        rec.expires_ms = now + to_ms(self._config.result_ttl_seconds)
+
+    # ------------------------------------------------------------------ dependencies
+    def _cancel_dependents(self, task_id: str, rec: TaskRecord, now: int) -> None:
+        stack = [(task_id, rec)]
+        while stack:
+            parent_id, parent = stack.pop()
+            for child_id in parent.dependents:
+                child = self._live(child_id, now)
+                if child is None or child.state is not TaskState.DEFERRED:
+                    continue
+                self._move(child, TaskEvent.DEPENDENCY_FAILED)
+                child.reason = f"dependency {parent_id} did not finish"
+                self._bump("canceled", self._tenant(child.message.user_id))
+                self._close_record(child, now)
+                stack.append((child_id, child))
+
+    def _release_dependents(self, rec: TaskRecord, task_id: str, now: int) -> None:
+        for child_id in rec.dependents:
+            child = self._live(child_id, now)
+            if child is None or child.state is not TaskState.DEFERRED:
+                continue
+            child.waiting.discard(task_id)
+            if not child.waiting:
+                self._enter(child_id, child, now)
+
+    def _enter(self, task_id: str, rec: TaskRecord, now: int) -> None:
+        """A deferred task whose dependencies are met: ready now or scheduled for its delay."""
+        delay_ms = to_ms(rec.message.delay)
+        if delay_ms > 0 and rec.due_ms > now:
+            self._move(rec, TaskEvent.DEPENDENCIES_MET_DELAYED)
+            self._schedule(task_id, rec, rec.due_ms)
+        else:
+            self._move(rec, TaskEvent.DEPENDENCIES_MET)
+            self._make_ready(task_id, rec, now)
