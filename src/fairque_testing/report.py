@@ -1,0 +1,414 @@
+"""How fair a dispatch order was: :func:`fairness_report` and :func:`assert_fair`.
+
+The input is a *trace*: the order in which tasks were dispatched (claimed), one tenant per
+dispatch, and when each tenant's tasks became ready. :func:`fairque_testing.simulate` records a
+full trace; a plain list of tenant ids is read as "every tenant had all of its tasks ready from
+the start" (a flood by everyone).
+
+Definitions (``k`` counts dispatches from 1, ``w_i`` is tenant ``i``'s weight, 1 when not given):
+
+* **Backlogged**: tenant ``i`` is backlogged at dispatch ``k`` when it had at least one ready,
+  undispatched task just before dispatch ``k`` (the tenant dispatched at ``k`` always is).
+  ``B_k`` is that set and ``W_k`` the sum of its weights. A *busy period* of a tenant runs from
+  the moment it becomes backlogged to the dispatch of its last ready task.
+* **Owed** (fair share, in dispatches): dispatch ``k`` is owed to the backlogged tenants in
+  proportion to their weights, ``w_i / W_k`` each (the weighted fair-queuing fluid share).
+  ``owed_i`` sums that over the whole trace; the owed amounts of all tenants add up to the
+  number of dispatches.
+* **Share ratio**: ``dispatches_i / owed_i``. 1.0 is exactly the weighted share while
+  backlogged; 0.5 is half of it. Dispatches are whole, so a tenant owed only a few dispatches
+  has a noisy ratio (its last dispatch counts whole while it was owed ``w_i / W_k`` of it):
+  tenants owed fewer than ``min_owed`` dispatches are reported but not *judged*.
+* **Jain index**: Jain's fairness index over the share ratios ``x_i`` of the judged tenants,
+  ``(sum x_i)^2 / (n * sum x_i^2)``. Because each ratio is already divided by the tenant's own
+  weighted share while backlogged, this is the weight-normalised index over backlogged tenants:
+  1.0 is perfectly proportional, ``1/n`` is one tenant getting everything. With no judged
+  tenant it is 1.0.
+* **Lag** (in dispatches): within a busy period, ``owed - dispatched`` so far. Positive means the
+  tenant is behind its fair share. It restarts at 0 with every busy period (idle time earns no
+  credit, as in the queue). ``max_lag`` is the largest lag seen just before any dispatch and at
+  the end of the trace. Round robin over ``n`` equal tenants keeps it below 1; stride
+  scheduling lets a tenant with a large weight among many small ones lag by about half the
+  number of tenants.
+* **Newcomer wait** (in dispatches): for each busy period, the number of dispatches to other
+  tenants between the tenant becoming backlogged and its first dispatch. The report keeps the
+  largest over all periods and tenants. A tenant still waiting when the trace ends counts with
+  the dispatches so far (and is listed in ``waiting``).
+* **Max gap** (in dispatches): the longest run of dispatches to other tenants while the tenant
+  was backlogged (the newcomer wait is the first gap of a busy period).
+* **Stranded**: ready tasks never dispatched by the end of the trace, per tenant.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+import attrs
+
+__all__ = [
+    "DEFAULT_MIN_OWED",
+    "Dispatched",
+    "FairnessReport",
+    "Ready",
+    "TenantFairness",
+    "TraceEvent",
+    "assert_fair",
+    "fairness_report",
+]
+
+#: Tenants owed fewer dispatches than this are reported but left out of the Jain index and the
+#: share-ratio check (one whole dispatch against a small fractional share is mostly noise).
+DEFAULT_MIN_OWED = 10.0
+
+
+@attrs.frozen
+class Ready:
+    """``count`` tasks of ``tenant`` became ready (claimable)."""
+
+    tenant: str
+    count: int = 1
+
+
+@attrs.frozen
+class Dispatched:
+    """One task of ``tenant`` was claimed (by ``worker``, when known)."""
+
+    tenant: str
+    worker: str = ""
+
+
+TraceEvent = Ready | Dispatched
+
+
+@runtime_checkable
+class _HasTrace(Protocol):
+    @property
+    def trace(self) -> Sequence[TraceEvent]: ...
+
+
+@attrs.frozen
+class TenantFairness:
+    """The figures of one tenant (see the module docstring for the definitions)."""
+
+    tenant: str
+    weight: float
+    dispatches: int
+    owed: float
+    share_ratio: float  # dispatches / owed; nan when owed is 0
+    share: float  # dispatches / all dispatches
+    weight_share: float  # weight / sum of the weights of the report's tenants
+    max_lag: float
+    newcomer_wait: int
+    max_gap: int
+    busy_periods: int
+    stranded: int
+    waiting: bool  # backlogged and not yet served in its last busy period when the trace ended
+    judged: bool  # owed at least min_owed dispatches: in the Jain index and the ratio check
+
+    @property
+    def deviation(self) -> float:
+        """``|share_ratio - 1|`` for a judged tenant, else 0."""
+        return abs(self.share_ratio - 1.0) if self.judged else 0.0
+
+
+@attrs.frozen
+class FairnessReport:
+    """The fairness figures of one trace. ``str(report)`` is a readable table."""
+
+    dispatches: int
+    jain: float
+    max_lag: float
+    max_lag_tenant: str | None
+    max_newcomer_wait: int
+    max_newcomer_wait_tenant: str | None
+    tenants: Mapping[str, TenantFairness]
+    min_owed: float
+
+    @property
+    def judged(self) -> list[str]:
+        """The tenants in the Jain index and the share-ratio check."""
+        return [t for t, f in self.tenants.items() if f.judged]
+
+    @property
+    def stranded(self) -> dict[str, int]:
+        """Ready tasks never dispatched, per tenant (only tenants that have some)."""
+        return {t: f.stranded for t, f in self.tenants.items() if f.stranded}
+
+    @property
+    def waiting(self) -> list[str]:
+        """Tenants backlogged at the end of the trace and not served since they became so."""
+        return [t for t, f in self.tenants.items() if f.waiting]
+
+    def worst(self, n: int = 5) -> list[TenantFairness]:
+        """The ``n`` tenants furthest from fair: largest ratio deviation, then lag, then wait."""
+        ranked = sorted(
+            self.tenants.values(),
+            key=lambda f: (f.deviation, f.max_lag, f.newcomer_wait, f.stranded),
+            reverse=True,
+        )
+        return ranked[:n]
+
+    def table(self, tenants: Iterable[TenantFairness] | None = None) -> str:
+        """A fixed-width table of per-tenant figures (all tenants by default)."""
+        rows = list(self.tenants.values() if tenants is None else tenants)
+        header = (
+            "tenant",
+            "weight",
+            "dispatches",
+            "owed",
+            "ratio",
+            "max lag",
+            "newcomer wait",
+            "max gap",
+            "stranded",
+        )
+        body = [
+            (
+                f.tenant + ("" if f.judged else " (not judged)"),
+                f"{f.weight:g}",
+                str(f.dispatches),
+                f"{f.owed:.1f}",
+                "-" if math.isnan(f.share_ratio) else f"{f.share_ratio:.3f}",
+                f"{f.max_lag:.2f}",
+                str(f.newcomer_wait) + ("+" if f.waiting else ""),
+                str(f.max_gap),
+                str(f.stranded),
+            )
+            for f in rows
+        ]
+        widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+        lines = [
+            "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w)
+                for i, (c, w) in enumerate(zip(r, widths, strict=True))
+            )
+            for r in [header, *body]
+        ]
+        return "\n".join(line.rstrip() for line in lines)
+
+    def summary(self) -> str:
+        """One line: dispatches, tenants, Jain index, max lag, max newcomer wait."""
+        return (
+            f"{self.dispatches} dispatches, {len(self.tenants)} tenants "
+            f"({len(self.judged)} judged): Jain {self.jain:.4f}, "
+            f"max lag {self.max_lag:.2f} ({self.max_lag_tenant or '-'}), "
+            f"max newcomer wait {self.max_newcomer_wait} "
+            f"({self.max_newcomer_wait_tenant or '-'})"
+        )
+
+    def __str__(self) -> str:
+        return self.summary() + "\n" + self.table()
+
+
+@attrs.define
+class _Tenant:
+    weight: float
+    ready: int = 0
+    dispatches: int = 0
+    owed: float = 0.0
+    # the current busy period
+    v_start: float = 0.0
+    served_in_period: int = 0
+    mark: int = 0  # dispatch count at the last own dispatch (or at activation)
+    # maxima over the trace
+    max_lag: float = 0.0
+    newcomer_wait: int = 0
+    max_gap: int = 0
+    busy_periods: int = 0
+
+
+def _events(dispatches: object) -> Iterable[TraceEvent]:
+    if isinstance(dispatches, _HasTrace):
+        return dispatches.trace
+    if isinstance(dispatches, str | bytes):
+        raise TypeError("dispatches must be a sequence of tenant ids, not one string")
+    items: list[object] = list(dispatches)  # type: ignore[call-overload]
+    names = [item for item in items if isinstance(item, str)]
+    if len(names) == len(items):
+        totals: dict[str, int] = {}
+        for tenant in names:
+            totals[tenant] = totals.get(tenant, 0) + 1
+        ready: list[TraceEvent] = [Ready(t, n) for t, n in totals.items()]
+        return [*ready, *(Dispatched(t) for t in names)]
+    events: list[TraceEvent] = []
+    for item in items:
+        if not isinstance(item, Ready | Dispatched):
+            raise TypeError(f"not a tenant id or a trace event: {item!r}")
+        events.append(item)
+    return events
+
+
+def fairness_report(
+    dispatches: Sequence[str] | Sequence[TraceEvent] | _HasTrace,
+    weights: Mapping[str, float] | None = None,
+    *,
+    tenants: Iterable[str] | None = None,
+    min_owed: float = DEFAULT_MIN_OWED,
+) -> FairnessReport:
+    """The fairness figures of a dispatch order (definitions in the module docstring).
+
+    ``dispatches`` is a :class:`~fairque_testing.Simulation` (its recorded trace), a list of
+    :class:`Ready`/:class:`Dispatched` events, or a plain list of tenant ids in dispatch order
+    (then every tenant counts as backlogged from the start until its last dispatch).
+    ``weights`` maps tenants to their weights (missing tenants weigh 1, as in the queue).
+    ``tenants`` restricts the report to those tenants: dispatches to others are dropped, which
+    is how to judge, say, the tenants no pinned worker serves, or one strict tier.
+    A dispatch of a tenant with no ready task in the trace counts as one task becoming ready
+    just then.
+    """
+    weights = dict(weights or {})
+    for tenant, weight in weights.items():
+        if not (isinstance(weight, int | float) and math.isfinite(weight) and weight > 0):
+            raise ValueError(f"weight of {tenant!r} must be a positive number, got {weight!r}")
+    keep = None if tenants is None else set(tenants)
+    state: dict[str, _Tenant] = {}
+    backlogged: dict[str, float] = {}  # tenant -> weight, in activation order
+    total_weight = 0.0
+    v = 0.0  # owed per unit of weight, summed over the dispatches so far
+    n = 0
+
+    def tenant_state(tenant: str) -> _Tenant:
+        found = state.get(tenant)
+        if found is None:
+            found = state[tenant] = _Tenant(weight=float(weights.get(tenant, 1.0)))
+        return found
+
+    def make_ready(tenant: str, count: int) -> None:
+        nonlocal total_weight
+        st = tenant_state(tenant)
+        if st.ready == 0 and count > 0:
+            st.v_start, st.served_in_period, st.mark = v, 0, n
+            st.busy_periods += 1
+            backlogged[tenant] = st.weight
+            total_weight += st.weight
+        st.ready += count
+
+    for event in _events(dispatches):
+        if keep is not None and event.tenant not in keep:
+            continue
+        if isinstance(event, Ready):
+            make_ready(event.tenant, event.count)
+            continue
+        st = tenant_state(event.tenant)
+        if st.ready == 0:
+            make_ready(event.tenant, 1)
+        # lag just before this dispatch (after the previous one), then this dispatch's shares
+        st.max_lag = max(st.max_lag, st.weight * (v - st.v_start) - st.served_in_period)
+        v += 1.0 / total_weight
+        gap = n - st.mark
+        st.max_gap = max(st.max_gap, gap)
+        if st.served_in_period == 0:
+            st.newcomer_wait = max(st.newcomer_wait, gap)
+        n += 1
+        st.mark = n
+        st.dispatches += 1
+        st.served_in_period += 1
+        st.ready -= 1
+        if st.ready == 0:
+            st.owed += st.weight * (v - st.v_start)
+            del backlogged[event.tenant]
+            total_weight = sum(backlogged.values()) if backlogged else 0.0
+
+    waiting: set[str] = set()
+    for tenant in backlogged:
+        st = state[tenant]
+        st.owed += st.weight * (v - st.v_start)
+        st.max_lag = max(st.max_lag, st.weight * (v - st.v_start) - st.served_in_period)
+        st.max_gap = max(st.max_gap, n - st.mark)
+        if st.served_in_period == 0:
+            st.newcomer_wait = max(st.newcomer_wait, n - st.mark)
+            waiting.add(tenant)
+    return _build(state, n, waiting, min_owed)
+
+
+def _build(state: dict[str, _Tenant], n: int, waiting: set[str], min_owed: float) -> FairnessReport:
+    weight_sum = sum(st.weight for st in state.values()) or 1.0
+    figures: dict[str, TenantFairness] = {}
+    for tenant, st in state.items():
+        ratio = st.dispatches / st.owed if st.owed > 0 else math.nan
+        figures[tenant] = TenantFairness(
+            tenant=tenant,
+            weight=st.weight,
+            dispatches=st.dispatches,
+            owed=st.owed,
+            share_ratio=ratio,
+            share=st.dispatches / n if n else 0.0,
+            weight_share=st.weight / weight_sum,
+            max_lag=st.max_lag,
+            newcomer_wait=st.newcomer_wait,
+            max_gap=st.max_gap,
+            busy_periods=st.busy_periods,
+            stranded=st.ready,
+            waiting=tenant in waiting,
+            judged=st.owed >= min_owed,
+        )
+    ratios = [f.share_ratio for f in figures.values() if f.judged]
+    squares = sum(x * x for x in ratios)
+    jain = (sum(ratios) ** 2) / (len(ratios) * squares) if ratios and squares > 0 else 1.0
+    lag_top = max(figures.values(), key=lambda f: f.max_lag, default=None)
+    wait_top = max(figures.values(), key=lambda f: f.newcomer_wait, default=None)
+    return FairnessReport(
+        dispatches=n,
+        jain=jain,
+        max_lag=lag_top.max_lag if lag_top else 0.0,
+        max_lag_tenant=lag_top.tenant if lag_top and lag_top.max_lag > 0 else None,
+        max_newcomer_wait=wait_top.newcomer_wait if wait_top else 0,
+        max_newcomer_wait_tenant=(
+            wait_top.tenant if wait_top and wait_top.newcomer_wait > 0 else None
+        ),
+        tenants=figures,
+        min_owed=min_owed,
+    )
+
+
+def assert_fair(
+    report: FairnessReport,
+    tolerance: float = 0.05,
+    *,
+    min_jain: float | None = None,
+    max_lag: float | None = None,
+    max_newcomer_wait: int | None = None,
+    allow_stranded: bool = False,
+) -> None:
+    """Raise AssertionError, naming the worst tenants, unless ``report`` is fair enough.
+
+    Checked: every judged tenant's share ratio is within ``1 ± tolerance``; the Jain index is at
+    least ``min_jain`` (default ``1 - tolerance``); when given, ``max_lag`` (dispatches) and
+    ``max_newcomer_wait`` (dispatches) bound the report's maxima; and no ready task was left
+    undispatched (unless ``allow_stranded``).
+    """
+    if tolerance < 0:
+        raise ValueError("tolerance must be >= 0")
+    floor = 1.0 - tolerance if min_jain is None else min_jain
+    problems: list[str] = []
+    if report.jain < floor:
+        problems.append(f"Jain index {report.jain:.4f} is below {floor:.4f}")
+    for f in sorted(report.tenants.values(), key=lambda f: f.deviation, reverse=True):
+        if f.judged and f.deviation > tolerance:
+            problems.append(
+                f"tenant {f.tenant!r} (weight {f.weight:g}) got {f.share_ratio:.3f}x its "
+                f"weighted share ({f.dispatches} dispatches, owed {f.owed:.1f}; "
+                f"allowed 1 ± {tolerance:g})"
+            )
+    if max_lag is not None and report.max_lag > max_lag:
+        problems.append(
+            f"max lag {report.max_lag:.2f} dispatches (tenant {report.max_lag_tenant!r}) "
+            f"exceeds {max_lag:g}"
+        )
+    if max_newcomer_wait is not None and report.max_newcomer_wait > max_newcomer_wait:
+        problems.append(
+            f"newcomer wait {report.max_newcomer_wait} dispatches "
+            f"(tenant {report.max_newcomer_wait_tenant!r}) exceeds {max_newcomer_wait}"
+        )
+    if not allow_stranded and report.stranded:
+        stranded = ", ".join(f"{t!r}: {c}" for t, c in sorted(report.stranded.items()))
+        problems.append(f"ready tasks never dispatched: {stranded}")
+    if not problems:
+        return
+    lines = [f"fairness check failed ({report.summary()}):"]
+    lines += [f"  - {p}" for p in problems]
+    lines.append("worst tenants:")
+    lines += ["  " + row for row in report.table(report.worst()).splitlines()]
+    raise AssertionError("\n".join(lines))

@@ -1,0 +1,135 @@
+"""The pytest plugin: loaded by its entry point, fixtures, options, and no server unless asked.
+
+Each test runs pytest in a child process on a throwaway directory, so the plugin is loaded the
+way a user's project loads it (entry point ``pytest11``), outside this suite's configuration.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from fairque_redis.embedded import EmbeddedValkey
+from fairque_testing import plugin
+
+# A conftest that makes the embedded server impossible to start: a test that passes with it
+# started no server.
+NO_EMBEDDED = """
+import fairque_redis.embedded as embedded
+
+def _refuse(*args, **kwargs):
+    raise RuntimeError("the embedded Valkey was started")
+
+embedded.EmbeddedValkey.__init__ = _refuse
+"""
+
+
+def run_pytest(
+    tmp_path: Path, test: str, *args: str, conftest: str = "", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "test_user.py").write_text(textwrap.dedent(test))
+    if conftest:
+        (tmp_path / "conftest.py").write_text(conftest)
+    child_env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRQUE_TEST_")}
+    child_env.update(env or {})
+    child_env.pop("PYTEST_ADDOPTS", None)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        cwd=tmp_path,
+        env=child_env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+
+
+def test_the_entry_point_names_the_plugin() -> None:
+    from importlib.metadata import entry_points
+
+    found = [ep for ep in entry_points(group="pytest11") if ep.name == "fairque"]
+    assert [ep.value for ep in found] == ["fairque_testing.plugin"]
+    assert found[0].load() is plugin
+
+
+def test_fixtures_and_options_are_listed(tmp_path: Path) -> None:
+    result = run_pytest(tmp_path, "def test_nothing():\n    pass\n", "--fixtures", "--help")
+    assert result.returncode == 0, result.stdout + result.stderr
+    for name in ("--fairque-url", "--fairque-cluster", "FAIRQUE_TEST_URL"):
+        assert name in result.stdout
+
+
+def test_memory_queue_needs_no_server(tmp_path: Path) -> None:
+    test = """
+    from fairque_testing import Load, assert_fair, fairness_report, simulate
+
+    def test_fair(fairque_memory_queue, fairque_clock, request):
+        sim = simulate(fairque_memory_queue, Load.flood("a", 30) + Load.flood("b", 30))
+        assert_fair(fairness_report(sim))
+        assert "fairque_server" not in request.fixturenames
+    """
+    result = run_pytest(tmp_path, test, conftest=NO_EMBEDDED)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed" in result.stdout
+
+
+def test_a_server_queue_with_the_embedded_default(tmp_path: Path) -> None:
+    test = """
+    def test_queue(fairque_queue, fairque_server):
+        assert fairque_server.embedded and not fairque_server.cluster
+        assert fairque_queue.backend.__class__.__name__ == "RedisBackend"
+        assert fairque_queue.name.startswith("fqtest-")
+    """
+    result = run_pytest(tmp_path, test)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("how", ["option", "env"])
+def test_url_runs_the_tests_on_that_server_and_cleans_up(
+    tmp_path: Path, valkey_server: EmbeddedValkey, how: str
+) -> None:
+    client: Any = redis.Redis.from_url(valkey_server.url)
+    client.set("user-key", "kept")
+    test = f"""
+    from fairque_testing import Load, simulate
+
+    def test_queue(fairque_queue, fairque_server):
+        assert fairque_server.url == {valkey_server.url!r}
+        assert not fairque_server.embedded
+        fairque_queue.push_batch([])
+        simulate(fairque_queue, Load.flood("a", 5) + Load.delayed("b", 2, delay=60))
+        fairque_queue.set_tenant_weight("a", 2)
+    """
+    if how == "option":
+        result = run_pytest(
+            tmp_path, test, f"--fairque-url={valkey_server.url}", conftest=NO_EMBEDDED
+        )
+    else:
+        env = {"FAIRQUE_TEST_URL": valkey_server.url}
+        result = run_pytest(tmp_path, test, conftest=NO_EMBEDDED, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "fairque: test queues on " + valkey_server.url in result.stdout
+    # the test's queue left no key behind, and other keys were not touched
+    assert list(client.scan_iter(match="fq:{fqtest-*")) == []
+    assert client.get("user-key") == b"kept"
+    client.delete("user-key")
+    client.close()
+
+
+def test_loading_the_plugin_imports_nothing_of_fairque() -> None:
+    code = (
+        "import sys, fairque_testing.plugin; "
+        "print(sorted(m for m in sys.modules if m.startswith('fairque')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    assert out.strip() == "['fairque_testing', 'fairque_testing.plugin']"
