@@ -26,14 +26,15 @@ the model and Redis on the same operations, so a rule changed here must change t
 
 Where the known follow-ups go (issue 11): a virtual time per tier replaces
 :meth:`FairState.virtual_time` / :meth:`FairState._advance_virtual_time`; an activation-order
-tie-break replaces :meth:`FairState._order`; rescaling a tenant's lag on a weight change goes
+tie-break replaces :meth:`FairState._order_key`; rescaling a tenant's lag on a weight change goes
 into :meth:`FairState.set_weight`; a refund of an unstarted turn is the inverse of the pass
 step in :meth:`FairState.serve` (``charge`` below).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from operator import itemgetter
 
 import attrs
 
@@ -43,6 +44,8 @@ __all__ = ["DEFAULT_STRIDE", "FairState", "TenantPass", "charge"]
 
 DEFAULT_STRIDE = stride_for(1.0)
 """The stride of a tenant nobody gave a weight (weight 1)."""
+
+_PASS_THEN_ID: Callable[[tuple[str, int]], tuple[int, str]] = itemgetter(1, 0)
 
 
 @attrs.define
@@ -130,22 +133,25 @@ class FairState:
         ``groups`` is ``[None]`` for an unrestricted claim, else the worker's groups in order
         (``[assigned, steal]``).
         """
+        order = self._order_key()
         for group in groups:
             if group is None:
                 if not self.active:
                     return None
                 members = self.active[max(self.active)]
-                return min(members, key=lambda uid: self._order(uid, members[uid]))
-            best: tuple[int, tuple[int, str], str] | None = None
+                user_id, _pass = min(members.items(), key=order)
+                return user_id
+            best: tuple[int, tuple[int, str]] | None = None
+            best_id: str | None = None
             for user_id in group:
                 if not self.is_active(user_id):
                     continue
                 tenant = self.tenants[user_id]
-                key = (-self.tier_of(tenant), self._order(user_id, tenant.pass_), user_id)
+                key = (-self.tier_of(tenant), order((user_id, tenant.pass_)))
                 if best is None or key < best:
-                    best = key
-            if best is not None:
-                return best[2]
+                    best, best_id = key, user_id
+            if best_id is not None:
+                return best_id
         return None
 
     def serve(self, user_id: str, *, still_ready: bool) -> None:
@@ -174,10 +180,11 @@ class FairState:
             self.active.setdefault(self.tier_of(tenant), {})[user_id] = tenant.pass_
 
     # ------------------------------------------------------------------ the seams
-    def _order(self, user_id: str, pass_: int) -> tuple[int, str]:
-        """The order inside one tier: lower pass first, ties by tenant id (Lua compares the
-        ids byte by byte; Python's code-point order agrees for UTF-8)."""
-        return (pass_, user_id)
+    def _order_key(self) -> Callable[[tuple[str, int]], tuple[int, str]]:
+        """The order inside one tier, as a sort key over ``(tenant id, pass)`` items: lower
+        pass first, ties by tenant id (Lua compares the ids byte by byte; Python's code-point
+        order agrees for UTF-8)."""
+        return _PASS_THEN_ID
 
     def _advance_virtual_time(self, tier: int, pass_: int) -> None:
         del tier
