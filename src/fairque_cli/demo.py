@@ -8,7 +8,7 @@ queue so neither sees the other's leftovers:
 2. *flood*: the same, plus the ``flood`` tenant pushing twenty times as many tasks as the
    others on average (with ``push_batch``), so its backlog grows without bound.
 
-A pool of worker threads drains the queue with ``pop_batch`` / ``finish_many``; every task
+A pool of worker threads drains the queue with ``claim_batch`` / ``finish_batch``; every task
 "works" for ``--work-ms`` milliseconds, which bounds the service rate and keeps the queue
 contended (fairness only shows when there is contention). The figures (service shares, Jain's
 index, waits) are computed by the pure functions of :mod:`fairque_cli.metrics`.
@@ -205,7 +205,7 @@ class _Phase:
         work = self.opts.work_ms / 1000.0
         tally = self.tally
         while not self.stop.is_set():
-            tasks = self.queue.pop_batch(self.opts.batch, worker_id=worker_id)
+            tasks = self.queue.claim_batch(self.opts.batch, worker_id=worker_id)
             if not tasks:
                 self.stop.wait(_TICK)
                 continue
@@ -219,7 +219,7 @@ class _Phase:
                         tally.ahead[task.user_id].append(tally.started_total - mark)
                     tally.started_total += 1
                 time.sleep(work)  # the "work"
-            flags = self.queue.finish_many([(task, None) for task in tasks])
+            flags = self.queue.finish_batch([(task, None) for task in tasks])
             with tally.lock:
                 for task, ok in zip(tasks, flags, strict=False):
                     if ok:

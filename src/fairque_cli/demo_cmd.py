@@ -49,7 +49,7 @@ def add_demo(sub: SubCommands) -> None:
         "--duration", type=float, default=15.0, metavar="S", help="total seconds (both phases)"
     )
     p.add_argument("--workers", type=int, default=4, help="worker threads")
-    p.add_argument("--batch", type=int, default=2, help="tasks claimed per pop_batch")
+    p.add_argument("--batch", type=int, default=2, help="tasks claimed per claim_batch")
     p.add_argument("--work-ms", type=float, default=2.0, help="time each task 'works'")
     p.add_argument("--light-rate", type=float, default=15.0, help="tasks/s per light tenant")
     p.add_argument("--flood-factor", type=float, default=20.0, help="flood pushes x the others")

@@ -41,7 +41,7 @@ def every_state(valkey_server: Any, queue_name: str) -> Iterator[tuple[FairQueue
     )
     queue.push(Task.create("alice", task_id="deferred", depends_on=["queued"]))
     for user in ("bob", "dave", "erin"):
-        task = queue.pop([user])
+        task = queue.claim([user])
         assert task is not None
         if user == "dave":
             assert queue.fail(task, RuntimeError("boom")) is TaskState.FAILED

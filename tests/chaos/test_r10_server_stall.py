@@ -69,7 +69,7 @@ def test_r10_sigstop_the_server_past_the_leases(queue_name: str, tmp_path: Path)
                 10,
                 "the worker running 4 tasks",
             )
-            held = queue.pop_batch(HELD, ["h"], worker_id="stalled")
+            held = queue.claim_batch(HELD, ["h"], worker_id="stalled")
             assert sorted(t.task_id for t in held) == held_ids
             for task in held:
                 history.record("exec:start", task.task_id, token=task.lease and task.lease.token)
@@ -88,7 +88,7 @@ def test_r10_sigstop_the_server_past_the_leases(queue_name: str, tmp_path: Path)
                 with pytest.raises(LeaseLostError):
                     queue.finish(task, {"late": True})
                 assert queue.get_state(task.task_id) is TaskState.QUEUED
-            again = queue.pop_batch(HELD, ["h"], worker_id="rescuer")
+            again = queue.claim_batch(HELD, ["h"], worker_id="rescuer")
             assert sorted(t.task_id for t in again) == held_ids
             assert all(
                 t.lease and t.lease.token not in {h.lease and h.lease.token for h in held}

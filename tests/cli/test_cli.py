@@ -92,7 +92,7 @@ def test_stats_lists_the_queue_tenants_when_none_are_named(
             tasks = [Task.create(user, Priority.NORMAL, {"n": n}) for n in range(max(depth, 1))]
             queue.push_batch(tasks)
         # dyn-d's only task is finished: nothing ready, still a tenant of the queue
-        [claimed] = queue.pop_batch(1, ["dyn-d"])
+        [claimed] = queue.claim_batch(1, ["dyn-d"])
         queue.finish(claimed, {"ok": True})
     base = ("--url", server_url, "--queue", queue_name)
 
@@ -142,7 +142,7 @@ def test_dlq_list_on_an_empty_dlq(server_url: str, queue_name: str) -> None:
 def _dead_task(server_url: str, queue_name: str, user: str) -> str:
     with connect(server_url, queue=queue_name) as queue:
         queue.push(Task.create(user, Priority.NORMAL, {"boom": True}, max_retries=0))
-        task = queue.pop()
+        task = queue.claim()
         assert task is not None
         queue.fail(task, RuntimeError("handler exploded"))
         assert queue.get_state(task.task_id) is TaskState.FAILED

@@ -38,7 +38,7 @@ def test_connect_to_a_url_from_the_environment(
         assert queue.config.lease_seconds == 12
         assert getattr(queue, "server", None) is None  # nothing embedded was started
         queue.push(Task.create("big", Priority.HIGH, {"x": 1}))
-        task = queue.pop()
+        task = queue.claim()
         assert task is not None
         assert task.lease is not None
         queue.finish(task)
@@ -66,7 +66,7 @@ def test_aconnect(valkey_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
         queue = await aconnect(valkey_server.url, queue=name, lease_seconds=5)
         async with queue:
             await queue.push(Task.create("bob", Priority.NORMAL, {"n": 1}))
-            task = await queue.pop()
+            task = await queue.claim()
             assert task is not None
             await queue.finish(task)
             assert (await queue.get_stats())["finished"] == 1

@@ -4,7 +4,7 @@ Worker A claims the task and its handler blocks past the lease while A does not 
 A's ``heartbeat_interval_seconds`` is set far beyond the lease (``WorkerConfig`` knob; the
 control thread, not the handler, heartbeats, so a busy handler alone cannot stop it, see the
 last test). Worker B's reaper returns the expired lease to the queue, B claims the task, runs it
-and finishes it. Then A's handler returns (or raises), and A's finish (a batch ``finish_many``)
+and finishes it. Then A's handler returns (or raises), and A's finish (a batch ``finish_batch``)
 reports the lease lost, or A's ``fail`` gets ``LeaseLostError``, or A's late heartbeat finds the
 lease gone and drops the outcome. Checked every time: B's result is the stored one, the task is
 FINISHED, the ``finished`` counter and the ``finished`` events are exactly 1, nothing went to the
@@ -149,7 +149,7 @@ def stale_calls_are_refused(queue: FairQueue, stale: Task) -> None:
         queue.heartbeat(stale)
     with pytest.raises(LeaseLostError):
         queue.release(stale)
-    assert queue.finish_many([(stale, {"by": "A, late"})]) == [False]
+    assert queue.finish_batch([(stale, {"by": "A, late"})]) == [False]
 
 
 class BlockingHandler(TaskHandler):
@@ -290,7 +290,7 @@ async def async_stale_calls_are_refused(queue: AsyncFairQueue, stale: Task) -> N
         await queue.heartbeat(stale)
     with pytest.raises(LeaseLostError):
         await queue.release(stale)
-    assert await queue.finish_many([(stale, {"by": "A, late"})]) == [False]
+    assert await queue.finish_batch([(stale, {"by": "A, late"})]) == [False]
 
 
 @pytest.mark.parametrize("outcome", OUTCOMES)

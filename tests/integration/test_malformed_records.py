@@ -10,7 +10,7 @@ What the product does, pinned here:
 - a body the codecs cannot decode (invalid JSON or UTF-8, 100 000 levels of nesting,
   NaN/Infinity, not an object, a multi-MB blob, a pickle under any content type), meta that
   parses but does not make a valid Task (NaN ``created_at``, infinite delay, bad headers,
-  negative counts) and a negative retry count: the claim (``pop_batch``) moves the task to the
+  negative counts) and a negative retry count: the claim (``claim_batch``) moves the task to the
   DLQ as ``poisoned`` with the reason ``"TaskSerializationError: ..."`` and never hands it out;
 - a registered-handler task with an unknown name, or arguments of the wrong shape: the handler
   raises ``UnknownTaskError`` / ``TaskSerializationError`` and the worker dead-letters it as
@@ -398,7 +398,7 @@ def test_async_worker_poisons_bad_records_and_finishes_every_good_task(
 # The claim script returns the record's ``p``, ``rc``, ``m``, ``b`` and ``rec`` fields, and
 # ``fairque_redis._plan.decode_message`` (with ``int(reply[i + 6])``) parses them in the claim's
 # reply parser, OUTSIDE the engine's poison handling: a raw ValueError / TypeError /
-# RecursionError escapes ``pop_batch`` after the server already leased the whole batch.
+# RecursionError escapes ``claim_batch`` after the server already leased the whole batch.
 
 RECORD_LEVEL: dict[str, Corruption] = {
     "meta-invalid-json": lambda _f, _p: {"m": b"[not json"},
@@ -450,7 +450,7 @@ def test_unreadable_record_is_poisoned_at_claim(valkey_server: Any, kind: str) -
     with raw_queue(valkey_server.url) as (queue, raw):
         queue.push(Task.create("mallory", payload={"x": 1}, task_id="bad"))
         corrupt_record(queue, raw, "bad", RECORD_LEVEL[kind])
-        assert queue.pop_batch(4, worker_id="w") == []
+        assert queue.claim_batch(4, worker_id="w") == []
         assert queue.get_state("bad") is TaskState.FAILED
         assert ft_of(queue, raw, "bad") == b"poisoned"
 
@@ -462,7 +462,7 @@ def test_unreadable_record_does_not_strand_good_tasks_claimed_with_it(
         queue.push(Task.create("alice", payload={"x": 1}, task_id="good"))
         queue.push(Task.create("mallory", payload={"x": 1}, task_id="bad"))
         corrupt_record(queue, raw, "bad", RECORD_LEVEL["meta-invalid-json"])
-        got = queue.pop_batch(2, worker_id="w")
+        got = queue.claim_batch(2, worker_id="w")
         assert [t.task_id for t in got] == ["good"]
 
 
@@ -504,7 +504,7 @@ def test_list_dlq_lists_an_entry_with_unreadable_meta(valkey_server: Any) -> Non
     with raw_queue(valkey_server.url) as (queue, raw):
         queue.push(Task.create("mallory", payload={"x": 1}, task_id="bad"))
         corrupt_record(queue, raw, "bad", RECORD_LEVEL["meta-invalid-json"])
-        assert queue.pop_batch(1, worker_id="w") == []
+        assert queue.claim_batch(1, worker_id="w") == []
         assert ft_of(queue, raw, "bad") == b"poisoned"
         [entry] = queue.list_dlq()
         assert entry.entry_id == "bad"
@@ -518,7 +518,7 @@ def test_list_dlq_lists_an_entry_with_unreadable_meta(valkey_server: Any) -> Non
 def test_reaper_handles_a_record_with_unreadable_recoveries(valkey_server: Any) -> None:
     with raw_queue(valkey_server.url, lease_seconds=0.2) as (queue, raw):
         queue.push(Task.create("mallory", payload={"x": 1}, task_id="bad"))
-        [claimed] = queue.pop_batch(1, worker_id="w")
+        [claimed] = queue.claim_batch(1, worker_id="w")
         raw.hset(queue.backend.keys.task("bad"), "rec", b"several")  # damaged while leased
         time.sleep(0.3)
         assert queue.requeue_expired() == 1
@@ -535,9 +535,9 @@ def test_a_record_missing_its_tenant_reads_as_absent(valkey_server: Any) -> None
         queue.push(Task.create("alice", payload={"x": 1}, task_id="good"))
         queue.push(Task.create("mallory", payload={"x": 1}, task_id="bad"))
         raw.hdel(queue.backend.keys.task("bad"), "u")
-        claimed = {t.task_id: t for t in queue.pop_batch(2, worker_id="w")}
+        claimed = {t.task_id: t for t in queue.claim_batch(2, worker_id="w")}
         assert set(claimed) == {"good", "bad"}
-        flags = queue.finish_many([(claimed["good"], 1), (claimed["bad"], 2)])
+        flags = queue.finish_batch([(claimed["good"], 1), (claimed["bad"], 2)])
         assert flags == [True, False]
         assert queue.get_state("good") is TaskState.FINISHED
         assert queue.get_result("good") == 1
@@ -552,7 +552,7 @@ def test_async_claim_poisons_an_unreadable_record(valkey_server: Any) -> None:
     async def scenario(name: str) -> list[str]:
         queue = await aconnect(valkey_server.url, queue=name)
         async with queue:
-            got = await queue.pop_batch(4, worker_id="aw")
+            got = await queue.claim_batch(4, worker_id="aw")
             return [t.task_id for t in got]
 
     with raw_queue(valkey_server.url) as (queue, raw):

@@ -111,7 +111,7 @@ def _config(server: TlsRedisServer, ca: Path, **redis: Any) -> FairQueueConfig:
 
 def _round_trip(queue: FairQueue) -> None:
     task_id = queue.push(Task.create("alice", payload={"n": 1}))
-    [task] = queue.pop_batch(1)
+    [task] = queue.claim_batch(1)
     assert task.task_id == task_id
     queue.finish(task, {"ok": True})
     assert queue.get_state(task_id) is TaskState.FINISHED
@@ -140,7 +140,7 @@ def test_async_backend_over_tls(tls_server: TlsRedisServer, certs: Path) -> None
     async def scenario() -> TaskState | None:
         async with await AsyncFairQueue.from_config(_config(tls_server, certs / "ca.pem")) as q:
             task_id = await q.push(Task.create("bob"))
-            [task] = await q.pop_batch(1)
+            [task] = await q.claim_batch(1)
             await q.finish(task, None)
             return await q.get_state(task_id)
 

@@ -65,7 +65,7 @@ def test_plugins_md_examples_run(url: str) -> None:
     # the first example counts finished tasks: drive one task through its queue
     queue = FairQueue(InMemoryBackend(), plugins=[counter := namespace["CountFinished"]()])
     queue.push(Task.create("tenant", payload={"n": uuid.uuid4().hex}))
-    claimed = queue.pop()
+    claimed = queue.claim()
     assert claimed is not None
     queue.finish(claimed, None)
     assert counter.finished == 1

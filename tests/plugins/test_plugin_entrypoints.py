@@ -55,7 +55,7 @@ def test_example_audit_plugin_loads_from_entry_point_and_sees_events(
         assert audit.queue_name == name  # fairque_configure reached it
         task = Task.create("tenant-a", payload={"n": 1})
         queue.push(task)
-        claimed = queue.pop()
+        claimed = queue.claim()
         assert claimed is not None
         assert "x-audit-pushed-at" in claimed.headers  # its fairque_push_headers ran
         queue.finish(claimed, {"ok": True})

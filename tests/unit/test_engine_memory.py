@@ -57,7 +57,7 @@ def test_push_pop_finish_round_trip(queue: FairQueue, host: RecordingHost) -> No
     task = Task.create("alice", Priority.HIGH, {"n": 1, "s": "x"}, name="job")
     assert queue.push(task) == task.task_id
     assert queue.get_state(task.task_id) is TaskState.QUEUED
-    got = queue.pop(worker_id="w1")
+    got = queue.claim(worker_id="w1")
     assert got is not None
     assert got.task_id == task.task_id
     assert got.payload == {"n": 1, "s": "x"}
@@ -69,7 +69,7 @@ def test_push_pop_finish_round_trip(queue: FairQueue, host: RecordingHost) -> No
     assert queue.get_state(task.task_id) is TaskState.FINISHED
     assert queue.get_result(task.task_id) == {"ok": True}
     assert [e for e, _ in host.events] == ["pushed", "started", "finished"]
-    assert queue.pop() is None
+    assert queue.claim() is None
 
 
 def test_push_is_idempotent_and_get_task_decodes(queue: FairQueue) -> None:
@@ -87,7 +87,7 @@ def test_push_is_idempotent_and_get_task_decodes(queue: FairQueue) -> None:
 def test_push_headers_are_merged_before_encoding(queue: FairQueue, host: RecordingHost) -> None:
     host.extra_headers = {"traceparent": "00-abc-def-01"}
     queue.push(Task.create("alice", headers={"mine": "1"}))
-    got = queue.pop()
+    got = queue.claim()
     assert got is not None
     assert dict(got.headers) == {"mine": "1", "traceparent": "00-abc-def-01"}
 
@@ -103,9 +103,9 @@ def test_execute_after_becomes_a_delay(queue: FairQueue, clock: FakeClock) -> No
     task = Task.create("alice", execute_after=__import__("time").time() + 30)
     queue.push(task)
     assert queue.get_state(task.task_id) is TaskState.SCHEDULED
-    assert queue.pop() is None
+    assert queue.claim() is None
     clock.advance(31)
-    assert queue.pop() is not None
+    assert queue.claim() is not None
 
 
 def test_push_batch_orders_parents_first_and_keeps_fifo(queue: FairQueue, clock: FakeClock) -> None:
@@ -114,12 +114,12 @@ def test_push_batch_orders_parents_first_and_keeps_fifo(queue: FairQueue, clock:
     other = Task.create("alice", task_id="other")
     assert queue.push_batch([child, parent, other]) == ["child", "parent", "other"]
     assert queue.get_state("child") is TaskState.DEFERRED
-    first = queue.pop()
+    first = queue.claim()
     assert first is not None
     assert first.task_id == "parent"
     clock.advance(1)  # the child becomes ready when its parent finishes, after "other"
     queue.finish(first)
-    ids = [t.task_id for t in queue.pop_batch(5)]
+    ids = [t.task_id for t in queue.claim_batch(5)]
     assert ids == ["other", "child"]
 
 
@@ -146,7 +146,7 @@ def test_poisoned_payload_goes_to_dlq_and_pop_continues(
     )
     backend.push(Message(task_id="list", user_id="alice", priority=Priority.NORMAL, body=b"[1, 2]"))
     queue.push(Task.create("alice", payload={"fine": 1}, task_id="good"))
-    got = queue.pop()
+    got = queue.claim()
     assert got is not None
     assert got.task_id == "good"
     dlq = {e.entry_id: e for e in queue.list_dlq()}
@@ -159,7 +159,7 @@ def test_poisoned_payload_goes_to_dlq_and_pop_continues(
 def test_pop_batch_only_poison_returns_empty(queue: FairQueue, backend: InMemoryBackend) -> None:
     for i in range(3):
         backend.push(Message(task_id=f"p{i}", user_id="u", priority=Priority.LOW, body=b"\xff"))
-    assert queue.pop_batch(2) == []
+    assert queue.claim_batch(2) == []
     assert queue.get_stats()["dlq"] == 3
 
 
@@ -168,7 +168,7 @@ def test_retries_then_dlq(queue: FairQueue, clock: FakeClock, host: RecordingHos
     queue.push(Task.create("alice", task_id="flaky", max_retries=2))
     states = []
     for _ in range(3):
-        got = queue.pop()
+        got = queue.claim()
         assert got is not None
         states.append(queue.fail(got, RuntimeError("boom")))
     assert states == [TaskState.SCHEDULED, TaskState.SCHEDULED, TaskState.FAILED]
@@ -186,7 +186,7 @@ def test_unknown_task_error_is_poison_whatever_the_policy(
 
     host.retry_delay = 0.0
     queue.push(Task.create("alice", task_id="x", name="nope"))
-    got = queue.pop()
+    got = queue.claim()
     assert got is not None
     assert queue.fail(got, UnknownTaskError("nope")) is TaskState.FAILED
     assert queue.list_dlq()[0].failure_type is FailureType.POISONED
@@ -199,7 +199,7 @@ def test_lease_needed_for_acks(queue: FairQueue) -> None:
         queue.finish(task)
     with pytest.raises(LeaseLostError):
         queue.fail(task, RuntimeError())
-    got = queue.pop()
+    got = queue.claim()
     assert got is not None
     stale = attrs.evolve(got, lease=attrs.evolve(got.lease, token="stale"))
     with pytest.raises(LeaseLostError):
@@ -208,7 +208,7 @@ def test_lease_needed_for_acks(queue: FairQueue) -> None:
 
 def test_heartbeat_extends_and_release_returns(queue: FairQueue, clock: FakeClock) -> None:
     queue.push(Task.create("alice", task_id="t"))
-    got = queue.pop()
+    got = queue.claim()
     assert got is not None
     assert got.lease is not None
     clock.advance(5)
@@ -217,7 +217,7 @@ def test_heartbeat_extends_and_release_returns(queue: FairQueue, clock: FakeCloc
     assert beat.lease.deadline == pytest.approx(got.lease.deadline + 5)
     queue.release(beat)
     assert queue.get_state("t") is TaskState.QUEUED
-    again = queue.pop()
+    again = queue.claim()
     assert again is not None
     assert again.retry_count == 0
 
@@ -225,12 +225,12 @@ def test_heartbeat_extends_and_release_returns(queue: FairQueue, clock: FakeCloc
 def test_requeue_expired_and_finish_many(queue: FairQueue, clock: FakeClock) -> None:
     for i in range(4):
         queue.push(Task.create("alice", task_id=f"t{i}"))
-    first = queue.pop_batch(2)
+    first = queue.claim_batch(2)
     clock.advance(11)
     assert queue.requeue_expired() == 2
-    batch = queue.pop_batch(4)
+    batch = queue.claim_batch(4)
     assert len(batch) == 4
-    flags = queue.finish_many([(t, i) for i, t in enumerate(batch)] + [(first[0], None)])
+    flags = queue.finish_batch([(t, i) for i, t in enumerate(batch)] + [(first[0], None)])
     assert flags == [True, True, True, True, False]
     assert queue.get_result(batch[3].task_id) == 3
 
@@ -244,11 +244,11 @@ def test_sizes_stats_weights_cancel_and_dlq_admin(queue: FairQueue) -> None:
     assert sizes["bob"]["critical"] == 1
     assert queue.cancel("a1") is True
     assert queue.cancel("a1") is False
-    got = queue.pop()
+    got = queue.claim()
     assert got is not None
     queue.fail(got, TaskValidationError("x", 1, "bad"))  # policy decides; the stub dead-letters
     assert queue.requeue_dlq() == 1
-    got = queue.pop()
+    got = queue.claim()
     assert got is not None
     queue.fail(got, RuntimeError("again"))
     assert queue.purge_dlq() == 1
@@ -265,7 +265,7 @@ def test_from_config_memory_applies_weights(host: RecordingHost) -> None:
         for i in range(6):
             queue.push(Task.create("alice", task_id=f"a{i}"))
             queue.push(Task.create("bob", task_id=f"b{i}"))
-        users = [t.user_id for t in queue.pop_batch(8)]
+        users = [t.user_id for t in queue.claim_batch(8)]
         assert users.count("alice") == 6
         assert users.count("bob") == 2
 
@@ -282,7 +282,7 @@ def test_default_plugin_host_round_trip(backend: InMemoryBackend) -> None:
     pytest.importorskip("fairque_core.app.plugin_host")
     with FairQueue(backend) as queue:
         queue.push(Task.create("alice", payload={"k": "v"}))
-        got = queue.pop()
+        got = queue.claim()
         assert got is not None
         assert got.payload == {"k": "v"}
         queue.finish(got, [1, 2])
@@ -299,9 +299,9 @@ def test_async_engine_round_trip(clock: FakeClock, host: RecordingHost) -> None:
             await backend.push(
                 Message(task_id="bad", user_id="a", priority=Priority.LOW, body=b"x")
             )
-            got = await queue.pop_batch(5)
+            got = await queue.claim_batch(5)
             assert [t.task_id for t in got] == ids
-            assert await queue.finish_many([(t, None) for t in got[:2]]) == [True, True]
+            assert await queue.finish_batch([(t, None) for t in got[:2]]) == [True, True]
             beat = await queue.heartbeat(got[2])
             assert await queue.fail(beat, RuntimeError("x")) is TaskState.FAILED
             assert (await queue.list_dlq(failure_type=FailureType.POISONED))[0].entry_id == "bad"
@@ -337,7 +337,7 @@ def test_result_must_be_json(queue: FairQueue) -> None:
     from fairque_core import TaskSerializationError
 
     queue.push(Task.create("alice"))
-    got = queue.pop()
+    got = queue.claim()
     assert got is not None
     with pytest.raises(TaskSerializationError):
         queue.finish(got, object())
@@ -366,11 +366,11 @@ def test_heartbeat_many(backend: InMemoryBackend, clock: FakeClock, batched: boo
     wrapped = backend if batched else _NoBatchHeartbeat(backend)
     with FairQueue(wrapped) as queue:  # type: ignore[arg-type]
         queue.push_batch([Task.create("alice", task_id=t) for t in ("a", "b", "c")])
-        a, b, c = queue.pop_batch(3)
+        a, b, c = queue.claim_batch(3)
         queue.finish(c, None)
         unleased = Task.create("alice", task_id="never-claimed")
         clock.advance(5)
-        beats = queue.heartbeat_many([a, b, c, unleased])
+        beats = queue.heartbeat_batch([a, b, c, unleased])
         assert beats[2] is None, "finished: no lease any more"
         assert beats[3] is None, "never claimed: no lease"
         for old, new in zip((a, b), beats[:2], strict=True):
@@ -380,7 +380,7 @@ def test_heartbeat_many(backend: InMemoryBackend, clock: FakeClock, batched: boo
             assert new.task_id == old.task_id
             assert new.lease.token == old.lease.token
             assert new.lease.deadline == pytest.approx(old.lease.deadline + 5)
-        assert queue.heartbeat_many([]) == []
+        assert queue.heartbeat_batch([]) == []
     if not batched:
         assert wrapped.single_heartbeats == 3  # type: ignore[union-attr]
 
@@ -390,10 +390,10 @@ def test_async_heartbeat_many(clock: FakeClock) -> None:
         backend = AsyncInMemoryBackend(clock, config=QueueConfig(lease_seconds=5))
         async with AsyncFairQueue(backend) as queue:
             await queue.push_batch([Task.create("a", task_id=t) for t in ("x", "y")])
-            x, y = await queue.pop_batch(2)
+            x, y = await queue.claim_batch(2)
             await queue.finish(y, None)
             clock.advance(2)
-            return [x, *await queue.heartbeat_many([x, y])]
+            return [x, *await queue.heartbeat_batch([x, y])]
 
     x, beat_x, beat_y = asyncio.run(scenario())
     assert beat_y is None

@@ -21,6 +21,7 @@ from typing import Any
 from fairque_core.app import engine_support as common
 from fairque_core.app.backend_loading import open_backend
 from fairque_core.app.config import FairQueueConfig, QueueConfig
+from fairque_core.app.deprecation import renamed_keyword, warn_renamed
 from fairque_core.app.messages import (
     decode_claimed,
     decode_message,
@@ -154,6 +155,21 @@ class FairQueue:
         return [t.task_id for t in tasks]
 
     # ------------------------------------------------------------------ claim
+    def claim(
+        self,
+        assigned: Sequence[str] | None = None,
+        *,
+        steal: Sequence[str] | None = None,
+        worker_id: str = "",
+    ) -> Task | None:
+        """Claim the next task fairly (with a lease), or None when nothing is ready.
+
+        ``assigned`` tenants are served first (fairly among themselves), then ``steal`` ones;
+        with neither, every tenant.
+        """
+        tasks = self.claim_batch(1, assigned, steal=steal, worker_id=worker_id)
+        return tasks[0] if tasks else None
+
     def pop(
         self,
         user_list: Sequence[str] | None = None,
@@ -161,14 +177,26 @@ class FairQueue:
         steal: Sequence[str] | None = None,
         worker_id: str = "",
     ) -> Task | None:
-        """Claim the next task fairly (with a lease), or None when nothing is ready."""
-        tasks = self.pop_batch(1, user_list, steal=steal, worker_id=worker_id)
-        return tasks[0] if tasks else None
+        """Deprecated alias of :meth:`claim` (ADR 23)."""
+        warn_renamed(f"{type(self).__name__}.pop", "claim")
+        return self.claim(user_list, steal=steal, worker_id=worker_id)
 
     def pop_batch(
         self,
         count: int,
         user_list: Sequence[str] | None = None,
+        *,
+        steal: Sequence[str] | None = None,
+        worker_id: str = "",
+    ) -> list[Task]:
+        """Deprecated alias of :meth:`claim_batch` (ADR 23)."""
+        warn_renamed(f"{type(self).__name__}.pop_batch", "claim_batch")
+        return self.claim_batch(count, user_list, steal=steal, worker_id=worker_id)
+
+    def claim_batch(
+        self,
+        count: int,
+        assigned: Sequence[str] | None = None,
         *,
         steal: Sequence[str] | None = None,
         worker_id: str = "",
@@ -182,7 +210,7 @@ class FairQueue:
             want = count - len(out)
             claimed = self._backend.claim(
                 worker_id=worker_id,
-                assigned=user_list or None,
+                assigned=assigned or None,
                 steal=steal or None,
                 count=want,
                 lease_seconds=self._config.lease_seconds,
@@ -236,6 +264,13 @@ class FairQueue:
         self._event("finished", task, run_seconds=run_seconds)
 
     def finish_many(
+        self, items: Sequence[tuple[Task, object]], *, run_seconds: Sequence[float] | None = None
+    ) -> list[bool]:
+        """Deprecated alias of :meth:`finish_batch` (ADR 23)."""
+        warn_renamed(f"{type(self).__name__}.finish_many", "finish_batch")
+        return self.finish_batch(items, run_seconds=run_seconds)
+
+    def finish_batch(
         self, items: Sequence[tuple[Task, object]], *, run_seconds: Sequence[float] | None = None
     ) -> list[bool]:
         """Finish many claimed tasks in one backend call; True per task finished.
@@ -316,9 +351,14 @@ class FairQueue:
         return common.with_deadline(task, deadline)
 
     def heartbeat_many(self, tasks: Sequence[Task]) -> list[Task | None]:
+        """Deprecated alias of :meth:`heartbeat_batch` (ADR 23)."""
+        warn_renamed(f"{type(self).__name__}.heartbeat_many", "heartbeat_batch")
+        return self.heartbeat_batch(tasks)
+
+    def heartbeat_batch(self, tasks: Sequence[Task]) -> list[Task | None]:
         """Extend many leases in one backend call: per task, the task with its new deadline,
         or None when its lease is lost or it carries none (that task changes nothing; the
-        others are extended), as ``finish_many`` does.
+        others are extended), as ``finish_batch`` does.
         """
         items, positions = common.leased_items(tasks)
         if not items:
@@ -347,8 +387,9 @@ class FairQueue:
     def cancel(self, task_id: str) -> bool:
         return self._backend.cancel(task_id)
 
-    def set_tenant_weight(self, user_id: str, weight: float, *, tier: int = 0) -> None:
-        self._backend.set_tenant_weight(user_id, weight, tier=tier)
+    @renamed_keyword("FairQueue", "user_id", "tenant")
+    def set_tenant_weight(self, tenant: str, weight: float, *, tier: int = 0) -> None:
+        self._backend.set_tenant_weight(tenant, weight, tier=tier)
 
     def requeue_expired(self, limit: int = 100) -> int:
         """The reaper: expired leases back to their queue (workers call this periodically)."""
@@ -378,19 +419,22 @@ class FairQueue:
         """The finished task's result (decoded JSON), or None."""
         return decode_result(self._backend.get_result(task_id))
 
-    def get_queue_sizes(self, user_id: str) -> dict[str, int]:
-        sizes = self._backend.queue_sizes([user_id])
-        return sizes[user_id].as_dict()
+    @renamed_keyword("FairQueue", "user_id", "tenant")
+    def get_queue_sizes(self, tenant: str) -> dict[str, int]:
+        sizes = self._backend.queue_sizes([tenant])
+        return sizes[tenant].as_dict()
 
-    def get_queue_sizes_batch(self, user_ids: Sequence[str]) -> dict[str, dict[str, int]]:
-        sizes = self._backend.queue_sizes(list(user_ids))
-        return {user_id: s.as_dict() for user_id, s in sizes.items()}
+    @renamed_keyword("FairQueue", "user_ids", "tenants")
+    def get_queue_sizes_batch(self, tenants: Sequence[str]) -> dict[str, dict[str, int]]:
+        sizes = self._backend.queue_sizes(list(tenants))
+        return {tenant: s.as_dict() for tenant, s in sizes.items()}
 
     def get_stats(self) -> dict[str, Any]:
         return dict(self._backend.stats())
 
-    def get_tenant_stats(self, user_id: str) -> dict[str, int]:
-        return dict(self._backend.tenant_stats(user_id))
+    @renamed_keyword("FairQueue", "user_id", "tenant")
+    def get_tenant_stats(self, tenant: str) -> dict[str, int]:
+        return dict(self._backend.tenant_stats(tenant))
 
     def list_tenants(self, *, limit: int = 100, offset: int = 0) -> tuple[list[str], int]:
         """A page of the tenants the queue has seen (first-push order) and their total

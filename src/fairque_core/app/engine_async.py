@@ -23,6 +23,7 @@ from typing import Any
 from fairque_core.app import engine_support as common
 from fairque_core.app.backend_loading import open_async_backend
 from fairque_core.app.config import FairQueueConfig, QueueConfig
+from fairque_core.app.deprecation import renamed_keyword, warn_renamed
 from fairque_core.app.messages import (
     decode_claimed,
     decode_message,
@@ -156,6 +157,21 @@ class AsyncFairQueue:
         return [t.task_id for t in tasks]
 
     # ------------------------------------------------------------------ claim
+    async def claim(
+        self,
+        assigned: Sequence[str] | None = None,
+        *,
+        steal: Sequence[str] | None = None,
+        worker_id: str = "",
+    ) -> Task | None:
+        """Claim the next task fairly (with a lease), or None when nothing is ready.
+
+        ``assigned`` tenants are served first (fairly among themselves), then ``steal`` ones;
+        with neither, every tenant.
+        """
+        tasks = await self.claim_batch(1, assigned, steal=steal, worker_id=worker_id)
+        return tasks[0] if tasks else None
+
     async def pop(
         self,
         user_list: Sequence[str] | None = None,
@@ -163,14 +179,26 @@ class AsyncFairQueue:
         steal: Sequence[str] | None = None,
         worker_id: str = "",
     ) -> Task | None:
-        """Claim the next task fairly (with a lease), or None when nothing is ready."""
-        tasks = await self.pop_batch(1, user_list, steal=steal, worker_id=worker_id)
-        return tasks[0] if tasks else None
+        """Deprecated alias of :meth:`claim` (ADR 23)."""
+        warn_renamed(f"{type(self).__name__}.pop", "claim")
+        return await self.claim(user_list, steal=steal, worker_id=worker_id)
 
     async def pop_batch(
         self,
         count: int,
         user_list: Sequence[str] | None = None,
+        *,
+        steal: Sequence[str] | None = None,
+        worker_id: str = "",
+    ) -> list[Task]:
+        """Deprecated alias of :meth:`claim_batch` (ADR 23)."""
+        warn_renamed(f"{type(self).__name__}.pop_batch", "claim_batch")
+        return await self.claim_batch(count, user_list, steal=steal, worker_id=worker_id)
+
+    async def claim_batch(
+        self,
+        count: int,
+        assigned: Sequence[str] | None = None,
         *,
         steal: Sequence[str] | None = None,
         worker_id: str = "",
@@ -184,7 +212,7 @@ class AsyncFairQueue:
             want = count - len(out)
             claimed = await self._backend.claim(
                 worker_id=worker_id,
-                assigned=user_list or None,
+                assigned=assigned or None,
                 steal=steal or None,
                 count=want,
                 lease_seconds=self._config.lease_seconds,
@@ -238,6 +266,13 @@ class AsyncFairQueue:
         self._event("finished", task, run_seconds=run_seconds)
 
     async def finish_many(
+        self, items: Sequence[tuple[Task, object]], *, run_seconds: Sequence[float] | None = None
+    ) -> list[bool]:
+        """Deprecated alias of :meth:`finish_batch` (ADR 23)."""
+        warn_renamed(f"{type(self).__name__}.finish_many", "finish_batch")
+        return await self.finish_batch(items, run_seconds=run_seconds)
+
+    async def finish_batch(
         self, items: Sequence[tuple[Task, object]], *, run_seconds: Sequence[float] | None = None
     ) -> list[bool]:
         """Finish many claimed tasks in one backend call; True per task finished.
@@ -318,9 +353,14 @@ class AsyncFairQueue:
         return common.with_deadline(task, deadline)
 
     async def heartbeat_many(self, tasks: Sequence[Task]) -> list[Task | None]:
+        """Deprecated alias of :meth:`heartbeat_batch` (ADR 23)."""
+        warn_renamed(f"{type(self).__name__}.heartbeat_many", "heartbeat_batch")
+        return await self.heartbeat_batch(tasks)
+
+    async def heartbeat_batch(self, tasks: Sequence[Task]) -> list[Task | None]:
         """Extend many leases in one backend call: per task, the task with its new deadline,
         or None when its lease is lost or it carries none (that task changes nothing; the
-        others are extended), as ``finish_many`` does.
+        others are extended), as ``finish_batch`` does.
         """
         items, positions = common.leased_items(tasks)
         if not items:
@@ -349,8 +389,9 @@ class AsyncFairQueue:
     async def cancel(self, task_id: str) -> bool:
         return await self._backend.cancel(task_id)
 
-    async def set_tenant_weight(self, user_id: str, weight: float, *, tier: int = 0) -> None:
-        await self._backend.set_tenant_weight(user_id, weight, tier=tier)
+    @renamed_keyword("FairQueue", "user_id", "tenant")
+    async def set_tenant_weight(self, tenant: str, weight: float, *, tier: int = 0) -> None:
+        await self._backend.set_tenant_weight(tenant, weight, tier=tier)
 
     async def requeue_expired(self, limit: int = 100) -> int:
         """The reaper: expired leases back to their queue (workers call this periodically)."""
@@ -380,19 +421,22 @@ class AsyncFairQueue:
         """The finished task's result (decoded JSON), or None."""
         return decode_result(await self._backend.get_result(task_id))
 
-    async def get_queue_sizes(self, user_id: str) -> dict[str, int]:
-        sizes = await self._backend.queue_sizes([user_id])
-        return sizes[user_id].as_dict()
+    @renamed_keyword("FairQueue", "user_id", "tenant")
+    async def get_queue_sizes(self, tenant: str) -> dict[str, int]:
+        sizes = await self._backend.queue_sizes([tenant])
+        return sizes[tenant].as_dict()
 
-    async def get_queue_sizes_batch(self, user_ids: Sequence[str]) -> dict[str, dict[str, int]]:
-        sizes = await self._backend.queue_sizes(list(user_ids))
-        return {user_id: s.as_dict() for user_id, s in sizes.items()}
+    @renamed_keyword("FairQueue", "user_ids", "tenants")
+    async def get_queue_sizes_batch(self, tenants: Sequence[str]) -> dict[str, dict[str, int]]:
+        sizes = await self._backend.queue_sizes(list(tenants))
+        return {tenant: s.as_dict() for tenant, s in sizes.items()}
 
     async def get_stats(self) -> dict[str, Any]:
         return dict(await self._backend.stats())
 
-    async def get_tenant_stats(self, user_id: str) -> dict[str, int]:
-        return dict(await self._backend.tenant_stats(user_id))
+    @renamed_keyword("FairQueue", "user_id", "tenant")
+    async def get_tenant_stats(self, tenant: str) -> dict[str, int]:
+        return dict(await self._backend.tenant_stats(tenant))
 
     async def list_tenants(self, *, limit: int = 100, offset: int = 0) -> tuple[list[str], int]:
         """A page of the tenants the queue has seen (first-push order) and their total

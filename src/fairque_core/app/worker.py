@@ -2,7 +2,7 @@
 
 One control thread owns every queue call: it claims in batches (only as many tasks as there
 are free places, plus an optional ``prefetch``), acknowledges finished tasks in batches
-(``finish_many``: one backend call), extends the leases of everything it holds, runs the
+(``finish_batch``: one backend call), extends the leases of everything it holds, runs the
 reaper, enforces task timeouts and backs off when the backend is unreachable. Handler code
 runs on pool threads that never touch the queue, so a slow handler cannot delay heartbeats and
 the in-memory backend needs no extra locking.
@@ -301,7 +301,7 @@ class Worker:
                     return
                 loop.done(self._pop(action.count))
             elif isinstance(action, wa.Ack):
-                loop.done(queue.finish_many(action.items, run_seconds=action.run_seconds))
+                loop.done(queue.finish_batch(action.items, run_seconds=action.run_seconds))
             elif isinstance(action, wa.Fail):
                 slot = action.slot
                 loop.done(queue.fail(slot.task, action.error, run_seconds=slot.run_seconds))
@@ -309,7 +309,7 @@ class Worker:
                 queue.release(action.slot.task)
                 loop.done(None)
             elif isinstance(action, wa.Heartbeat):
-                loop.done(queue.heartbeat_many(action.tasks))
+                loop.done(queue.heartbeat_batch(action.tasks))
             elif isinstance(action, wa.Reap):
                 loop.done(queue.requeue_expired(action.limit))
             elif isinstance(action, wa.Expire):
@@ -321,7 +321,7 @@ class Worker:
             loop.failed(exc)
 
     def _pop(self, count: int) -> list[Task]:
-        return self.queue.pop_batch(
+        return self.queue.claim_batch(
             count, self._assigned, steal=self._steal, worker_id=self.config.id
         )
 
@@ -331,7 +331,7 @@ class Worker:
         if self._acker is None:
             self._acker = ThreadPoolExecutor(1, thread_name_prefix=f"fairque-{self.config.id}-ack")
         sent: Future[list[bool]] = self._acker.submit(
-            self.queue.finish_many, ack.items, run_seconds=ack.run_seconds
+            self.queue.finish_batch, ack.items, run_seconds=ack.run_seconds
         )
         tasks: Any
         flags: Any

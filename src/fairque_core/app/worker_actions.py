@@ -51,7 +51,7 @@ class Action:
 
 
 class Claim(Action):
-    """``pop_batch(count, ...)`` and report the list of tasks. With ``acks`` (an :class:`Ack`),
+    """``claim_batch(count, ...)`` and report the list of tasks. With ``acks`` (an :class:`Ack`),
     send that batch at the same time (the two round trips overlap) and report
     ``(tasks or error, flags or error)``: each part may be the exception it raised."""
 
@@ -63,7 +63,7 @@ class Claim(Action):
 
 
 class Ack(Action):
-    """``finish_many(items, run_seconds=run_seconds)``; report its list of flags."""
+    """``finish_batch(items, run_seconds=run_seconds)``; report its list of flags."""
 
     __slots__ = ("items", "run_seconds", "slots")
 
@@ -93,7 +93,7 @@ class Release(Action):
 
 
 class Heartbeat(Action):
-    """``heartbeat_many(tasks)``; report its list (a renewed task, or None for a lost lease)."""
+    """``heartbeat_batch(tasks)``; report its list (a renewed task, or None for a lost lease)."""
 
     __slots__ = ("tasks",)
 

@@ -296,14 +296,14 @@ class AsyncWorker:
                     ack = action.acks
                     tasks, flags = await asyncio.gather(
                         self._pop(action.count),
-                        queue.finish_many(ack.items, run_seconds=ack.run_seconds),
+                        queue.finish_batch(ack.items, run_seconds=ack.run_seconds),
                         return_exceptions=True,
                     )
                     loop.done((tasks, flags))
                     return
                 loop.done(await self._pop(action.count))
             elif isinstance(action, wa.Ack):
-                loop.done(await queue.finish_many(action.items, run_seconds=action.run_seconds))
+                loop.done(await queue.finish_batch(action.items, run_seconds=action.run_seconds))
             elif isinstance(action, wa.Fail):
                 slot = action.slot
                 loop.done(await queue.fail(slot.task, action.error, run_seconds=slot.run_seconds))
@@ -311,7 +311,7 @@ class AsyncWorker:
                 await queue.release(action.slot.task)
                 loop.done(None)
             elif isinstance(action, wa.Heartbeat):
-                loop.done(await queue.heartbeat_many(action.tasks))
+                loop.done(await queue.heartbeat_batch(action.tasks))
             elif isinstance(action, wa.Reap):
                 loop.done(await queue.requeue_expired(action.limit))
             elif isinstance(action, wa.Expire):
@@ -326,6 +326,6 @@ class AsyncWorker:
             loop.failed(exc)
 
     async def _pop(self, count: int) -> list[Task]:
-        return await self.queue.pop_batch(
+        return await self.queue.claim_batch(
             count, self._assigned, steal=self._steal, worker_id=self.config.id
         )
