@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import redis
 
+from fairque_redis.cluster import EmbeddedCluster
 from fairque_redis.embedded import EmbeddedValkey
 from fairque_testing import plugin
 
@@ -133,3 +134,26 @@ def test_loading_the_plugin_imports_nothing_of_fairque() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     ).stdout
     assert out.strip() == "['fairque_testing', 'fairque_testing.plugin']"
+
+
+@pytest.mark.redis
+@pytest.mark.cluster
+def test_cluster_option(tmp_path: Path, valkey_cluster: EmbeddedCluster) -> None:
+    from redis.cluster import RedisCluster
+
+    test = """
+    from fairque_testing import Load, assert_fair, fairness_report, simulate
+
+    def test_queue(fairque_queue, fairque_server):
+        assert fairque_server.cluster
+        sim = simulate(fairque_queue, Load.flood("a", 20) + Load.flood("b", 20), workers=2)
+        assert_fair(fairness_report(sim))
+    """
+    result = run_pytest(tmp_path, test, f"--fairque-url={valkey_cluster.url}", "--fairque-cluster")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "(cluster)" in result.stdout
+    client: Any = RedisCluster.from_url(valkey_cluster.url)
+    try:
+        assert list(client.scan_iter(match="fq:{fqtest-*", target_nodes="all")) == []
+    finally:
+        client.close()
