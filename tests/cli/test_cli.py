@@ -127,8 +127,10 @@ def test_stats_lists_the_queue_tenants_when_none_are_named(
     assert data["tenants"]["dyn-d"]["counters"]["finished"] == 1
 
     proc = run_cli([*base, "stats", "--limit", "0"])
-    assert proc.returncode == 1
-    assert proc.stderr.strip() == "fairque: error: --limit must be >= 1, got 0"
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "fairque stats: error: argument --limit: must be >= 1, got 0 (see: fairque stats --help)"
+    )
 
 
 def test_dlq_list_on_an_empty_dlq(server_url: str, queue_name: str) -> None:

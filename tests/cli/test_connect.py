@@ -45,9 +45,26 @@ def test_connect_to_a_url_from_the_environment(
         assert queue.get_stats()["finished"] == 1
 
 
-def test_connect_without_url_owns_an_embedded_server(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_connect_without_url_uses_the_shared_local_server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two connect() calls with no URL (two processes, in real life) share one durable
+    server, which outlives the queues."""
+    from fairque_redis import dev_server
+
     monkeypatch.delenv("FAIRQUE_REDIS_URL", raising=False)
-    queue = connect(queue="owned")
+    with connect(queue="shared") as first:
+        assert getattr(first, "server", None) is None  # not owned: it keeps running
+        first.push(Task.create("alice", Priority.NORMAL, {}))
+    state = dev_server.status()
+    assert state is not None
+    with connect(queue="shared") as second:
+        assert second.get_stats()["ready"] == 1
+
+
+def test_connect_embedded_url_owns_a_throwaway_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FAIRQUE_REDIS_URL", raising=False)
+    queue = connect("embedded://", queue="owned")
     server = getattr(queue, "server", None)
     assert server is not None
     assert server.running
@@ -78,7 +95,7 @@ def test_aconnect_embedded_is_stopped_on_close(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.delenv("FAIRQUE_REDIS_URL", raising=False)
 
     async def scenario() -> Any:
-        queue = await aconnect()
+        queue = await aconnect("embedded://")
         server = getattr(queue, "server", None)
         assert server is not None
         await queue.push(Task.create("carol", Priority.NORMAL, {}))
@@ -86,3 +103,12 @@ def test_aconnect_embedded_is_stopped_on_close(monkeypatch: pytest.MonkeyPatch) 
         return server
 
     assert not asyncio.run(scenario()).running
+
+
+def test_a_plain_client_on_a_cluster_node_fails_at_connect(valkey_cluster: Any) -> None:
+    node = valkey_cluster.nodes[0].url
+    with pytest.raises(ConfigurationError, match=r"cluster=True"):
+        connect(node, queue="c")
+    with connect(node, queue="c", cluster=True) as queue:
+        queue.push(Task.create("alice"))
+        assert queue.get_stats()["ready"] == 1

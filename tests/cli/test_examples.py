@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import uuid
@@ -14,7 +13,7 @@ import pytest
 from fairque_core.app.config import FairQueueConfig
 from fairque_redis import connect
 
-from .conftest import REPO
+from .conftest import REPO, child_env
 
 pytestmark = pytest.mark.redis
 
@@ -22,13 +21,11 @@ EXAMPLES = REPO / "examples"
 
 
 def run_example(script: str, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRQUE_")}
-    full_env.update(env)
     return subprocess.run(
         [sys.executable, str(EXAMPLES / script), *args],
         capture_output=True,
         text=True,
-        env=full_env,
+        env=child_env(env),
         cwd=REPO,
         timeout=60,
         check=False,
@@ -74,8 +71,7 @@ def test_cli_worker_with_the_example_config(valkey_server: Any, tmp_path: Path) 
     env = {"FAIRQUE_REDIS_URL": valkey_server.url}
     produced = run_example("producer.py", "--queue", queue, "--per-tenant", "2", env=env)
     assert produced.returncode == 0, produced.stderr
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRQUE_")}
-    full_env.update(env)
+    full_env = child_env(env)
     proc = subprocess.run(
         [
             sys.executable,

@@ -1,0 +1,106 @@
+"""Argument types for argparse: a bad value is a one-line usage error (exit 2), never an
+internal error or a silent acceptance."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from urllib.parse import urlsplit
+
+__all__ = [
+    "check_url",
+    "non_negative_float",
+    "non_negative_int",
+    "port_number",
+    "positive_float",
+    "positive_int",
+]
+
+_REDIS_SCHEMES = ("redis", "rediss", "valkey", "valkeys")
+_SCHEMES = (*_REDIS_SCHEMES, "memory", "unix")
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+
+
+def non_negative_float(text: str) -> float:
+    value = _number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = _number(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    value = _integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
+def port_number(text: str) -> int:
+    value = _integer(text)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number 1-65535, got {text}")
+    return value
+
+
+def check_url(text: str) -> str:
+    """A server URL: a known scheme, a valid port, and a numeric database (``/0``) if any."""
+    url = text.strip()
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in _SCHEMES:
+        known = ", ".join(f"{s}://" for s in _SCHEMES)
+        raise argparse.ArgumentTypeError(f"unknown URL scheme in {url!r} (known: {known})")
+    if scheme in _REDIS_SCHEMES:
+        try:
+            port = parts.port
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"bad port in {_masked(url)} (must be a number 1-65535)"
+            ) from None
+        if port == 0:
+            raise argparse.ArgumentTypeError(f"bad port in {_masked(url)} (must be 1-65535)")
+        if not parts.hostname:
+            raise argparse.ArgumentTypeError(f"no host in {_masked(url)}")
+        db = parts.path.strip("/")
+        if db and not db.isdigit():
+            raise argparse.ArgumentTypeError(
+                f"bad database {db!r} in {_masked(url)} (the path is a database number, e.g. /0)"
+            )
+    return url
+
+
+def _masked(url: str) -> str:
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        return f"{scheme}://***@{rest.rsplit('@', 1)[1]}"
+    return url

@@ -1,0 +1,417 @@
+"""Issue 14: the shared local server, worker logs, read-only commands, bad values, burst."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from fairque_cli.main import build_parser
+from fairque_cli.worker_cmd import default_worker_id
+from fairque_core import Priority, Task
+from fairque_redis import connect, dev_server
+
+from .conftest import REPO, child_env, run_cli
+
+pytestmark = pytest.mark.redis
+
+EXAMPLES = REPO / "examples"
+
+HANDLERS = """
+import time
+
+from fairque_core.app.handlers import TaskRegistry, task
+
+registry = TaskRegistry()
+
+
+@task("boom", registry=registry)
+def boom() -> None:
+    raise ValueError("bad input: " + "x" * 100 + " end-of-reason")
+
+
+@task("slow", registry=registry)
+def slow() -> str:
+    time.sleep(2.0)
+    return "done"
+"""
+
+
+@pytest.fixture
+def handlers(tmp_path: Path) -> Path:
+    (tmp_path / "ophandlers.py").write_text(textwrap.dedent(HANDLERS), encoding="utf-8")
+    return tmp_path
+
+
+def _snapshot(url: str, queue: str) -> dict[str, Any]:
+    """Every key of ``queue`` with its type and content (what "changes nothing" compares)."""
+    client: redis.Redis = redis.Redis.from_url(url)
+    out: dict[str, Any] = {}
+    try:
+        for key in client.scan_iter(match=f"*{queue}*", count=1000):
+            raw_kind: Any = client.type(key)
+            kind = raw_kind.decode()
+            if kind == "string":
+                value: Any = client.get(key)
+            elif kind == "hash":
+                value = client.hgetall(key)
+            elif kind == "zset":
+                value = client.zrange(key, 0, -1, withscores=True)
+            elif kind == "list":
+                value = client.lrange(key, 0, -1)
+            elif kind == "set":
+                value = sorted(client.smembers(key))
+            else:
+                value = kind
+            out[bytes(key).decode()] = (kind, value)
+    finally:
+        client.close()
+    return out
+
+
+# ---- the shared local server ----------------------------------------------------------------
+
+
+def test_server_start_status_stop(data_dir: Path) -> None:
+    proc = run_cli(["server", "status"])
+    assert proc.returncode == 3
+    assert "not running" in proc.stdout
+    started = run_cli(["server", "start"])
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.startswith("started redis://127.0.0.1:")
+    again = run_cli(["server", "start"])
+    assert again.stdout.startswith("already running: ")
+    status = run_cli(["server", "status", "--json"])
+    assert status.returncode == 0
+    data = json.loads(status.stdout)
+    assert data["running"] is True
+    assert data["data_dir"] == str(data_dir)
+    assert run_cli(["server", "url"]).stdout.strip() == data["url"]
+    assert (data_dir / "valkey" / "appendonly").is_dir()  # durable: an AOF directory
+    stopped = run_cli(["server", "stop"])
+    assert stopped.returncode == 0
+    assert f"pid {data['pid']}" in stopped.stdout
+    assert run_cli(["server", "status"]).returncode == 3
+    assert "not running" in run_cli(["server", "stop"]).stdout
+
+
+def test_a_stale_state_file_is_replaced(data_dir: Path) -> None:
+    (data_dir / "server.json").write_text(
+        json.dumps({"url": "redis://127.0.0.1:1", "pid": 999_999_999, "port": 1}),
+        encoding="utf-8",
+    )
+    assert dev_server.status() is None
+    state, started = dev_server.ensure_running()
+    assert started
+    assert state.pid != 999_999_999
+    assert dev_server.status() == state
+
+
+def test_concurrent_first_use_starts_one_server(data_dir: Path) -> None:
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "fairque_cli", "server", "start"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=child_env(),
+            cwd=REPO,
+        )
+        for _ in range(4)
+    ]
+    outs = [p.communicate(timeout=60)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert sum(o.startswith("started ") for o in outs) == 1, outs
+    state = dev_server.status()
+    assert state is not None
+    assert all(f"pid {state.pid}" in o for o in outs)
+
+
+def test_producer_and_worker_share_the_local_server_across_a_restart(data_dir: Path) -> None:
+    """The README flow with no URL anywhere: a producer, a server restart, then a worker."""
+    produced = subprocess.run(
+        [sys.executable, str(EXAMPLES / "producer.py"), "--per-tenant", "5"],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        cwd=REPO,
+        timeout=60,
+        check=False,
+    )
+    assert produced.returncode == 0, produced.stderr
+    assert "pushed 18 tasks to queue default" in produced.stdout
+    assert run_cli(["server", "stop"]).returncode == 0
+    assert run_cli(["server", "start"]).returncode == 0
+    with connect() as queue:
+        assert queue.get_stats()["ready"] == 18  # still there after the restart
+    worked = run_cli(
+        ["worker", "--handler", "tasks:registry", "--burst", "--max-seconds", "30"],
+        cwd=EXAMPLES,
+    )
+    assert worked.returncode == 0, worked.stderr
+    assert "processed 18 tasks, 0 failed" in worked.stdout
+    with connect() as queue:
+        stats = queue.get_stats()
+        assert stats["finished"] == 18
+        assert stats["ready"] == stats["leased"] == 0
+
+
+def test_foreground_server_prints_its_url_and_stops_on_sigint(data_dir: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fairque_cli", "server"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+        cwd=REPO,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("fairque local server at redis://127.0.0.1:")
+        state = dev_server.status()
+        assert state is not None
+        assert state.foreground
+        busy = run_cli(["server"])
+        assert busy.returncode == 1
+        assert "already runs at" in busy.stderr
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert dev_server.status() is None
+    assert not (data_dir / "server.json").exists()
+
+
+# ---- worker logs, dlq reasons ---------------------------------------------------------------
+
+
+def test_a_failing_task_is_logged_with_its_traceback(
+    server_url: str, queue_name: str, handlers: Path
+) -> None:
+    base = ["--url", server_url, "--queue", queue_name]
+    with connect(server_url, queue=queue_name) as queue:
+        task_id = queue.push(Task.create("alice", name="boom", max_retries=0))
+    proc = run_cli(
+        [*base, "worker", "--handler", "ophandlers:registry", "--burst", "--log-format", "json"],
+        cwd=handlers,
+    )
+    assert proc.returncode == 0, proc.stderr
+    records = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
+    banner = records[0]["message"]
+    assert queue_name in banner
+    assert "concurrency 10" in banner
+    failed = [r for r in records if r["level"] == "error"]
+    assert len(failed) == 1
+    record = failed[0]
+    assert record["task_id"] == task_id
+    assert record["tenant"] == "alice"
+    assert record["attempt"] == 1
+    assert record["exc_type"] == "ValueError"
+    assert "end-of-reason" in record["exc_message"]
+    assert "Traceback (most recent call last)" in record["traceback"]
+    assert 'raise ValueError("bad input: "' in record["traceback"]
+    assert any("dead-letter queue" in r["message"] for r in records)
+
+    listed = run_cli([*base, "dlq", "list"])
+    assert "end-of-reason" not in listed.stdout  # the table cuts long reasons
+    for flags in (["--id", task_id], ["--full"]):
+        shown = run_cli([*base, "dlq", "list", *flags])
+        assert shown.returncode == 0
+        assert "end-of-reason" in shown.stdout
+
+
+def test_text_logs_and_the_shutdown_countdown(
+    server_url: str, queue_name: str, handlers: Path
+) -> None:
+    with connect(server_url, queue=queue_name) as queue:
+        queue.push(Task.create("bob", name="slow"))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fairque_cli",
+            "--url",
+            server_url,
+            "--queue",
+            queue_name,
+            "worker",
+            "--handler",
+            "ophandlers:registry",
+            "--log-level",
+            "debug",
+            "--status-every",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+        cwd=handlers,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        with connect(server_url, queue=queue_name) as queue:
+            while queue.get_stats()["leased"] == 0 and time.monotonic() < deadline:
+                time.sleep(0.05)
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "waiting for 1 running task to finish" in err
+    assert "s left" in err
+    assert "started" in err  # debug: each task's start
+    assert "processed 1 tasks, 0 failed" in out
+
+
+# ---- read-only commands never write ---------------------------------------------------------
+
+
+def test_stats_with_a_stale_config_changes_nothing(
+    server_url: str, queue_name: str, tmp_path: Path
+) -> None:
+    with connect(server_url, queue=queue_name) as queue:
+        queue.set_tenant_weight("acme", 5.0)  # what the operator set on the server
+        queue.push(Task.create("acme", Priority.HIGH, {}))
+    stale = tmp_path / "stale.yaml"
+    stale.write_text(
+        f"queue:\n  name: {queue_name}\n  tenant_weights:\n    acme: 1.0\n    other: 2.0\n",
+        encoding="utf-8",
+    )
+    before = _snapshot(server_url, queue_name)
+    for command in (["stats"], ["stats", "--json"], ["dlq", "list"]):
+        proc = run_cli(["--url", server_url, "--config", str(stale), *command])
+        assert proc.returncode == 0, proc.stderr
+    assert _snapshot(server_url, queue_name) == before
+
+
+# ---- worker ids, burst ----------------------------------------------------------------------
+
+
+def test_default_worker_ids_are_unique() -> None:
+    first, second = default_worker_id(), default_worker_id()
+    assert first != second
+    host, pid, rand = first.rsplit("-", 2)
+    assert host
+    assert pid == str(os.getpid())
+    assert len(rand) == 6
+
+
+def test_burst_exits_when_only_far_future_tasks_are_left(
+    server_url: str, queue_name: str, handlers: Path
+) -> None:
+    with connect(server_url, queue=queue_name) as queue:
+        queue.push(Task.create("carol", name="slow", execute_after=time.time() + 3600))
+    started = time.monotonic()
+    proc = run_cli(
+        [
+            "--url",
+            server_url,
+            "--queue",
+            queue_name,
+            "worker",
+            "--handler",
+            "ophandlers:registry",
+            "--burst",
+        ],
+        cwd=handlers,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - started < 20
+    assert "processed 0 tasks" in proc.stdout
+    assert "burst: no task is ready" in proc.stderr
+
+
+# ---- cluster, bad values --------------------------------------------------------------------
+
+
+def test_cli_on_a_cluster_node_needs_the_cluster_flag(valkey_cluster: Any) -> None:
+    node = valkey_cluster.nodes[0].url
+    queue = f"cl-{uuid.uuid4().hex[:8]}"
+    proc = run_cli(["--url", node, "--queue", queue, "stats"])
+    assert proc.returncode == 1
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert "--cluster" in proc.stderr
+    ok = run_cli(["--url", node, "--queue", queue, "--cluster", "stats", "--json"])
+    assert ok.returncode == 0, ok.stderr
+    ok = run_cli(["--url", node, "--queue", queue, "stats", "--cluster", "--json"])
+    assert ok.returncode == 0, ok.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--url", "redis://localhost:99999", "stats"], "bad port"),
+        (["--url", "redis://localhost:abc", "stats"], "bad port"),
+        (["--url", "redis://localhost:6379/abc", "stats"], "bad database"),
+        (["--url", "http://localhost", "stats"], "unknown URL scheme"),
+        (["worker", "--handler", "x:y", "--metrics-port", "99999"], "port number"),
+        (["worker", "--handler", "x:y", "--status-every", "-1"], "must be >= 0"),
+        (["worker", "--handler", "x:y", "--concurrency", "0"], "must be >= 1"),
+        (["worker", "--handler", "x:y", "--max-seconds", "nan"], "finite"),
+        (["worker", "--handler", "x:y", "--log-format", "xml"], "invalid choice"),
+        (["stats", "--watch", "-1"], "must be > 0"),
+        (["stats", "--watch", "0"], "must be > 0"),
+        (["push", "--user", "a", "--delay", "-2"], "must be >= 0"),
+        (["dlq", "list", "--offset", "-1"], "must be >= 0"),
+    ],
+)
+def test_bad_values_are_one_line_errors(args: list[str], needle: str) -> None:
+    proc = run_cli(args)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert needle in lines[0]
+    assert "internal error" not in lines[0]
+    assert not (Path(os.environ["FAIRQUE_DATA_DIR"]) / "server.json").exists()
+
+
+def test_a_bad_url_in_the_environment_is_one_line() -> None:
+    proc = run_cli(["stats"], env={"FAIRQUE_REDIS_URL": "redis://localhost:99999"})
+    assert proc.returncode == 1
+    assert proc.stderr.strip().startswith("fairque: error: $FAIRQUE_REDIS_URL: bad port")
+
+
+# ---- docs -----------------------------------------------------------------------------------
+
+
+def _flags(parser: Any, prefix: str = "") -> set[tuple[str, str]]:
+    import argparse
+
+    found: set[tuple[str, str]] = set()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                found |= _flags(child, f"{prefix} {name}".strip())
+        for option in action.option_strings:
+            if option.startswith("--") and option not in ("--help", "--version"):
+                found.add((prefix, option))
+    return found
+
+
+def test_docs_cli_mentions_every_flag() -> None:
+    doc = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+    missing = sorted(
+        f"{command or 'fairque'} {flag}"
+        for command, flag in _flags(build_parser())
+        if f"`{flag}" not in doc and f"{flag} " not in doc and f"[{flag}" not in doc
+    )
+    assert not missing, f"docs/cli.md does not mention: {missing}"
+    for command in ("demo", "server", "worker", "push", "stats", "dlq"):
+        assert f"## `fairque {command}" in doc
