@@ -1,0 +1,330 @@
+"""The figures the dashboard shows, one function per figure.
+
+Every figure reads what the public queue API offers and returns ``None`` when the queue (or its
+backend) does not offer it yet; the pages show ``None`` as "n/a". A new figure of the queue API
+(per-tenant lag, caps, wait percentiles ...) slots in by teaching the matching function where to
+find it: a key of ``get_tenant_stats()``/``get_stats()`` or a method found with ``getattr``.
+
+Per-tenant figures are computed from :class:`TenantFacts`, gathered for one page of tenants in
+a bounded number of calls (:func:`gather_tenant_facts`): never a scan of every tenant.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from fairque_core.app.engine_async import AsyncFairQueue
+
+__all__ = [
+    "SORT_KEYS",
+    "TENANT_COLUMNS",
+    "Column",
+    "QueueCounts",
+    "TenantFacts",
+    "TenantRow",
+    "feature",
+    "gather_tenant_facts",
+    "queue_counts",
+    "sort_rows",
+    "tenant_row",
+]
+
+#: At most this many per-tenant calls are in flight at once (one page of the tenants table).
+CONCURRENCY = 16
+
+
+def _int(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return int(value)
+    return None
+
+
+def _float(value: object) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    return None
+
+
+def _first(mapping: Mapping[str, Any], *keys: str) -> Any:
+    for key in keys:
+        if key in mapping:
+            return mapping[key]
+    return None
+
+
+async def _maybe_call(obj: object, name: str, *args: Any) -> Any:
+    """``obj.name(*args)`` (awaited if need be) when the method exists, else None."""
+    method = getattr(obj, name, None)
+    if method is None or not callable(method):
+        return None
+    result = method(*args)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+# ---------------------------------------------------------------------- queue-wide figures
+
+
+@attrs.frozen(kw_only=True)
+class QueueCounts:
+    """The overview's counts; None where the queue does not report the figure."""
+
+    ready: int | None
+    scheduled: int | None
+    deferred: int | None
+    running: int | None
+    dlq: int | None
+    active_tenants: int | None
+    counters: Mapping[str, int]
+
+
+async def queue_counts(queue: AsyncFairQueue) -> QueueCounts:
+    """One ``get_stats()`` call turned into the overview's counts."""
+    stats = await queue.get_stats()
+    counters = {k: v for k, v in stats.items() if isinstance(v, int) and not isinstance(v, bool)}
+    return QueueCounts(
+        ready=_int(_first(stats, "ready")),
+        scheduled=_int(_first(stats, "scheduled")),
+        deferred=_int(_first(stats, "deferred")),
+        running=_int(_first(stats, "running", "leased")),
+        dlq=_int(_first(stats, "dlq")),
+        active_tenants=_int(_first(stats, "active_tenants")),
+        counters=counters,
+    )
+
+
+# ---------------------------------------------------------------------- per-tenant facts
+
+
+@attrs.frozen(kw_only=True)
+class TenantFacts:
+    """What the queue says about one tenant, gathered once per page."""
+
+    tenant: str
+    sizes: Mapping[str, int]
+    stats: Mapping[str, Any]
+    #: The weight the dashboard knows and where it comes from ("queue", "config", "set here").
+    weight: float | None = None
+    weight_source: str = ""
+    limits: Mapping[str, Any] | None = None
+    fairness: Mapping[str, Any] | None = None
+    #: From the dashboard's sampler: share of dispatches and fair share over its window.
+    share: float | None = None
+    fair_share: float | None = None
+
+
+async def gather_tenant_facts(
+    queue: AsyncFairQueue,
+    tenants: Sequence[str],
+    *,
+    known_weights: Mapping[str, float] | None = None,
+) -> list[TenantFacts]:
+    """Facts for ``tenants`` (one page): one sizes batch, then per-tenant reads, bounded."""
+    if not tenants:
+        return []
+    sizes = await queue.get_queue_sizes_batch(list(tenants))
+    config_weights = queue.config.tenant_weight_table()
+    known = dict(known_weights or {})
+    gate = asyncio.Semaphore(CONCURRENCY)
+
+    async def one(tenant: str) -> TenantFacts:
+        async with gate:
+            stats = await queue.get_tenant_stats(tenant)
+            limits = await _maybe_call(queue, "get_tenant_limits", tenant)
+            fairness = await _maybe_call(queue, "get_tenant_fairness", tenant)
+            weight = _float(await _maybe_call(queue, "get_tenant_weight", tenant))
+        source = "queue" if weight is not None else ""
+        if weight is None and _float(stats.get("weight")) is not None:
+            weight, source = _float(stats.get("weight")), "queue"
+        if weight is None and tenant in known:
+            weight, source = known[tenant], "set here"
+        if weight is None and tenant in config_weights:
+            weight, source = config_weights[tenant][0], "config"
+        return TenantFacts(
+            tenant=tenant,
+            sizes=sizes.get(tenant, {}),
+            stats=stats,
+            weight=weight,
+            weight_source=source,
+            limits=limits if isinstance(limits, Mapping) else None,
+            fairness=fairness if isinstance(fairness, Mapping) else None,
+        )
+
+    return list(await asyncio.gather(*(one(t) for t in tenants)))
+
+
+def _lookup(facts: TenantFacts, *keys: str) -> Any:
+    """A figure's value from the fairness or limits reading, or the tenant stats."""
+    for source in (facts.fairness, facts.limits, facts.stats):
+        if source:
+            value = _first(source, *keys)
+            if value is not None:
+                return value
+    return None
+
+
+# One function per per-tenant figure: each returns None when the queue lacks it.
+
+
+def depth(facts: TenantFacts) -> int | None:
+    """Ready tasks (critical + normal)."""
+    if "critical" in facts.sizes or "normal" in facts.sizes:
+        return int(facts.sizes.get("critical", 0)) + int(facts.sizes.get("normal", 0))
+    return _int(facts.stats.get("ready"))
+
+
+def scheduled(facts: TenantFacts) -> int | None:
+    return _int(_first(facts.sizes, "scheduled")) if facts.sizes else None
+
+
+def running(facts: TenantFacts) -> int | None:
+    """Tasks under a lease."""
+    value = _first(facts.sizes, "leased") if facts.sizes else None
+    return _int(value if value is not None else facts.stats.get("leased"))
+
+
+def running_cap(facts: TenantFacts) -> int | None:
+    """The tenant's concurrency cap (flow control; None until the queue has caps)."""
+    return _int(_lookup(facts, "max_running", "running_cap", "concurrency_cap"))
+
+
+def rate_limit_state(facts: TenantFacts) -> str | None:
+    """Rate-limit state ("throttled" or "ok") once the queue reports one; None before."""
+    value = _lookup(facts, "rate_limit_state", "throttled")
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "throttled" if value else "ok"
+    return str(value)
+
+
+def dispatched(facts: TenantFacts) -> int | None:
+    """Tasks claimed from this tenant since the queue began counting."""
+    return _int(facts.stats.get("claimed"))
+
+
+def failed(facts: TenantFacts) -> int | None:
+    return _int(facts.stats.get("dead"))
+
+
+def weight(facts: TenantFacts) -> float | None:
+    return facts.weight
+
+
+def share(facts: TenantFacts) -> float | None:
+    """Share of dispatches: the queue's figure when it has one, else the sampler's window."""
+    value = _float(_lookup(facts, "share", "window_share"))
+    return value if value is not None else facts.share
+
+
+def fair_share(facts: TenantFacts) -> float | None:
+    value = _float(_lookup(facts, "fair_share"))
+    return value if value is not None else facts.fair_share
+
+
+def lag(facts: TenantFacts) -> float | None:
+    """How far the tenant is behind its fair share, in dispatches (fairness figures)."""
+    return _float(_lookup(facts, "lag"))
+
+
+def oldest_ready_age(facts: TenantFacts) -> float | None:
+    """Seconds the oldest ready task has waited (fairness figures)."""
+    return _float(_lookup(facts, "oldest_ready_age", "oldest_ready_seconds"))
+
+
+def wait_p99(facts: TenantFacts) -> float | None:
+    """Enqueue-to-start wait, 99th percentile, seconds (fairness figures)."""
+    return _float(_lookup(facts, "wait_p99", "wait_p99_seconds"))
+
+
+@attrs.frozen(kw_only=True)
+class Column:
+    """A column of the tenants table: key (for ?sort=), heading, figure, display format."""
+
+    key: str
+    heading: str
+    figure: Callable[[TenantFacts], object]
+    fmt: str = "int"
+
+
+#: The tenants table, in order. Sorting is by ``key``; None (n/a) sorts last.
+TENANT_COLUMNS: tuple[Column, ...] = (
+    Column(key="depth", heading="ready", figure=depth),
+    Column(key="scheduled", heading="scheduled", figure=scheduled),
+    Column(key="running", heading="running", figure=running),
+    Column(key="cap", heading="cap", figure=running_cap),
+    Column(key="rate", heading="rate limit", figure=rate_limit_state, fmt="text"),
+    Column(key="dispatched", heading="dispatched", figure=dispatched),
+    Column(key="failed", heading="dead", figure=failed),
+    Column(key="weight", heading="weight", figure=weight, fmt="float"),
+    Column(key="lag", heading="lag", figure=lag, fmt="float"),
+    Column(key="oldest", heading="oldest ready", figure=oldest_ready_age, fmt="seconds"),
+    Column(key="p99", heading="wait p99", figure=wait_p99, fmt="seconds"),
+)
+
+SORT_KEYS = frozenset({"tenant", "share"} | {c.key for c in TENANT_COLUMNS})
+
+
+@attrs.frozen(kw_only=True)
+class TenantRow:
+    tenant: str
+    values: Mapping[str, object]
+    share: float | None
+    fair_share: float | None
+    weight_source: str
+
+
+def tenant_row(facts: TenantFacts) -> TenantRow:
+    return TenantRow(
+        tenant=facts.tenant,
+        values={c.key: c.figure(facts) for c in TENANT_COLUMNS},
+        share=share(facts),
+        fair_share=fair_share(facts),
+        weight_source=facts.weight_source,
+    )
+
+
+def sort_rows(rows: list[TenantRow], key: str, descending: bool) -> list[TenantRow]:
+    """``rows`` sorted by column ``key``; n/a values last whichever the direction."""
+
+    def value(row: TenantRow) -> object:
+        if key == "tenant":
+            return row.tenant
+        if key == "share":
+            return row.share
+        return row.values.get(key)
+
+    present = [r for r in rows if value(r) is not None]
+    missing = [r for r in rows if value(r) is None]
+    present.sort(key=lambda r: (_sortable(value(r)), r.tenant), reverse=descending)
+    return present + missing
+
+
+def _sortable(value: object) -> tuple[int, float, str]:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, float(value), "")
+    return (1, 0.0, str(value))
+
+
+def feature(queue: AsyncFairQueue, name: str) -> Callable[..., Awaitable[Any]] | None:
+    """The queue's (or its backend's) method ``name`` when it exists: feature detection."""
+    for owner in (queue, queue.backend):
+        method = getattr(owner, name, None)
+        if method is not None and callable(method):
+
+            async def call(*args: Any, _m: Any = method, **kwargs: Any) -> Any:
+                result = _m(*args, **kwargs)
+                return await result if inspect.isawaitable(result) else result
+
+            return call
+    return None
