@@ -17,6 +17,7 @@ from fairque_core.domain.enums import FailureType, Priority, TaskState
 from fairque_core.domain.errors import (
     BackendError,
     BackendOutOfMemoryError,
+    BackendPermissionError,
     ConfigurationError,
     DependencyCycleError,
     DomainError,
@@ -34,6 +35,7 @@ from fairque_core.domain.errors import (
     TaskTimeoutError,
     TaskValidationError,
     UnknownTaskError,
+    UnsafeServerConfigError,
 )
 from fairque_core.domain.models import Claimed, DLQEntry, Lease, Message, QueueSizes, Task
 from fairque_core.domain.retry import RetryDecision, RetrySchedule, decide
@@ -51,6 +53,7 @@ __all__ = [
     "AsyncWorker",
     "BackendError",
     "BackendOutOfMemoryError",
+    "BackendPermissionError",
     "Claimed",
     "Clock",
     "ConfigurationError",
@@ -92,6 +95,7 @@ __all__ = [
     "TierConfig",
     "TokenSource",
     "UnknownTaskError",
+    "UnsafeServerConfigError",
     "Worker",
     "WorkerConfig",
     "check_batch",

@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from fairque_core.app.config import FairQueueConfig, QueueConfig
+from fairque_core.app.config import FairQueueConfig, QueueConfig, RedisConfig
 from fairque_core.app.engine import FairQueue
 from fairque_core.app.engine_async import AsyncFairQueue
 from fairque_core.domain.errors import ConfigurationError
@@ -134,6 +134,11 @@ def _shared_url(target: str | None) -> str | None:
     return dev_server.ensure_running()[0].url
 
 
+def _allowing(redis_config: RedisConfig, allow_eviction: bool) -> RedisConfig:
+    """``allow_eviction=True`` of connect accepts an evicting server (see server_checks)."""
+    return attrs.evolve(redis_config, allow_eviction=True) if allow_eviction else redis_config
+
+
 def connect(
     url: str | None = None,
     *,
@@ -141,12 +146,15 @@ def connect(
     plugins: Sequence[object] | None = None,
     cluster: bool = False,
     config: FairQueueConfig | QueueConfig | None = None,
+    allow_eviction: bool = False,
     **queue_opts: Any,
 ) -> FairQueue:
     """A :class:`FairQueue` on ``url`` (or ``$FAIRQUE_REDIS_URL``, or the shared local server).
 
     ``queue`` names the queue (default: the config's name, ``"default"``); ``plugins`` are
-    added to the default plugins; ``cluster=True`` uses a Redis Cluster client.
+    added to the default plugins; ``cluster=True`` uses a Redis Cluster client. The server is
+    checked at once (credentials, and a ``maxmemory-policy`` other than ``noeviction`` is an
+    UnsafeServerConfigError unless ``allow_eviction=True``).
     """
     from fairque_redis.backend import RedisBackend
 
@@ -155,13 +163,15 @@ def connect(
     server = _start_embedded(target)
     try:
         redis_config = attrs.evolve(full.redis, url=server.url if server else str(target))
+        redis_config = _allowing(redis_config, allow_eviction)
         backend = RedisBackend.from_config(redis_config, full.queue)
-        if not redis_config.cluster:
-            try:
+        try:
+            backend.check_server()  # credentials and maxmemory-policy, at once
+            if not redis_config.cluster:
                 check_not_cluster_node(backend.client)
-            except BaseException:
-                backend.close()
-                raise
+        except BaseException:
+            backend.close()
+            raise
         result = _OwningFairQueue(backend, plugins=tuple(plugins or ()), config=full.queue)
         result._server = server
     except BaseException:
@@ -183,6 +193,7 @@ async def aconnect(
     plugins: Sequence[object] | None = None,
     cluster: bool = False,
     config: FairQueueConfig | QueueConfig | None = None,
+    allow_eviction: bool = False,
     **queue_opts: Any,
 ) -> AsyncFairQueue:
     """The asyncio twin of :func:`connect`: an :class:`AsyncFairQueue`."""
@@ -193,13 +204,15 @@ async def aconnect(
     server = _start_embedded(target)
     try:
         redis_config = attrs.evolve(full.redis, url=server.url if server else str(target))
+        redis_config = _allowing(redis_config, allow_eviction)
         backend = AsyncRedisBackend.from_config(redis_config, full.queue)
-        if not redis_config.cluster:
-            try:
+        try:
+            await backend.check_server()  # credentials and maxmemory-policy, at once
+            if not redis_config.cluster:
                 await acheck_not_cluster_node(backend.client)
-            except BaseException:
-                await backend.close()
-                raise
+        except BaseException:
+            await backend.close()
+            raise
         result = _OwningAsyncFairQueue(backend, plugins=tuple(plugins or ()), config=full.queue)
         result._server = server
     except BaseException:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -10,15 +11,32 @@ from redis import exceptions as rexc
 from fairque_core.domain.errors import (
     BackendError,
     BackendOutOfMemoryError,
+    BackendPermissionError,
     OutcomeUnknownError,
     RedisConnectionError,
 )
 from fairque_redis.scripts import translate_script_error
 
-__all__ = ["translate_errors"]
+__all__ = ["permission_error", "translate_errors"]
 
 # Connection errors whose text says the command never left the client.
 _NOT_SENT_MARKERS = ("connecting to", "Connection refused", "Name or service not known")
+
+
+# How an ACL refusal of a command run inside a script reads (Valkey / Redis 7); a refused
+# top-level command is a NOPERM reply (redis-py's NoPermissionError).
+_SCRIPT_ACL_MARKERS = ("ACL failure in script", "can't run this command or subcommand")
+_COMMAND_RE = re.compile(r"permissions? to run the '([^']+)' command")
+
+
+def permission_error(operation: str, text: str) -> BackendPermissionError | None:
+    """The typed error for an ACL refusal reply ``text`` (None if it is not one)."""
+    if not (text.startswith("NOPERM") or "no permissions to run" in text) and not any(
+        marker in text for marker in _SCRIPT_ACL_MARKERS
+    ):
+        return None
+    found = _COMMAND_RE.search(text)
+    return BackendPermissionError(operation, found.group(1) if found else None, text[:200])
 
 
 def _not_sent(exc: BaseException) -> bool:
@@ -35,6 +53,10 @@ def translate_errors(script: str, *, writes: bool) -> Iterator[None]:
     """Translate redis-py exceptions raised by one script call."""
     try:
         yield
+    except rexc.NoPermissionError as exc:
+        text = str(exc)
+        found = _COMMAND_RE.search(text)
+        raise BackendPermissionError(script, found.group(1) if found else None, text) from exc
     except rexc.OutOfMemoryError as exc:
         raise BackendOutOfMemoryError(f"the server is out of memory ({script})") from exc
     except (rexc.ClusterDownError, rexc.TryAgainError, rexc.ReadOnlyError) as exc:
@@ -43,6 +65,9 @@ def translate_errors(script: str, *, writes: bool) -> Iterator[None]:
         text = str(exc)
         if text.startswith("OOM"):
             raise BackendOutOfMemoryError(f"the server is out of memory ({script})") from exc
+        refused = permission_error(script, text)
+        if refused is not None:
+            raise refused from exc
         raise translate_script_error(script, text) from exc
     except (rexc.ConnectionError, rexc.TimeoutError) as exc:
         if writes and not _not_sent(exc):

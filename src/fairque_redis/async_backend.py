@@ -10,6 +10,8 @@ Lua scripts, and redis-py exceptions are translated at one edge (:mod:`fairque_r
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -19,7 +21,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from fairque_core.app.config import FairQueueConfig, QueueConfig, RedisConfig
 from fairque_core.domain.enums import FailureType, TaskState
-from fairque_core.domain.errors import LeaseLostError
+from fairque_core.domain.errors import BackendPermissionError, LeaseLostError
 from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
 from fairque_core.domain.validation import check_wait_timeout
 from fairque_core.ports import AsyncQueueBackend, Clock, TokenSource, random_token
@@ -37,6 +39,7 @@ from fairque_redis._errors import translate_errors
 from fairque_redis._script_calls import Call, ScriptCalls
 from fairque_redis.keys import KeySpace
 from fairque_redis.scripts import SOURCES
+from fairque_redis.server_checks import check_memory_policy, memory_policies
 
 if TYPE_CHECKING:
     from redis.commands.core import AsyncScript
@@ -44,6 +47,11 @@ if TYPE_CHECKING:
 __all__ = ["AsyncRedisBackend"]
 
 T = TypeVar("T")
+
+log = logging.getLogger("fairque.redis")
+
+# Without BLPOP (an ACL that denies it) wait_for_work polls the wake signal this often.
+_POLL_SECONDS = 0.05
 
 
 class AsyncRedisBackend:
@@ -53,6 +61,10 @@ class AsyncRedisBackend:
     The client must return bytes (``decode_responses=False``). Build it with :meth:`from_url`
     or :meth:`from_config` to get fairque's settings (automatic retries off for scripts, TLS
     verification on). ``clock`` is for tests only: it replaces server ``TIME``.
+
+    Before its first command the backend reads ``INFO memory`` once and refuses a server whose
+    ``maxmemory-policy`` may evict keys (:class:`UnsafeServerConfigError`) unless
+    ``allow_eviction`` is True; :meth:`check_server` runs that check (and a PING) at once.
     """
 
     def __init__(
@@ -63,6 +75,7 @@ class AsyncRedisBackend:
         config: QueueConfig | None = None,
         clock: Clock | None = None,
         token_source: TokenSource | None = None,
+        allow_eviction: bool = False,
     ) -> None:
         self._keys = KeySpace(queue)
         self._config = config if config is not None else QueueConfig(name=queue)
@@ -79,6 +92,9 @@ class AsyncRedisBackend:
             name: client.register_script(source) for name, source in SOURCES.items()
         }
         self._closed = False
+        self._allow_eviction = allow_eviction
+        self._checked = False
+        self._polling = False
 
     @classmethod
     def from_url(
@@ -90,14 +106,19 @@ class AsyncRedisBackend:
         config: QueueConfig | FairQueueConfig | None = None,
         clock: Clock | None = None,
         token_source: TokenSource | None = None,
+        allow_eviction: bool = False,
         **redis_opts: Any,
     ) -> AsyncRedisBackend:
         """A backend on a client of its own for ``redis://``, ``rediss://`` (TLS) or
         ``valkey(s)://`` URLs. ``redis_opts`` go to redis-py (``password``, ``username``,
         ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``, timeouts ...). A whole
         FairQueueConfig as ``config`` contributes its ``redis`` section's options too.
-        ``queue`` defaults to the queue config's name (``"default"`` without a config)."""
+        ``queue`` defaults to the queue config's name (``"default"`` without a config).
+        ``allow_eviction`` (or the config's ``redis.allow_eviction``) accepts a server whose
+        ``maxmemory-policy`` may evict keys."""
         url = normalize_url(url)
+        if isinstance(config, FairQueueConfig) and config.redis.allow_eviction:
+            allow_eviction = True
         config, redis_opts = split_config(config, redis_opts)
         if queue is None:
             queue = config.name if config is not None else "default"
@@ -105,7 +126,14 @@ class AsyncRedisBackend:
         client: Redis | RedisCluster = (
             RedisCluster.from_url(url, **opts) if cluster else Redis.from_url(url, **opts)
         )
-        backend = cls(client, queue=queue, config=config, clock=clock, token_source=token_source)
+        backend = cls(
+            client,
+            queue=queue,
+            config=config,
+            clock=clock,
+            token_source=token_source,
+            allow_eviction=allow_eviction,
+        )
         backend._owns_client = True
         return backend
 
@@ -127,6 +155,7 @@ class AsyncRedisBackend:
             config=queue_config,
             clock=clock,
             token_source=token_source,
+            allow_eviction=redis_config.allow_eviction,
             **redis_options(redis_config),
         )
 
@@ -151,7 +180,33 @@ class AsyncRedisBackend:
     def client(self) -> Redis | RedisCluster:
         return self._client
 
+    async def check_server(self) -> None:
+        """Check the server now: a PING (wrong credentials or a refused connection raise here,
+        typed) and the ``maxmemory-policy`` check every backend runs before its first command
+        (:class:`UnsafeServerConfigError` for an evicting policy, see
+        :mod:`fairque_redis.server_checks`). ``connect`` calls it."""
+        with translate_errors("ping", writes=False):
+            await self._client.ping()
+        await self._check_memory_policy("ping")
+
+    async def _check_memory_policy(self, operation: str) -> None:
+        unreadable = ""
+        reply: Any = None
+        try:
+            with translate_errors(operation, writes=False):
+                if isinstance(self._client, RedisCluster):
+                    reply = await self._client.info("memory", target_nodes=RedisCluster.PRIMARIES)
+                else:
+                    reply = await self._client.info("memory")
+        except BackendPermissionError as exc:
+            unreadable = str(exc)
+        policies = {} if unreadable else memory_policies(reply)
+        check_memory_policy(policies, allow_eviction=self._allow_eviction, unreadable=unreadable)
+        self._checked = True
+
     async def _run(self, call: Call[T]) -> T:
+        if not self._checked:
+            await self._check_memory_policy(call.script)
         script = self._scripts[call.script]
         with translate_errors(call.script, writes=call.writes):
             reply = await script(keys=self._planner.anchors, args=call.args)
@@ -289,12 +344,38 @@ class AsyncRedisBackend:
                 return True
             left = deadline - time.monotonic()
             block = left if due_in is None else min(left, due_in)
-            with translate_errors("wait_for_work", writes=False):
-                if block < MIN_BLOCK_SECONDS:
-                    return await self._client.lpop(wake) is not None
-                got = await self._client.blpop([wake, self._keys.sched], timeout=block)
+            if self._polling:
+                if await self._poll_wake(block):
+                    return True
+                if time.monotonic() >= deadline:
+                    return False
+                continue
+            try:
+                with translate_errors("wait_for_work", writes=False):
+                    if block < MIN_BLOCK_SECONDS:
+                        return await self._client.lpop(wake) is not None
+                    got = await self._client.blpop([wake, self._keys.sched], timeout=block)
+            except BackendPermissionError as exc:
+                self._polling = True
+                log.warning(
+                    "the server's ACL refuses a command of the wait for work (%s); this backend "
+                    "polls for work every %g s instead (grant +blpop and +lpop to wake at once)",
+                    exc.command or "blpop",
+                    _POLL_SECONDS,
+                )
+                continue
             if got is not None and got[0] == wake.encode():
                 return True
+
+    async def _poll_wake(self, block: float) -> bool:
+        """The wait without BLPOP: sleep a poll interval, then take a pending wake token with
+        LPOP (or, when that is refused too, report possible work)."""
+        await asyncio.sleep(max(0.0, min(block, _POLL_SECONDS)))
+        try:
+            with translate_errors("wait_for_work", writes=False):
+                return await self._client.lpop(self._keys.wake) is not None
+        except BackendPermissionError:
+            return block <= _POLL_SECONDS
 
     async def close(self) -> None:
         """Close the client if this backend made it (``from_url``/``from_config``)."""

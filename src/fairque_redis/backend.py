@@ -9,6 +9,7 @@ Lua scripts, and redis-py exceptions are translated at one edge (:mod:`fairque_r
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -18,7 +19,7 @@ from redis.cluster import RedisCluster
 
 from fairque_core.app.config import FairQueueConfig, QueueConfig, RedisConfig
 from fairque_core.domain.enums import FailureType, TaskState
-from fairque_core.domain.errors import LeaseLostError
+from fairque_core.domain.errors import BackendPermissionError, LeaseLostError
 from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
 from fairque_core.domain.validation import check_wait_timeout
 from fairque_core.ports import Clock, QueueBackend, TokenSource, random_token
@@ -36,6 +37,7 @@ from fairque_redis._errors import translate_errors
 from fairque_redis._script_calls import Call, ScriptCalls
 from fairque_redis.keys import KeySpace
 from fairque_redis.scripts import SOURCES
+from fairque_redis.server_checks import check_memory_policy, memory_policies
 
 if TYPE_CHECKING:
     from redis.commands.core import Script
@@ -43,6 +45,11 @@ if TYPE_CHECKING:
 __all__ = ["RedisBackend"]
 
 T = TypeVar("T")
+
+log = logging.getLogger("fairque.redis")
+
+# Without BLPOP (an ACL that denies it) wait_for_work polls the wake signal this often.
+_POLL_SECONDS = 0.05
 
 
 class RedisBackend:
@@ -52,6 +59,10 @@ class RedisBackend:
     The client must return bytes (``decode_responses=False``). Build it with :meth:`from_url`
     or :meth:`from_config` to get fairque's settings (automatic retries off for scripts, TLS
     verification on). ``clock`` is for tests only: it replaces server ``TIME``.
+
+    Before its first command the backend reads ``INFO memory`` once and refuses a server whose
+    ``maxmemory-policy`` may evict keys (:class:`UnsafeServerConfigError`) unless
+    ``allow_eviction`` is True; :meth:`check_server` runs that check (and a PING) at once.
     """
 
     def __init__(
@@ -62,6 +73,7 @@ class RedisBackend:
         config: QueueConfig | None = None,
         clock: Clock | None = None,
         token_source: TokenSource | None = None,
+        allow_eviction: bool = False,
     ) -> None:
         self._keys = KeySpace(queue)
         self._config = config if config is not None else QueueConfig(name=queue)
@@ -78,6 +90,9 @@ class RedisBackend:
             name: client.register_script(source) for name, source in SOURCES.items()
         }
         self._closed = False
+        self._allow_eviction = allow_eviction
+        self._checked = False
+        self._polling = False
 
     @classmethod
     def from_url(
@@ -89,14 +104,19 @@ class RedisBackend:
         config: QueueConfig | FairQueueConfig | None = None,
         clock: Clock | None = None,
         token_source: TokenSource | None = None,
+        allow_eviction: bool = False,
         **redis_opts: Any,
     ) -> RedisBackend:
         """A backend on a client of its own for ``redis://``, ``rediss://`` (TLS) or
         ``valkey(s)://`` URLs. ``redis_opts`` go to redis-py (``password``, ``username``,
         ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``, timeouts ...). A whole
         FairQueueConfig as ``config`` contributes its ``redis`` section's options too.
-        ``queue`` defaults to the queue config's name (``"default"`` without a config)."""
+        ``queue`` defaults to the queue config's name (``"default"`` without a config).
+        ``allow_eviction`` (or the config's ``redis.allow_eviction``) accepts a server whose
+        ``maxmemory-policy`` may evict keys."""
         url = normalize_url(url)
+        if isinstance(config, FairQueueConfig) and config.redis.allow_eviction:
+            allow_eviction = True
         config, redis_opts = split_config(config, redis_opts)
         if queue is None:
             queue = config.name if config is not None else "default"
@@ -104,7 +124,14 @@ class RedisBackend:
         client: Redis | RedisCluster = (
             RedisCluster.from_url(url, **opts) if cluster else Redis.from_url(url, **opts)
         )
-        backend = cls(client, queue=queue, config=config, clock=clock, token_source=token_source)
+        backend = cls(
+            client,
+            queue=queue,
+            config=config,
+            clock=clock,
+            token_source=token_source,
+            allow_eviction=allow_eviction,
+        )
         backend._owns_client = True
         return backend
 
@@ -126,6 +153,7 @@ class RedisBackend:
             config=queue_config,
             clock=clock,
             token_source=token_source,
+            allow_eviction=redis_config.allow_eviction,
             **redis_options(redis_config),
         )
 
@@ -150,7 +178,33 @@ class RedisBackend:
     def client(self) -> Redis | RedisCluster:
         return self._client
 
+    def check_server(self) -> None:
+        """Check the server now: a PING (wrong credentials or a refused connection raise here,
+        typed) and the ``maxmemory-policy`` check every backend runs before its first command
+        (:class:`UnsafeServerConfigError` for an evicting policy, see
+        :mod:`fairque_redis.server_checks`). ``connect`` calls it."""
+        with translate_errors("ping", writes=False):
+            self._client.ping()
+        self._check_memory_policy("ping")
+
+    def _check_memory_policy(self, operation: str) -> None:
+        unreadable = ""
+        reply: Any = None
+        try:
+            with translate_errors(operation, writes=False):
+                if isinstance(self._client, RedisCluster):
+                    reply = self._client.info("memory", target_nodes=RedisCluster.PRIMARIES)
+                else:
+                    reply = self._client.info("memory")
+        except BackendPermissionError as exc:
+            unreadable = str(exc)
+        policies = {} if unreadable else memory_policies(reply)
+        check_memory_policy(policies, allow_eviction=self._allow_eviction, unreadable=unreadable)
+        self._checked = True
+
     def _run(self, call: Call[T]) -> T:
+        if not self._checked:
+            self._check_memory_policy(call.script)
         script = self._scripts[call.script]
         with translate_errors(call.script, writes=call.writes):
             reply = script(keys=self._planner.anchors, args=call.args)
@@ -286,12 +340,38 @@ class RedisBackend:
                 return True
             left = deadline - time.monotonic()
             block = left if due_in is None else min(left, due_in)
-            with translate_errors("wait_for_work", writes=False):
-                if block < MIN_BLOCK_SECONDS:
-                    return self._client.lpop(wake) is not None
-                got = self._client.blpop([wake, self._keys.sched], timeout=block)
+            if self._polling:
+                if self._poll_wake(block):
+                    return True
+                if time.monotonic() >= deadline:
+                    return False
+                continue
+            try:
+                with translate_errors("wait_for_work", writes=False):
+                    if block < MIN_BLOCK_SECONDS:
+                        return self._client.lpop(wake) is not None
+                    got = self._client.blpop([wake, self._keys.sched], timeout=block)
+            except BackendPermissionError as exc:
+                self._polling = True
+                log.warning(
+                    "the server's ACL refuses a command of the wait for work (%s); this backend "
+                    "polls for work every %g s instead (grant +blpop and +lpop to wake at once)",
+                    exc.command or "blpop",
+                    _POLL_SECONDS,
+                )
+                continue
             if got is not None and got[0] == wake.encode():
                 return True
+
+    def _poll_wake(self, block: float) -> bool:
+        """The wait without BLPOP: sleep a poll interval, then take a pending wake token with
+        LPOP (or, when that is refused too, report possible work)."""
+        time.sleep(max(0.0, min(block, _POLL_SECONDS)))
+        try:
+            with translate_errors("wait_for_work", writes=False):
+                return self._client.lpop(self._keys.wake) is not None
+        except BackendPermissionError:
+            return block <= _POLL_SECONDS
 
     def close(self) -> None:
         """Close the client if this backend made it (``from_url``/``from_config``)."""

@@ -217,6 +217,9 @@ class RedisConfig:
     ssl_ca_certs: str | None = attrs.field(default=None, validator=_OPTIONAL_STR)
     ssl_certfile: str | None = attrs.field(default=None, validator=_OPTIONAL_STR)
     ssl_keyfile: str | None = attrs.field(default=None, validator=_OPTIONAL_STR)
+    # True accepts a server whose maxmemory-policy may evict keys (tasks can then be lost
+    # silently); by default such a server is refused with UnsafeServerConfigError (ADR 26)
+    allow_eviction: bool = attrs.field(default=False, validator=_BOOL)
 
 
 @attrs.define(kw_only=True)

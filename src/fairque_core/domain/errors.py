@@ -13,6 +13,7 @@ from collections.abc import Sequence
 __all__ = [
     "BackendError",
     "BackendOutOfMemoryError",
+    "BackendPermissionError",
     "ConfigurationError",
     "DependencyCycleError",
     "DomainError",
@@ -30,6 +31,7 @@ __all__ = [
     "TaskTimeoutError",
     "TaskValidationError",
     "UnknownTaskError",
+    "UnsafeServerConfigError",
 ]
 
 
@@ -153,6 +155,43 @@ class OutcomeUnknownError(RedisConnectionError):
 
 class BackendOutOfMemoryError(BackendError):
     """The server refused a write because it reached ``maxmemory``."""
+
+
+class BackendPermissionError(BackendError, PermissionError):
+    """The server refused a command to the connection's user (an ACL ``NOPERM`` reply).
+
+    ``command`` names the refused command when the server said which (Redis 7 does not for a
+    command inside a script: then it is ``None``); ``operation`` is the fairque operation
+    (``push``, ``claim``, ``ping`` ...) that sent it. Nothing was changed.
+    """
+
+    def __init__(self, operation: str, command: str | None, detail: str = "") -> None:
+        self.operation = operation
+        self.command = command
+        what = f"the {command!r} command" if command else "a command it needs"
+        text = f"the server's ACL does not let this user run {what} ({operation})"
+        if detail:
+            text += f": {detail}"
+        super().__init__(text)
+
+
+class UnsafeServerConfigError(BackendError):
+    """The server runs with a setting under which fairque would lose tasks silently.
+
+    ``setting`` is the server setting (``maxmemory-policy``), ``value`` its value there and
+    ``required`` the value fairque needs; ``opt_out`` names the option that accepts the risk.
+    """
+
+    def __init__(self, setting: str, value: str, required: str, *, why: str, opt_out: str) -> None:
+        self.setting = setting
+        self.value = value
+        self.required = required
+        self.opt_out = opt_out
+        super().__init__(
+            f"the server's {setting} is {value!r}: {why}. Set `{setting} {required}` on the "
+            f"server (CONFIG SET {setting} {required}, and in its config file), or pass "
+            f"{opt_out} to accept the loss"
+        )
 
 
 class LeaseLostError(BackendError):
