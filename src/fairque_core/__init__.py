@@ -10,6 +10,8 @@ from fairque_core.app.config import (
 from fairque_core.app.engine import FairQueue
 from fairque_core.app.engine_async import AsyncFairQueue
 from fairque_core.app.handlers import RegistryHandler, TaskHandler, TaskRegistry, task
+from fairque_core.app.scheduler import Scheduler
+from fairque_core.app.scheduler_async import AsyncScheduler
 from fairque_core.app.worker import Worker
 from fairque_core.app.worker_async import AsyncWorker
 from fairque_core.domain.deps import check_batch, dependency_edges, find_cycle, topological_order
@@ -29,6 +31,7 @@ from fairque_core.domain.errors import (
     PayloadTooLargeError,
     PluginError,
     RedisConnectionError,
+    ScheduleValidationError,
     ScriptContractError,
     TaskNotFoundError,
     TaskSerializationError,
@@ -39,6 +42,7 @@ from fairque_core.domain.errors import (
 )
 from fairque_core.domain.models import Claimed, DLQEntry, Lease, Message, QueueSizes, Task
 from fairque_core.domain.retry import RetryDecision, RetrySchedule, decide
+from fairque_core.domain.schedules import Misfire, Schedule, ScheduleInfo, TaskTemplate
 from fairque_core.domain.states import TERMINAL_STATES, TRANSITIONS, TaskEvent, next_state
 from fairque_core.memory.async_model import AsyncInMemoryBackend
 from fairque_core.memory.model import InMemoryBackend
@@ -50,6 +54,7 @@ __all__ = [
     "AsyncFairQueue",
     "AsyncInMemoryBackend",
     "AsyncQueueBackend",
+    "AsyncScheduler",
     "AsyncWorker",
     "BackendError",
     "BackendOutOfMemoryError",
@@ -70,6 +75,7 @@ __all__ = [
     "LeaseLostError",
     "LuaScriptError",
     "Message",
+    "Misfire",
     "OutcomeUnknownError",
     "PayloadTooLargeError",
     "PluginError",
@@ -82,6 +88,10 @@ __all__ = [
     "RegistryHandler",
     "RetryDecision",
     "RetrySchedule",
+    "Schedule",
+    "ScheduleInfo",
+    "ScheduleValidationError",
+    "Scheduler",
     "ScriptContractError",
     "Task",
     "TaskEvent",
@@ -90,6 +100,7 @@ __all__ = [
     "TaskRegistry",
     "TaskSerializationError",
     "TaskState",
+    "TaskTemplate",
     "TaskTimeoutError",
     "TaskValidationError",
     "TierConfig",

@@ -37,6 +37,7 @@ from fairque_redis._client_options import (
 )
 from fairque_redis._errors import translate_errors
 from fairque_redis._script_calls import Call, ScriptCalls
+from fairque_redis.async_schedules import AsyncRedisScheduleStore
 from fairque_redis.keys import KeySpace
 from fairque_redis.scripts import SOURCES
 from fairque_redis.server_checks import check_memory_policy, memory_policies
@@ -203,6 +204,11 @@ class AsyncRedisBackend:
         policies = {} if unreadable else memory_policies(reply)
         check_memory_policy(policies, allow_eviction=self._allow_eviction, unreadable=unreadable)
         self._checked = True
+
+    @property
+    def schedules(self) -> AsyncRedisScheduleStore:
+        """The queue's cron schedules and scheduler lock, on this backend's client."""
+        return AsyncRedisScheduleStore(self._client, self._keys, self._scripts)
 
     async def _run(self, call: Call[T]) -> T:
         if not self._checked:

@@ -36,6 +36,7 @@ from fairque_redis._client_options import (
 from fairque_redis._errors import translate_errors
 from fairque_redis._script_calls import Call, ScriptCalls
 from fairque_redis.keys import KeySpace
+from fairque_redis.schedules import RedisScheduleStore
 from fairque_redis.scripts import SOURCES
 from fairque_redis.server_checks import check_memory_policy, memory_policies
 
@@ -201,6 +202,11 @@ class RedisBackend:
         policies = {} if unreadable else memory_policies(reply)
         check_memory_policy(policies, allow_eviction=self._allow_eviction, unreadable=unreadable)
         self._checked = True
+
+    @property
+    def schedules(self) -> RedisScheduleStore:
+        """The queue's cron schedules and scheduler lock, on this backend's client."""
+        return RedisScheduleStore(self._client, self._keys, self._scripts)
 
     def _run(self, call: Call[T]) -> T:
         if not self._checked:

@@ -27,6 +27,9 @@ key                type    contents
 ``sched``          list    the schedule signal: at most one token, raised when the first due
                            time in ``delayed`` moves earlier (idle workers BLPOP it too)
 ``tenants``        zset    every tenant that ever pushed, scored by its first push (ms)
+``schedules``      hash    cron schedules: name -> definition (JSON, ``domain/schedules.py``)
+``schedule_fired`` hash    cron schedules: name -> last fired tick (epoch ms)
+``scheduler_lock`` string  the scheduler lock: the holder's token, with a PX expiry
 ``task:<id>``      hash    one task: message fields and its state
 ``waits:<id>``     set     parents a deferred task still waits for
 ``children:<id>``  list    tasks that depend on this one
@@ -143,6 +146,19 @@ class KeySpace:
         """The schedule signal (a list of at most one token); Lua builds it with
         ``fq_sched_key``."""
         return self.prefix + "sched"
+
+    # -- cron schedules (app/schedule_port.py; scripts get them in KEYS, never derive them)
+    @property
+    def schedules(self) -> str:
+        return self.prefix + "schedules"
+
+    @property
+    def schedule_fired(self) -> str:
+        return self.prefix + "schedule_fired"
+
+    @property
+    def scheduler_lock(self) -> str:
+        return self.prefix + "scheduler_lock"
 
     def anchors(self) -> list[str]:
         """The fixed keys every script declares, in the order ``fq_open`` reads them

@@ -213,6 +213,8 @@ SCRIPTS: Mapping[str, ScriptSpec] = {
         ScriptSpec("dlq_list", writes=False),
         ScriptSpec("dlq_requeue"),
         ScriptSpec("dlq_purge"),
+        ScriptSpec("scheduler_lock", keys=("lock",)),
+        ScriptSpec("schedule_mark", keys=("lock", "schedules", "fired")),
     )
 }
 

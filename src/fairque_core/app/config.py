@@ -23,7 +23,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 
-from fairque_core.domain.errors import ConfigurationError, TaskValidationError
+from fairque_core.domain.errors import (
+    ConfigurationError,
+    ScheduleValidationError,
+    TaskValidationError,
+)
+from fairque_core.domain.schedules import Schedule
 from fairque_core.domain.scoring import stride_for
 from fairque_core.domain.validation import validate_id, validate_queue_name
 
@@ -337,6 +342,23 @@ class QueueConfig:
         return table
 
 
+def _schedules(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, list):
+        raise _FieldError("", "schedules", value, "must be a list of schedules")
+    names: set[str] = set()
+    for index, item in enumerate(value):
+        where = f"schedules.{index}"
+        if not isinstance(item, Mapping):
+            raise _FieldError("", where, item, "must be a mapping")
+        try:
+            schedule = Schedule.from_dict(item)
+        except ScheduleValidationError as exc:
+            raise _FieldError("", f"{where}.{exc.field}", exc.value, exc.rule) from None
+        if schedule.name in names:
+            raise _FieldError("", f"{where}.name", schedule.name, "is used twice")
+        names.add(schedule.name)
+
+
 @attrs.define(kw_only=True)
 class FairQueueConfig:
     """The whole configuration: one YAML file with redis, worker and queue sections."""
@@ -344,6 +366,13 @@ class FairQueueConfig:
     redis: RedisConfig = attrs.field(factory=RedisConfig)
     worker: WorkerConfig = attrs.field(factory=WorkerConfig)
     queue: QueueConfig = attrs.field(factory=QueueConfig)
+    #: Cron schedules (``name``, ``cron``, ``task``, ``timezone``, ``misfire``, ``jitter``),
+    #: stored on the queue by ``FairQueue.from_config`` (created or replaced, never removed).
+    schedules: list[dict[str, Any]] = attrs.field(factory=list, validator=_schedules)
+
+    def schedule_values(self) -> list[Schedule]:
+        """The ``schedules`` section as Schedule values."""
+        return [Schedule.from_dict(item) for item in self.schedules]
 
     @classmethod
     def from_dict(

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 from fairque_core.app import engine_support as common
 from fairque_core.app.backend_loading import open_backend
@@ -31,10 +31,25 @@ from fairque_core.app.messages import (
     to_message,
     wait_seconds,
 )
+from fairque_core.app.schedule_port import ScheduleStore
 from fairque_core.domain.deps import check_batch
 from fairque_core.domain.enums import FailureType, TaskState
-from fairque_core.domain.errors import LeaseLostError, TaskSerializationError, TaskValidationError
+from fairque_core.domain.errors import (
+    ConfigurationError,
+    LeaseLostError,
+    TaskSerializationError,
+    TaskValidationError,
+)
 from fairque_core.domain.models import DLQEntry, Message, Task
+from fairque_core.domain.schedules import (
+    Misfire,
+    Schedule,
+    ScheduleInfo,
+    TaskTemplate,
+    decode_schedule,
+    encode_schedule,
+    next_tick,
+)
 from fairque_core.domain.validation import check_tenant_page, check_wait_timeout
 from fairque_core.ports import QueueBackend
 
@@ -93,6 +108,8 @@ class FairQueue:
         queue = cls(backend, plugins=plugins, plugin_host=plugin_host)
         try:
             queue.apply_tenant_config()
+            for schedule in config.schedule_values():
+                queue.save_schedule(schedule)
         except BaseException:
             queue.close()
             raise
@@ -441,6 +458,75 @@ class FairQueue:
         (``list_tenants`` of the port); ``limit`` at most 1000."""
         limit, offset = check_tenant_page(limit, offset)
         return self._backend.list_tenants(limit=limit, offset=offset)
+
+    # ------------------------------------------------------------------ cron schedules
+    @property
+    def schedules(self) -> ScheduleStore:
+        """The backend's schedule store (``backend.schedules``); ConfigurationError when the
+        backend keeps no schedules."""
+        store = getattr(self._backend, "schedules", None)
+        if store is None:
+            raise ConfigurationError(
+                f"backend {type(self._backend).__name__} has no schedule store (schedules)"
+            )
+        return cast(ScheduleStore, store)
+
+    def add_schedule(
+        self,
+        name: str,
+        cron: str,
+        task_template: TaskTemplate | Mapping[str, Any],
+        *,
+        timezone: str = "UTC",
+        misfire: Misfire | str = "skip",
+        jitter: float = 0.0,
+    ) -> Schedule:
+        """Create or replace the cron schedule ``name``; ``fairque scheduler`` fires it.
+
+        ``task_template`` is a TaskTemplate or a mapping with ``tenant`` (required),
+        ``task_name``, ``priority``, ``payload`` (JSON) and ``max_retries``. Every value is
+        checked before anything is stored (ScheduleValidationError naming the field).
+        Replacing a schedule keeps its last fired tick.
+        """
+        schedule = Schedule(
+            name=name,
+            cron=cron,
+            template=task_template,
+            timezone=timezone,
+            misfire=misfire,
+            jitter=jitter,
+        )
+        self.save_schedule(schedule)
+        return schedule
+
+    def save_schedule(self, schedule: Schedule) -> None:
+        """Store ``schedule`` (``add_schedule`` with a built Schedule)."""
+        store = self.schedules
+        known = store.get(schedule.name)
+        added_at = time.time() if known is None else decode_schedule(known.definition)[1]
+        store.save(schedule.name, encode_schedule(schedule, added_at))
+
+    def remove_schedule(self, name: str) -> bool:
+        """Delete the schedule ``name`` and its progress; False if there was none."""
+        return self.schedules.delete(name)
+
+    def list_schedules(self) -> list[ScheduleInfo]:
+        """Every schedule by name, with when it last fired and when it fires next."""
+        out: list[ScheduleInfo] = []
+        now = time.time()
+        for record in self.schedules.list():
+            schedule, added_at = decode_schedule(record.definition)
+            start = record.last_fired if record.last_fired is not None else added_at
+            upcoming = next_tick(schedule, max(start, now))
+            out.append(
+                ScheduleInfo(
+                    schedule=schedule,
+                    added_at=added_at,
+                    last_fired=record.last_fired,
+                    next_at=None if upcoming is None else upcoming.at,
+                )
+            )
+        return out
 
     # ------------------------------------------------------------------ DLQ
     def list_dlq(

@@ -25,6 +25,7 @@ __all__ = [
     "PayloadTooLargeError",
     "PluginError",
     "RedisConnectionError",
+    "ScheduleValidationError",
     "ScriptContractError",
     "TaskNotFoundError",
     "TaskSerializationError",
@@ -67,6 +68,11 @@ class PayloadTooLargeError(TaskValidationError):
         self.size = size
         self.limit = limit
         super().__init__("payload", f"<{size} bytes>", f"larger than the limit of {limit} bytes")
+
+
+class ScheduleValidationError(TaskValidationError):
+    """A cron schedule breaks a rule: ``field`` is ``cron``, ``timezone``, ``misfire``,
+    ``jitter``, ``name`` or a task template field (``tenant``, ``priority``, ``payload`` ...)."""
 
 
 class InvalidTransition(DomainError):

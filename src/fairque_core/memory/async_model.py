@@ -16,12 +16,13 @@ from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
 from fairque_core.domain.validation import check_wait_timeout
 from fairque_core.memory.model import InMemoryBackend
+from fairque_core.memory.schedules import AsyncScheduleOps
 from fairque_core.ports import Clock, TokenSource
 
 __all__ = ["AsyncInMemoryBackend"]
 
 
-class AsyncInMemoryBackend:
+class AsyncInMemoryBackend(AsyncScheduleOps):
     """Awaitable methods over one :class:`InMemoryBackend` (given, or built from the args)."""
 
     def __init__(

@@ -29,6 +29,7 @@ from fairque_core.domain.validation import (
     validate_id,
 )
 from fairque_core.memory.leases import LeaseOps
+from fairque_core.memory.schedules import ScheduleOps
 from fairque_core.memory.store import TaskRecord, locked
 
 __all__ = ["InMemoryBackend"]
@@ -36,7 +37,7 @@ __all__ = ["InMemoryBackend"]
 _ALIVE = (TaskState.SCHEDULED, TaskState.DEFERRED, TaskState.QUEUED, TaskState.STARTED)
 
 
-class InMemoryBackend(LeaseOps):
+class InMemoryBackend(LeaseOps, ScheduleOps):
     """The reference backend. ``clock`` returns epoch seconds (default ``time.time``);
     ``token_source`` makes lease tokens (default :func:`fairque_core.ports.random_token`)."""
 
