@@ -1,0 +1,99 @@
+"""``fairque dashboard``: serve the web dashboard (:mod:`fairque_dashboard`) with uvicorn.
+
+It needs the ``dashboard`` extra (Starlette, Jinja2, uvicorn); without it the command says so
+in one line. It binds 127.0.0.1 unless ``--host`` says otherwise, and is read-only unless an
+operator token is given (``--auth-token`` or ``$FAIRQUE_DASHBOARD_TOKEN``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import TextIO
+
+from fairque_cli.context import CliError, SubCommands, load_config
+
+__all__ = ["TOKEN_ENV", "add_dashboard"]
+
+TOKEN_ENV = "FAIRQUE_DASHBOARD_TOKEN"  # noqa: S105 - the variable's name, not a secret
+_LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
+def add_dashboard(sub: SubCommands) -> None:
+    parser = sub.add_parser(
+        "dashboard",
+        help="serve the web dashboard (needs: pip install fairque[dashboard])",
+        description="A web dashboard of the queue: counts, throughput, fairness, tenants, "
+        "tasks, DLQ, workers and schedules. Read-only unless an operator token is set.",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=_port, default=8700, help="port (default 8700)")
+    parser.add_argument(
+        "--auth-token",
+        default=None,
+        metavar="TOKEN",
+        help=f"operator token that enables actions (default: ${TOKEN_ENV}; none: read-only)",
+    )
+    parser.add_argument(
+        "--refresh",
+        type=_seconds,
+        default=2.0,
+        metavar="SECONDS",
+        help="how often the live parts of a page refresh and the app samples the queue",
+    )
+    parser.set_defaults(func=_run)
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 0 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port: {text!r}")
+    return int(text)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0.2 <= value <= 3600:
+        raise argparse.ArgumentTypeError("must be between 0.2 and 3600 seconds")
+    return value
+
+
+def _run(args: argparse.Namespace, out: TextIO) -> int:
+    try:
+        import uvicorn
+
+        from fairque_dashboard import DashboardSettings, create_app
+    except ImportError as exc:
+        raise CliError(
+            f"the dashboard needs its extra: pip install fairque[dashboard] (missing {exc.name})"
+        ) from None
+    from fairque_core.app.backend_loading import backend_url, open_async_backend
+    from fairque_core.app.config import mask_url
+    from fairque_core.app.engine_async import AsyncFairQueue
+
+    config = load_config(args)
+    token = args.auth_token or os.environ.get(TOKEN_ENV, "").strip() or None
+
+    async def open_queue() -> AsyncFairQueue:
+        return AsyncFairQueue(open_async_backend(config))
+
+    settings = DashboardSettings(
+        token=token,
+        target=mask_url(backend_url(config)),
+        sample_interval=args.refresh,
+        refresh_seconds=args.refresh,
+    )
+    app = create_app(open_queue, settings)
+    host = "[::1]" if args.host == "::1" else args.host
+    mode = "actions need the operator token" if token else "read-only (no operator token)"
+    out.write(
+        f"fairque dashboard at http://{host}:{args.port}/ for queue {config.queue.name!r} "
+        f"on {settings.target} ({mode}); Ctrl-C stops it\n"
+    )
+    if args.host not in _LOOPBACK:
+        out.write(f"note: bound to {args.host}, reachable from other machines; put it behind TLS\n")
+    out.flush()
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    return 0

@@ -1,0 +1,284 @@
+"""Every route and action of the dashboard through an ASGI test client, on the model and Valkey."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from fairque_core import Task, TaskState
+
+from .conftest import TOKEN, Env, dead_letter
+
+
+def test_overview_shows_counts_charts_and_jain(seeded: Env) -> None:
+    with seeded.client() as client:
+        page = client.get("/")
+        assert page.status_code == 200
+        html = page.text
+        assert "<svg" in html
+        assert 'data-poll="/?partial=live"' in html
+        assert _count(html, "ready") == 5  # alice 3, bob 1 (the other runs), mallory 1
+        assert _count(html, "running") == 1
+        assert _count(html, "DLQ") == 2
+        assert _count(html, "deferred") is None  # the queue does not report it yet: n/a
+        live = client.get("/?partial=live")
+        assert live.status_code == 200
+        assert "<html" not in live.text
+        assert 'id="jain"' in live.text
+
+
+def _count(html: str, label: str) -> int | None:
+    match = re.search(rf'data-count="{re.escape(label)}"><span class="value">([^<]+)</span>', html)
+    assert match is not None, label
+    text = match.group(1).replace(",", "")
+    return None if text == "n/a" else int(text)
+
+
+def test_jain_index_from_samples(env: Env) -> None:
+    q = env.queue
+    for tenant in ("a", "b"):
+        for i in range(6):
+            q.push(Task.create(tenant, task_id=f"{tenant}-{i}"))
+    with env.client() as client:
+        sampler = client.app.state.dashboard.sampler  # type: ignore[attr-defined]
+        client.portal.call(sampler.sample)  # type: ignore[union-attr]
+        for _ in range(4):  # fair claims: two each
+            task = q.claim()
+            assert task is not None
+            q.finish(task)
+        client.portal.call(sampler.sample)  # type: ignore[union-attr]
+        window = sampler.fairness()
+        assert window is not None
+        assert set(window.backlogged) == {"a", "b"}
+        assert window.dispatches == {"a": 2, "b": 2}
+        assert window.jain == pytest.approx(1.0)
+        html = client.get("/?partial=live").text
+        assert ">1.0000<" in html
+        tenants = client.get("/tenants").text
+        assert "50.0% / 50.0%" in tenants
+
+
+def test_tenants_page_sort_filter_and_paging(seeded: Env) -> None:
+    with seeded.client() as client:
+        page = client.get("/tenants")
+        assert page.status_code == 200
+        for tenant in ("alice", "bob", "carol", "mallory"):
+            assert f'data-tenant="{tenant}"' in page.text
+        by_depth = client.get("/tenants?sort=depth&dir=desc").text
+        order = re.findall(r'data-tenant="([^"]+)"', by_depth)
+        assert order[0] == "alice"
+        ascending = re.findall(
+            r'data-tenant="([^"]+)"', client.get("/tenants?sort=tenant&dir=asc").text
+        )
+        assert ascending == sorted(ascending)
+        running = client.get("/tenants?only=running").text
+        assert re.findall(r'data-tenant="([^"]+)"', running) == ["bob"]
+        contains = client.get("/tenants?contains=ali").text
+        assert re.findall(r'data-tenant="([^"]+)"', contains) == ["alice"]
+        first = client.get("/tenants?size=2&page=1").text
+        second = client.get("/tenants?size=2&page=2").text
+        names = re.findall(r'data-tenant="([^"]+)"', first + second)
+        assert sorted(names) == ["alice", "bob", "carol", "mallory"]
+        assert "page 1 of 2" in first
+        one = client.get("/tenants?tenant=bob").text
+        assert re.findall(r'data-tenant="([^"]+)"', one) == ["bob"]
+        table = client.get("/tenants?partial=table")
+        assert table.status_code == 200
+        assert "<html" not in table.text
+        # figures the queue lacks are n/a, not errors
+        assert 'data-col="lag">n/a<' in page.text
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["size=0", "size=100000", "page=0", "page=abc", "sort=nope", "dir=up", "only=x", "size=-1"],
+)
+def test_tenants_bad_query_is_400(memory_env: Env, query: str) -> None:
+    with memory_env.client() as client:
+        page = client.get(f"/tenants?{query}")
+        assert page.status_code == 400
+        assert "Traceback" not in page.text
+        assert 'id="error-message"' in page.text
+
+
+def test_task_page_escapes_and_caps_the_payload(seeded: Env) -> None:
+    with seeded.client(payload_preview_bytes=1000) as client:
+        page = client.get("/tasks/evil")
+        assert page.status_code == 200
+        assert "<script>alert" not in page.text
+        assert "&lt;script&gt;alert(" in page.text
+        assert "cut at 1,000 characters" in page.text
+        assert page.text.count("y") < 3000
+        assert 'id="task-state" class="state-queued">queued<' in page.text
+        assert "mallory" in page.text
+        assert page.headers["content-security-policy"].startswith("default-src 'self'")
+
+
+def test_task_page_of_a_failed_task_shows_the_error(seeded: Env) -> None:
+    with seeded.client() as client:
+        page = client.get("/tasks/carol-dead-0")
+        assert page.status_code == 200
+        assert "failed" in page.text
+        assert "boom for carol-dead-0" in page.text
+
+
+def test_task_page_dependencies(env: Env) -> None:
+    env.queue.push(Task.create("t", task_id="parent"))
+    env.queue.push(Task.create("t", task_id="child", depends_on=["parent"]))
+    with env.client() as client:
+        page = client.get("/tasks/child").text
+        assert 'href="/tasks/parent"' in page
+        assert "parent</a>: queued" in page
+
+
+def test_unknown_and_malformed_task_ids(env: Env) -> None:
+    with env.client() as client:
+        missing = client.get("/tasks/no-such-task")
+        assert missing.status_code == 404
+        assert "no task" in missing.text
+        bad = client.get("/tasks/" + "x" * 300)
+        assert bad.status_code == 400
+        odd = client.get("/tasks/has%20space")
+        assert odd.status_code == 400
+        assert "Traceback" not in odd.text
+
+
+def test_dlq_browse_filter_and_actions(seeded: Env) -> None:
+    dead_letter(seeded.queue, "dave", "dave-dead-0")
+    with seeded.client(token=TOKEN) as client:
+        page = client.get("/dlq")
+        assert page.status_code == 200
+        entries = re.findall(r'data-entry="([^"]+)"', page.text)
+        assert len(entries) == 3
+        carol = client.get("/dlq?tenant=carol").text
+        assert len(re.findall(r'data-entry="([^"]+)"', carol)) == 2
+        failed = client.get("/dlq?failure_type=failed").text
+        assert len(re.findall(r'data-entry="([^"]+)"', failed)) == 3
+        assert client.get("/dlq?failure_type=poisoned").text.count("data-entry=") == 0
+        assert client.get("/dlq?failure_type=bogus").status_code == 400
+        assert client.get("/dlq?size=501").status_code == 400
+
+        # requeue one (the selection), with the token in the form
+        one = _entry_of(client, "carol-dead-0")
+        done = client.post("/dlq/requeue", data={"token": TOKEN, "scope": "selected", "entry": one})
+        assert done.status_code == 200  # followed the 303 back to /dlq
+        assert "requeued: 1" in done.text
+        assert seeded.queue.get_state("carol-dead-0") is TaskState.QUEUED
+
+        # purge all matching tenant=dave, token in the header
+        done = client.post(
+            "/dlq/purge",
+            data={"scope": "matching", "tenant": "dave"},
+            headers={"X-Fairque-Token": TOKEN},
+        )
+        assert "purged: 1" in done.text
+        assert seeded.queue.get_state("dave-dead-0") is None
+        assert seeded.queue.get_state("carol-dead-1") is TaskState.FAILED
+
+        # requeue all (no filter): what is left
+        done = client.post("/dlq/requeue", data={"token": TOKEN, "scope": "matching"})
+        assert "requeued: 1" in done.text
+        assert seeded.queue.list_dlq() == []
+        assert (
+            client.post("/dlq/requeue", data={"token": TOKEN, "scope": "selected"}).status_code
+            == 400
+        )
+
+
+def _entry_of(client: object, task_id: str) -> str:
+    html = client.get("/dlq").text  # type: ignore[attr-defined]
+    match = re.search(
+        rf'data-entry="([^"]+)">\s*<td><input type="checkbox" name="entry" value="[^"]+" '
+        rf'aria-label="select [^"]+"></td>\s*<td><a href="/tasks/{task_id}"',
+        html,
+    )
+    assert match is not None
+    return match.group(1)
+
+
+def test_actions_refused_without_a_valid_token(seeded: Env) -> None:
+    with seeded.client(token=TOKEN) as client:
+        for path, data in [
+            ("/dlq/requeue", {"scope": "matching"}),
+            ("/dlq/purge", {"scope": "matching", "token": "wrong"}),
+            ("/tenants/alice/weight", {"weight": "3"}),
+            ("/tasks/alice-0/cancel", {"token": TOKEN[:-1]}),
+        ]:
+            refused = client.post(path, data=data)
+            assert refused.status_code == 403, path
+            assert "token" in refused.text
+        # a cross-site form, even with the token, is refused by its Origin
+        cross = client.post(
+            "/dlq/purge",
+            data={"scope": "matching", "token": TOKEN},
+            headers={"Origin": "http://evil.example"},
+        )
+        assert cross.status_code == 403
+        assert len(seeded.queue.list_dlq()) == 2
+        assert seeded.queue.get_state("alice-0") is TaskState.QUEUED
+
+
+def test_read_only_without_a_configured_token(seeded: Env) -> None:
+    with seeded.client(token=None) as client:
+        page = client.get("/dlq").text
+        assert 'id="read-only"' in page
+        assert 'formaction="/dlq/requeue"' not in page
+        refused = client.post("/dlq/requeue", data={"scope": "matching", "token": ""})
+        assert refused.status_code == 403
+        assert "read-only" in refused.text
+        assert len(seeded.queue.list_dlq()) == 2
+
+
+def test_set_weight_and_cancel(seeded: Env) -> None:
+    with seeded.client(token=TOKEN) as client:
+        done = client.post("/tenants/alice/weight", data={"token": TOKEN, "weight": "3"})
+        assert done.status_code == 200
+        assert "weight set" in done.text
+        assert re.search(r'data-col="weight" title="from [^"]+">3<', done.text)
+        bad = client.post("/tenants/alice/weight", data={"token": TOKEN, "weight": "abc"})
+        assert bad.status_code == 400
+        nan = client.post("/tenants/alice/weight", data={"token": TOKEN, "weight": "nan"})
+        assert nan.status_code == 400
+        cancel = client.post("/tasks/alice-0/cancel", data={"token": TOKEN})
+        assert cancel.status_code == 200
+        assert "task canceled" in cancel.text
+        assert seeded.queue.get_state("alice-0") is TaskState.CANCELED
+        again = client.post("/tasks/alice-0/cancel", data={"token": TOKEN})
+        assert "not canceled" in again.text
+
+
+def test_workers_and_schedules_pages(env: Env) -> None:
+    with env.client() as client:
+        workers = client.get("/workers")
+        assert workers.status_code == 200
+        queue = client.app.state.dashboard.queue  # type: ignore[attr-defined]
+        has_registry = any(hasattr(o, "list_workers") for o in (queue, queue.backend))
+        assert ('id="no-registry"' in workers.text) is not has_registry
+        schedules = client.get("/schedules")
+        assert schedules.status_code == 200
+        has_schedules = any(hasattr(o, "list_schedules") for o in (queue, queue.backend))
+        if not has_schedules:
+            assert 'id="no-schedules"' in schedules.text
+
+
+def test_secrets_are_not_shown(env: Env) -> None:
+    from fairque_core.app.config import mask_url
+
+    target = mask_url("redis://user:hunter2@db.example:6379/0")
+    with env.client(target=target, token="tok-should-not-appear") as client:
+        for path in ("/", "/tenants", "/dlq", "/workers", "/schedules"):
+            html = client.get(path).text
+            assert "hunter2" not in html
+            assert "tok-should-not-appear" not in html
+        assert "db.example" in client.get("/").text
+
+
+def test_static_assets_are_shipped(memory_env: Env) -> None:
+    with memory_env.client() as client:
+        script = client.get("/static/poll.js")
+        assert script.status_code == 200
+        assert "data-poll" in script.text
+        assert client.get("/static/style.css").status_code == 200
+        assert client.get("/static/../app.py").status_code == 404
+        assert client.get("/nope").status_code == 404
