@@ -7,6 +7,8 @@ import argparse
 import math
 from urllib.parse import urlsplit
 
+from fairque_core.app.config import mask_url
+
 __all__ = [
     "check_url",
     "non_negative_float",
@@ -79,7 +81,7 @@ def check_url(text: str) -> str:
     scheme = parts.scheme.lower()
     if scheme not in _SCHEMES:
         known = ", ".join(f"{s}://" for s in _SCHEMES)
-        raise argparse.ArgumentTypeError(f"unknown URL scheme in {url!r} (known: {known})")
+        raise argparse.ArgumentTypeError(f"unknown URL scheme in {_masked(url)!r} (known: {known})")
     if scheme in _REDIS_SCHEMES:
         try:
             port = parts.port
@@ -100,7 +102,4 @@ def check_url(text: str) -> str:
 
 
 def _masked(url: str) -> str:
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        return f"{scheme}://***@{rest.rsplit('@', 1)[1]}"
-    return url
+    return mask_url(url)

@@ -25,7 +25,7 @@ import attrs
 
 from fairque_cli.checks import check_url
 from fairque_core.app.backend_loading import open_backend
-from fairque_core.app.config import FairQueueConfig
+from fairque_core.app.config import FairQueueConfig, mask_url
 from fairque_core.app.engine import FairQueue
 from fairque_redis._topology import check_not_cluster_node
 
@@ -130,11 +130,7 @@ def describe_target(config: FairQueueConfig) -> str:
     """The server address to show the user (password removed)."""
     redis = config.redis
     if redis.url:
-        url = redis.url
-        if "@" in url and "://" in url:
-            scheme, rest = url.split("://", 1)
-            url = f"{scheme}://***@{rest.rsplit('@', 1)[1]}"
-        return url
+        return mask_url(redis.url)
     return f"redis://{redis.host}:{redis.port}/{redis.db}"
 
 
@@ -169,7 +165,7 @@ def config_tenants(config: FairQueueConfig) -> list[str]:
     for group in (
         config.queue.tenant_weights,
         config.queue.tenant_tiers,
-        config.worker.assigned_users,
+        config.worker.assigned_tenants,
         config.worker.steal_targets,
     ):
         for name in group:

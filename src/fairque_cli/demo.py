@@ -32,6 +32,7 @@ from fairque_cli import metrics
 from fairque_cli.metrics import PhaseResult, TenantResult, TenantSpec
 from fairque_cli.term import LiveView, bold, color, format_table
 from fairque_core import Priority, Task
+from fairque_core.app.config import mask_url
 from fairque_core.app.engine import FairQueue
 
 __all__ = ["DemoOptions", "phase_plan", "run_demo"]
@@ -491,7 +492,7 @@ def _run_demo(opts: DemoOptions, out: TextIO) -> dict[str, Any]:
     )
     results: list[PhaseResult] = []
     with _server(opts.url) as url:
-        out.write(f"server: {url}{'' if opts.url else ' (embedded Valkey)'}\n\n")
+        out.write(f"server: {mask_url(url)}{'' if opts.url else ' (embedded Valkey)'}\n\n")
         out.flush()
         plan = [
             ("baseline", [s for s in specs if s.role != "flood"], base_seconds),

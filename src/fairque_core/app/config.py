@@ -19,7 +19,7 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import attrs
 
@@ -32,7 +32,15 @@ from fairque_core.domain.schedules import Schedule
 from fairque_core.domain.scoring import stride_for
 from fairque_core.domain.validation import validate_id, validate_queue_name
 
-__all__ = ["FairQueueConfig", "QueueConfig", "RedisConfig", "TierConfig", "WorkerConfig"]
+__all__ = [
+    "SECRET_QUERY_KEYS",
+    "FairQueueConfig",
+    "QueueConfig",
+    "RedisConfig",
+    "TierConfig",
+    "WorkerConfig",
+    "mask_url",
+]
 
 _MASK = "***"
 _MAX_TIER_RANK = 1000
@@ -69,18 +77,45 @@ def _shown(path: str, value: object) -> str:
     return shown if len(shown) <= 80 else shown[:77] + "..."
 
 
+#: Query parameters of a server URL whose values are secrets (redis-py reads ``password``).
+SECRET_QUERY_KEYS = frozenset({"password", "pass", "pwd", "secret", "token", "auth"})
+
+
 def mask_url(url: str) -> str:
-    """``url`` with the password part of its userinfo replaced by ``***``."""
+    """``url`` with its secrets replaced by ``***``: the password of its userinfo and the value
+    of every secret query parameter (``?password=...``, see :data:`SECRET_QUERY_KEYS`).
+
+    A URL too malformed to take apart is masked whole. Use this wherever a URL is shown: logs,
+    reprs, exception messages, CLI output, metric and span attributes.
+    """
+    if not isinstance(url, str):
+        return _MASK
     try:
         parts = urlsplit(url)
         password = parts.password
+        _ = parts.port  # a bad port means the netloc was not understood
     except ValueError:
         return _MASK
-    if not password:
-        return url
-    user = parts.username or ""
-    host = parts.netloc.rsplit("@", 1)[-1]
-    return urlunsplit(parts._replace(netloc=f"{user}:{_MASK}@{host}"))
+    if password:
+        user = parts.username or ""
+        host = parts.netloc.rsplit("@", 1)[-1]
+        parts = parts._replace(netloc=f"{user}:{_MASK}@{host}")
+    elif "@" in parts.netloc:  # userinfo without a colon: redis-py takes it as the password
+        parts = parts._replace(netloc=f"{_MASK}@{parts.netloc.rsplit('@', 1)[-1]}")
+    if parts.query:
+        parts = parts._replace(query=_mask_query(parts.query))
+    if parts.fragment:
+        parts = parts._replace(fragment=_mask_query(parts.fragment))
+    return urlunsplit(parts)
+
+
+def _mask_query(query: str) -> str:
+    out = []
+    for item in query.split("&"):
+        key, sep, _value = item.partition("=")
+        secret = sep and unquote(key).strip().lower() in SECRET_QUERY_KEYS
+        out.append(f"{key}={_MASK}" if secret else item)
+    return "&".join(out)
 
 
 def _repr_url(url: str | None) -> str:
