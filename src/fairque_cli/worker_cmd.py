@@ -141,7 +141,7 @@ def _worker_config(config: FairQueueConfig, args: argparse.Namespace) -> FairQue
     if args.concurrency is not None:
         changes["max_concurrent_tasks"] = args.concurrency
     if args.user:
-        changes["assigned_users"] = split_ids(args.user)
+        changes["assigned_tenants"] = split_ids(args.user)
     if not changes:
         return config
     return attrs.evolve(config, worker=attrs.evolve(config.worker, **changes))
@@ -170,7 +170,7 @@ def _banner(config: FairQueueConfig, queue: FairQueue, args: argparse.Namespace)
         f"handler {args.handler}, concurrency {w.max_concurrent_tasks}, "
         f"task timeout {w.task_timeout_seconds:g}s, lease {q.lease_seconds:g}s, "
         f"shutdown grace {w.graceful_shutdown_timeout:g}s"
-        + (f", tenants {','.join(w.assigned_users)}" if w.assigned_users else "")
+        + (f", tenants {','.join(w.assigned_tenants)}" if w.assigned_tenants else "")
         + (f", metrics on :{args.metrics_port}" if args.metrics_port else "")
         + (", burst" if args.burst else "")
     )

@@ -57,7 +57,7 @@ class WorkerSpec:
 
     @classmethod
     def from_config(cls, config: WorkerConfig) -> WorkerSpec:
-        return cls(config.id, tuple(config.assigned_users), tuple(config.steal_targets))
+        return cls(config.id, tuple(config.assigned_tenants), tuple(config.steal_targets))
 
     @property
     def pinned(self) -> bool:

@@ -119,7 +119,7 @@ def main() -> None:
             reaper_interval_seconds=args.reaper,
             graceful_shutdown_timeout=args.shutdown,
             task_timeout_seconds=60.0,
-            assigned_users=[t for t in args.tenants.split(",") if t],
+            assigned_tenants=[t for t in args.tenants.split(",") if t],
         ),
         Handler(history, args.sleep),
         queue,

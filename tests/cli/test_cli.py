@@ -74,7 +74,7 @@ def test_stats_takes_tenants_from_the_config(
     config.write_text(
         f"redis:\n  url: {server_url}\nqueue:\n  name: {queue_name}\n"
         "  tiers:\n    pro: {weight: 2.0}\n  tenant_tiers:\n    acme: pro\n"
-        "worker:\n  assigned_users: [zeta]\n"
+        "worker:\n  assigned_tenants: [zeta]\n"
     )
     code, out = cli("--config", str(config), "stats")
     assert code == 0

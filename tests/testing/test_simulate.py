@@ -130,7 +130,10 @@ def test_pinned_workers_and_unserved_tenants(queue: FairQueue) -> None:
         queue,
         load,
         workers=0,
-        pinned=[WorkerConfig(id="vip-worker", assigned_users=["vip"], steal_targets=["x"]), ["x"]],
+        pinned=[
+            WorkerConfig(id="vip-worker", assigned_tenants=["vip"], steal_targets=["x"]),
+            ["x"],
+        ],
     )
     per_worker = sim.by_worker()
     assert set(per_worker["vip-worker"]) == {"vip", "x"}

@@ -74,21 +74,22 @@ def _error(data: dict[str, Any], env: dict[str, str] | None = None) -> Configura
 
 
 def test_seed_yaml_loads(seed_file: Path) -> None:
-    with pytest.warns(DeprecationWarning, match="was removed") as caught:
+    with pytest.warns(DeprecationWarning, match="was removed|is deprecated") as caught:
         config = FairQueueConfig.from_yaml(seed_file, env=NO_ENV)
     assert config.redis == RedisConfig(host="localhost", port=6379, db=0)
     assert config.worker.id == "worker-001"
-    assert config.worker.assigned_users == ["user:1", "user:3", "user:5"]
+    assert config.worker.assigned_tenants == ["user:1", "user:3", "user:5"]
     assert config.worker.steal_targets == ["user:2", "user:4", "user:6", "user:7"]
     assert config.worker.max_concurrent_tasks == 10
     # fields the seed does not name keep their defaults
     assert config.queue == QueueConfig()
     assert isinstance(config.worker.poll_interval_seconds, float)
-    # one warning per removed field, blamed on the caller of from_yaml
+    # one warning per removed field and per renamed one (ADR 23), blamed on the caller
     named = {str(w.message).split(" ", 1)[0] for w in caught}
     assert named == {
         f"{section}.{key}"
-        for section, keys in config_loading.REMOVED_FIELDS.items()
+        for table in (config_loading.REMOVED_FIELDS, config_loading.RENAMED_FIELDS)
+        for section, keys in table.items()
         for key in keys
     }
     assert {w.filename for w in caught} == {__file__}
@@ -179,7 +180,10 @@ def test_round_trip_through_yaml(tmp_path: Path) -> None:
     original = FairQueueConfig(
         redis=RedisConfig(url="redis://u:pw@h:6380/2", password="pw", cluster=True),
         worker=WorkerConfig(
-            id="w-9", assigned_users=["a"], steal_targets=["b", "c"], heartbeat_interval_seconds=2.5
+            id="w-9",
+            assigned_tenants=["a"],
+            steal_targets=["b", "c"],
+            heartbeat_interval_seconds=2.5,
         ),
         queue=QueueConfig(
             name="emails",
@@ -201,7 +205,7 @@ def test_to_dict_is_plain_data() -> None:
     data = FairQueueConfig(queue=QueueConfig(tiers={"pro": TierConfig(weight=3.0)})).to_dict()
     assert set(data) == {"redis", "worker", "queue"}
     assert data["queue"]["tiers"] == {"pro": {"weight": 3.0, "rank": 0}}
-    assert data["worker"]["assigned_users"] == []
+    assert data["worker"]["assigned_tenants"] == []
 
 
 def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:
@@ -223,7 +227,7 @@ def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:
 def test_env_overrides_file_values(seed_file: Path) -> None:
     env = {
         "FAIRQUE_REDIS__PORT": "6380",
-        "FAIRQUE_WORKER__ASSIGNED_USERS": "a, b",
+        "FAIRQUE_WORKER__ASSIGNED_TENANTS": "a, b",
         "FAIRQUE_WORKER__STEAL_TARGETS": '["c", "d"]',
         "FAIRQUE_QUEUE__STRICT_TIERS": "true",
         "FAIRQUE_QUEUE__LEASE_SECONDS": "12.5",
@@ -240,7 +244,7 @@ def test_env_overrides_file_values(seed_file: Path) -> None:
     assert config.redis.port == 6380
     assert config.redis.username is None
     assert config.redis.url is None
-    assert config.worker.assigned_users == ["a", "b"]
+    assert config.worker.assigned_tenants == ["a", "b"]
     assert config.worker.steal_targets == ["c", "d"]
     assert config.worker.id == "worker-001"  # untouched file value
     assert config.queue.strict_tiers is True
@@ -273,7 +277,7 @@ def test_env_is_case_insensitive_in_the_key() -> None:
         ("FAIRQUE_QUEUE__STRICT_TIERS", "maybe", "queue.strict_tiers"),
         ("FAIRQUE_QUEUE__TENANT_WEIGHTS", "[1]", "queue.tenant_weights"),
         ("FAIRQUE_QUEUE__TENANT_WEIGHTS", "{oops", "queue.tenant_weights"),
-        ("FAIRQUE_WORKER__ASSIGNED_USERS", "[oops", "worker.assigned_users"),
+        ("FAIRQUE_WORKER__ASSIGNED_TENANTS", "[oops", "worker.assigned_tenants"),
     ],
 )
 def test_bad_env_values_name_the_path_and_value(name: str, raw: str, path: str) -> None:
@@ -305,8 +309,8 @@ def test_unknown_env_keys_and_sections() -> None:
         ({"worker": {"id": "has space"}}, "worker.id", "has space"),
         ({"worker": {"poll_interval_seconds": 0}}, "worker.poll_interval_seconds", 0.0),
         ({"worker": {"task_timeout_seconds": -1}}, "worker.task_timeout_seconds", -1.0),
-        ({"worker": {"assigned_users": ["ok", "b{x}"]}}, "worker.assigned_users.1", "b{x}"),
-        ({"worker": {"assigned_users": "abc"}}, "worker.assigned_users", "abc"),
+        ({"worker": {"assigned_tenants": ["ok", "b{x}"]}}, "worker.assigned_tenants.1", "b{x}"),
+        ({"worker": {"assigned_tenants": "abc"}}, "worker.assigned_tenants", "abc"),
         ({"redis": {"port": True}}, "redis.port", True),
         ({"redis": {"port": 0}}, "redis.port", 0),
         ({"redis": {"db": -1}}, "redis.db", -1),
@@ -349,11 +353,11 @@ def test_unknown_keys_are_named(data: dict[str, Any], path: str) -> None:
 
 
 def test_affinity_lists_must_not_overlap() -> None:
-    error = _error({"worker": {"assigned_users": ["a", "b"], "steal_targets": ["b", "c"]}})
+    error = _error({"worker": {"assigned_tenants": ["a", "b"], "steal_targets": ["b", "c"]}})
     assert error.path == "worker.steal_targets"
     assert error.value == ["b"]
     with pytest.raises(ConfigurationError):
-        WorkerConfig(assigned_users=["x"], steal_targets=["x"])
+        WorkerConfig(assigned_tenants=["x"], steal_targets=["x"])
 
 
 def test_direct_construction_is_validated_too() -> None:
@@ -424,7 +428,7 @@ def test_configs_are_attrs_classes_with_the_api_fields() -> None:
     names = {f.name for f in attrs.fields(WorkerConfig)}
     assert {
         "id",
-        "assigned_users",
+        "assigned_tenants",
         "steal_targets",
         "poll_interval_seconds",
         "task_timeout_seconds",
@@ -435,3 +439,24 @@ def test_configs_are_attrs_classes_with_the_api_fields() -> None:
     assert {"lease_seconds", "aging_horizon_seconds", "max_payload_bytes", "strict_tiers"} <= (
         queue_names
     )
+
+
+def test_assigned_users_is_a_deprecated_spelling_of_assigned_tenants() -> None:
+    with pytest.warns(DeprecationWarning, match="assigned_tenants") as caught:
+        config = WorkerConfig(assigned_users=["a"])
+    assert config.assigned_tenants == ["a"]
+    assert {w.filename for w in caught} == {__file__}
+    with pytest.warns(DeprecationWarning, match="assigned_tenants"):
+        assert config.assigned_users == ["a"]
+    with pytest.raises(TypeError, match="both"):
+        WorkerConfig(assigned_users=["a"], assigned_tenants=["b"])
+    with pytest.warns(DeprecationWarning, match="ASSIGNED_USERS"):
+        from_env = FairQueueConfig.from_dict({}, env={"FAIRQUE_WORKER__ASSIGNED_USERS": "x,y"})
+    assert from_env.worker.assigned_tenants == ["x", "y"]
+    with (
+        pytest.warns(DeprecationWarning, match="assigned_users"),
+        pytest.raises(ConfigurationError, match="only"),
+    ):
+        FairQueueConfig.from_dict(
+            {"worker": {"assigned_users": ["a"], "assigned_tenants": ["a"]}}, env={}
+        )

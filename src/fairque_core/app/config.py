@@ -23,6 +23,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import attrs
 
+from fairque_core.app.deprecation import warn_renamed
 from fairque_core.domain.errors import (
     ConfigurationError,
     ScheduleValidationError,
@@ -264,12 +265,17 @@ class RedisConfig:
 
 @attrs.define(kw_only=True)
 class WorkerConfig:
-    """One worker's identity, affinity and limits."""
+    """One worker's identity, affinity and limits.
+
+    ``assigned_tenants`` are served first (fairly among themselves), ``steal_targets`` when
+    those are idle. ``assigned_users`` is the deprecated spelling of ``assigned_tenants``
+    (ADR 23): accepted as a keyword and readable as a property, with a DeprecationWarning.
+    """
 
     _section: ClassVar[str] = "worker"
 
     id: str = attrs.field(default="worker-1", validator=_an_id)
-    assigned_users: list[str] = attrs.field(factory=list, validator=_id_list)
+    assigned_tenants: list[str] = attrs.field(factory=list, validator=_id_list)
     steal_targets: list[str] = attrs.field(factory=list, validator=_id_list)
     poll_interval_seconds: float = attrs.field(default=1.0, validator=_POSITIVE)
     task_timeout_seconds: float = attrs.field(default=300.0, validator=_POSITIVE)
@@ -282,11 +288,25 @@ class WorkerConfig:
     reaper_interval_seconds: float = attrs.field(default=1.0, validator=_POSITIVE)
     claim_batch_size: int = attrs.field(default=0, validator=_NON_NEGATIVE_INT)  # 0: free slots
 
+    def __init__(self, **kwargs: Any) -> None:
+        if "assigned_users" in kwargs:
+            if "assigned_tenants" in kwargs:
+                raise TypeError("WorkerConfig() got both 'assigned_users' and 'assigned_tenants'")
+            warn_renamed("WorkerConfig(assigned_users=...)", "assigned_tenants=")
+            kwargs["assigned_tenants"] = kwargs.pop("assigned_users")
+        self.__attrs_init__(**kwargs)  # type: ignore[attr-defined]
+
+    @property
+    def assigned_users(self) -> list[str]:
+        """Deprecated alias of :attr:`assigned_tenants` (ADR 23)."""
+        warn_renamed("WorkerConfig.assigned_users", "assigned_tenants")
+        return self.assigned_tenants
+
     def __attrs_post_init__(self) -> None:
-        both = sorted(set(self.assigned_users) & set(self.steal_targets))
+        both = sorted(set(self.assigned_tenants) & set(self.steal_targets))
         if both:
             raise _FieldError(
-                self._section, "steal_targets", both, "must not repeat tenants of assigned_users"
+                self._section, "steal_targets", both, "must not repeat tenants of assigned_tenants"
             )
 
 

@@ -112,7 +112,7 @@ class Worker:
         self.handler = handler
         self.queue = queue
         self.prefetch = prefetch
-        self._assigned = list(config.assigned_users) or None
+        self._assigned = list(config.assigned_tenants) or None
         self._steal = list(config.steal_targets) or None
         self._run_task: Callable[[Task], object] = getattr(handler, "run_sync", None) or (
             handler.process_task

@@ -63,7 +63,7 @@ class AsyncWorker:
         self.handler = handler
         self.queue = queue
         self.prefetch = prefetch
-        self._assigned = list(config.assigned_users) or None
+        self._assigned = list(config.assigned_tenants) or None
         self._steal = list(config.steal_targets) or None
         # a plain sync handler runs on a thread this worker starts, so that it sees the thread
         # end even after a timeout (stuck threads); any other handler runs as it says
