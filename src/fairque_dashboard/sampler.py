@@ -55,10 +55,13 @@ class FairnessWindow:
     jain: float | None
 
     def share(self, tenant: str) -> float | None:
-        total = sum(self.dispatches.values())
-        if total <= 0 or tenant not in self.dispatches:
+        """A backlogged tenant's share of the backlogged tenants' dispatches (comparable with
+        its fair share); another tenant's share of all dispatches."""
+        if tenant not in self.dispatches:
             return None
-        return self.dispatches[tenant] / total
+        among = self.backlogged if tenant in self.backlogged else tuple(self.dispatches)
+        total = sum(self.dispatches[t] for t in among)
+        return self.dispatches[tenant] / total if total > 0 else None
 
     def fair_share(self, tenant: str) -> float | None:
         if tenant not in self.backlogged:
@@ -200,21 +203,25 @@ class Sampler:
             oldest = items[-2]
         assert newest.tenants is not None
         assert oldest.tenants is not None
+        # A tenant missing from the oldest sample is a newcomer (counted from 0) when that
+        # sample covered every tenant; otherwise it was past the tracking limit: left out.
+        complete = len(oldest.tenants) >= oldest.tenant_total
+        newcomer = TenantSample(claimed=0, ready=1)
         dispatches: dict[str, int] = {}
+        backlogged: list[str] = []
         for tenant, now in newest.tenants.items():
-            then = oldest.tenants.get(tenant, TenantSample(claimed=now.claimed, ready=0))
+            then = oldest.tenants.get(tenant, newcomer if complete else None)
+            if then is None:
+                continue
             dispatches[tenant] = max(now.claimed - then.claimed, 0)
-        backlogged = tuple(
-            t
-            for t, now in newest.tenants.items()
-            if now.ready > 0 and (oldest.tenants.get(t) or TenantSample(claimed=0, ready=0)).ready
-        )
+            if now.ready > 0 and then.ready > 0:
+                backlogged.append(tenant)
         weights = dict(self._weights())
         values = [dispatches[t] / max(weights.get(t, 1.0), 1e-9) for t in backlogged]
         jain = jain_index(values)
         return FairnessWindow(
             seconds=newest.at - oldest.at,
-            backlogged=backlogged,
+            backlogged=tuple(backlogged),
             dispatches=dispatches,
             weights={t: weights.get(t, 1.0) for t in newest.tenants},
             tracked=len(newest.tenants),

@@ -27,7 +27,9 @@ SECURITY_HEADERS = {
     ),
     "x-frame-options": "DENY",
     "x-content-type-options": "nosniff",
-    "referrer-policy": "no-referrer",
+    # not "no-referrer": under it a browser sends "Origin: null" even on same-origin POSTs,
+    # which the Origin check refuses; "same-origin" keeps URLs from leaving the dashboard.
+    "referrer-policy": "same-origin",
     "cache-control": "no-store",
 }
 
