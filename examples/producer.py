@@ -1,10 +1,14 @@
 """Push a few tasks for several tenants.
 
-    FAIRQUE_REDIS_URL=redis://localhost:6379/0 python examples/producer.py
-    python examples/producer.py --url redis://localhost:6379/0 --per-tenant 20
+    uv run python examples/producer.py                     # the shared local server
+    uv run python examples/producer.py --url redis://localhost:6379/0 --per-tenant 20
 
 ``fairque_redis.connect`` takes the URL from ``--url``, else ``$FAIRQUE_REDIS_URL``; with
-neither it starts an embedded Valkey that lives only as long as this script.
+neither it uses the shared local server (one durable Valkey per user, started on first use and
+left running: ``fairque server stop`` stops it), so a worker started later in another terminal
+finds these tasks:
+
+    cd examples && uv run fairque worker --handler tasks:registry
 """
 
 from __future__ import annotations

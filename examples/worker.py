@@ -1,7 +1,9 @@
 """Run a worker on the example tasks until the queue is empty (or for N seconds).
 
-    FAIRQUE_REDIS_URL=redis://localhost:6379/0 python examples/worker.py --until-empty
-    python examples/worker.py --url redis://localhost:6379/0 --seconds 30
+    uv run python examples/worker.py --until-empty         # the shared local server
+    uv run python examples/worker.py --url redis://localhost:6379/0 --seconds 30
+
+With no URL it uses the same shared local server as ``producer.py`` (see there).
 
 The same worker from the command line, with the YAML config:
 
@@ -11,6 +13,7 @@ The same worker from the command line, with the YAML config:
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 from tasks import registry
@@ -29,7 +32,9 @@ def main() -> None:
     parser.add_argument("--until-empty", action="store_true", help="stop once nothing is left")
     args = parser.parse_args()
 
-    config = WorkerConfig(id="example-worker", max_concurrent_tasks=4, poll_interval_seconds=0.1)
+    config = WorkerConfig(
+        id=f"example-worker-{os.getpid()}", max_concurrent_tasks=4, poll_interval_seconds=0.1
+    )
     with connect(args.url, queue=args.queue, lease_seconds=30) as queue:
         worker = Worker(config, RegistryHandler(registry), queue)
         worker.start()

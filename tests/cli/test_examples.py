@@ -97,3 +97,13 @@ def test_cli_worker_with_the_example_config(valkey_server: Any, tmp_path: Path) 
     )
     assert proc.returncode == 0, proc.stderr
     assert "processed 9 tasks, 0 failed" in proc.stdout
+
+
+def test_producer_then_worker_without_a_url() -> None:
+    """Finding 2 of issue 14: two scripts with no URL share the local server."""
+    queue = f"ex-{uuid.uuid4().hex[:8]}"
+    produced = run_example("producer.py", "--queue", queue, "--per-tenant", "2", env={})
+    assert produced.returncode == 0, produced.stderr
+    worked = run_example("worker.py", "--queue", queue, "--until-empty", "--seconds", "30", env={})
+    assert worked.returncode == 0, worked.stderr
+    assert "processed 9 tasks, failed 0" in worked.stdout
