@@ -279,8 +279,10 @@ class WorkerLoop:
                     idle = yield from self._flush_and_claim()
                 else:
                     yield from self._flush()
-                    yield from self._heartbeat(now)
-                    yield from self._reap(now)
+                    if now >= self.heartbeat_due:
+                        yield from self._heartbeat(now)
+                    if now >= self.reap_due:
+                        yield from self._reap(now)
                     idle = (yield from self._claim()) if claim else False
                 if not claim:
                     self.listening = False  # no room: leave the signal to idle workers
@@ -372,18 +374,22 @@ class WorkerLoop:
         return expired
 
     def _flush(self) -> _Steps:
-        yield from self._flush_releases()
+        if self._releases:
+            yield from self._flush_releases()
         if self._acks:
             ack = act.Ack(self._acks)
             flags = yield from self._call(ack)
             self._acks = []
             self._settle(ack, flags)
-        yield from self._flush_fails()
+        if self._fails:
+            yield from self._flush_fails()
 
     def _flush_and_claim(self) -> Generator[Action, Any, bool]:
         """Releases and failures, then one claim that carries the ack batch with it."""
-        yield from self._flush_releases()
-        yield from self._flush_fails()
+        if self._releases:
+            yield from self._flush_releases()
+        if self._fails:
+            yield from self._flush_fails()
         acks, self._acks = self._acks, []
         ack = act.Ack(acks)
         self._room_since = None
