@@ -183,7 +183,8 @@ def check(client: Any, queue: str) -> list[str]:
         elif builder == "tenant_stats":
             tenant_stats[ident] = value
         elif builder == "active":
-            active[ident] = value
+            # members are <activation number>|<tenant> (a bare tenant id in older data)
+            active[ident] = [(member.rpartition("|")[2], score) for member, score in value]
 
     def live(task_id: str) -> dict[str, bytes] | None:
         rec = tasks.get(task_id)

@@ -15,11 +15,12 @@ def _fill(backend, user, n, priority=Priority.NORMAL, start=0):
     backend.push_batch([msg(f"{user}-{i}", user, priority) for i in range(start, start + n)])
 
 
-def test_equal_weights_alternate_ties_by_tenant_id(backend):
-    # Pushed in reverse id order, one tenant's whole backlog after the other's.
+def test_equal_weights_alternate_ties_by_activation_order(backend):
+    # Pushed in reverse id order, one tenant's whole backlog after the other's: equal passes go
+    # to the tenant that became active first, never to the tenant id (issue 11, defect 5).
     for user in ["carol", "bob", "alice"]:
         _fill(backend, user, 4)
-    assert claim_users(backend, 9) == ["alice", "bob", "carol"] * 3
+    assert claim_users(backend, 9) == ["carol", "bob", "alice"] * 3
 
 
 def test_flooding_tenant_does_not_starve_others(backend):
@@ -63,7 +64,7 @@ def test_returning_tenant_keeps_its_pass(backend):
     _fill(backend, "b", 1)
     assert claim_users(backend, 2) == ["a", "b"]  # b idle now, its pass is ahead of vtime
     _fill(backend, "b", 3, start=1)
-    # b's stored pass equals a's, so the tenant id breaks the tie; then they alternate.
+    # b's stored pass equals a's; a became active first, so it wins the tie; then they alternate.
     assert claim_users(backend, 4) == ["a", "b", "a", "b"]
 
 
@@ -172,7 +173,7 @@ def test_tiers_only_carry_weights_when_not_strict(backend):
     backend.set_tenant_weight("ent", 1, tier=9)
     _fill(backend, "free", 3)
     _fill(backend, "ent", 3)
-    assert claim_users(backend, 4) == ["ent", "free", "ent", "free"]
+    assert claim_users(backend, 4) == ["free", "ent", "free", "ent"]
 
 
 @pytest.mark.parametrize("weight", [0, -1, float("nan"), float("inf"), 0.0001, 2e6, "2", True])
@@ -185,3 +186,107 @@ def test_bad_weights_rejected(backend, weight):
 def test_bad_tiers_rejected(backend, tier):
     with pytest.raises(TaskValidationError):
         backend.set_tenant_weight("a", 1, tier=tier)
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 11: one regression test per defect (each failed before the fix on every backend).
+
+
+def test_pinned_claims_do_not_move_the_virtual_time(backend):
+    # Defect 1: 10 backlogged tenants, 1,000 claims pinned to t0, then one task of a newcomer.
+    # Before: the virtual time jumped to t0's pass and the newcomer waited ~9,000 dispatches.
+    _fill(backend, "t0", 1010)
+    for n in range(1, 10):
+        _fill(backend, f"t{n}", 20)
+    for _ in range(10):
+        assert len(backend.claim(count=100, assigned=["t0"])) == 100
+    _fill(backend, "newcomer", 1)
+    # t1..t9 are at the virtual time too and became active first: the newcomer is 10th.
+    assert "newcomer" in claim_users(backend, 10)
+
+
+def test_pinned_service_does_not_penalise_tenants_not_picked(backend):
+    # Defect 1: a tenant that returns after pinned claims served someone else starts at the
+    # lowest pass of the others, not at the pinned tenant's pass.
+    _fill(backend, "a", 50)
+    _fill(backend, "b", 50)
+    _fill(backend, "c", 1)
+    assert claim_users(backend, 3) == ["a", "b", "c"]  # c idle, its pass one stride ahead
+    claim_users(backend, 20, assigned=["a"])
+    _fill(backend, "c", 1, start=1)
+    assert claim_users(backend, 2) == ["b", "c"]
+
+
+def test_strict_tiers_keep_a_virtual_time_per_tier(make_backend):
+    # Defect 2: a tier-0 tenant that becomes active while tier 1 is served joins tier 0 at
+    # tier 0's virtual time (before: at tier 1's, behind ~2 x 40 tier-0 dispatches).
+    backend = make_backend(QueueConfig(strict_tiers=True))
+    backend.set_tenant_weight("hi", 1, tier=1)
+    _fill(backend, "lo1", 100)
+    _fill(backend, "lo2", 100)
+    _fill(backend, "hi", 40)
+    assert claim_users(backend, 30) == ["hi"] * 30
+    _fill(backend, "new0", 1)
+    assert claim_users(backend, 10) == ["hi"] * 10
+    assert claim_users(backend, 3) == ["lo1", "lo2", "new0"]
+
+
+def test_weight_change_rescales_the_remaining_lag(backend):
+    # Defect 3: raising a tenant from 0.001 to 1000 right after its claim. Its debt (one turn
+    # of stride 1e9) becomes one turn of the new stride (1,000): it runs again at once, not
+    # after ~1,000 dispatches of b.
+    backend.set_tenant_weight("a", 0.001)
+    _fill(backend, "a", 20)
+    _fill(backend, "b", 20)
+    assert claim_users(backend, 1) == ["a"]
+    backend.set_tenant_weight("a", 1000)
+    assert claim_users(backend, 4) == ["b", "a", "a", "a"]
+
+
+def test_weight_change_keeps_the_debt_in_turns(backend):
+    # Defect 3 the other way: lowering a weight stretches the same number of turns.
+    _fill(backend, "a", 20)
+    _fill(backend, "b", 20)
+    assert claim_users(backend, 1) == ["a"]  # a is one turn (1e6) ahead
+    backend.set_tenant_weight("a", 0.5)  # one turn of stride 2e6
+    assert claim_users(backend, 3) == ["b", "b", "a"]
+
+
+def test_release_refunds_the_turn(backend):
+    # Defect 4: 50 releases by a pinned worker cost the tenant nothing (before: its pass ran
+    # 50 strides ahead and it waited ~100 dispatches).
+    for user in ["a", "b", "c"]:
+        _fill(backend, user, 10)
+    for _ in range(50):
+        (got,) = backend.claim(assigned=["a"])
+        backend.release(got.message.task_id, got.lease.token)
+    assert claim_users(backend, 3) == ["a", "b", "c"]
+
+
+def test_expired_unstarted_claim_refunds_its_turn(make_backend, clock):
+    # Defect 4: a lease that expires without one heartbeat never started: refunded. One that
+    # was heartbeated started: the tenant keeps paying for it.
+    backend = make_backend(QueueConfig(lease_seconds=5.0))
+    for user in ["a", "b"]:
+        _fill(backend, user, 10)
+    backend.claim(assigned=["a"])  # never heartbeated
+    (beat,) = backend.claim(assigned=["b"])
+    clock.advance(1)
+    backend.heartbeat(beat.message.task_id, beat.lease.token)
+    clock.advance(10)
+    assert backend.requeue_expired(10) == 2
+    # a got its turn back (pass 0), b still paid for its started claim (pass one stride)
+    assert claim_users(backend, 3) == ["a", "a", "b"]
+
+
+def test_newcomer_wait_does_not_depend_on_its_name(make_backend):
+    # Defect 5: the same history with a newcomer named to sort first or last.
+    waits = []
+    for name in ["0first", "zzzlast"]:
+        backend = make_backend()
+        for user in ["m1", "m2", "m3", "m4"]:
+            _fill(backend, user, 10)
+        claim_users(backend, 2)
+        _fill(backend, name, 1)
+        waits.append(claim_users(backend, 5).index(name))
+    assert waits[0] == waits[1] == 2

@@ -348,6 +348,46 @@ class ModelVsRedis(RuleBasedStateMachine):
         self.both(f"cancel({tid})", lambda b: b.cancel(tid))
 
     @precondition(ready)
+    @rule(
+        user=users,
+        others=st.lists(st.sampled_from(KNOWN_USERS), max_size=2, unique=True),
+        count=st.integers(1, 3),
+        then=st.sampled_from(["release", "expire", "heartbeat_expire", "keep"]),
+    )
+    def pinned_claim(self, user: str, others: list[str], count: int, then: str) -> None:
+        """Claims pinned to a tenant (assigned list, maybe a steal list), then given back: a
+        release, a lease expiring unstarted or after a heartbeat, or kept (ADR 4 refunds)."""
+        got = self.both(
+            f"claim(assigned=[{user}], steal={others}, count={count}, lease=2.0)",
+            lambda b: b.claim(assigned=[user], steal=others, count=count, lease_seconds=2.0),
+        )
+        self.remember(got)
+        if not got or then == "keep":
+            return
+        for c in got:
+            tid, token = c.message.task_id, c.lease.token
+            if then == "release":
+                self.both(f"release({tid}, {token})", lambda b, t=tid, k=token: b.release(t, k))
+            elif then == "heartbeat_expire":
+                self.clock.advance(0.5)
+                self.both(
+                    f"heartbeat({tid}, {token}, 2.0)",
+                    lambda b, t=tid, k=token: b.heartbeat(t, k, 2.0),
+                )
+        if then != "release":
+            note("advance(3.0)")
+            self.clock.advance(3.0)
+            self.both("requeue_expired(100)", lambda b: b.requeue_expired(100))
+
+    @precondition(ready)
+    @rule(user=users, weight=st.sampled_from([0.001, 0.3, 7.0, 1000.0]), tier=st.integers(0, 2))
+    def set_extreme_weight(self, user: str, weight: float, tier: int) -> None:
+        self.both(
+            f"set_tenant_weight({user}, {weight}, tier={tier})",
+            lambda b: b.set_tenant_weight(user, weight, tier=tier),
+        )
+
+    @precondition(ready)
     @rule(user=users, weight=st.sampled_from([0.5, 1.0, 2.0, 3.0]), tier=st.integers(0, 2))
     def set_tenant_weight(self, user: str, weight: float, tier: int) -> None:
         self.both(
@@ -366,6 +406,32 @@ class ModelVsRedis(RuleBasedStateMachine):
         self.both(f"purge_dlq({ids})", lambda b: b.purge_dlq(ids))
 
     # ------------------------------------------------------------------ state
+    @invariant()
+    def same_fair_state(self) -> None:
+        """The fairness state itself: every tenant's pass, each tier's virtual time and the
+        order of each active set (Redis members decoded: activation number, `|`, tenant)."""
+        if self.model is None:
+            return
+        fair = self.model._fair
+        prefix = f"fq:{{{self.queue}}}:"
+        client = self.redis_client
+        for user in KNOWN_USERS:
+            record = fair.tenants.get(user)
+            expected = 0 if record is None else record.pass_
+            stored = client.hget(prefix + f"tenant:{user}", "pass")
+            assert int(stored or 0) == expected, f"pass of {user}: model {expected}, {stored!r}"
+        meta = client.hgetall(prefix + "meta")
+        for tier in range(3):
+            raw = meta.get(b"vtime")
+            if fair.strict_tiers:
+                raw = meta.get(f"vtime:{tier}".encode(), raw)
+            assert int(raw or 0) == fair.virtual_time(tier), f"virtual time of tier {tier}"
+            members = fair.active.get(tier, {})
+            model_order = sorted(members, key=members.__getitem__)
+            real = client.zrange(prefix + f"active:{tier}", 0, -1)
+            real_order = [m.decode().partition("|")[2] for m in real]
+            assert real_order == model_order, f"active:{tier}: {real_order} != {model_order}"
+
     @invariant()
     def same_state(self) -> None:
         if self.model is None:

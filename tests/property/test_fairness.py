@@ -2,7 +2,11 @@
 
 The same bars the architecture sets for every backend: equal tenants served evenly in every
 window, weighted shares within 2%, Jain's index >= 0.99, a newly active tenant served within
-(active tenants) pops, affinity order, critical-first, and leases never double-handed.
+(active tenants) pops, affinity order, critical-first, and leases never double-handed. Then
+the bounds ADR 4 states, mode by mode (default, weighted, strict tiers, pinned workers mixed
+with shared ones, weights changed mid-run, releases and lease expiries): the lag bound on the
+pure state, the newcomer bound, weight-change settling and free unstarted claims on the model.
+The differential test makes them hold on Redis too.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 
 from fairque_core import Message, Priority, QueueConfig
+from fairque_core.domain.fairness import FairState
+from fairque_core.domain.scoring import stride_for
 from fairque_core.memory.model import InMemoryBackend
 
 
@@ -323,3 +329,182 @@ def test_redis_backend_meets_the_same_bars(valkey_server, weights):
         if keys:
             client.delete(*keys)
         client.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# The bounds ADR 4 states for every mode (issue 11). Each run mixes the operations of one mode;
+# the pure state's invariants are checked after every step, the dispatch bounds on the model.
+
+STATE_USERS = ["a", "b", "c", "d", "e"]
+state_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("activate"), st.sampled_from(STATE_USERS)),
+        st.tuples(st.just("serve"), st.booleans()),
+        st.tuples(st.just("pinned"), st.sampled_from(STATE_USERS), st.booleans()),
+        st.tuples(st.just("refund"), st.sampled_from(STATE_USERS)),
+        st.tuples(
+            st.just("weight"),
+            st.sampled_from(STATE_USERS),
+            st.sampled_from([0.001, 0.5, 1.0, 3.0, 1000.0]),
+            st.integers(0, 2),
+        ),
+        st.tuples(st.just("deactivate"), st.sampled_from(STATE_USERS)),
+    ),
+    max_size=80,
+)
+
+
+@given(ops=state_ops, strict=st.booleans())
+def test_passes_stay_within_a_stride_of_their_tiers_virtual_time(ops, strict):
+    """Every active pass is >= its tier's virtual time; without pinned service it is also
+    <= virtual time + stride (the lag bound); a tier's virtual time never goes back."""
+    state = FairState(strict_tiers=strict)
+    pinned_served: set[str] = set()
+    for op in ops:
+        before = {tier: state.virtual_time(tier) for tier in range(3)}
+        kind = op[0]
+        if kind == "activate":
+            state.activate(op[1])
+        elif kind == "serve":
+            user = state.pick([None])
+            if user is not None:
+                state.serve(user, still_ready=op[1])
+        elif kind == "pinned":
+            if state.is_active(op[1]):
+                state.serve(op[1], still_ready=op[2], pinned=True)
+                pinned_served.add(op[1])
+        elif kind == "refund":
+            state.refund(op[1])
+        elif kind == "weight":
+            state.set_weight(op[1], stride_for(op[2]), op[3])
+        else:
+            state.deactivate(op[1])
+        for tier in range(3):
+            assert state.virtual_time(tier) >= before[tier], (op, tier)
+        for tier, members in state.active.items():
+            vt = state.virtual_time(tier)
+            for user, (pass_, _act) in members.items():
+                assert pass_ >= vt, (op, user)
+                if user not in pinned_served:
+                    assert pass_ <= vt + state.tenants[user].stride, (op, user)
+
+
+def _claim_one(backend, **kw):
+    got = backend.claim(**kw)
+    return got[0] if got else None
+
+
+@given(
+    n_old=st.integers(1, 6),
+    weights=st.lists(st.sampled_from([0.25, 0.5, 1, 2, 5]), min_size=6, max_size=6),
+    tiers=st.lists(st.integers(0, 1), min_size=6, max_size=6),
+    strict=st.booleans(),
+    warmup=st.integers(0, 30),
+    pinned=st.integers(0, 60),
+    new_tier=st.integers(0, 1),
+    newcomer=st.sampled_from(["0first", "zlast", "mid"]),
+)
+def test_newcomer_bound_in_every_mode(
+    n_old, weights, tiers, strict, warmup, pinned, new_tier, newcomer
+):
+    """A tenant with no history that becomes active is served within N unrestricted
+    dispatches of its tier, N = the active tenants of its tier then (itself included), whatever
+    the weights, its name, the strict mode and the pinned claims served before or meanwhile."""
+    clock = FakeClock()
+    backend = _backend(clock, strict_tiers=strict)
+    users = [f"m{i}" for i in range(n_old)]
+    for u, w, t in zip(users, weights, tiers, strict=False):
+        backend.set_tenant_weight(u, w, tier=t)
+        backend.push_batch([_msg(f"{u}-{i}", u) for i in range(200)])
+    backend.set_tenant_weight(newcomer, 1, tier=new_tier)
+    for _ in range(warmup):
+        backend.claim()
+    for i in range(pinned):  # pinned workers serve the first tenant, before and meanwhile
+        if i % 2 == 0:
+            backend.claim(assigned=[users[0]])
+    backend.push(_msg("new-task", newcomer))
+    tier_of = dict(zip(users, tiers, strict=False))
+    tier_of[newcomer] = new_tier
+    same_tier = [u for u in [*users, newcomer] if not strict or tier_of[u] == new_tier]
+    bound = len(same_tier)
+    dispatches = 0
+    for i in range(10_000):
+        if i % 3 == 2 and pinned:
+            backend.claim(assigned=[users[0]])  # pinned claims mixed in
+            continue
+        c = _claim_one(backend)
+        assert c is not None
+        u = c.message.user_id
+        if u == newcomer:
+            break
+        if not strict or tier_of[u] == new_tier:
+            dispatches += 1
+        assert dispatches < bound, (dispatches, bound)
+
+
+@given(
+    weights=st.lists(st.sampled_from([0.5, 1, 2, 4]), min_size=2, max_size=4),
+    strict=st.booleans(),
+    change=st.tuples(st.integers(0, 3), st.sampled_from([0.001, 0.25, 1, 8, 1000])),
+    before=st.integers(0, 40),
+    counts=st.lists(st.integers(1, 5), min_size=1, max_size=3),
+)
+def test_weight_change_settles_at_once(weights, strict, change, before, counts):
+    """After a weight change mid-run, between any two backlogged tenants i and j of a tier the
+    service from the change on satisfies |n_i * s_i - n_j * s_j| <= s_i + s_j (strides after
+    the change): the new weight holds from the next round, no old debt is carried."""
+    users = [f"t{i}" for i in range(len(weights))]
+    backend = _backend(strict_tiers=strict)
+    for u, w in zip(users, weights, strict=False):
+        backend.set_tenant_weight(u, w, tier=1)
+        backend.push_batch([_msg(f"{u}-{i}", u) for i in range(3000)])
+    if before:
+        _pop_users(backend, before, counts)
+    who, new_weight = users[change[0] % len(users)], change[1]
+    backend.set_tenant_weight(who, new_weight, tier=1)
+    final = dict(zip(users, weights, strict=False))
+    final[who] = new_weight
+    strides = {u: stride_for(w) for u, w in final.items()}
+    served: Counter[str] = Counter()
+    total = min(2000, sum(int(40 * w / min(final.values())) for w in final.values()))
+    for u in _pop_users(backend, total, counts):
+        served[u] += 1
+        for i in users:
+            for j in users:
+                gap = abs(served[i] * strides[i] - served[j] * strides[j])
+                assert gap <= strides[i] + strides[j], (i, j, served)
+
+
+@given(
+    n=st.integers(2, 5),
+    actions=st.lists(st.sampled_from(["release", "expire", "beat"]), min_size=1, max_size=30),
+)
+def test_unstarted_claims_cost_nothing(n, actions):
+    """Claims given back unstarted (released, or expired with no heartbeat) leave the order
+    of the shared workers exactly as if they never happened; a heartbeated claim that expires
+    is paid for."""
+    clock = FakeClock()
+    backend = _backend(clock, lease_seconds=5.0, max_recoveries=1000)
+    reference = _backend(FakeClock(), lease_seconds=5.0, max_recoveries=1000)
+    users = [f"u{i}" for i in range(n)]
+    for b in (backend, reference):
+        for u in users:
+            b.push_batch([_msg(f"{u}-{i}", u) for i in range(100)])
+    paid = 0
+    for action in actions:
+        (c,) = backend.claim(assigned=[users[0]])
+        tid, token = c.message.task_id, c.lease.token
+        if action == "release":
+            backend.release(tid, token)
+        else:
+            if action == "beat":
+                clock.advance(1.0)
+                backend.heartbeat(tid, token)
+                paid += 1
+            clock.advance(10.0)
+            assert backend.requeue_expired(10) == 1
+    if paid:
+        reference.claim(count=paid, assigned=[users[0]])
+    got = [c.message.user_id for c in backend.claim(count=3 * n)]
+    want = [c.message.user_id for c in reference.claim(count=3 * n)]
+    assert got == want

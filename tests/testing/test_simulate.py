@@ -191,14 +191,10 @@ def test_the_same_order_on_the_model_and_on_valkey(
     assert orders[0] == orders[1]
 
 
-@pytest.mark.xfail(
-    reason="issue 11, defect 1: pinned claims move the virtual time (to be fixed elsewhere)",
-    strict=False,
-)
 def test_pinned_service_does_not_delay_a_newcomer(queue: FairQueue) -> None:
     shared = [f"t{n}" for n in range(1, 10)]
     load = floods(["t0", *shared], 300) + Load.late("newcomer", 1, at=100)
     sim = simulate(queue, load, workers=1, pinned=[["t0"]])
     report = fairness_report(sim, tenants=[*shared, "newcomer"])
-    # measured before the fix: 810 dispatches on both backends
+    # measured before the fix (issue 11, defect 1): 810 dispatches on both backends
     assert report.tenants["newcomer"].newcomer_wait <= len(shared) + 1

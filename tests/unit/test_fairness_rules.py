@@ -33,7 +33,8 @@ def test_activation_starts_at_the_virtual_time_and_keeps_a_debt() -> None:
     state.activate("a")
     assert state.tenant("a").pass_ == 9 * DEFAULT_STRIDE  # going idle wipes no debt
     state.activate("a")  # already active: no change
-    assert state.active == {0: {"b": 5 * DEFAULT_STRIDE, "a": 9 * DEFAULT_STRIDE}}
+    # (pass, activation number): a's first activation was 1, b's 2, a's second 3
+    assert state.active == {0: {"b": (5 * DEFAULT_STRIDE, 2), "a": (9 * DEFAULT_STRIDE, 3)}}
 
 
 def test_serve_moves_the_virtual_time_and_charges_one_stride() -> None:
@@ -43,19 +44,19 @@ def test_serve_moves_the_virtual_time_and_charges_one_stride() -> None:
     state.serve("a", still_ready=True)
     assert charge(state.tenant("a")) == stride_for(4.0)
     assert state.tenant("a").pass_ == stride_for(4.0)
-    assert state.active == {0: {"a": stride_for(4.0)}}
+    assert state.active == {0: {"a": (stride_for(4.0), 1)}}
     state.serve("a", still_ready=False)
-    assert state.vtime == stride_for(4.0)
+    assert state.vtime == stride_for(4.0)  # the served tenant's pass: the lowest of its tier
     assert state.active == {}
 
 
-def test_pick_lowest_pass_then_tenant_id() -> None:
+def test_pick_lowest_pass_then_activation_order() -> None:
     state = FairState()
     assert state.pick([None]) is None
     for user_id in ("c", "b", "a"):
         state.activate(user_id)
-    assert state.pick([None]) == "a"
-    state.serve("a", still_ready=True)
+    assert state.pick([None]) == "c"
+    state.serve("c", still_ready=True)
     assert state.pick([None]) == "b"
 
 
@@ -102,13 +103,57 @@ def test_groups_assigned_first_then_steal() -> None:
     assert state.pick([["nobody"], ["ghost"]]) is None
 
 
-def test_set_weight_moves_an_active_tenant_keeping_its_pass() -> None:
+def test_set_weight_moves_an_active_tenant_rescaling_its_lag() -> None:
     state = FairState(strict_tiers=True)
     state.activate("a")
-    state.serve("a", still_ready=True)
+    state.serve("a", still_ready=True)  # one turn (1e6) ahead of tier 0's virtual time (0)
     state.set_weight("a", stride_for(2.0), 7)
-    assert state.active == {7: {"a": DEFAULT_STRIDE}}
+    # one turn of the new stride, counted from tier 7's virtual time (0: never served)
+    assert state.active == {7: {"a": (stride_for(2.0), 1)}}
     assert state.tenant("a").stride == stride_for(2.0)
     state.set_weight("idle", stride_for(0.5), 2)  # not active: stays out of the sets
     assert not state.is_active("idle")
     assert state.active_count() == 1
+
+
+def test_pinned_serve_moves_the_virtual_time_to_the_lowest_pass_only() -> None:
+    state = FairState()
+    for user_id in ("a", "b"):
+        state.activate(user_id)
+    for _ in range(5):
+        state.serve("a", still_ready=True, pinned=True)
+    assert state.vtime == 0  # b (pass 0) is still the lowest
+    assert state.tenant("a").pass_ == 5 * DEFAULT_STRIDE
+    state.activate("new")
+    assert state.tenant("new").pass_ == 0
+
+
+def test_strict_tiers_have_a_virtual_time_each() -> None:
+    state = FairState(strict_tiers=True)
+    state.set_weight("hi", DEFAULT_STRIDE, 1)
+    state.activate("hi")
+    state.activate("lo")
+    _serve_backlogged(state, 5)
+    assert state.virtual_time(1) == 4 * DEFAULT_STRIDE
+    assert state.virtual_time(0) == 0
+    state.activate("lo2")
+    assert state.tenant("lo2").pass_ == 0
+
+
+def test_refund_gives_one_stride_back_never_below_the_virtual_time() -> None:
+    state = FairState()
+    state.activate("a")
+    state.activate("b")
+    state.serve("a", still_ready=True)
+    state.refund("a")
+    assert state.active[0]["a"] == (0, 1)
+    state.refund("a")
+    assert state.tenant("a").pass_ == 0  # the virtual time is the floor
+
+
+def test_rescale_lag_in_turns() -> None:
+    from fairque_core.domain.fairness import rescale_lag
+
+    assert rescale_lag(stride_for(0.001), stride_for(0.001), stride_for(1000)) == 1000
+    assert rescale_lag(3 * DEFAULT_STRIDE, DEFAULT_STRIDE, stride_for(0.5)) == 6 * DEFAULT_STRIDE
+    assert rescale_lag(0, DEFAULT_STRIDE, 7) == 0

@@ -4,8 +4,11 @@ A claim (``model.py``) gives a task a lease: a random token, the worker's id and
 Every method here needs the live token (else ``LeaseLostError``, nothing changed), except the
 reaper (``requeue_expired``), which takes back leases whose deadline passed: the task goes to
 the head of its tenant's queue, or to the DLQ (``dlq.py``) once it expired more than
-``max_recoveries`` times. ``finish`` and ``fail`` are idempotent per lease token (ADR 19): a
-repeat after a lost reply is recognised by the token kept on the record and changes nothing.
+``max_recoveries`` times. A claim that never started gives its tenant its turn back
+(``FairState.refund``, ADR 4): a release (the worker gives back a task it did not run), or an
+expired lease that no heartbeat ever extended (its deadline is still the one the claim gave).
+``finish`` and ``fail`` are idempotent per lease token (ADR 19): a repeat after a lost reply is
+recognised by the token kept on the record and changes nothing.
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ class LeaseOps(DLQOps):
         self._move(rec, TaskEvent.FINISH)
         rec.result = result
         self._bump("finished", self._tenant(rec.message.user_id))
+        self._bump("result_bytes", self._tenant(rec.message.user_id), len(result or b""))
+        rec.message = attrs.evolve(rec.message, body=b"")  # the payload goes (issue 16)
         self._close_record(rec, now)
         self._release_dependents(rec, task_id, now)
 
@@ -120,6 +125,7 @@ class LeaseOps(DLQOps):
         now = self._now()
         rec = self._leased(task_id, token, now)
         self._drop_lease(task_id, rec)
+        self._fair.refund(rec.message.user_id)  # released unstarted: the turn is given back
         self._bump("released", self._tenant(rec.message.user_id))
         self._move(rec, TaskEvent.RELEASE)
         self._make_ready(task_id, rec, rec.ready_ms, head=True)
@@ -131,6 +137,8 @@ class LeaseOps(DLQOps):
         expired = sorted((ms, tid) for tid, ms in self._leases.items() if ms <= now)[:limit]
         for _deadline, task_id in expired:
             rec = self._records[task_id]
+            if rec.deadline_ms == rec.claim_deadline_ms:
+                self._fair.refund(rec.message.user_id)  # never heartbeated: never started
             self._drop_lease(task_id, rec)
             rec.recoveries += 1
             tenant = self._tenant(rec.message.user_id)

@@ -140,6 +140,7 @@ class InMemoryBackend(LeaseOps, ScheduleOps):
             raise TaskValidationError("lease_seconds", lease_seconds, "must be > 0")
         groups: list[Sequence[str] | None]
         groups = [None] if not assigned and not steal else [assigned or (), steal or ()]
+        pinned = groups != [None]
         now = self._now()
         self._move_due(now)
         claimed: list[Claimed] = []
@@ -149,12 +150,12 @@ class InMemoryBackend(LeaseOps, ScheduleOps):
                 break
             tenant = self._tenants[user_id]
             task_id = tenant.pop_ready()
-            self._fair.serve(user_id, still_ready=tenant.has_ready())
+            self._fair.serve(user_id, still_ready=tenant.has_ready(), pinned=pinned)
             rec = self._records[task_id]
             self._move(rec, TaskEvent.CLAIM)
             rec.token = self._tokens()
             rec.worker_id = worker_id
-            rec.deadline_ms = now + lease_ms
+            rec.deadline_ms = rec.claim_deadline_ms = now + lease_ms
             self._leases[task_id] = rec.deadline_ms
             tenant.leased += 1
             self._bump("claimed", tenant)

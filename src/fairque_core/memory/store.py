@@ -70,6 +70,8 @@ class TaskRecord:
     token: str = ""
     worker_id: str = ""
     deadline_ms: int = 0
+    # the deadline the claim gave: a lease still at it was never heartbeated (never started)
+    claim_deadline_ms: int = 0
     recoveries: int = 0
     waiting: set[str] = attrs.field(factory=set)
     dependents: list[str] = attrs.field(factory=list)

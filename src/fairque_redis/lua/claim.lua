@@ -42,11 +42,13 @@ local leases = {} -- deadline, id, ...: one ZADD for the batch below
 while n < count do
   local u = fq_pick(q, groups)
   if u == nil then break end
-  local id = fq_serve(q, u)
+  local id = fq_serve(q, u, groups ~= nil)
   local token = ARGV[tokens_at + n]
   n = n + 1
   local key = fq_task_key(q, id)
-  redis.call('HSET', key, 'st', 'started', 'tok', token, 'wk', worker, 'dl', deadline)
+  -- cdl: the claim's deadline; a lease that expires still at it never started (refund)
+  redis.call('HSET', key, 'st', 'started', 'tok', token, 'wk', worker, 'dl', deadline,
+    'cdl', deadline)
   leases[2 * n - 1] = deadline
   leases[2 * n] = id
   fq_bump(q, u, 'leased', 1)

@@ -1,6 +1,8 @@
 #!lua flags=allow-oom
 --[[ requeue_expired: the reaper; expired leases back to their queue or, past
-  max recoveries, to the DLQ as expired (InMemoryBackend.requeue_expired).
+  max recoveries, to the DLQ as expired (InMemoryBackend.requeue_expired). A lease whose
+  deadline is still the one its claim gave (`cdl`: never heartbeated) gives its tenant's turn
+  back (fq_refund).
 
   KEYS[1] meta  KEYS[2] stats  KEYS[3] tiers  KEYS[4] delayed  KEYS[5] leases  KEYS[6] dlq
   (derived) task:<id> children:<id> c:<tenant> n:<tenant> active:<tier> tenant:<t> ts:<t>
@@ -20,6 +22,9 @@ for _, id in ipairs(expired) do
     -- a lease whose task hash is gone (deleted by hand, evicted): drop the stray entry
     redis.call('ZREM', q.leases, id)
   else
+  -- a lease no heartbeat extended (deadline still the claim's) never started: refund its turn
+  local dl = redis.call('HMGET', fq_task_key(q, id), 'dl', 'cdl')
+  if dl[2] ~= false and dl[1] == dl[2] then fq_refund(q, r.user) end
   fq_drop_lease(q, r)
   r.recoveries = r.recoveries + 1
   redis.call('HSET', fq_task_key(q, id), 'rec', fq_int(r.recoveries))

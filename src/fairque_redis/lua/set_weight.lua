@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
---[[ set_weight: a tenant's stride and tier, moving it between active sets if it is active
-  (InMemoryBackend.set_tenant_weight).
+--[[ set_weight: a tenant's stride and tier, its lag rescaled to the new stride, moving it
+  between active sets if it is active (InMemoryBackend.set_tenant_weight, FairState.set_weight).
 
   KEYS[1] meta  KEYS[2] stats  KEYS[3] tiers  KEYS[4] delayed  KEYS[5] leases  KEYS[6] dlq
   (derived) tenant:<t> active:<tier>
@@ -15,13 +15,25 @@ local u = ARGV[8]
 local t = fq_tenant(q, u)
 local was_active = fq_is_active(q, u)
 if was_active then fq_deactivate(q, u) end
-t.stride = tonumber(ARGV[9])
+local stride = tonumber(ARGV[9])
+-- the lag (never below 0) in turns of the old stride becomes as many turns of the new one:
+-- floor(lag / old * new) in doubles, as fairness.rescale_lag computes it
+local lag = math.max(0, t.pass - fq_vtime(q, fq_int(fq_tier(q, t))))
+lag = math.floor(lag / t.stride * stride)
+t.stride = stride
 t.tier = tonumber(ARGV[10])
-redis.call('HSET', fq_tenant_key(q, u), 'pass', fq_int(t.pass), 'stride', fq_int(t.stride),
-  'tier', fq_int(t.tier))
+local tier = fq_int(fq_tier(q, t))
+t.pass = fq_vtime(q, tier) + lag
+t.dirty = false -- written here with stride and tier
+local fields = {'pass', fq_int(t.pass), 'stride', fq_int(t.stride), 'tier', fq_int(t.tier)}
+if t.act ~= nil then
+  table.insert(fields, 'act')
+  table.insert(fields, fq_int(t.act))
+end
+redis.call('HSET', fq_tenant_key(q, u), unpack(fields))
 if was_active then
-  local tier = fq_int(fq_tier(q, t))
-  redis.call('ZADD', fq_active_key(q, tier), fq_int(t.pass), u)
+  fq_place(q, u, t)
   redis.call('ZADD', q.tiers, tier, tier)
 end
+fq_close(q)
 return 1

@@ -1,7 +1,7 @@
 --[[ claim helpers: moving due scheduled tasks and the fair choice of a tenant.
 
   Mirrors the pure Python module fairque_core/domain/fairness.py (pick and serve; activate,
-  deactivate and the tenant's pass are in tenant.lua): keep the two in step.
+  deactivate, refund and the tenant's pass are in tenant.lua): keep the two in step.
 ]]
 --- @include "task"
 
@@ -26,18 +26,9 @@ local function fq_move_due(q)
   end
 end
 
--- byte order of two strings (Lua's `<` uses strcoll, which follows the server's locale)
-local function fq_bytes_less(a, b)
-  local n = math.min(#a, #b)
-  for k = 1, n do
-    local x, y = string.byte(a, k), string.byte(b, k)
-    if x ~= y then return x < y end
-  end
-  return #a < #b
-end
-
--- the tenant to serve: with no group (nil) the lowest pass in the highest active tier; else
--- the best active tenant of the first group that has one, by (-tier, pass, tenant id)
+-- the tenant to serve: with no group (nil) the lowest (pass, activation) in the highest active
+-- tier; else the best active tenant of the first group that has one, by (-tier, pass,
+-- activation)
 local function fq_pick(q, groups)
   if groups == nil then
     -- without strict tiers every tenant is in tier 0. With them the top tier is read once per
@@ -53,17 +44,19 @@ local function fq_pick(q, groups)
       top = q.top_tier
     end
     local first = redis.call('ZRANGE', fq_active_key(q, top), 0, 0)
-    return first[1]
+    if first[1] == nil then return nil end
+    return fq_member_tenant(first[1])
   end
   for _, group in ipairs(groups) do
-    local best, best_tier, best_pass = nil, 0, 0
+    local best, best_tier, best_pass, best_act = nil, 0, 0, 0
     for _, u in ipairs(group) do
       if fq_is_active(q, u) then
         local t = fq_tenant(q, u)
         local tier = fq_tier(q, t)
         if best == nil or tier > best_tier
-          or (tier == best_tier and (t.pass < best_pass or (t.pass == best_pass and fq_bytes_less(u, best)))) then
-          best, best_tier, best_pass = u, tier, t.pass
+          or (tier == best_tier and (t.pass < best_pass
+            or (t.pass == best_pass and t.act < best_act))) then
+          best, best_tier, best_pass, best_act = u, tier, t.pass, t.act
         end
       end
     end
@@ -72,9 +65,12 @@ local function fq_pick(q, groups)
   return nil
 end
 
--- pop the next task of tenant u (critical FIFO first), advance the pass, keep u active or not
-local function fq_serve(q, u)
+-- pop the next task of tenant u (critical FIFO first), move the virtual time of u's tier to
+-- the tier's lowest pass (u's own unless `pinned`: the claim named its tenants), advance the
+-- pass, keep u active or not
+local function fq_serve(q, u, pinned)
   local t = fq_tenant(q, u)
+  local tier = fq_int(fq_tier(q, t))
   local critical = fq_critical_key(q, u)
   local normal = fq_normal_key(q, u)
   local id = redis.call('LPOP', critical)
@@ -85,12 +81,16 @@ local function fq_serve(q, u)
     id = string.sub(popped[1], FQ_SEQ_WIDTH + 1) -- the member without its sequence
   end
   q.ready_delta = q.ready_delta - 1
-  fq_set_vtime(q, t.pass)
+  local lowest = t.pass
+  if pinned then
+    lowest = tonumber(redis.call('ZRANGE', fq_active_key(q, tier), 0, 0, 'WITHSCORES')[2])
+  end
+  fq_set_vtime(q, tier, lowest)
   t.pass = t.pass + t.stride
   t.dirty = true
   if (critical_left and redis.call('LLEN', critical) > 0)
     or redis.call('ZCARD', normal) > 0 then
-    redis.call('ZADD', fq_active_key(q, fq_int(fq_tier(q, t))), fq_int(t.pass), u)
+    fq_place(q, u, t)
   else
     fq_deactivate(q, u)
   end

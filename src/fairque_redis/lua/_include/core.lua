@@ -60,6 +60,9 @@ local function fq_open(keys, argv)
     counters = {}, tenant_counters = {}, tenant_cache = {}, active_cache = {}, resched = false,
     -- ready_delta: change of the queue's ready gauge in this call; ready_base: its stored value
     ready_delta = 0, vtime = nil, seq = nil, ready_base = 0, meta_dirty = false, wake = false,
+    -- act: the queue's activation sequence; tier_vtimes: strict mode's virtual time per tier
+    -- read so far (tier string -> number), those in tier_vtimes_changed written back by fq_close
+    act = nil, tier_vtimes = {}, tier_vtimes_changed = {},
   }
 end
 
@@ -77,25 +80,48 @@ local function fq_bump(q, u, name, by)
   end
 end
 
--- the queue's meta fields (virtual time, push sequence, ready gauge), read once per call
+-- the queue's meta fields (virtual time, push sequence, ready gauge, activation sequence),
+-- read once per call
 local function fq_meta(q)
   if q.vtime == nil then
-    local v = redis.call('HMGET', q.meta, 'vtime', 'seq', 'ready')
+    local v = redis.call('HMGET', q.meta, 'vtime', 'seq', 'ready', 'act')
     q.vtime = tonumber(v[1] or '0')
     q.seq = tonumber(v[2] or '0')
     q.ready_base = tonumber(v[3] or '0')
+    q.act = tonumber(v[4] or '0')
   end
 end
 
-local function fq_vtime(q)
+-- the virtual time of `tier` (a decimal string; FairState.virtual_time): the `vtime` field
+-- without strict tiers, else `vtime:<tier>`, which reads as `vtime` until the tier is served
+local function fq_vtime(q, tier)
   fq_meta(q)
-  return q.vtime
+  if not q.strict_tiers then return q.vtime end
+  local v = q.tier_vtimes[tier]
+  if v == nil then
+    v = tonumber(redis.call('HGET', q.meta, 'vtime:' .. tier) or q.vtime)
+    q.tier_vtimes[tier] = v
+  end
+  return v
 end
 
-local function fq_set_vtime(q, v)
+local function fq_set_vtime(q, tier, v)
   fq_meta(q)
-  q.vtime = v
+  if q.strict_tiers then
+    q.tier_vtimes[tier] = v
+    q.tier_vtimes_changed[tier] = true
+  else
+    q.vtime = v
+  end
   q.meta_dirty = true
+end
+
+-- the next number of the queue's activation sequence (the tie-break of equal passes)
+local function fq_next_act(q)
+  fq_meta(q)
+  q.act = q.act + 1
+  q.meta_dirty = true
+  return q.act
 end
 
 local function fq_next_seq(q)
@@ -142,7 +168,13 @@ local function fq_close(q)
     end
   end
   for u, t in pairs(q.tenant_cache) do
-    if t.dirty then redis.call('HSET', fq_tenant_key(q, u), 'pass', fq_int(t.pass)) end
+    if t.dirty then
+      if t.act == nil then
+        redis.call('HSET', fq_tenant_key(q, u), 'pass', fq_int(t.pass))
+      else
+        redis.call('HSET', fq_tenant_key(q, u), 'pass', fq_int(t.pass), 'act', fq_int(t.act))
+      end
+    end
   end
   if q.ready_delta ~= 0 then
     fq_meta(q)
@@ -150,7 +182,10 @@ local function fq_close(q)
   end
   if q.meta_dirty then
     redis.call('HSET', q.meta, 'vtime', fq_int(q.vtime), 'seq', fq_int(q.seq),
-      'ready', fq_int(q.ready_base + q.ready_delta))
+      'ready', fq_int(q.ready_base + q.ready_delta), 'act', fq_int(q.act))
+  end
+  for tier, _ in pairs(q.tier_vtimes_changed) do
+    redis.call('HSET', q.meta, 'vtime:' .. tier, fq_int(q.tier_vtimes[tier]))
   end
   -- the wake signal: a list holding at most one token, which idle workers BLPOP
   if q.wake then

@@ -1,56 +1,102 @@
 --[[ tenant: pass/stride/tier of a tenant and its membership of the active sets.
 
-  Mirrors the pure Python module fairque_core/domain/fairness.py (activate, deactivate, the
-  pass and virtual time; pick and serve are in claim.lua): keep the two in step.
+  Mirrors the pure Python module fairque_core/domain/fairness.py (activate, deactivate,
+  refund, the pass and the virtual times; pick and serve are in claim.lua, the weight change in
+  set_weight.lua): keep the two in step.
 
   A tenant is active while it has ready work; active:<tier> holds it scored by its pass, and
   `tiers` holds every tier with an active tenant. In non-strict mode every tenant is tier 0.
+  The member is the tenant's activation number (16 digits, the queue's `act` sequence), `|`,
+  then the tenant id, so equal passes go to the tenant activated first. `|` is outside the id
+  grammar: a member without it is a bare tenant id written before activation order existed,
+  rewritten in the new form the first time a script reads that tenant (fq_tenant).
 ]]
 --- @include "core"
 
 -- scoring.STRIDE_SCALE: the stride of weight 1
 local FQ_DEFAULT_STRIDE = 1000000
-
-local function fq_tenant(q, u)
-  local t = q.tenant_cache[u]
-  if t == nil then
-    local v = redis.call('HMGET', fq_tenant_key(q, u), 'pass', 'stride', 'tier')
-    t = {
-      pass = tonumber(v[1]) or 0,
-      stride = tonumber(v[2]) or FQ_DEFAULT_STRIDE,
-      tier = tonumber(v[3]) or 0,
-      dirty = false,
-    }
-    q.tenant_cache[u] = t
-  end
-  return t
-end
+-- the byte between a member's activation number and the tenant id
+local FQ_MEMBER_SEP = '|'
+local FQ_MEMBER_SEP_BYTE = string.byte(FQ_MEMBER_SEP)
 
 local function fq_tier(q, t)
   if q.strict_tiers then return t.tier end
   return 0
 end
 
+-- the member of tenant u (activation number act) in its active set
+local function fq_active_member(u, act)
+  return string.format(FQ_SEQ_FORMAT, act) .. FQ_MEMBER_SEP .. u
+end
+
+-- the tenant id of an active-set member (a bare id is an old member)
+local function fq_member_tenant(member)
+  if string.byte(member, FQ_SEQ_WIDTH + 1) == FQ_MEMBER_SEP_BYTE then
+    return string.sub(member, FQ_SEQ_WIDTH + 2)
+  end
+  return member
+end
+
+-- a tenant record without an activation number: if its bare id is in its active set (written
+-- before activation order existed), give it the next number and rewrite the member
+local function fq_migrate_member(q, u, t)
+  local key = fq_active_key(q, fq_int(fq_tier(q, t)))
+  local score = redis.call('ZSCORE', key, u)
+  if score == false then
+    q.active_cache[u] = false
+    return
+  end
+  redis.call('ZREM', key, u)
+  t.act = fq_next_act(q)
+  t.dirty = true
+  redis.call('ZADD', key, score, fq_active_member(u, t.act))
+  q.active_cache[u] = true
+end
+
+local function fq_tenant(q, u)
+  local t = q.tenant_cache[u]
+  if t == nil then
+    local v = redis.call('HMGET', fq_tenant_key(q, u), 'pass', 'stride', 'tier', 'act')
+    t = {
+      pass = tonumber(v[1]) or 0,
+      stride = tonumber(v[2]) or FQ_DEFAULT_STRIDE,
+      tier = tonumber(v[3]) or 0,
+      act = tonumber(v[4]),
+      dirty = false,
+    }
+    q.tenant_cache[u] = t
+    if t.act == nil then fq_migrate_member(q, u, t) end
+  end
+  return t
+end
+
 local function fq_is_active(q, u)
   local cached = q.active_cache[u]
   if cached ~= nil then return cached end
-  local tier = 0
-  if q.strict_tiers then tier = fq_tenant(q, u).tier end
-  local on = redis.call('ZSCORE', fq_active_key(q, fq_int(tier)), u) ~= false
+  local t = fq_tenant(q, u)
+  cached = q.active_cache[u]
+  if cached ~= nil then return cached end
+  local on = t.act ~= nil and redis.call('ZSCORE', fq_active_key(q, fq_int(fq_tier(q, t))),
+    fq_active_member(u, t.act)) ~= false
   q.active_cache[u] = on
   return on
+end
+
+-- (re)score active tenant u at its pass
+local function fq_place(q, u, t)
+  redis.call('ZADD', fq_active_key(q, fq_int(fq_tier(q, t))), fq_int(t.pass),
+    fq_active_member(u, t.act))
 end
 
 local function fq_activate(q, u)
   if fq_is_active(q, u) then return end
   local t = fq_tenant(q, u)
-  local vt = fq_vtime(q)
-  if vt > t.pass then
-    t.pass = vt
-    t.dirty = true
-  end
   local tier = fq_int(fq_tier(q, t))
-  redis.call('ZADD', fq_active_key(q, tier), fq_int(t.pass), u)
+  local vt = fq_vtime(q, tier)
+  if vt > t.pass then t.pass = vt end
+  t.act = fq_next_act(q)
+  t.dirty = true
+  fq_place(q, u, t)
   redis.call('ZADD', q.tiers, tier, tier)
   q.top_tier = nil
   q.active_cache[u] = true
@@ -60,12 +106,22 @@ local function fq_deactivate(q, u)
   local t = fq_tenant(q, u)
   local tier = fq_int(fq_tier(q, t))
   local key = fq_active_key(q, tier)
-  redis.call('ZREM', key, u)
+  if t.act ~= nil then redis.call('ZREM', key, fq_active_member(u, t.act)) end
   if redis.call('ZCARD', key) == 0 then
     redis.call('ZREM', q.tiers, tier)
     q.top_tier = nil
   end
   q.active_cache[u] = false
+end
+
+-- a claim of u that never started gives its turn back: one stride, never below the virtual
+-- time of u's tier (FairState.refund; before the task is made ready again)
+local function fq_refund(q, u)
+  local t = fq_tenant(q, u)
+  local floor = fq_vtime(q, fq_int(fq_tier(q, t)))
+  t.pass = math.max(t.pass - t.stride, floor)
+  t.dirty = true
+  if fq_is_active(q, u) then fq_place(q, u, t) end
 end
 
 local function fq_has_ready(q, u)
