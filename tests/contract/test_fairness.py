@@ -290,3 +290,23 @@ def test_newcomer_wait_does_not_depend_on_its_name(make_backend):
         _fill(backend, name, 1)
         waits.append(claim_users(backend, 5).index(name))
     assert waits[0] == waits[1] == 2
+
+
+def test_active_members_written_before_activation_order_are_migrated(backend, probe):
+    # Data of an older version: bare tenant ids in active:0, no activation numbers. The first
+    # script that reads such a tenant rewrites its member; claims carry on in pass order.
+    _fill(backend, "old1", 3)
+    _fill(backend, "old2", 3)
+    client, prefix = probe.client, probe.prefix
+    for user in ["old1", "old2"]:
+        client.hdel(prefix + f"tenant:{user}", "act")
+    client.delete(prefix + "active:0")
+    client.hset(prefix + "tenant:old1", "pass", 1_000_000)
+    client.zadd(prefix + "active:0", {"old2": 0, "old1": 1_000_000})
+    assert claim_users(backend, 1) == ["old2"]  # rewritten: 0000000000000003|old2
+    # (until old1 is read, its bare member sorts after the new ones at an equal pass)
+    assert claim_users(backend, 2) == ["old2", "old1"]  # old1 rewritten when served
+    members = {m.decode() for m in client.zrange(prefix + "active:0", 0, -1)}
+    assert members == {"0000000000000003|old2", "0000000000000004|old1"}
+    assert claim_users(backend, 3) == ["old2", "old1", "old1"]
+    assert backend.stats()["active_tenants"] == 0
