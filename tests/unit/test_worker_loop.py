@@ -447,7 +447,7 @@ OPS = st.lists(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(ops=OPS, cap=st.integers(1, 4), prefetch=st.integers(0, 3))
 def test_random_event_sequences_keep_the_invariants(
     ops: list[tuple[str, Any]], cap: int, prefetch: int
@@ -490,14 +490,18 @@ def test_random_event_sequences_keep_the_invariants(
     assert sim.stop_at is not None
     assert [t for t, _ in sim.of(wa.Claim) if t > sim.stop_at] == []  # none after the stop
     # every claimed task was acknowledged (finished or failed) or released, exactly once, or
-    # its lease was lost, or it was still running when a forced stop or the graceful deadline
-    # ended the loop (it keeps its lease for the reaper); a released task never ran
+    # its lease was lost, or the worker stopped still holding it: a forced or overdue stop left
+    # it running, or the last flush met an outage (the reaper redelivers it); a released task
+    # never ran
     cut_short = sim.forced or sim.now >= sim.stop_at + 5.0
+    gave_up = sim.loop.stats.backend_errors > 0
     run_ids = {s.task.task_id for _, a in sim.of(wa.Run) for s in a.slots}
+    held = set(sim.loop.held)
     for task_id in sim.claimed:
         ends = sum([task_id in sim.finished, task_id in sim.failed, task_id in sim.released])
         assert ends <= 1, task_id
-        assert ends == 1 or task_id in sim.lost or (cut_short and task_id in run_ids), task_id
+        assert ends == 1 or task_id in sim.lost or task_id in held, task_id
         assert not (task_id in sim.released and task_id in run_ids), task_id
-    if not cut_short:
-        assert sim.loop.health(sim.now, 0.0)["in_flight"] == 0
+    if held:
+        assert cut_short or gave_up
+    assert held <= set(sim.claimed)

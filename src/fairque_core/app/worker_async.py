@@ -271,12 +271,12 @@ class AsyncWorker:
                     break
                 else:
                     await self._perform(action)
-        except BaseException as exc:  # a bug or a cancellation: report it, never hang
-            if not isinstance(exc, asyncio.CancelledError):
-                logger.exception("worker %s: control loop crashed", self.config.id)
+        except asyncio.CancelledError:
+            loop.crashed(None, time.monotonic())
+            raise
+        except BaseException as exc:  # a bug, not an outage: report it, never hang
+            logger.exception("worker %s: control loop crashed", self.config.id)
             loop.crashed(exc, time.monotonic())
-            if isinstance(exc, asyncio.CancelledError):
-                raise
         finally:
             self._listen.clear()
             if self._listener is not None:

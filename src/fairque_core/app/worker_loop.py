@@ -202,9 +202,11 @@ class WorkerLoop:
         if force and self.shutdown_at is not None:
             self.shutdown_at = min(self.shutdown_at, now)
 
-    def crashed(self, error: BaseException, now: float) -> None:
-        """The driver itself failed (a bug): book the error, the loop is over."""
-        self._note_error(error, now)
+    def crashed(self, error: BaseException | None, now: float) -> None:
+        """The driver's loop ended outside the machine: a bug (``error``, booked) or a
+        cancellation (None). The loop is over."""
+        if error is not None:
+            self._note_error(error, now)
         self.state = "stopped"
         self.listening = False
         self._steps = None
