@@ -192,6 +192,45 @@ class QueueBackend(Protocol):
 
     def purge_dlq(self, entry_ids: Sequence[str] | None = None) -> int: ...
 
+    def purge_tenant(self, user_id: str) -> int:
+        """Cancel every QUEUED and SCHEDULED task of ``user_id`` in one atomic step.
+
+        Each is canceled as :meth:`cancel` cancels a task (state CANCELED, reason
+        ``"purged"``, counted in ``canceled``, dependents that wait on it canceled), so the
+        counters still add up. Leased tasks are left to finish, fail or expire; DEFERRED ones
+        keep waiting unless a parent is purged. Returns how many tasks were purged (their
+        canceled dependents not included). Other tenants' tasks are untouched.
+        """
+        ...
+
+    def purge_all(self) -> int:
+        """:meth:`purge_tenant` for every tenant of the queue, in one atomic step."""
+        ...
+
+    def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]:
+        """Each tenant's ``(weight, tier)`` as stored (the weight read back from its stride,
+        ``STRIDE_SCALE / stride``); ``(1.0, 0)`` for a tenant never given a weight."""
+        ...
+
+    def list_queues(self) -> list[str]:
+        """The queue names known to this backend's server, sorted. A Redis backend registers
+        its queue (one idempotent SADD to ``fq:queues``) before its first write; the memory
+        model knows only its own queue."""
+        ...
+
+    def register_worker(self, worker_id: str, record: str) -> None:
+        """Store ``worker_id``'s heartbeat record (opaque text, JSON by
+        :mod:`fairque_core.app.worker_registry`), replacing its previous one."""
+        ...
+
+    def list_workers(self) -> dict[str, str]:
+        """Every stored heartbeat record of the queue: worker id -> record."""
+        ...
+
+    def remove_workers(self, worker_ids: Sequence[str]) -> int:
+        """Drop these workers' records; how many existed."""
+        ...
+
     def wait_for_work(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for the queue's wake signal and consume it.
 
@@ -285,6 +324,20 @@ class AsyncQueueBackend(Protocol):
     async def requeue_dlq(self, entry_ids: Sequence[str] | None = None) -> int: ...
 
     async def purge_dlq(self, entry_ids: Sequence[str] | None = None) -> int: ...
+
+    async def purge_tenant(self, user_id: str) -> int: ...
+
+    async def purge_all(self) -> int: ...
+
+    async def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]: ...
+
+    async def list_queues(self) -> list[str]: ...
+
+    async def register_worker(self, worker_id: str, record: str) -> None: ...
+
+    async def list_workers(self) -> dict[str, str]: ...
+
+    async def remove_workers(self, worker_ids: Sequence[str]) -> int: ...
 
     async def wait_for_work(self, timeout: float) -> bool: ...
 

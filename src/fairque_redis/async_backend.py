@@ -23,7 +23,7 @@ from fairque_core.app.config import FairQueueConfig, QueueConfig, RedisConfig
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import BackendPermissionError, LeaseLostError
 from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
-from fairque_core.domain.validation import check_wait_timeout
+from fairque_core.domain.validation import check_wait_timeout, validate_id
 from fairque_core.ports import AsyncQueueBackend, Clock, TokenSource, random_token
 from fairque_redis._client_options import (
     MIN_BLOCK_SECONDS,
@@ -37,8 +37,9 @@ from fairque_redis._client_options import (
 )
 from fairque_redis._errors import translate_errors
 from fairque_redis._script_calls import Call, ScriptCalls
+from fairque_redis._script_calls.base import to_text
 from fairque_redis.async_schedules import AsyncRedisScheduleStore
-from fairque_redis.keys import KeySpace
+from fairque_redis.keys import QUEUES_KEY, KeySpace
 from fairque_redis.scripts import SOURCES
 from fairque_redis.server_checks import check_memory_policy, memory_policies
 
@@ -96,6 +97,7 @@ class AsyncRedisBackend:
         self._allow_eviction = allow_eviction
         self._checked = False
         self._polling = False
+        self._registered = False
 
     @classmethod
     def from_url(
@@ -213,10 +215,19 @@ class AsyncRedisBackend:
     async def _run(self, call: Call[T]) -> T:
         if not self._checked:
             await self._check_memory_policy(call.script)
+        if call.writes and not self._registered:
+            await self._register_queue()
         script = self._scripts[call.script]
         with translate_errors(call.script, writes=call.writes):
             reply = await script(keys=self._planner.anchors, args=call.args)
         return call.parse(reply)
+
+    async def _register_queue(self) -> None:
+        """Enter the queue's name in the server's queue registry (``fq:queues``), once per
+        backend, before its first write: one idempotent SADD (``fairque queues`` reads it)."""
+        with translate_errors("register_queue", writes=True):
+            await self._client.sadd(QUEUES_KEY, self._keys.queue)
+        self._registered = True
 
     # ------------------------------------------------------------------ push and claim
     async def push(self, message: Message) -> bool:
@@ -332,6 +343,44 @@ class AsyncRedisBackend:
 
     async def purge_dlq(self, entry_ids: Sequence[str] | None = None) -> int:
         return await self._run(self._planner.purge_dlq(entry_ids))
+
+    # ------------------------------------------------------------------ operators
+    async def purge_tenant(self, user_id: str) -> int:
+        return await self._run(self._planner.purge_tenant(user_id))
+
+    async def purge_all(self) -> int:
+        return await self._run(self._planner.purge_all())
+
+    async def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]:
+        call = self._planner.tenant_weights(user_ids)
+        if not user_ids:
+            return {}
+        return await self._run(call)
+
+    async def list_queues(self) -> list[str]:
+        """The queue names registered on this server (``fq:queues``), sorted."""
+        with translate_errors("list_queues", writes=False):
+            names = await self._client.smembers(QUEUES_KEY)
+        return sorted(to_text(name) for name in names)
+
+    async def register_worker(self, worker_id: str, record: str) -> None:
+        """Write ``worker_id``'s heartbeat record (JSON text) into the queue's workers hash."""
+        validate_id(worker_id, "worker_id")
+        with translate_errors("register_worker", writes=True):
+            await self._client.hset(self._keys.workers, worker_id, record)
+
+    async def list_workers(self) -> dict[str, str]:
+        """Every worker's heartbeat record: worker id -> JSON text."""
+        with translate_errors("list_workers", writes=False):
+            got = await self._client.hgetall(self._keys.workers)
+        return {to_text(k): to_text(v) for k, v in got.items()}
+
+    async def remove_workers(self, worker_ids: Sequence[str]) -> int:
+        """Drop the records of ``worker_ids`` (stale or stopped workers); how many were there."""
+        if not worker_ids:
+            return 0
+        with translate_errors("remove_workers", writes=True):
+            return int(await self._client.hdel(self._keys.workers, *worker_ids))
 
     async def wait_for_work(self, timeout: float) -> bool:
         """Wait for the wake signal or the first scheduled task coming due; see the port.

@@ -37,7 +37,14 @@ key                type    contents
 ``n:<tenant>``     zset    the tenant's scored tasks (member = seq + id)
 ``tenant:<t>``     hash    ``pass``, ``stride``, ``tier`` of a tenant
 ``ts:<tenant>``    hash    tenant counters plus ``scheduled`` and ``leased`` gauges
+``workers``        hash    live workers: worker id -> heartbeat record (JSON, written by
+                           ``fairque_core.app.worker_registry``; plain commands, no script)
 =================  ======  ==============================================================
+
+One key lies outside every queue's prefix: ``fq:queues`` (:data:`QUEUES_KEY`, a set of queue
+names, its own cluster slot). A backend adds its queue's name with one idempotent ``SADD``
+before its first write, so ``fairque queues`` can list the queues of a server without a
+``SCAN``; it is touched by single-key commands only.
 """
 
 from __future__ import annotations
@@ -47,9 +54,11 @@ import zlib
 from fairque_core.domain.errors import TaskValidationError
 from fairque_core.domain.validation import validate_id, validate_queue_name
 
-__all__ = ["KEY_PREFIX", "KeySpace", "partition_for"]
+__all__ = ["KEY_PREFIX", "QUEUES_KEY", "KeySpace", "partition_for"]
 
 KEY_PREFIX = "fq"
+#: The registry of queue names on a server (a set, outside every queue's hash tag).
+QUEUES_KEY = f"{KEY_PREFIX}:queues"
 
 
 def partition_for(tenant: str, n_partitions: int) -> int:
@@ -146,6 +155,11 @@ class KeySpace:
         """The schedule signal (a list of at most one token); Lua builds it with
         ``fq_sched_key``."""
         return self.prefix + "sched"
+
+    @property
+    def workers(self) -> str:
+        """Live workers' heartbeat records (a hash: worker id -> JSON)."""
+        return self.prefix + "workers"
 
     # -- cron schedules (app/schedule_port.py; scripts get them in KEYS, never derive them)
     @property

@@ -213,6 +213,9 @@ SCRIPTS: Mapping[str, ScriptSpec] = {
         ScriptSpec("dlq_list", writes=False),
         ScriptSpec("dlq_requeue"),
         ScriptSpec("dlq_purge"),
+        ScriptSpec("purge_tenant"),
+        ScriptSpec("purge_all"),
+        ScriptSpec("tenant_weights", writes=False),
         ScriptSpec("scheduler_lock", keys=("lock",)),
         ScriptSpec("schedule_mark", keys=("lock", "schedules", "fired")),
     )

@@ -131,6 +131,27 @@ class SyncOverAsync:
     def cancel(self, task_id: str) -> bool:
         return self._call(self._backend.cancel(task_id))
 
+    def purge_tenant(self, user_id: str) -> int:
+        return self._call(self._backend.purge_tenant(user_id))
+
+    def purge_all(self) -> int:
+        return self._call(self._backend.purge_all())
+
+    def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]:
+        return self._call(self._backend.tenant_weights(user_ids))
+
+    def list_queues(self) -> list[str]:
+        return self._call(self._backend.list_queues())
+
+    def register_worker(self, worker_id: str, record: str) -> None:
+        self._call(self._backend.register_worker(worker_id, record))
+
+    def list_workers(self) -> dict[str, str]:
+        return self._call(self._backend.list_workers())
+
+    def remove_workers(self, worker_ids: Sequence[str]) -> int:
+        return self._call(self._backend.remove_workers(worker_ids))
+
     def get_message(self, task_id: str) -> Message | None:
         return self._call(self._backend.get_message(task_id))
 

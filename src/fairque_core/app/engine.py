@@ -408,6 +408,15 @@ class FairQueue:
     def set_tenant_weight(self, tenant: str, weight: float, *, tier: int = 0) -> None:
         self._backend.set_tenant_weight(tenant, weight, tier=tier)
 
+    def purge_tenant(self, tenant: str) -> int:
+        """Cancel every queued and scheduled task of ``tenant`` at once (reason ``"purged"``,
+        counted as canceled); running tasks are left to finish. How many were purged."""
+        return self._backend.purge_tenant(tenant)
+
+    def purge_all(self) -> int:
+        """:meth:`purge_tenant` for every tenant of the queue, in one atomic step."""
+        return self._backend.purge_all()
+
     def requeue_expired(self, limit: int = 100) -> int:
         """The reaper: expired leases back to their queue (workers call this periodically)."""
         return self._backend.requeue_expired(limit)
@@ -458,6 +467,10 @@ class FairQueue:
         (``list_tenants`` of the port); ``limit`` at most 1000."""
         limit, offset = check_tenant_page(limit, offset)
         return self._backend.list_tenants(limit=limit, offset=offset)
+
+    def get_tenant_weights(self, tenants: Sequence[str]) -> dict[str, tuple[float, int]]:
+        """Each tenant's stored ``(weight, tier)``; ``(1.0, 0)`` when never set."""
+        return self._backend.tenant_weights(list(tenants))
 
     # ------------------------------------------------------------------ cron schedules
     @property

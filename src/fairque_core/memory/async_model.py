@@ -149,6 +149,27 @@ class AsyncInMemoryBackend(AsyncScheduleOps):
     async def purge_dlq(self, entry_ids: Sequence[str] | None = None) -> int:
         return self._model.purge_dlq(entry_ids)
 
+    async def purge_tenant(self, user_id: str) -> int:
+        return self._model.purge_tenant(user_id)
+
+    async def purge_all(self) -> int:
+        return self._model.purge_all()
+
+    async def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]:
+        return self._model.tenant_weights(user_ids)
+
+    async def list_queues(self) -> list[str]:
+        return self._model.list_queues()
+
+    async def register_worker(self, worker_id: str, record: str) -> None:
+        self._model.register_worker(worker_id, record)
+
+    async def list_workers(self) -> dict[str, str]:
+        return self._model.list_workers()
+
+    async def remove_workers(self, worker_ids: Sequence[str]) -> int:
+        return self._model.remove_workers(worker_ids)
+
     async def wait_for_work(self, timeout: float) -> bool:
         if check_wait_timeout(timeout) == 0:
             return self._model.wait_for_work(0)

@@ -29,6 +29,7 @@ from fairque_core.domain.validation import (
     validate_id,
 )
 from fairque_core.memory.leases import LeaseOps
+from fairque_core.memory.purge import OperatorOps
 from fairque_core.memory.schedules import ScheduleOps
 from fairque_core.memory.store import TaskRecord, locked
 
@@ -37,7 +38,7 @@ __all__ = ["InMemoryBackend"]
 _ALIVE = (TaskState.SCHEDULED, TaskState.DEFERRED, TaskState.QUEUED, TaskState.STARTED)
 
 
-class InMemoryBackend(LeaseOps, ScheduleOps):
+class InMemoryBackend(LeaseOps, ScheduleOps, OperatorOps):
     """The reference backend. ``clock`` returns epoch seconds (default ``time.time``);
     ``token_source`` makes lease tokens (default :func:`fairque_core.ports.random_token`)."""
 

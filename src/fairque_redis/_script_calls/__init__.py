@@ -12,6 +12,7 @@ any command is sent. One module per concept:
 - :mod:`.leases`: heartbeat, finish, fail, release, requeue of expired leases
 - :mod:`.dlq`: list, requeue and purge the dead-letter queue
 - :mod:`.tenants`: weights and tiers, tenant statistics, the tenant list
+- :mod:`.operator`: purge waiting work, read tenants' weights and tiers
 - :mod:`.inspection`: reads of one task, queue sizes and statistics, the next due time
 """
 
@@ -21,6 +22,7 @@ from fairque_redis._script_calls.base import Call
 from fairque_redis._script_calls.dlq import DlqCalls
 from fairque_redis._script_calls.inspection import InspectionCalls
 from fairque_redis._script_calls.leases import LeaseCalls
+from fairque_redis._script_calls.operator import OperatorCalls
 from fairque_redis._script_calls.records import decode_message, read_message, salvage_message
 from fairque_redis._script_calls.tasks import TaskCalls
 from fairque_redis._script_calls.tenants import TenantCalls
@@ -28,5 +30,5 @@ from fairque_redis._script_calls.tenants import TenantCalls
 __all__ = ["Call", "ScriptCalls", "decode_message", "read_message", "salvage_message"]
 
 
-class ScriptCalls(TaskCalls, LeaseCalls, DlqCalls, TenantCalls, InspectionCalls):
+class ScriptCalls(TaskCalls, LeaseCalls, DlqCalls, TenantCalls, InspectionCalls, OperatorCalls):
     """Every script call of one queue, for one backend instance (holds its clock and tokens)."""

@@ -1,0 +1,118 @@
+"""The in-memory model's operator steps: purge waiting work, read tenants' weights and tiers,
+the queue registry (this queue only) and the live workers' heartbeat records.
+
+A purge cancels tasks as ``cancel`` does (state CANCELED, reason ``"purged"``, counted in
+``canceled``, kept for the result TTL, waiting dependents canceled with them), so every
+counter still adds up, in one atomic step. Only QUEUED and SCHEDULED tasks are purged: a
+leased (STARTED) task runs to its end (finish, fail, release or the reaper), and a DEFERRED
+one keeps waiting for its parents (it is canceled when a parent is purged). The Redis scripts
+``purge_tenant.lua`` and ``purge_all.lua`` mirror these steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fairque_core.domain.enums import TaskState
+from fairque_core.domain.scoring import STRIDE_SCALE
+from fairque_core.domain.states import TaskEvent
+from fairque_core.domain.validation import validate_id
+from fairque_core.memory.store import ModelStore, TaskRecord, locked
+
+__all__ = ["PURGE_REASON", "OperatorOps"]
+
+PURGE_REASON = "purged"
+
+
+class OperatorOps(ModelStore):
+    """purge_tenant, purge_all, tenant_weights, list_queues and the workers registry."""
+
+    @locked
+    def purge_tenant(self, user_id: str) -> int:
+        """Cancel every QUEUED and SCHEDULED task of ``user_id``; how many were purged."""
+        validate_id(user_id, "user_id")
+        now = self._now()
+        purged = self._purge_ready(user_id, now) + self._purge_scheduled(user_id, now)
+        self._recompute_next_due()
+        return purged
+
+    @locked
+    def purge_all(self) -> int:
+        """Cancel every QUEUED and SCHEDULED task of the queue; how many were purged."""
+        now = self._now()
+        purged = sum(self._purge_ready(user_id, now) for user_id in list(self._tenants))
+        purged += self._purge_scheduled(None, now)
+        self._recompute_next_due()
+        return purged
+
+    @locked
+    def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]:
+        """Each tenant's weight and tier (weight 1.0 and tier 0 when never set)."""
+        for user_id in user_ids:
+            validate_id(user_id, "user_id")
+        out: dict[str, tuple[float, int]] = {}
+        for user_id in user_ids:
+            found = self._fair.tenants.get(user_id)
+            if found is None:
+                out[user_id] = (1.0, 0)
+            else:
+                out[user_id] = (STRIDE_SCALE / found.stride, found.tier)
+        return out
+
+    @locked
+    def list_queues(self) -> list[str]:
+        """A model holds one queue: its own name."""
+        return [self.queue]
+
+    @locked
+    def register_worker(self, worker_id: str, record: str) -> None:
+        validate_id(worker_id, "worker_id")
+        self._workers()[worker_id] = record
+
+    @locked
+    def list_workers(self) -> dict[str, str]:
+        return dict(self._workers())
+
+    @locked
+    def remove_workers(self, worker_ids: Sequence[str]) -> int:
+        records = self._workers()
+        return sum(records.pop(worker_id, None) is not None for worker_id in worker_ids)
+
+    def _workers(self) -> dict[str, str]:
+        # made on first use (as ScheduleOps does), under the model's lock: the callers are locked
+        records: dict[str, str] = self.__dict__.setdefault("_worker_records", {})
+        return records
+
+    def _purge_ready(self, user_id: str, now: int) -> int:
+        tenant = self._tenants.get(user_id)
+        if tenant is None:
+            return 0
+        ids = [*tenant.critical, *(tenant.normal_live[m] for m in sorted(tenant.normal_live))]
+        return sum(self._purge_one(task_id, now) for task_id in ids)
+
+    def _purge_scheduled(self, user_id: str | None, now: int) -> int:
+        ids = sorted(self._delayed, key=lambda task_id: (self._delayed[task_id], task_id))
+        return sum(
+            self._purge_one(task_id, now)
+            for task_id in ids
+            if user_id is None or self._records[task_id].message.user_id == user_id
+        )
+
+    def _purge_one(self, task_id: str, now: int) -> int:
+        rec: TaskRecord | None = self._live(task_id, now)
+        if rec is None:
+            return 0
+        tenant = self._tenant(rec.message.user_id)
+        if rec.state is TaskState.QUEUED:
+            self._remove_ready(task_id, rec)
+        elif rec.state is TaskState.SCHEDULED:
+            del self._delayed[task_id]
+            tenant.scheduled -= 1
+        else:
+            return 0
+        self._move(rec, TaskEvent.CANCEL)
+        rec.reason = PURGE_REASON
+        self._bump("canceled", tenant)
+        self._close_record(rec, now)
+        self._cancel_dependents(task_id, rec, now)
+        return 1
