@@ -14,7 +14,7 @@ reply to :func:`check_memory_policy`:
 * A policy that cannot be read (``INFO`` refused by the ACL, a proxy that hides it) is logged
   as a warning and the backend goes on.
 
-See docs/adr/0026-server-checks-at-connect.md.
+See docs/adr/0026-server-checks-and-finished-records.md.
 """
 
 from __future__ import annotations

@@ -20,7 +20,13 @@ from typing import Any
 import pytest
 import redis
 
-from fairque_core import FairQueueConfig, RedisConfig, RedisConnectionError, Task
+from fairque_core import (
+    ConfigurationError,
+    FairQueueConfig,
+    RedisConfig,
+    RedisConnectionError,
+    Task,
+)
 from fairque_core.app.config import mask_url
 from fairque_redis import connect
 from fairque_redis.backend import RedisBackend
@@ -68,7 +74,7 @@ def test_reprs_and_config_errors(secret_urls: dict[str, str]) -> None:
         config = RedisConfig(url=url)
         assert CANARY not in repr(config)
         assert CANARY not in repr(FairQueueConfig(redis=config))
-        with pytest.raises(Exception) as info:
+        with pytest.raises(ConfigurationError) as info:
             RedisConfig(url=url, port=0)
         assert CANARY not in str(info.value) + repr(info.value.__dict__)
     assert CANARY not in repr(RedisConfig(password=CANARY))
@@ -96,8 +102,8 @@ def test_connections_exceptions_and_logs(
                 connect(dead, queue="canary")
             seen += [str(info.value), repr(info.value)]
             backend = RedisBackend.from_url(dead, queue="canary")
+            assert backend.push_batch([]) == []  # no I/O
             with pytest.raises(RedisConnectionError) as later:
-                backend.push_batch([])  # no I/O
                 backend.stats()
             seen += [str(later.value), repr(backend)]
             backend.close()

@@ -47,6 +47,7 @@ EXPECTED_COUNTERS = {
     "released": 1,
     "canceled": 1,
     "dlq_requeued": 0,
+    "result_bytes": 1,  # the one result, b"r"
 }
 
 

@@ -89,8 +89,6 @@ def mask_url(url: str) -> str:
     A URL too malformed to take apart is masked whole. Use this wherever a URL is shown: logs,
     reprs, exception messages, CLI output, metric and span attributes.
     """
-    if not isinstance(url, str):
-        return _MASK
     try:
         parts = urlsplit(url)
         password = parts.password

@@ -274,9 +274,14 @@ class FairQueue:
     def finish(
         self, task: Task, result: object = None, *, run_seconds: float | None = None
     ) -> None:
-        """Mark a claimed task FINISHED with ``result`` (stored as JSON)."""
+        """Mark a claimed task FINISHED with ``result`` (stored as JSON, at most
+        ``max_payload_bytes``: a longer one is a TaskSerializationError and changes nothing).
+
+        The task then keeps its state and result for ``result_ttl_seconds``; its payload is
+        dropped (``get_task`` returns None for it).
+        """
         lease = common.require_lease(task)
-        body = encode_result(task.task_id, result)
+        body = encode_result(task.task_id, result, self._config.max_payload_bytes)
         self._backend.finish(task.task_id, lease.token, body)
         self._event("finished", task, run_seconds=run_seconds)
 
@@ -299,7 +304,7 @@ class FairQueue:
         positions: list[int] = []
         done = [False] * len(items)
         for index, (task, result) in enumerate(items):
-            body = encode_result(task.task_id, result)
+            body = encode_result(task.task_id, result, self._config.max_payload_bytes)
             if task.lease is None:
                 continue
             entries.append((task.task_id, task.lease.token, body))

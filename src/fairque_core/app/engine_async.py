@@ -276,9 +276,14 @@ class AsyncFairQueue:
     async def finish(
         self, task: Task, result: object = None, *, run_seconds: float | None = None
     ) -> None:
-        """Mark a claimed task FINISHED with ``result`` (stored as JSON)."""
+        """Mark a claimed task FINISHED with ``result`` (stored as JSON, at most
+        ``max_payload_bytes``: a longer one is a TaskSerializationError and changes nothing).
+
+        The task then keeps its state and result for ``result_ttl_seconds``; its payload is
+        dropped (``get_task`` returns None for it).
+        """
         lease = common.require_lease(task)
-        body = encode_result(task.task_id, result)
+        body = encode_result(task.task_id, result, self._config.max_payload_bytes)
         await self._backend.finish(task.task_id, lease.token, body)
         self._event("finished", task, run_seconds=run_seconds)
 
@@ -301,7 +306,7 @@ class AsyncFairQueue:
         positions: list[int] = []
         done = [False] * len(items)
         for index, (task, result) in enumerate(items):
-            body = encode_result(task.task_id, result)
+            body = encode_result(task.task_id, result, self._config.max_payload_bytes)
             if task.lease is None:
                 continue
             entries.append((task.task_id, task.lease.token, body))

@@ -118,16 +118,27 @@ def wait_seconds(message: Message, now: float) -> float:
     return max(0.0, now - (message.created_at + max(0.0, message.delay)))
 
 
-def encode_result(task_id: str, result: object) -> bytes | None:
-    """A handler's result as compact JSON bytes (None stays None)."""
+def encode_result(task_id: str, result: object, limit: int | None = None) -> bytes | None:
+    """A handler's result as compact JSON bytes (None stays None).
+
+    A result longer than ``limit`` bytes (the queue's ``max_payload_bytes``) is refused with
+    TaskSerializationError, never truncated: a finished task keeps its result for
+    ``result_ttl_seconds``, so the cap bounds what a finished task holds (issue 16).
+    """
     if result is None:
         return None
     try:
-        return json.dumps(result, separators=(",", ":"), allow_nan=False).encode()
+        body = json.dumps(result, separators=(",", ":"), allow_nan=False).encode()
     except (TypeError, ValueError) as exc:
         raise TaskSerializationError(
             f"the result of {task_id} is not JSON-serializable: {exc}"
         ) from exc
+    if limit is not None and len(body) > limit:
+        raise TaskSerializationError(
+            f"the result of {task_id} is {len(body)} bytes, over the limit of {limit} bytes "
+            "(max_payload_bytes)"
+        )
+    return body
 
 
 def decode_result(raw: bytes | None) -> Any:

@@ -50,6 +50,8 @@ STAT_COUNTERS = (
     "released",
     "canceled",
     "dlq_requeued",
+    # bytes of the results finish stored (a finished task keeps its result, not its payload)
+    "result_bytes",
 )
 
 

@@ -195,7 +195,9 @@ class InMemoryBackend(LeaseOps, ScheduleOps, OperatorOps):
     def get_message(self, task_id: str) -> Message | None:
         validate_id(task_id, "task_id")
         rec = self._live(task_id, self._now())
-        return None if rec is None else rec.message
+        if rec is None or rec.state is TaskState.FINISHED:
+            return None  # a finished task keeps its result, not its payload
+        return rec.message
 
     @locked
     def get_state(self, task_id: str) -> TaskState | None:

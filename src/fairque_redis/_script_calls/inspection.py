@@ -44,8 +44,8 @@ class InspectionCalls(CallsBase):
 
         def parse(reply: Any) -> Message | None:
             fields = inner.parse(reply)
-            if fields is None:
-                return None
+            if fields is None or to_text(fields[0]) == TaskState.FINISHED.value:
+                return None  # a finished task keeps its result, not its payload
             return read_message([task_id, *fields[1:6]])
 
         return Call(inner.script, inner.args, parse, writes=False)

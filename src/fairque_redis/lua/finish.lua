@@ -7,6 +7,8 @@
   ARGV[8] 1 = fail with FQ_E_LEASE_LOST on a lost lease (single finish: N must be 1, since an
           error reply does not undo the items before it), 0 = report it
   ARGV[9] number of items N, then per item: task id, token, has result (0|1), result
+  A finished record drops its body and metadata (b, m) and counts its result's size in the
+  result_bytes counter.
   Returns: array of N integers, 1 = finished, 0 = lease lost (item left unchanged). A finish
            repeated with the token that finished the task (a lost reply, sent again) is 1 and
            changes nothing: a finished task keeps its last lease token in `tok`.
@@ -41,8 +43,12 @@ for k = 1, n do
       fields[6] = result
     end
     fq_drop_lease(q, r, fields, unlease, true)
+    -- the payload goes: the body and the message metadata only a run needs (the record keeps
+    -- state, tenant, priority, retry count and result for the result TTL; docs/delivery.md)
+    redis.call('HDEL', fq_task_key(q, id), 'b', 'm')
     r.state = 'finished'
     fq_bump(q, r.user, 'finished', 1)
+    if has == '1' then fq_bump(q, r.user, 'result_bytes', #result) end
     local kids = fq_release_dependents(q, r)
     fq_expire_record(q, r, kids > 0)
     out[k] = 1
