@@ -133,6 +133,8 @@ async def gather_tenant_facts(
     if not tenants:
         return []
     sizes = await queue.get_queue_sizes_batch(list(tenants))
+    stored = await _maybe_call(queue, "get_tenant_weights", list(tenants))
+    stored_weights = stored if isinstance(stored, Mapping) else {}
     config_weights = queue.config.tenant_weight_table()
     known = dict(known_weights or {})
     gate = asyncio.Semaphore(CONCURRENCY)
@@ -144,6 +146,8 @@ async def gather_tenant_facts(
             fairness = await _maybe_call(queue, "get_tenant_fairness", tenant)
             weight = _float(await _maybe_call(queue, "get_tenant_weight", tenant))
         source = "queue" if weight is not None else ""
+        if weight is None and tenant in stored_weights:
+            weight, source = _float(stored_weights[tenant][0]), "queue"
         if weight is None and _float(stats.get("weight")) is not None:
             weight, source = _float(stats.get("weight")), "queue"
         if weight is None and tenant in known:

@@ -102,6 +102,8 @@ class Sampler:
         self._clock = clock
         self.samples: deque[Sample] = deque(maxlen=keep)
         self.last_error: str | None = None
+        #: Weights the queue reported at the last sample (``get_tenant_weights``), if any.
+        self.stored_weights: dict[str, float] = {}
         self._lock = asyncio.Lock()
 
     async def sample(self) -> Sample:
@@ -133,6 +135,10 @@ class Sampler:
             return int(stats.get("claimed", 0))
 
         counts = await asyncio.gather(*(claimed(t) for t in names))
+        reader = getattr(self._queue, "get_tenant_weights", None)
+        if reader is not None:  # the queue's stored weights, when it can say them
+            stored = await reader(names)
+            self.stored_weights = {t: float(w) for t, (w, _tier) in stored.items()}
         out = {}
         for tenant, count in zip(names, counts, strict=True):
             size = sizes.get(tenant, {})
@@ -217,6 +223,7 @@ class Sampler:
             if now.ready > 0 and then.ready > 0:
                 backlogged.append(tenant)
         weights = dict(self._weights())
+        weights.update(self.stored_weights)
         values = [dispatches[t] / max(weights.get(t, 1.0), 1e-9) for t in backlogged]
         jain = jain_index(values)
         return FairnessWindow(
