@@ -40,6 +40,8 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("src/fairque_redis/async_backend.py", "src/fairque_redis/backend.py"),
     ("src/fairque_redis/async_schedules.py", "src/fairque_redis/schedules.py"),
     ("src/fairque_core/app/scheduler_async.py", "src/fairque_core/app/scheduler.py"),
+    ("src/fairque_core/app/engine_reads_async.py", "src/fairque_core/app/engine_reads.py"),
+    ("src/fairque_core/app/engine_schedules_async.py", "src/fairque_core/app/engine_schedules.py"),
 )
 
 # Whole names, renamed in code (by unasync's tokenizer) and in prose (by TEXT_RULES).
@@ -59,6 +61,10 @@ NAMES: dict[str, str] = {
     "open_async_backend": "open_backend",
     "async_backend": "backend",
     "engine_async": "engine",
+    "AsyncReadMixin": "ReadMixin",
+    "AsyncScheduleMixin": "ScheduleMixin",
+    "engine_reads_async": "engine_reads",
+    "engine_schedules_async": "engine_schedules",
 }
 
 # Regular expressions applied to the whole text after the token pass, in this order.

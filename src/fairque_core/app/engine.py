@@ -14,43 +14,32 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from types import TracebackType
-from typing import Any, cast
+from typing import Any
 
 from fairque_core.app import engine_support as common
 from fairque_core.app.backend_loading import open_backend
 from fairque_core.app.config import FairQueueConfig, QueueConfig
 from fairque_core.app.deprecation import renamed_keyword, warn_renamed
+from fairque_core.app.engine_reads import ReadMixin
+from fairque_core.app.engine_schedules import ScheduleMixin
 from fairque_core.app.messages import (
     decode_claimed,
-    decode_message,
-    decode_result,
     encode_result,
     stub_task,
     to_message,
     wait_seconds,
 )
-from fairque_core.app.schedule_port import ScheduleStore
 from fairque_core.domain.deps import check_batch
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import (
-    ConfigurationError,
     LeaseLostError,
     TaskSerializationError,
     TaskValidationError,
 )
-from fairque_core.domain.models import DLQEntry, Message, Task
-from fairque_core.domain.schedules import (
-    Misfire,
-    Schedule,
-    ScheduleInfo,
-    TaskTemplate,
-    decode_schedule,
-    encode_schedule,
-    next_tick,
-)
-from fairque_core.domain.validation import check_tenant_page, check_wait_timeout
+from fairque_core.domain.models import Message, Task
+from fairque_core.domain.validation import check_wait_timeout
 from fairque_core.ports import QueueBackend
 
 __all__ = ["FairQueue"]
@@ -59,7 +48,7 @@ __all__ = ["FairQueue"]
 _MAX_POISON_ROUNDS = 16
 
 
-class FairQueue:
+class FairQueue(ReadMixin, ScheduleMixin):
     """A fair multi-tenant queue: push, claim with leases, finish, fail, inspect.
 
     ``plugins`` are hook implementations added to the defaults (JSON codec, retry policy);
@@ -436,127 +425,6 @@ class FairQueue:
             time.sleep(check_wait_timeout(timeout))
             return False
         return bool(wait(timeout))
-
-    # ------------------------------------------------------------------ reads
-    def get_task(self, task_id: str) -> Task | None:
-        """The stored task, decoded (TaskSerializationError if its payload is undecodable)."""
-        message = self._backend.get_message(task_id)
-        return None if message is None else decode_message(message, self._plugins)
-
-    def get_state(self, task_id: str) -> TaskState | None:
-        return self._backend.get_state(task_id)
-
-    def get_result(self, task_id: str) -> Any:
-        """The finished task's result (decoded JSON), or None."""
-        return decode_result(self._backend.get_result(task_id))
-
-    @renamed_keyword("FairQueue", "user_id", "tenant")
-    def get_queue_sizes(self, tenant: str) -> dict[str, int]:
-        sizes = self._backend.queue_sizes([tenant])
-        return sizes[tenant].as_dict()
-
-    @renamed_keyword("FairQueue", "user_ids", "tenants")
-    def get_queue_sizes_batch(self, tenants: Sequence[str]) -> dict[str, dict[str, int]]:
-        sizes = self._backend.queue_sizes(list(tenants))
-        return {tenant: s.as_dict() for tenant, s in sizes.items()}
-
-    def get_stats(self) -> dict[str, Any]:
-        return dict(self._backend.stats())
-
-    @renamed_keyword("FairQueue", "user_id", "tenant")
-    def get_tenant_stats(self, tenant: str) -> dict[str, int]:
-        return dict(self._backend.tenant_stats(tenant))
-
-    def list_tenants(self, *, limit: int = 100, offset: int = 0) -> tuple[list[str], int]:
-        """A page of the tenants the queue has seen (first-push order) and their total
-        (``list_tenants`` of the port); ``limit`` at most 1000."""
-        limit, offset = check_tenant_page(limit, offset)
-        return self._backend.list_tenants(limit=limit, offset=offset)
-
-    def get_tenant_weights(self, tenants: Sequence[str]) -> dict[str, tuple[float, int]]:
-        """Each tenant's stored ``(weight, tier)``; ``(1.0, 0)`` when never set."""
-        return self._backend.tenant_weights(list(tenants))
-
-    # ------------------------------------------------------------------ cron schedules
-    @property
-    def schedules(self) -> ScheduleStore:
-        """The backend's schedule store (``backend.schedules``); ConfigurationError when the
-        backend keeps no schedules."""
-        store = getattr(self._backend, "schedules", None)
-        if store is None:
-            raise ConfigurationError(
-                f"backend {type(self._backend).__name__} has no schedule store (schedules)"
-            )
-        return cast(ScheduleStore, store)
-
-    def add_schedule(
-        self,
-        name: str,
-        cron: str,
-        task_template: TaskTemplate | Mapping[str, Any],
-        *,
-        timezone: str = "UTC",
-        misfire: Misfire | str = "skip",
-        jitter: float = 0.0,
-    ) -> Schedule:
-        """Create or replace the cron schedule ``name``; ``fairque scheduler`` fires it.
-
-        ``task_template`` is a TaskTemplate or a mapping with ``tenant`` (required),
-        ``task_name``, ``priority``, ``payload`` (JSON) and ``max_retries``. Every value is
-        checked before anything is stored (ScheduleValidationError naming the field).
-        Replacing a schedule keeps its last fired tick.
-        """
-        schedule = Schedule(
-            name=name,
-            cron=cron,
-            template=task_template,
-            timezone=timezone,
-            misfire=misfire,
-            jitter=jitter,
-        )
-        self.save_schedule(schedule)
-        return schedule
-
-    def save_schedule(self, schedule: Schedule) -> None:
-        """Store ``schedule`` (``add_schedule`` with a built Schedule)."""
-        store = self.schedules
-        known = store.get(schedule.name)
-        added_at = time.time() if known is None else decode_schedule(known.definition)[1]
-        store.save(schedule.name, encode_schedule(schedule, added_at))
-
-    def remove_schedule(self, name: str) -> bool:
-        """Delete the schedule ``name`` and its progress; False if there was none."""
-        return self.schedules.delete(name)
-
-    def list_schedules(self) -> list[ScheduleInfo]:
-        """Every schedule by name, with when it last fired and when it fires next."""
-        out: list[ScheduleInfo] = []
-        now = time.time()
-        for record in self.schedules.list():
-            schedule, added_at = decode_schedule(record.definition)
-            start = record.last_fired if record.last_fired is not None else added_at
-            upcoming = next_tick(schedule, max(start, now))
-            out.append(
-                ScheduleInfo(
-                    schedule=schedule,
-                    added_at=added_at,
-                    last_fired=record.last_fired,
-                    next_at=None if upcoming is None else upcoming.at,
-                )
-            )
-        return out
-
-    # ------------------------------------------------------------------ DLQ
-    def list_dlq(
-        self, *, limit: int = 100, offset: int = 0, failure_type: FailureType | None = None
-    ) -> list[DLQEntry]:
-        return self._backend.list_dlq(limit=limit, offset=offset, failure_type=failure_type)
-
-    def requeue_dlq(self, entry_ids: Sequence[str] | None = None) -> int:
-        return self._backend.requeue_dlq(entry_ids)
-
-    def purge_dlq(self, entry_ids: Sequence[str] | None = None) -> int:
-        return self._backend.purge_dlq(entry_ids)
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:

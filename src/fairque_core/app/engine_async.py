@@ -16,43 +16,32 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from types import TracebackType
-from typing import Any, cast
+from typing import Any
 
 from fairque_core.app import engine_support as common
 from fairque_core.app.backend_loading import open_async_backend
 from fairque_core.app.config import FairQueueConfig, QueueConfig
 from fairque_core.app.deprecation import renamed_keyword, warn_renamed
+from fairque_core.app.engine_reads_async import AsyncReadMixin
+from fairque_core.app.engine_schedules_async import AsyncScheduleMixin
 from fairque_core.app.messages import (
     decode_claimed,
-    decode_message,
-    decode_result,
     encode_result,
     stub_task,
     to_message,
     wait_seconds,
 )
-from fairque_core.app.schedule_port import AsyncScheduleStore
 from fairque_core.domain.deps import check_batch
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import (
-    ConfigurationError,
     LeaseLostError,
     TaskSerializationError,
     TaskValidationError,
 )
-from fairque_core.domain.models import DLQEntry, Message, Task
-from fairque_core.domain.schedules import (
-    Misfire,
-    Schedule,
-    ScheduleInfo,
-    TaskTemplate,
-    decode_schedule,
-    encode_schedule,
-    next_tick,
-)
-from fairque_core.domain.validation import check_tenant_page, check_wait_timeout
+from fairque_core.domain.models import Message, Task
+from fairque_core.domain.validation import check_wait_timeout
 from fairque_core.ports import AsyncQueueBackend
 
 __all__ = ["AsyncFairQueue"]
@@ -61,7 +50,7 @@ __all__ = ["AsyncFairQueue"]
 _MAX_POISON_ROUNDS = 16
 
 
-class AsyncFairQueue:
+class AsyncFairQueue(AsyncReadMixin, AsyncScheduleMixin):
     """A fair multi-tenant queue: push, claim with leases, finish, fail, inspect.
 
     ``plugins`` are hook implementations added to the defaults (JSON codec, retry policy);
@@ -438,127 +427,6 @@ class AsyncFairQueue:
             await asyncio.sleep(check_wait_timeout(timeout))
             return False
         return bool(await wait(timeout))
-
-    # ------------------------------------------------------------------ reads
-    async def get_task(self, task_id: str) -> Task | None:
-        """The stored task, decoded (TaskSerializationError if its payload is undecodable)."""
-        message = await self._backend.get_message(task_id)
-        return None if message is None else decode_message(message, self._plugins)
-
-    async def get_state(self, task_id: str) -> TaskState | None:
-        return await self._backend.get_state(task_id)
-
-    async def get_result(self, task_id: str) -> Any:
-        """The finished task's result (decoded JSON), or None."""
-        return decode_result(await self._backend.get_result(task_id))
-
-    @renamed_keyword("FairQueue", "user_id", "tenant")
-    async def get_queue_sizes(self, tenant: str) -> dict[str, int]:
-        sizes = await self._backend.queue_sizes([tenant])
-        return sizes[tenant].as_dict()
-
-    @renamed_keyword("FairQueue", "user_ids", "tenants")
-    async def get_queue_sizes_batch(self, tenants: Sequence[str]) -> dict[str, dict[str, int]]:
-        sizes = await self._backend.queue_sizes(list(tenants))
-        return {tenant: s.as_dict() for tenant, s in sizes.items()}
-
-    async def get_stats(self) -> dict[str, Any]:
-        return dict(await self._backend.stats())
-
-    @renamed_keyword("FairQueue", "user_id", "tenant")
-    async def get_tenant_stats(self, tenant: str) -> dict[str, int]:
-        return dict(await self._backend.tenant_stats(tenant))
-
-    async def list_tenants(self, *, limit: int = 100, offset: int = 0) -> tuple[list[str], int]:
-        """A page of the tenants the queue has seen (first-push order) and their total
-        (``list_tenants`` of the port); ``limit`` at most 1000."""
-        limit, offset = check_tenant_page(limit, offset)
-        return await self._backend.list_tenants(limit=limit, offset=offset)
-
-    async def get_tenant_weights(self, tenants: Sequence[str]) -> dict[str, tuple[float, int]]:
-        """Each tenant's stored ``(weight, tier)``; ``(1.0, 0)`` when never set."""
-        return await self._backend.tenant_weights(list(tenants))
-
-    # ------------------------------------------------------------------ cron schedules
-    @property
-    def schedules(self) -> AsyncScheduleStore:
-        """The backend's schedule store (``backend.schedules``); ConfigurationError when the
-        backend keeps no schedules."""
-        store = getattr(self._backend, "schedules", None)
-        if store is None:
-            raise ConfigurationError(
-                f"backend {type(self._backend).__name__} has no schedule store (schedules)"
-            )
-        return cast(AsyncScheduleStore, store)
-
-    async def add_schedule(
-        self,
-        name: str,
-        cron: str,
-        task_template: TaskTemplate | Mapping[str, Any],
-        *,
-        timezone: str = "UTC",
-        misfire: Misfire | str = "skip",
-        jitter: float = 0.0,
-    ) -> Schedule:
-        """Create or replace the cron schedule ``name``; ``fairque scheduler`` fires it.
-
-        ``task_template`` is a TaskTemplate or a mapping with ``tenant`` (required),
-        ``task_name``, ``priority``, ``payload`` (JSON) and ``max_retries``. Every value is
-        checked before anything is stored (ScheduleValidationError naming the field).
-        Replacing a schedule keeps its last fired tick.
-        """
-        schedule = Schedule(
-            name=name,
-            cron=cron,
-            template=task_template,
-            timezone=timezone,
-            misfire=misfire,
-            jitter=jitter,
-        )
-        await self.save_schedule(schedule)
-        return schedule
-
-    async def save_schedule(self, schedule: Schedule) -> None:
-        """Store ``schedule`` (``add_schedule`` with a built Schedule)."""
-        store = self.schedules
-        known = await store.get(schedule.name)
-        added_at = time.time() if known is None else decode_schedule(known.definition)[1]
-        await store.save(schedule.name, encode_schedule(schedule, added_at))
-
-    async def remove_schedule(self, name: str) -> bool:
-        """Delete the schedule ``name`` and its progress; False if there was none."""
-        return await self.schedules.delete(name)
-
-    async def list_schedules(self) -> list[ScheduleInfo]:
-        """Every schedule by name, with when it last fired and when it fires next."""
-        out: list[ScheduleInfo] = []
-        now = time.time()
-        for record in await self.schedules.list():
-            schedule, added_at = decode_schedule(record.definition)
-            start = record.last_fired if record.last_fired is not None else added_at
-            upcoming = next_tick(schedule, max(start, now))
-            out.append(
-                ScheduleInfo(
-                    schedule=schedule,
-                    added_at=added_at,
-                    last_fired=record.last_fired,
-                    next_at=None if upcoming is None else upcoming.at,
-                )
-            )
-        return out
-
-    # ------------------------------------------------------------------ DLQ
-    async def list_dlq(
-        self, *, limit: int = 100, offset: int = 0, failure_type: FailureType | None = None
-    ) -> list[DLQEntry]:
-        return await self._backend.list_dlq(limit=limit, offset=offset, failure_type=failure_type)
-
-    async def requeue_dlq(self, entry_ids: Sequence[str] | None = None) -> int:
-        return await self._backend.requeue_dlq(entry_ids)
-
-    async def purge_dlq(self, entry_ids: Sequence[str] | None = None) -> int:
-        return await self._backend.purge_dlq(entry_ids)
 
     # ------------------------------------------------------------------ lifecycle
     async def close(self) -> None:

@@ -1,0 +1,82 @@
+"""AsyncReadMixin: the engine's reads (one task, sizes, statistics, tenants) and the DLQ.
+
+Part of :class:`~fairque_core.app.engine_async.AsyncFairQueue`, kept apart to keep modules
+short; it uses the engine's backend and plugin host.
+"""
+
+# engine_reads.py (ReadMixin) is generated from this file  # unasync: remove
+# by tools/gen_sync.py: edit here, then run it.  # unasync: remove
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from fairque_core.app import engine_support as common
+from fairque_core.app.deprecation import renamed_keyword
+from fairque_core.app.messages import decode_message, decode_result
+from fairque_core.domain.enums import FailureType, TaskState
+from fairque_core.domain.models import DLQEntry, Task
+from fairque_core.domain.validation import check_tenant_page
+from fairque_core.ports import AsyncQueueBackend
+
+__all__ = ["AsyncReadMixin"]
+
+
+class AsyncReadMixin:
+    """Reads of the queue's state and the dead-letter queue (see the engine)."""
+
+    _backend: AsyncQueueBackend
+    _plugins: common.PluginHostLike
+
+    # ------------------------------------------------------------------ reads
+    async def get_task(self, task_id: str) -> Task | None:
+        """The stored task, decoded (TaskSerializationError if its payload is undecodable)."""
+        message = await self._backend.get_message(task_id)
+        return None if message is None else decode_message(message, self._plugins)
+
+    async def get_state(self, task_id: str) -> TaskState | None:
+        return await self._backend.get_state(task_id)
+
+    async def get_result(self, task_id: str) -> Any:
+        """The finished task's result (decoded JSON), or None."""
+        return decode_result(await self._backend.get_result(task_id))
+
+    @renamed_keyword("FairQueue", "user_id", "tenant")
+    async def get_queue_sizes(self, tenant: str) -> dict[str, int]:
+        sizes = await self._backend.queue_sizes([tenant])
+        return sizes[tenant].as_dict()
+
+    @renamed_keyword("FairQueue", "user_ids", "tenants")
+    async def get_queue_sizes_batch(self, tenants: Sequence[str]) -> dict[str, dict[str, int]]:
+        sizes = await self._backend.queue_sizes(list(tenants))
+        return {tenant: s.as_dict() for tenant, s in sizes.items()}
+
+    async def get_stats(self) -> dict[str, Any]:
+        return dict(await self._backend.stats())
+
+    @renamed_keyword("FairQueue", "user_id", "tenant")
+    async def get_tenant_stats(self, tenant: str) -> dict[str, int]:
+        return dict(await self._backend.tenant_stats(tenant))
+
+    async def list_tenants(self, *, limit: int = 100, offset: int = 0) -> tuple[list[str], int]:
+        """A page of the tenants the queue has seen (first-push order) and their total
+        (``list_tenants`` of the port); ``limit`` at most 1000."""
+        limit, offset = check_tenant_page(limit, offset)
+        return await self._backend.list_tenants(limit=limit, offset=offset)
+
+    async def get_tenant_weights(self, tenants: Sequence[str]) -> dict[str, tuple[float, int]]:
+        """Each tenant's stored ``(weight, tier)``; ``(1.0, 0)`` when never set."""
+        return await self._backend.tenant_weights(list(tenants))
+
+    # ------------------------------------------------------------------ DLQ
+    async def list_dlq(
+        self, *, limit: int = 100, offset: int = 0, failure_type: FailureType | None = None
+    ) -> list[DLQEntry]:
+        return await self._backend.list_dlq(limit=limit, offset=offset, failure_type=failure_type)
+
+    async def requeue_dlq(self, entry_ids: Sequence[str] | None = None) -> int:
+        return await self._backend.requeue_dlq(entry_ids)
+
+    async def purge_dlq(self, entry_ids: Sequence[str] | None = None) -> int:
+        return await self._backend.purge_dlq(entry_ids)

@@ -1,0 +1,104 @@
+"""AsyncScheduleMixin: the engine's cron schedule methods (ADR 24).
+
+Part of :class:`~fairque_core.app.engine_async.AsyncFairQueue`, kept apart to keep modules
+short; the schedules live in the backend's schedule store.
+"""
+
+# engine_schedules.py (ScheduleMixin) is generated from this file  # unasync: remove
+# by tools/gen_sync.py: edit here, then run it.  # unasync: remove
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any, cast
+
+from fairque_core.app.schedule_port import AsyncScheduleStore
+from fairque_core.domain.errors import ConfigurationError
+from fairque_core.domain.schedules import (
+    Misfire,
+    Schedule,
+    ScheduleInfo,
+    TaskTemplate,
+    decode_schedule,
+    encode_schedule,
+    next_tick,
+)
+from fairque_core.ports import AsyncQueueBackend
+
+__all__ = ["AsyncScheduleMixin"]
+
+
+class AsyncScheduleMixin:
+    """Add, replace, remove and list cron schedules (see the engine)."""
+
+    _backend: AsyncQueueBackend
+
+    # ------------------------------------------------------------------ cron schedules
+    @property
+    def schedules(self) -> AsyncScheduleStore:
+        """The backend's schedule store (``backend.schedules``); ConfigurationError when the
+        backend keeps no schedules."""
+        store = getattr(self._backend, "schedules", None)
+        if store is None:
+            raise ConfigurationError(
+                f"backend {type(self._backend).__name__} has no schedule store (schedules)"
+            )
+        return cast(AsyncScheduleStore, store)
+
+    async def add_schedule(
+        self,
+        name: str,
+        cron: str,
+        task_template: TaskTemplate | Mapping[str, Any],
+        *,
+        timezone: str = "UTC",
+        misfire: Misfire | str = "skip",
+        jitter: float = 0.0,
+    ) -> Schedule:
+        """Create or replace the cron schedule ``name``; ``fairque scheduler`` fires it.
+
+        ``task_template`` is a TaskTemplate or a mapping with ``tenant`` (required),
+        ``task_name``, ``priority``, ``payload`` (JSON) and ``max_retries``. Every value is
+        checked before anything is stored (ScheduleValidationError naming the field).
+        Replacing a schedule keeps its last fired tick.
+        """
+        schedule = Schedule(
+            name=name,
+            cron=cron,
+            template=task_template,
+            timezone=timezone,
+            misfire=misfire,
+            jitter=jitter,
+        )
+        await self.save_schedule(schedule)
+        return schedule
+
+    async def save_schedule(self, schedule: Schedule) -> None:
+        """Store ``schedule`` (``add_schedule`` with a built Schedule)."""
+        store = self.schedules
+        known = await store.get(schedule.name)
+        added_at = time.time() if known is None else decode_schedule(known.definition)[1]
+        await store.save(schedule.name, encode_schedule(schedule, added_at))
+
+    async def remove_schedule(self, name: str) -> bool:
+        """Delete the schedule ``name`` and its progress; False if there was none."""
+        return await self.schedules.delete(name)
+
+    async def list_schedules(self) -> list[ScheduleInfo]:
+        """Every schedule by name, with when it last fired and when it fires next."""
+        out: list[ScheduleInfo] = []
+        now = time.time()
+        for record in await self.schedules.list():
+            schedule, added_at = decode_schedule(record.definition)
+            start = record.last_fired if record.last_fired is not None else added_at
+            upcoming = next_tick(schedule, max(start, now))
+            out.append(
+                ScheduleInfo(
+                    schedule=schedule,
+                    added_at=added_at,
+                    last_fired=record.last_fired,
+                    next_at=None if upcoming is None else upcoming.at,
+                )
+            )
+        return out
