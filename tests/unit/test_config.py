@@ -203,7 +203,8 @@ def test_round_trip_through_yaml(tmp_path: Path) -> None:
 
 def test_to_dict_is_plain_data() -> None:
     data = FairQueueConfig(queue=QueueConfig(tiers={"pro": TierConfig(weight=3.0)})).to_dict()
-    assert set(data) == {"redis", "worker", "queue"}
+    assert set(data) == {"redis", "worker", "queue", "schedules"}
+    assert data["schedules"] == []
     assert data["queue"]["tiers"] == {"pro": {"weight": 3.0, "rank": 0}}
     assert data["worker"]["assigned_tenants"] == []
 
@@ -239,7 +240,8 @@ def test_env_overrides_file_values(seed_file: Path) -> None:
         "FAIRQUE_REDIS_URL": "redis://elsewhere",  # likewise
         "PATH": "/usr/bin",
     }
-    with pytest.warns(DeprecationWarning, match="was removed"):  # the seed's removed fields
+    # the seed's removed fields, and its assigned_users (renamed by ADR 23)
+    with pytest.warns(DeprecationWarning, match="was removed|is deprecated"):
         config = FairQueueConfig.from_yaml(seed_file, env=env)
     assert config.redis.port == 6380
     assert config.redis.username is None
