@@ -1,6 +1,7 @@
-"""Throughput and latency of ONE thread worker on an embedded Valkey (prints numbers; not a test).
+"""Throughput and latency of ONE worker on an embedded Valkey (prints numbers; not a test).
 
     uv run --no-sync python bench/bench_worker.py [--quick] [--rounds N] [--profile]
+    uv run --no-sync python bench/bench_worker.py --compare OLD_SRC [--rounds N] [--quick]
 
 Throughput: 20,000 no-op tasks over 100 tenants are pushed beforehand (push_batch, 1,000 per
 call) into a fresh queue; a ``fairque_core.Worker`` (leases and fair claims, as always) is
@@ -17,25 +18,39 @@ already running and idle; the handler records start - push.
 
 Every measurement runs ``--rounds`` times (interleaved); best and median are printed, with the
 load average, since the machine (2 cores) is shared and its load changes from second to second.
+
+``--compare OLD_SRC``: side by side, defaults (``WorkerConfig()``'s cap 10, no ``prefetch``
+argument) against tuned (cap 100, prefetch 50), for ``Worker`` and ``AsyncWorker`` (async no-op
+handler), for two builds: the one on ``OLD_SRC`` (e.g. a git worktree's ``src``) and this one.
+Each drain runs in a child process with that build on its ``PYTHONPATH``, against one shared
+Valkey; the order of the builds alternates from round to round. Medians and ratios are printed
+(new/old per setting, defaults/tuned and async/thread per build): on a shared machine the ratios
+measured side by side mean more than the rates.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import cProfile
+import json
 import multiprocessing
 import os
 import pstats
 import statistics
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from fairque_core import FairQueue, Task, WorkerConfig
 from fairque_core.app.handlers import TaskHandler
 from fairque_core.app.worker import Worker
-from fairque_redis import connect
+from fairque_core.app.worker_async import AsyncWorker
+from fairque_redis import aconnect, connect
 from fairque_redis.embedded import EmbeddedValkey
 
 TENANTS = 100
@@ -43,6 +58,9 @@ TENANTS = 100
 
 class Noop(TaskHandler):
     def process_task(self, task: Task) -> object:
+        return None
+
+    async def process_task_async(self, task: Task) -> object:
         return None
 
 
@@ -90,7 +108,12 @@ def fill(queue: FairQueue, total: int) -> None:
         )
 
 
-def drain(url: str, total: int, cap: int, prefetch: int) -> dict[str, Any]:
+def prefetch_kw(prefetch: int | None) -> dict[str, int]:
+    """None: the worker's default (no ``prefetch`` argument)."""
+    return {} if prefetch is None else {"prefetch": prefetch}
+
+
+def drain(url: str, total: int, cap: int, prefetch: int | None) -> dict[str, Any]:
     queue = fresh_queue(url, f"d{cap}p{prefetch}")
     fill(queue, total)
     monitor = connect(url, queue=queue.name)
@@ -98,7 +121,7 @@ def drain(url: str, total: int, cap: int, prefetch: int) -> dict[str, Any]:
     finishes = Counter(queue.backend, "finish_batch")
     heartbeats = Counter(queue.backend, "heartbeat")
     config = WorkerConfig(id=f"bench-{cap}", max_concurrent_tasks=cap, poll_interval_seconds=0.1)
-    worker = Worker(config, Noop(), queue, prefetch=prefetch)
+    worker = Worker(config, Noop(), queue, **prefetch_kw(prefetch))
     server = monitor.backend.client  # type: ignore[attr-defined]
     server.config_resetstat()
     load = os.getloadavg()[0]
@@ -122,6 +145,97 @@ def drain(url: str, total: int, cap: int, prefetch: int) -> dict[str, Any]:
         "server_us": float(evalsha.get("usec", 0)) / total,
         "load": load,
     }
+
+
+async def drain_async(url: str, total: int, cap: int, prefetch: int | None) -> dict[str, Any]:
+    """As :func:`drain`, with an ``AsyncWorker`` and an async no-op handler."""
+    filler = fresh_queue(url, f"a{cap}p{prefetch}")
+    fill(filler, total)
+    filler.close()
+    queue = await aconnect(url, queue=filler.name)
+    monitor = await aconnect(url, queue=filler.name)
+    claims = Counter(queue.backend, "claim")
+    finishes = Counter(queue.backend, "finish_batch")
+    heartbeats = Counter(queue.backend, "heartbeat")
+    config = WorkerConfig(id=f"bench-a{cap}", max_concurrent_tasks=cap, poll_interval_seconds=0.1)
+    worker = AsyncWorker(config, Noop(), queue, **prefetch_kw(prefetch))
+    load = os.getloadavg()[0]
+    start = time.perf_counter()
+    await worker.start()
+    while (await monitor.get_stats())["finished"] < total:
+        await asyncio.sleep(0.005)
+    elapsed = time.perf_counter() - start
+    await worker.stop(10)
+    stats = worker.health()
+    await queue.close()
+    await monitor.close()
+    return {
+        "rate": total / elapsed,
+        "claims": claims.calls,
+        "finishes": finishes.calls,
+        "heartbeats": heartbeats.calls,
+        "processed": stats["processed"],
+        "server_us": 0.0,
+        "load": load,
+    }
+
+
+#: --compare: (name, worker kind, cap, prefetch); prefetch None: the worker's default
+COMPARE = [
+    ("thread defaults", "thread", 10, None),
+    ("thread tuned", "thread", 100, 50),
+    ("async defaults", "async", 10, None),
+    ("async tuned", "async", 100, 50),
+]
+
+
+def one_drain(url: str, kind: str, total: int, cap: int, prefetch: int | None) -> dict[str, Any]:
+    if kind == "async":
+        return asyncio.run(drain_async(url, total, cap, prefetch))
+    return drain(url, total, cap, prefetch)
+
+
+def compare(old_src: str, rounds: int, total: int) -> None:
+    """Both builds side by side, each drain in a child process (see the module docstring)."""
+    builds = {"old": str(Path(old_src).resolve()), "new": str(Path(__file__).parents[1] / "src")}
+    rates: dict[tuple[str, str], list[float]] = {}
+    with EmbeddedValkey() as server:
+        for round_no in range(rounds):
+            order = ["old", "new"] if round_no % 2 == 0 else ["new", "old"]
+            for name, kind, cap, prefetch in COMPARE:
+                for build in order:
+                    env = dict(os.environ, PYTHONPATH=builds[build])
+                    spec = json.dumps([server.url, kind, total, cap, prefetch])
+                    out = subprocess.run(
+                        [sys.executable, __file__, "--one", spec],
+                        env=env,
+                        check=True,
+                        capture_output=True,
+                        text=True,
+                    )
+                    result = json.loads(out.stdout.strip().splitlines()[-1])
+                    rates.setdefault((build, name), []).append(result["rate"])
+                    print(
+                        f"round {round_no + 1} {build:>3} {name:<16} {result['rate']:>8,.0f}/s "
+                        f"claims {result['claims']:>5} finishes {result['finishes']:>5} "
+                        f"load {result['load']:.2f}",
+                        flush=True,
+                    )
+    med = {key: statistics.median(values) for key, values in rates.items()}
+    print(f"\nmedians of {rounds} rounds, {total:,} no-op tasks, tasks/s")
+    print(f"{'setting':<16} {'old':>8} {'new':>8} {'new/old':>8}")
+    for name, *_ in COMPARE:
+        old, new = med[("old", name)], med[("new", name)]
+        print(f"{name:<16} {old:>8,.0f} {new:>8,.0f} {new / old:>8.2f}")
+    print(f"\n{'ratio':<34} {'old':>6} {'new':>6}")
+    for label, num, den in (
+        ("thread defaults / thread tuned", "thread defaults", "thread tuned"),
+        ("async defaults / async tuned", "async defaults", "async tuned"),
+        ("async defaults / thread defaults", "async defaults", "thread defaults"),
+        ("async tuned / thread tuned", "async tuned", "thread tuned"),
+    ):
+        cells = [med[(b, num)] / med[(b, den)] for b in ("old", "new")]
+        print(f"{label:<34} {cells[0]:>6.2f} {cells[1]:>6.2f}")
 
 
 def produce(url: str, queue: str, count: int, start_at: float) -> None:
@@ -182,8 +296,19 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="cProfile one drain (cap 50)")
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument(
+        "--compare", metavar="OLD_SRC", help="defaults vs tuned, this build vs OLD_SRC's"
+    )
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # a child of --compare
     opts = parser.parse_args()
     total = 4_000 if opts.quick else 20_000
+    if opts.one:
+        url, kind, count, cap, prefetch = json.loads(opts.one)
+        print(json.dumps(one_drain(url, kind, count, cap, prefetch)))
+        return
+    if opts.compare:
+        compare(opts.compare, opts.rounds, total)
+        return
     lat_count = 300 if opts.quick else 1_000
     settings = [(10, 0), (10, 10), (50, 0), (50, 25), (100, 0), (100, 50)]
     lat_settings = [(1.0, 10), (0.1, 10)]
