@@ -66,8 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     from fairque_cli.commands import add_dlq, add_push, add_stats
     from fairque_cli.dashboard_cmd import add_dashboard
     from fairque_cli.demo_cmd import add_demo
-    from fairque_cli.server_cmd import add_server
+    from fairque_cli.operator_cmd import add_operator_commands
     from fairque_cli.schedule_cmd import add_schedule, add_scheduler
+    from fairque_cli.server_cmd import add_server
     from fairque_cli.worker_cmd import add_worker
 
     parser = _Parser(
@@ -84,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     for add in (add_demo, add_server, add_worker, add_push, add_stats, add_dlq):
         add(_WithParents(sub, common))
     add_dashboard(_WithParents(sub, common))
+    add_operator_commands(_WithParents(sub, common))
     for add in (add_scheduler, add_schedule):
         add(_WithParents(sub, common))
     return parser

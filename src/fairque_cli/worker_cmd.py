@@ -27,11 +27,14 @@ from fairque_cli.context import (
     split_ids,
 )
 from fairque_cli.logs import LOG_FORMATS, TaskLogPlugin, configure_logging
+from fairque_cli.probes import ProbeServer
+from fairque_cli.supervisor import run_supervised
 from fairque_core.app.config import FairQueueConfig, WorkerConfig
 from fairque_core.app.engine import FairQueue
 from fairque_core.app.handlers import RegistryHandler, TaskFunction, TaskHandler, TaskRegistry
 from fairque_core.app.handlers import default_registry as _default_registry
 from fairque_core.app.worker import Worker
+from fairque_core.app.worker_registry import WorkerRegistry
 
 __all__ = ["add_worker", "default_worker_id", "load_handler"]
 
@@ -94,7 +97,8 @@ def _as_handler(target: Any, spec: str, *, call: bool) -> TaskHandler:
 
 
 def _metrics_plugins(port: int) -> list[Any]:
-    """An OpenTelemetry metrics plugin exported for Prometheus on ``port``.
+    """An OpenTelemetry metrics plugin exported for Prometheus on ``port`` (the worker's HTTP
+    port, served by :class:`~fairque_cli.probes.ProbeServer` with ``/healthz`` and ``/readyz``).
 
     The worker then gives it the queue's ``get_stats`` (:func:`_observe_queue`), so
     ``/metrics`` also carries the queue gauges (tasks by state, depth, DLQ size) and the
@@ -104,17 +108,12 @@ def _metrics_plugins(port: int) -> list[Any]:
     try:
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
         from opentelemetry.sdk.metrics import MeterProvider
-        from prometheus_client import start_http_server
 
         from fairque_plugins.metrics import OpenTelemetryMetrics
     except ImportError as exc:
         raise CliError(
             f"--metrics-port needs the prometheus extra (pip install 'fairque[prometheus]'): {exc}"
         ) from None
-    try:
-        start_http_server(port)
-    except OSError as exc:
-        raise CliError(f"cannot serve metrics on port {port}: {exc.strerror or exc}") from None
     provider = MeterProvider(metric_readers=[PrometheusMetricReader()])
     return [OpenTelemetryMetrics(meter_provider=provider)]
 
@@ -199,8 +198,43 @@ def _drain(worker: Worker, started: float, stop_again: threading.Event) -> None:
             next_note = now + 5.0
 
 
+def _serve_probes(port: int, worker: Worker) -> ProbeServer:
+    try:
+        return ProbeServer(port, worker.health)
+    except OSError as exc:
+        raise CliError(f"cannot serve metrics on port {port}: {exc.strerror or exc}") from None
+
+
+def _start_registry(queue: FairQueue, config: FairQueueConfig, worker: Worker) -> WorkerRegistry:
+    """This worker's heartbeat record in the queue's workers registry (``fairque workers``),
+    written every few seconds from a thread of its own."""
+    registry = WorkerRegistry(
+        queue.backend,
+        config.worker.id,
+        queue=queue.name,
+        concurrency=config.worker.max_concurrent_tasks,
+    )
+
+    def failed(exc: BaseException) -> None:
+        log.debug("workers registry: cannot write this worker's record: %s", exc)
+
+    registry.run_in_thread(worker.health, failed)
+    return registry
+
+
+def _stop_registry(registry: WorkerRegistry | None) -> None:
+    if registry is None:
+        return
+    try:
+        registry.stop_thread()
+    except Exception as exc:  # the server may be gone; the record then goes stale
+        log.debug("workers registry: cannot remove this worker's record: %s", exc)
+
+
 def _run_worker(args: argparse.Namespace, out: TextIO) -> int:
     configure_logging(args.log_level, args.log_format)
+    if args.processes > 1:
+        return run_supervised(args)
     config = _worker_config(load_config(args), args)
     handler = load_handler(args.handler)
     plugins: list[Any] = [TaskLogPlugin()]
@@ -210,6 +244,8 @@ def _run_worker(args: argparse.Namespace, out: TextIO) -> int:
         queue.get_stats()  # fail fast, with one line, when the server is unreachable
         _observe_queue(plugins[1:], queue)
         worker = Worker(config.worker, handler, queue)
+        probes = _serve_probes(args.metrics_port, worker) if args.metrics_port else None
+        registry: WorkerRegistry | None = None
         log.info("%s", _banner(config, queue, args))
         stop = threading.Event()
         stop_again = threading.Event()
@@ -229,6 +265,7 @@ def _run_worker(args: argparse.Namespace, out: TextIO) -> int:
         next_status = started + args.status_every if args.status_every else float("inf")
         try:
             worker.start()
+            registry = _start_registry(queue, config, worker)
             while worker.state != "stopped" and not stop.is_set():
                 now = time.monotonic()
                 if args.max_seconds is not None and now - started >= args.max_seconds:
@@ -245,6 +282,9 @@ def _run_worker(args: argparse.Namespace, out: TextIO) -> int:
         finally:
             for sig, old in previous:
                 signal.signal(sig, old)
+            _stop_registry(registry)
+            if probes is not None:
+                probes.close()
         log.info("%s", _status_line(worker, started))
         health = worker.health()
         out.write(f"processed {health['processed']} tasks, {health['failed']} failed\n")
@@ -275,7 +315,15 @@ def add_worker(sub: SubCommands) -> None:
         type=port_number,
         default=None,
         metavar="N",
-        help="serve Prometheus metrics on this port (needs the prometheus extra)",
+        help="serve /metrics (Prometheus), /healthz and /readyz on this port (needs the "
+        "prometheus extra)",
+    )
+    p.add_argument(
+        "--processes",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="run N worker processes under a supervisor that restarts dead ones (default 1)",
     )
     p.add_argument(
         "--burst",

@@ -31,6 +31,7 @@ from typing import Protocol
 
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
+from fairque_core.domain.tenant_figures import TenantFairness
 
 __all__ = ["AsyncQueueBackend", "Clock", "QueueBackend", "TokenSource", "random_token"]
 
@@ -209,7 +210,15 @@ class QueueBackend(Protocol):
 
     def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]:
         """Each tenant's ``(weight, tier)`` as stored (the weight read back from its stride,
-        ``STRIDE_SCALE / stride``); ``(1.0, 0)`` for a tenant never given a weight."""
+        ``scoring.weight_of``); ``(1.0, 0)`` for a tenant never given a weight."""
+        ...
+
+    def tenant_fairness(
+        self, user_ids: Sequence[str] | None = None, *, limit: int = 100, offset: int = 0
+    ) -> list[TenantFairness]:
+        """Fairness figures (``domain.tenant_figures``) of ``user_ids`` in order (at most
+        1000; an empty list reads nothing), or, None, of the page ``offset``/``limit`` of
+        :meth:`list_tenants`; one read-only step that adds nothing to a claim."""
         ...
 
     def list_queues(self) -> list[str]:
@@ -330,6 +339,10 @@ class AsyncQueueBackend(Protocol):
     async def purge_all(self) -> int: ...
 
     async def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]: ...
+
+    async def tenant_fairness(
+        self, user_ids: Sequence[str] | None = None, *, limit: int = 100, offset: int = 0
+    ) -> list[TenantFairness]: ...
 
     async def list_queues(self) -> list[str]: ...
 

@@ -23,6 +23,7 @@ from fairque_core.app.config import FairQueueConfig, QueueConfig, RedisConfig
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import BackendPermissionError, LeaseLostError
 from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
+from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_core.domain.validation import check_wait_timeout, validate_id
 from fairque_core.ports import AsyncQueueBackend, Clock, TokenSource, random_token
 from fairque_redis._client_options import (
@@ -356,6 +357,12 @@ class AsyncRedisBackend:
         if not user_ids:
             return {}
         return await self._run(call)
+
+    async def tenant_fairness(
+        self, user_ids: Sequence[str] | None = None, *, limit: int = 100, offset: int = 0
+    ) -> list[TenantFairness]:
+        call = self._planner.tenant_fairness(user_ids, limit, offset)
+        return [] if user_ids is not None and not user_ids else await self._run(call)
 
     async def list_queues(self) -> list[str]:
         """The queue names registered on this server (``fq:queues``), sorted."""

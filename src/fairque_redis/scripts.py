@@ -216,6 +216,7 @@ SCRIPTS: Mapping[str, ScriptSpec] = {
         ScriptSpec("purge_tenant"),
         ScriptSpec("purge_all"),
         ScriptSpec("tenant_weights", writes=False),
+        ScriptSpec("tenant_figures", writes=False),
         ScriptSpec("scheduler_lock", keys=("lock",)),
         ScriptSpec("schedule_mark", keys=("lock", "schedules", "fired")),
     )

@@ -409,7 +409,20 @@ def _flags(parser: Any, prefix: str = "") -> set[tuple[str, str]]:
 COMMON = ("--url", "--queue", "--config", "--cluster")
 
 #: The commands this test holds docs/cli.md to (each section is checked for its own flags).
-DOCUMENTED = ("demo", "server", "worker", "push", "stats", "dlq")
+DOCUMENTED = (
+    "demo",
+    "server",
+    "worker",
+    "push",
+    "stats",
+    "dlq",
+    "queues",
+    "tenants",
+    "tenant",
+    "purge",
+    "task",
+    "workers",
+)
 
 
 def _section(doc: str, command: str) -> str:

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from fairque_core import QueueBackend
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
+from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_core.ports import AsyncQueueBackend
 
 __all__ = ["SyncOverAsync"]
@@ -139,6 +140,11 @@ class SyncOverAsync:
 
     def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]:
         return self._call(self._backend.tenant_weights(user_ids))
+
+    def tenant_fairness(
+        self, user_ids: Sequence[str] | None = None, *, limit: int = 100, offset: int = 0
+    ) -> list[TenantFairness]:
+        return self._call(self._backend.tenant_fairness(user_ids, limit=limit, offset=offset))
 
     def list_queues(self) -> list[str]:
         return self._call(self._backend.list_queues())

@@ -17,6 +17,7 @@ from fairque_core.app.deprecation import renamed_keyword
 from fairque_core.app.messages import decode_message, decode_result
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.models import DLQEntry, Task
+from fairque_core.domain.tenant_figures import TenantFairness, check_figure_tenants
 from fairque_core.domain.validation import check_tenant_page
 from fairque_core.ports import QueueBackend
 
@@ -68,6 +69,22 @@ class ReadMixin:
     def get_tenant_weights(self, tenants: Sequence[str]) -> dict[str, tuple[float, int]]:
         """Each tenant's stored ``(weight, tier)``; ``(1.0, 0)`` when never set."""
         return self._backend.tenant_weights(list(tenants))
+
+    def get_tenant_fairness(
+        self, tenants: Sequence[str] | str | None = None, *, limit: int = 100, offset: int = 0
+    ) -> list[TenantFairness]:
+        """Per-tenant fairness figures (:class:`~fairque_core.domain.tenant_figures.
+        TenantFairness`: weight, tier, ready, running, lag in turns, dispatches, oldest ready
+        age, starvation alarm), in one read-only call that costs the claim path nothing.
+
+        ``tenants``: those tenants in order (one str is one tenant; at most 1000), or None:
+        the page ``offset``/``limit`` (at most 1000) of :meth:`list_tenants`. Shares over a
+        window come from two readings (``domain.tenant_figures.fairness_window``)."""
+        if isinstance(tenants, str):
+            tenants = [tenants]
+        named = check_figure_tenants(None if tenants is None else list(tenants))
+        limit, offset = check_tenant_page(limit, offset)
+        return self._backend.tenant_fairness(named, limit=limit, offset=offset)
 
     # ------------------------------------------------------------------ DLQ
     def list_dlq(

@@ -30,6 +30,7 @@ __all__ = [
     "static_score",
     "stride_for",
     "to_ms",
+    "weight_of",
 ]
 
 STRIDE_SCALE = 1_000_000
@@ -84,3 +85,9 @@ def stride_for(weight: float) -> int:
     if not math.isfinite(weight) or not MIN_WEIGHT <= weight <= MAX_WEIGHT:
         raise TaskValidationError("weight", weight, f"must be in [{MIN_WEIGHT}, {MAX_WEIGHT:g}]")
     return max(1, round(STRIDE_SCALE / weight))
+
+
+def weight_of(stride: int) -> float:
+    """The weight a stored stride stands for, to 6 significant digits (``stride_for`` rounds
+    the stride, so ``STRIDE_SCALE / stride`` alone reads weight 3 back as 3.000003)."""
+    return float(f"{STRIDE_SCALE / max(1, int(stride)):.6g}")

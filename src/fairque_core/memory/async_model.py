@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from fairque_core.app.config import QueueConfig
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
+from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_core.domain.validation import check_wait_timeout
 from fairque_core.memory.model import InMemoryBackend
 from fairque_core.memory.schedules import AsyncScheduleOps
@@ -157,6 +158,11 @@ class AsyncInMemoryBackend(AsyncScheduleOps):
 
     async def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]:
         return self._model.tenant_weights(user_ids)
+
+    async def tenant_fairness(
+        self, user_ids: Sequence[str] | None = None, *, limit: int = 100, offset: int = 0
+    ) -> list[TenantFairness]:
+        return self._model.tenant_fairness(user_ids, limit=limit, offset=offset)
 
     async def list_queues(self) -> list[str]:
         return self._model.list_queues()

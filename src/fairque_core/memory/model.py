@@ -28,6 +28,7 @@ from fairque_core.domain.validation import (
     check_wait_timeout,
     validate_id,
 )
+from fairque_core.memory.figures import FigureOps
 from fairque_core.memory.leases import LeaseOps
 from fairque_core.memory.purge import OperatorOps
 from fairque_core.memory.schedules import ScheduleOps
@@ -38,7 +39,7 @@ __all__ = ["InMemoryBackend"]
 _ALIVE = (TaskState.SCHEDULED, TaskState.DEFERRED, TaskState.QUEUED, TaskState.STARTED)
 
 
-class InMemoryBackend(LeaseOps, ScheduleOps, OperatorOps):
+class InMemoryBackend(LeaseOps, ScheduleOps, OperatorOps, FigureOps):
     """The reference backend. ``clock`` returns epoch seconds (default ``time.time``);
     ``token_source`` makes lease tokens (default :func:`fairque_core.ports.random_token`)."""
 

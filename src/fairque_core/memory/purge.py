@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fairque_core.domain.enums import TaskState
-from fairque_core.domain.scoring import STRIDE_SCALE
+from fairque_core.domain.scoring import weight_of
 from fairque_core.domain.states import TaskEvent
 from fairque_core.domain.validation import validate_id
 from fairque_core.memory.store import ModelStore, TaskRecord, locked
@@ -56,7 +56,7 @@ class OperatorOps(ModelStore):
             if found is None:
                 out[user_id] = (1.0, 0)
             else:
-                out[user_id] = (STRIDE_SCALE / found.stride, found.tier)
+                out[user_id] = (weight_of(found.stride), found.tier)
         return out
 
     @locked

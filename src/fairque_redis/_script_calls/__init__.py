@@ -13,6 +13,7 @@ any command is sent. One module per concept:
 - :mod:`.dlq`: list, requeue and purge the dead-letter queue
 - :mod:`.tenants`: weights and tiers, tenant statistics, the tenant list
 - :mod:`.operator`: purge waiting work, read tenants' weights and tiers
+- :mod:`.figures`: the tenants' fairness figures
 - :mod:`.inspection`: reads of one task, queue sizes and statistics, the next due time
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 from fairque_redis._script_calls.base import Call
 from fairque_redis._script_calls.dlq import DlqCalls
+from fairque_redis._script_calls.figures import FigureCalls
 from fairque_redis._script_calls.inspection import InspectionCalls
 from fairque_redis._script_calls.leases import LeaseCalls
 from fairque_redis._script_calls.operator import OperatorCalls
@@ -30,5 +32,7 @@ from fairque_redis._script_calls.tenants import TenantCalls
 __all__ = ["Call", "ScriptCalls", "decode_message", "read_message", "salvage_message"]
 
 
-class ScriptCalls(TaskCalls, LeaseCalls, DlqCalls, TenantCalls, InspectionCalls, OperatorCalls):
+class ScriptCalls(
+    TaskCalls, LeaseCalls, DlqCalls, TenantCalls, InspectionCalls, OperatorCalls, FigureCalls
+):
     """Every script call of one queue, for one backend instance (holds its clock and tokens)."""

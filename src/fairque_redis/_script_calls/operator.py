@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from fairque_core.domain.scoring import STRIDE_SCALE
+from fairque_core.domain.scoring import weight_of
 from fairque_core.domain.validation import validate_id
 from fairque_redis._script_calls.base import Call, CallsBase, contract, int_reply
 
@@ -32,7 +32,7 @@ class OperatorCalls(CallsBase):
             ok = isinstance(reply, list) and len(reply) == 2 * len(ids)
             contract("tenant_weights", ok, reply)
             return {
-                user_id: (STRIDE_SCALE / int(reply[2 * k]), int(reply[2 * k + 1]))
+                user_id: (weight_of(int(reply[2 * k])), int(reply[2 * k + 1]))
                 for k, user_id in enumerate(ids)
             }
 

@@ -1,0 +1,380 @@
+"""Operator commands: ``fairque queues``, ``tenants``, ``tenant set-weight|set-tier|apply``,
+``purge``, ``task show|cancel`` and ``workers``. Each takes ``--json``.
+
+``pause``/``resume`` are not here yet: claims would have to skip a paused tenant inside the
+claim script, which is being reworked; they come with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any, TextIO
+
+import attrs
+
+from fairque_cli.checks import non_negative_int, positive_int
+from fairque_cli.context import (
+    CliError,
+    SubCommands,
+    describe_target,
+    load_config,
+    open_queue,
+)
+from fairque_cli.term import format_table
+from fairque_core.app.config import FairQueueConfig
+from fairque_core.app.engine import FairQueue
+from fairque_core.app.worker_registry import WorkerRegistry
+from fairque_core.domain.validation import MAX_TENANT_PAGE
+
+__all__ = ["add_operator_commands"]
+
+
+def _dump(out: TextIO, data: Any) -> int:
+    out.write(json.dumps(data, indent=2, default=str) + "\n")
+    return 0
+
+
+def _weight_text(weight: float) -> str:
+    return f"{weight:.6g}"
+
+
+# ---- queues ----------------------------------------------------------------------------------
+
+
+def _queue_row(queue: FairQueue) -> dict[str, Any]:
+    stats = queue.get_stats()
+    return {
+        "queue": queue.name,
+        "ready": int(stats.get("ready", 0)),
+        "scheduled": int(stats.get("scheduled", 0)),
+        "leased": int(stats.get("leased", 0)),
+        "dlq": int(stats.get("dlq", 0)),
+        "active_tenants": int(stats.get("active_tenants", 0)),
+        "tenants": queue.list_tenants(limit=0)[1],
+    }
+
+
+def _with_queue(config: FairQueueConfig, name: str) -> FairQueueConfig:
+    return attrs.evolve(config, queue=attrs.evolve(config.queue, name=name))
+
+
+def _run_queues(args: argparse.Namespace, out: TextIO) -> int:
+    config = load_config(args)
+    with open_queue(config) as queue:
+        names = queue.backend.list_queues()
+        rows = []
+        for name in names:
+            if name == queue.name:
+                rows.append(_queue_row(queue))
+                continue
+            with open_queue(_with_queue(config, name)) as other:
+                rows.append(_queue_row(other))
+    if args.json:
+        return _dump(out, rows)
+    if not rows:
+        out.write(f"no queues on {describe_target(config)} yet (a queue is listed once written)\n")
+        return 0
+    header = ["queue", "ready", "scheduled", "leased", "dlq", "active tenants", "tenants"]
+    table = [[str(row[k]) for k in ("queue", *_QUEUE_COLUMNS)] for row in rows]
+    out.write("\n".join(format_table(header, table, right=range(1, len(header)))) + "\n")
+    return 0
+
+
+_QUEUE_COLUMNS = ("ready", "scheduled", "leased", "dlq", "active_tenants", "tenants")
+
+
+# ---- tenants ---------------------------------------------------------------------------------
+
+
+def _run_tenants(args: argparse.Namespace, out: TextIO) -> int:
+    config = load_config(args)
+    with open_queue(config) as queue:
+        page, total = queue.list_tenants(limit=args.limit, offset=args.offset)
+        sizes = queue.get_queue_sizes_batch(page) if page else {}
+        weights = queue.get_tenant_weights(page) if page else {}
+    rows: list[dict[str, Any]] = []
+    for tenant in page:
+        weight, tier = weights[tenant]
+        size = sizes[tenant]
+        rows.append(
+            {
+                "tenant": tenant,
+                "weight": weight,
+                "tier": tier,
+                "ready": size.get("critical", 0) + size.get("normal", 0),
+                "scheduled": size.get("scheduled", 0),
+                "leased": size.get("leased", 0),
+                "limits": None,  # per-tenant flow control is not built yet
+            }
+        )
+    if args.json:
+        return _dump(out, {"tenants": rows, "total": total, "offset": args.offset})
+    if not rows:
+        out.write(f"no tenants at offset {args.offset} ({total} in all)\n")
+        return 0
+    header = ["tenant", "weight", "tier", "ready", "scheduled", "leased", "limits"]
+    table = [
+        [
+            str(r["tenant"]),
+            _weight_text(r["weight"]),
+            str(r["tier"]),
+            str(r["ready"]),
+            str(r["scheduled"]),
+            str(r["leased"]),
+            "-",
+        ]
+        for r in rows
+    ]
+    out.write("\n".join(format_table(header, table, right=range(1, len(header) - 1))) + "\n")
+    end = args.offset + len(rows)
+    more = f"; --offset {end} shows the next page" if end < total else ""
+    out.write(f"tenants {args.offset + 1}-{end} of {total} (first-push order){more}\n")
+    return 0
+
+
+def _run_tenant(args: argparse.Namespace, out: TextIO) -> int:
+    config = load_config(args)
+    if args.action == "apply":
+        with open_queue(config, apply_tenants=True) as queue:
+            table = queue.config.tenant_weight_table()
+        if args.json:
+            return _dump(out, {t: {"weight": w, "tier": k} for t, (w, k) in table.items()})
+        out.write(f"applied the weights and tiers of {len(table)} tenant(s) from the config\n")
+        return 0
+    if not args.tenant or args.value is None:
+        raise CliError(f"tenant {args.action} needs a TENANT and a VALUE")
+    with open_queue(config) as queue:
+        [(weight, tier)] = queue.get_tenant_weights([args.tenant]).values()
+        if args.action == "set-weight":
+            weight = _positive_weight(args.value)
+        else:
+            tier = _tier(args.value)
+        queue.set_tenant_weight(args.tenant, weight, tier=tier)
+        [(weight, tier)] = queue.get_tenant_weights([args.tenant]).values()
+    if args.json:
+        return _dump(out, {"tenant": args.tenant, "weight": weight, "tier": tier})
+    out.write(f"tenant {args.tenant}: weight {_weight_text(weight)}, tier {tier}\n")
+    return 0
+
+
+def _positive_weight(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise CliError(f"WEIGHT must be a number, got {text!r}") from None
+    if not 0.001 <= value <= 1_000_000:
+        raise CliError(f"WEIGHT must be in [0.001, 1000000], got {text}")
+    return value
+
+
+def _tier(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise CliError(f"TIER must be an integer, got {text!r}") from None
+    if not 0 <= value <= 1000:
+        raise CliError(f"TIER must be in [0, 1000], got {value}")
+    return value
+
+
+# ---- purge -----------------------------------------------------------------------------------
+
+
+def _run_purge(args: argparse.Namespace, out: TextIO) -> int:
+    if bool(args.tenant) == bool(args.all):
+        raise CliError("name one --tenant T, or pass --all --yes to purge every tenant")
+    if args.all and not args.yes:
+        raise CliError("purge --all cancels every waiting task of the queue: add --yes")
+    config = load_config(args)
+    with open_queue(config) as queue:
+        count = queue.purge_all() if args.all else queue.purge_tenant(args.tenant)
+        name = queue.name
+    if args.json:
+        return _dump(out, {"queue": name, "tenant": args.tenant, "purged": count})
+    whose = "every tenant" if args.all else f"tenant {args.tenant}"
+    out.write(
+        f"purged {count} waiting task{'' if count == 1 else 's'} of {whose} in {name} "
+        "(running tasks are left to finish)\n"
+    )
+    return 0
+
+
+# ---- task ------------------------------------------------------------------------------------
+
+
+def _task_json(queue: FairQueue, task_id: str) -> dict[str, Any] | None:
+    state = queue.get_state(task_id)
+    if state is None:
+        return None
+    data: dict[str, Any] = {"task_id": task_id, "state": str(state)}
+    task = queue.get_task(task_id)
+    if task is not None:
+        data.update(
+            tenant=task.user_id,
+            name=task.name,
+            priority=task.priority.name.lower(),
+            retry_count=task.retry_count,
+            max_retries=task.max_retries,
+            created_at=task.created_at,
+            depends_on=list(task.depends_on),
+            payload=task.payload,
+        )
+    result = queue.get_result(task_id)
+    if result is not None:
+        data["result"] = result
+    return data
+
+
+def _run_task(args: argparse.Namespace, out: TextIO) -> int:
+    config = load_config(args)
+    with open_queue(config) as queue:
+        if args.action == "show":
+            data = _task_json(queue, args.task_id)
+            if data is None:
+                raise CliError(f"no task {args.task_id} in queue {queue.name}")
+            if args.json:
+                return _dump(out, data)
+            for key, value in data.items():
+                text = json.dumps(value, default=str) if isinstance(value, (dict, list)) else value
+                out.write(f"{key:>12}  {text}\n")
+            return 0
+        canceled = queue.cancel(args.task_id)
+        state = queue.get_state(args.task_id)
+    if args.json:
+        _dump(out, {"task_id": args.task_id, "canceled": canceled, "state": str(state)})
+        return 0 if canceled else 1
+    if canceled:
+        out.write(f"canceled {args.task_id}\n")
+        return 0
+    if state is None:
+        raise CliError(f"no task {args.task_id} in the queue")
+    raise CliError(f"task {args.task_id} is already {state}; nothing changed")
+
+
+# ---- workers ---------------------------------------------------------------------------------
+
+
+def _ago(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.0f}s ago"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m ago"
+    return f"{seconds / 3600:.1f}h ago"
+
+
+def _run_workers(args: argparse.Namespace, out: TextIO) -> int:
+    config = load_config(args)
+    with open_queue(config) as queue:
+        workers = WorkerRegistry(queue.backend).list()
+        name = queue.name
+    if args.json:
+        return _dump(out, [w.as_dict() for w in workers])
+    if not workers:
+        out.write(f"no live workers on queue {name}\n")
+        return 0
+    now = time.time()
+    header = ["worker", "host", "pid", "state", "running", "processed", "failed", "last seen"]
+    rows = [
+        [
+            w.worker_id,
+            w.host,
+            str(w.pid),
+            "stale" if w.stale else w.state,
+            f"{w.running}/{w.concurrency}" if w.concurrency else str(w.running),
+            str(w.processed),
+            str(w.failed),
+            _ago(now - w.last_seen),
+        ]
+        for w in workers
+    ]
+    out.write("\n".join(format_table(header, rows, right=(2, 4, 5, 6))) + "\n")
+    stale = sum(w.stale for w in workers)
+    if stale:
+        out.write(f"{stale} stale: no heartbeat record for 3 intervals (dead or cut off)\n")
+    return 0
+
+
+# ---- parsers ---------------------------------------------------------------------------------
+
+
+def _json_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def add_operator_commands(sub: SubCommands) -> None:
+    p = sub.add_parser(
+        "queues",
+        help="list the queues of the server with their sizes",
+        description="List the queues registered on the server (a queue registers itself "
+        "before its first write) with ready, scheduled, leased, DLQ and tenant counts.",
+    )
+    _json_flag(p)
+    p.set_defaults(func=_run_queues)
+
+    p = sub.add_parser(
+        "tenants",
+        help="a page of tenants: weight, tier, depth",
+        description="List the tenants the queue has seen (first-push order), a page at a "
+        "time, with their weight, tier and depth. The limits column shows '-' until "
+        "per-tenant flow control exists.",
+    )
+    p.add_argument(
+        "--limit",
+        type=positive_int,
+        default=100,
+        metavar="N",
+        help=f"page size (default 100, at most {MAX_TENANT_PAGE})",
+    )
+    p.add_argument("--offset", type=non_negative_int, default=0, metavar="N", help="skip N")
+    _json_flag(p)
+    p.set_defaults(func=_run_tenants)
+
+    p = sub.add_parser(
+        "tenant",
+        help="set a tenant's weight or tier, or apply the config's",
+        description="set-weight TENANT W keeps the tenant's tier; set-tier TENANT N keeps its "
+        "weight; apply writes every weight and tier of the config's queue section.",
+    )
+    p.add_argument("action", choices=("set-weight", "set-tier", "apply"))
+    p.add_argument("tenant", nargs="?", metavar="TENANT")
+    p.add_argument("value", nargs="?", metavar="VALUE", help="the weight or the tier")
+    _json_flag(p)
+    p.set_defaults(func=_run_tenant)
+
+    p = sub.add_parser(
+        "purge",
+        help="cancel a tenant's (or every) waiting task",
+        description="Cancel every queued and scheduled task of --tenant T (or of every tenant "
+        "with --all --yes) in one atomic step: they become canceled (reason 'purged'), "
+        "counted as canceled, with their waiting dependents. Running tasks are left to "
+        "finish; the dead-letter queue is untouched (see fairque dlq purge).",
+    )
+    p.add_argument("--tenant", default=None, metavar="T", help="the tenant to purge")
+    p.add_argument("--all", action="store_true", help="purge every tenant (needs --yes)")
+    p.add_argument("--yes", action="store_true", help="confirm --all")
+    _json_flag(p)
+    p.set_defaults(func=_run_purge)
+
+    p = sub.add_parser(
+        "task",
+        help="show or cancel one task",
+        description="show ID prints the task's state, tenant, payload and result; cancel ID "
+        "cancels it unless it is finished, failed or canceled (exit 1 then).",
+    )
+    p.add_argument("action", choices=("show", "cancel"))
+    p.add_argument("task_id", metavar="ID")
+    _json_flag(p)
+    p.set_defaults(func=_run_task)
+
+    p = sub.add_parser(
+        "workers",
+        help="live workers: id, host, pid, running, last seen",
+        description="List the workers of the queue from their heartbeat records (written "
+        "every few seconds by fairque worker). A record not rewritten for 3 intervals is "
+        "shown as stale; one not rewritten for 60 is deleted.",
+    )
+    _json_flag(p)
+    p.set_defaults(func=_run_workers)

@@ -1,0 +1,151 @@
+"""Operator commands on Valkey: queues, tenants, tenant set-weight|set-tier|apply, purge,
+task show|cancel, workers (each with --json)."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fairque_cli.main import main
+from fairque_core import Priority, Task, TaskState
+from fairque_core.app.worker_registry import WorkerRegistry
+from fairque_redis import connect
+
+pytestmark = pytest.mark.redis
+
+
+def cli(*args: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main(list(args), stdout=out)
+    return code, out.getvalue()
+
+
+def cli_json(*args: str) -> Any:
+    code, text = cli(*args, "--json")
+    assert code == 0, text
+    return json.loads(text)
+
+
+@pytest.fixture
+def queue(server_url: str, queue_name: str) -> Any:
+    with connect(server_url, queue=queue_name) as q:
+        yield q
+
+
+def _push(queue: Any, tenant: str, n: int, **kwargs: Any) -> list[str]:
+    tasks = [Task.create(tenant, Priority.NORMAL, {"k": k}, **kwargs) for k in range(n)]
+    return queue.push_batch(tasks)
+
+
+def test_queues_lists_written_queues_with_sizes(server_url, queue_name, queue):
+    _push(queue, "alice", 3)
+    rows = cli_json("--url", server_url, "--queue", queue_name, "queues")
+    mine = [r for r in rows if r["queue"] == queue_name]
+    assert mine == [
+        {
+            "queue": queue_name,
+            "ready": 3,
+            "scheduled": 0,
+            "leased": 0,
+            "dlq": 0,
+            "active_tenants": 1,
+            "tenants": 1,
+        }
+    ]
+    code, text = cli("--url", server_url, "queues")  # from another queue's point of view
+    assert code == 0
+    assert queue_name in text
+
+
+def test_tenants_weights_tiers_depth_and_paging(server_url, queue_name, queue):
+    for tenant, n in (("alice", 2), ("bob", 1), ("carol", 4)):
+        _push(queue, tenant, n)
+    base = ("--url", server_url, "--queue", queue_name)
+    assert cli_json(*base, "tenant", "set-weight", "bob", "3")["weight"] == pytest.approx(3)
+    got = cli_json(*base, "tenant", "set-tier", "bob", "2")
+    assert (got["weight"], got["tier"]) == (pytest.approx(3), 2)  # the weight was kept
+    data = cli_json(*base, "tenants")
+    assert data["total"] == 3
+    by_name = {r["tenant"]: r for r in data["tenants"]}
+    assert [r["tenant"] for r in data["tenants"]] == ["alice", "bob", "carol"]
+    assert by_name["bob"]["weight"] == pytest.approx(3)
+    assert by_name["bob"]["tier"] == 2
+    assert by_name["carol"]["ready"] == 4
+    assert by_name["alice"]["limits"] is None
+    page = cli_json(*base, "tenants", "--limit", "1", "--offset", "2")
+    assert [r["tenant"] for r in page["tenants"]] == ["carol"]
+    code, text = cli(*base, "tenants", "--limit", "2")
+    assert code == 0
+    assert "--offset 2 shows the next page" in text
+    assert "-" in text.splitlines()[2]
+    code, _ = cli(*base, "tenant", "set-weight", "bob", "-1")
+    assert code == 1
+
+
+def test_tenant_apply_writes_the_config(server_url, queue_name, queue, tmp_path: Path):
+    path = tmp_path / "q.yaml"
+    path.write_text(
+        f"queue:\n  name: {queue_name}\n  tenant_weights: {{alice: 5}}\n", encoding="utf-8"
+    )
+    assert cli("--url", server_url, "--config", str(path), "tenant", "apply")[0] == 0
+    assert queue.get_tenant_weights(["alice"])["alice"] == (5.0, 0)
+
+
+def test_purge_a_tenant_and_all(server_url, queue_name, queue):
+    alice = _push(queue, "alice", 3)
+    _push(queue, "alice", 1, execute_after=time.time() + 600)
+    bob = _push(queue, "bob", 2)
+    base = ("--url", server_url, "--queue", queue_name)
+    got = cli_json(*base, "purge", "--tenant", "alice")
+    assert got["purged"] == 4
+    assert all(queue.get_state(t) is TaskState.CANCELED for t in alice)
+    assert all(queue.get_state(t) is TaskState.QUEUED for t in bob)
+    code, text = cli(*base, "purge", "--all")
+    assert code == 1  # needs --yes; nothing changed
+    assert queue.get_stats()["ready"] == 2
+    code, text = cli(*base, "purge", "--all", "--yes")
+    assert code == 0
+    assert "purged 2 waiting tasks" in text
+    stats = queue.get_stats()
+    assert (stats["ready"], stats["canceled"]) == (0, 6)
+    assert cli(*base, "purge")[0] == 1
+
+
+def test_task_show_and_cancel(server_url, queue_name, queue):
+    [task_id] = _push(queue, "alice", 1)
+    base = ("--url", server_url, "--queue", queue_name)
+    shown = cli_json(*base, "task", "show", task_id)
+    assert (shown["state"], shown["tenant"], shown["payload"]) == ("queued", "alice", {"k": 0})
+    code, text = cli(*base, "task", "show", task_id)
+    assert code == 0
+    assert "alice" in text
+    assert cli(*base, "task", "cancel", task_id) == (0, f"canceled {task_id}\n")
+    assert queue.get_state(task_id) is TaskState.CANCELED
+    assert cli(*base, "task", "cancel", task_id)[0] == 1  # already canceled
+    assert cli(*base, "task", "show", "nope")[0] == 1
+
+
+def test_workers_lists_records_and_marks_stale_ones(server_url, queue_name, queue):
+    base = ("--url", server_url, "--queue", queue_name)
+    assert cli_json(*base, "workers") == []
+    now = time.time()
+    live = WorkerRegistry(queue.backend, "w-live", queue=queue_name, concurrency=4, interval=5)
+    live.beat({"state": "running", "in_flight": 2, "processed": 7})
+    old = WorkerRegistry(queue.backend, "w-old", interval=1, clock=lambda: now - 10)
+    old.beat({"state": "running"})
+    dead = WorkerRegistry(queue.backend, "w-dead", interval=1, clock=lambda: now - 1000)
+    dead.beat({"state": "running"})
+    rows = {w["worker_id"]: w for w in cli_json(*base, "workers")}
+    assert set(rows) == {"w-live", "w-old"}  # w-dead was pruned
+    assert (rows["w-live"]["running"], rows["w-live"]["stale"]) == (2, False)
+    assert rows["w-old"]["stale"] is True
+    assert "w-dead" not in queue.backend.list_workers()
+    code, text = cli(*base, "workers")
+    assert code == 0
+    assert "2/4" in text
+    assert "stale" in text
