@@ -55,7 +55,13 @@ _FAMILY_BUILDERS = {
     "tenant": "hash",
     "tenant_stats": "hash",
     "active": "zset",
+    # results (ADR 27): end notification, XCom values, unique-key holders
+    "done": "list",
+    "xcom": "hash",
+    "unique": "string",
 }
+#: builders that take more than one argument (tenant, then id or key)
+_BUILDER_ARITY = {"xcom": 2, "unique": 2}
 #: Per-tenant gauges: in ts:<u> but not summed into stats.
 _TENANT_GAUGES = ("scheduled", "leased")
 _OTHER_QUEUE = re.compile(rb"^fq:\{[^}]*\}:")
@@ -73,8 +79,11 @@ def _families(keys: KeySpace) -> tuple[dict[str, str], dict[str, tuple[str, str]
                 singletons[value[len(keys.prefix) :]] = _SINGLETON_TYPES.get(name, "*")
     families: dict[str, tuple[str, str]] = {}
     for builder, kind in _FAMILY_BUILDERS.items():
-        sample = getattr(keys, builder)(0 if builder == "active" else "X")
-        family = sample[len(keys.prefix) :].rsplit(":", 1)[0]
+        make = getattr(keys, builder, None)
+        if make is None:  # a family this version of keys.py does not have
+            continue
+        args = (0,) if builder == "active" else ("X",) * _BUILDER_ARITY.get(builder, 1)
+        family = make(*args)[len(keys.prefix) :].split(":", 1)[0]
         families[family] = (builder, kind)
     return singletons, families
 
