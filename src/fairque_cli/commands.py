@@ -20,6 +20,7 @@ from fairque_cli.context import (
     open_queue,
     split_ids,
 )
+from fairque_cli.fairness_cmd import run_tenant_fairness
 from fairque_cli.term import LiveView, bold, format_table
 from fairque_core import FailureType, Priority, Task, TaskState
 from fairque_core.app.engine import FairQueue
@@ -215,6 +216,8 @@ def _tenant_summary(source: str, shown: int, total: int) -> str:
 
 
 def _run_stats(args: argparse.Namespace, out: TextIO) -> int:
+    if args.tenants:
+        return run_tenant_fairness(args, out)
     config = load_config(args)
     named = split_ids(args.user)
     source = "user"
@@ -265,6 +268,12 @@ def add_stats(sub: SubCommands) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.add_argument(
         "--watch", type=positive_float, default=None, metavar="S", help="refresh every S seconds"
+    )
+    p.add_argument(
+        "--tenants",
+        action="store_true",
+        help="per-tenant fairness: lag, dispatches, oldest wait, alarms (sorted by lag; with "
+        "--watch also window shares and Jain's index)",
     )
     p.set_defaults(func=_run_stats)
 
