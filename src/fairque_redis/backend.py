@@ -223,10 +223,20 @@ class RedisBackend:
 
     def _register_queue(self) -> None:
         """Enter the queue's name in the server's queue registry (``fq:queues``), once per
-        backend, before its first write: one idempotent SADD (``fairque queues`` reads it)."""
-        with translate_errors("register_queue", writes=True):
-            self._client.sadd(QUEUES_KEY, self._keys.queue)
+        backend, before its first write: one idempotent SADD (``fairque queues`` reads it).
+        A user whose ACL does not cover the key only misses the listing (logged once)."""
         self._registered = True
+        try:
+            with translate_errors("register_queue", writes=True):
+                self._client.sadd(QUEUES_KEY, self._keys.queue)
+        except BackendPermissionError as exc:
+            log.warning(
+                "the server's ACL refuses the queue registry (%s on %s): queue %s works, "
+                "but `fairque queues` will not list it",
+                exc.command or "sadd",
+                QUEUES_KEY,
+                self._keys.queue,
+            )
 
     # ------------------------------------------------------------------ push and claim
     def push(self, message: Message) -> bool:

@@ -149,3 +149,22 @@ def test_workers_lists_records_and_marks_stale_ones(server_url, queue_name, queu
     assert code == 0
     assert "2/4" in text
     assert "stale" in text
+
+
+def test_a_user_without_the_registry_key_still_pushes(server_url, queue_name, caplog):
+    import redis
+
+    admin = redis.Redis.from_url(server_url)
+    user = f"noreg-{queue_name}"
+    admin.execute_command(
+        "ACL", "SETUSER", user, "on", ">pw", f"~fq:{{{queue_name}}}:*", "&*", "+@all"
+    )
+    try:
+        url = server_url.replace("redis://", f"redis://{user}:pw@")
+        with caplog.at_level("WARNING"), connect(url, queue=queue_name) as queue:
+            queue.push(Task.create("alice"))
+            assert queue.get_stats()["ready"] == 1
+        assert "`fairque queues` will not list it" in caplog.text
+    finally:
+        admin.execute_command("ACL", "DELUSER", user)
+        admin.close()

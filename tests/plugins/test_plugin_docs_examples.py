@@ -1,8 +1,9 @@
 """The Python examples of docs/plugins.md and of the README's plugin section run as written.
 
-The blocks of one document run in order in one namespace (like a doctest session). Given:
-``backend`` (an InMemoryBackend) and ``url`` (the embedded Valkey, database 5 so nothing lands
-in the other tests' queues).
+Each block is self-contained and runs in a namespace of its own (tests/cli/test_docs_run.py
+also runs each in a fresh interpreter); here the objects a block defines are then exercised.
+``connect()`` with no URL uses the shared local server, kept in a temporary
+``FAIRQUE_DATA_DIR`` and stopped afterwards.
 """
 
 from __future__ import annotations
@@ -34,18 +35,22 @@ def python_blocks(text: str) -> list[str]:
     return [match.group(1) for match in BLOCK.finditer(text)]
 
 
-def run_blocks(blocks: list[str], url: str, where: str) -> dict[str, Any]:
-    namespace: dict[str, Any] = {"backend": InMemoryBackend(), "url": url, "__name__": "docs"}
+def run_blocks(blocks: list[str], where: str) -> list[dict[str, Any]]:
+    """Run each block in a fresh namespace; the namespaces, in order."""
+    spaces: list[dict[str, Any]] = []
     try:
         for index, block in enumerate(blocks):
+            namespace: dict[str, Any] = {"__name__": "docs"}
+            spaces.append(namespace)
             code = compile(block, f"<{where} python block {index + 1}>", "exec")
             exec(code, namespace)
     finally:
-        for value in list(namespace.values()):
-            if isinstance(value, FairQueue):
-                value.close()
-            assert not isinstance(value, AsyncFairQueue)
-    return namespace
+        for namespace in spaces:
+            for value in list(namespace.values()):
+                if isinstance(value, FairQueue):
+                    value.close()
+                assert not isinstance(value, AsyncFairQueue)
+    return spaces
 
 
 def plugin_section(readme: str) -> str:
@@ -54,23 +59,34 @@ def plugin_section(readme: str) -> str:
 
 
 @pytest.fixture
-def url(valkey_server: Any) -> str:
-    return f"{valkey_server.url}/5"
+def local_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A private shared local server (the one ``connect()`` uses), stopped afterwards."""
+    from fairque_redis import dev_server
+
+    monkeypatch.setenv(dev_server.DATA_DIR_ENV, str(tmp_path / "fairque-data"))
+    monkeypatch.delenv("FAIRQUE_REDIS_URL", raising=False)
+    yield
+    dev_server.stop()
 
 
-def test_plugins_md_examples_run(url: str) -> None:
+def _defined(spaces: list[dict[str, Any]], name: str) -> Any:
+    [found] = [space[name] for space in spaces if name in space]
+    return found
+
+
+def test_plugins_md_examples_run(local_server: Any) -> None:
     blocks = python_blocks((ROOT / "docs" / "plugins.md").read_text(encoding="utf-8"))
     assert len(blocks) >= 5
-    namespace = run_blocks(blocks, url, "docs/plugins.md")
+    spaces = run_blocks(blocks, "docs/plugins.md")
     # the first example counts finished tasks: drive one task through its queue
-    queue = FairQueue(InMemoryBackend(), plugins=[counter := namespace["CountFinished"]()])
+    queue = FairQueue(InMemoryBackend(), plugins=[counter := _defined(spaces, "CountFinished")()])
     queue.push(Task.create("tenant", payload={"n": uuid.uuid4().hex}))
     claimed = queue.claim()
     assert claimed is not None
     queue.finish(claimed, None)
     assert counter.finished == 1
     # the async-aware wrapper covers the awaited run
-    timing = namespace["AsyncAwareTiming"]()
+    timing = _defined(spaces, "AsyncAwareTiming")()
     host = PluginHost([timing], load_entrypoints=False)
 
     async def handler() -> int:
@@ -82,7 +98,7 @@ def test_plugins_md_examples_run(url: str) -> None:
     assert len(timing.durations) == 1
 
 
-def test_readme_plugin_examples_run(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_readme_plugin_examples_run(local_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
 
@@ -91,11 +107,11 @@ def test_readme_plugin_examples_run(url: str, monkeypatch: pytest.MonkeyPatch) -
     section = plugin_section((ROOT / "README.md").read_text(encoding="utf-8"))
     blocks = python_blocks(section)
     assert len(blocks) == 2
-    namespace = run_blocks(blocks, url, "README.md")
-    provider = namespace["provider"]
+    spaces = run_blocks(blocks, "README.md")
+    provider = _defined(spaces, "provider")
     try:
         assert installed == [provider]
         assert isinstance(provider, TracerProvider)
-        assert namespace["traced"].name == "default"
+        assert _defined(spaces, "traced").name == "default"
     finally:
         provider.shutdown()
