@@ -26,6 +26,12 @@ that reports them):
 And per tenant, once :meth:`OpenTelemetryMetrics.observe_depth` is given a source, the gauge
 ``fairque.tenant.depth`` (attributes ``queue``, ``tenant``).
 
+And the fairness gauges, once :meth:`OpenTelemetryMetrics.observe_fairness` is given a source
+of ``get_tenant_fairness`` readings: per tenant ``fairque.tenant.lag``, ``.ready``,
+``.oldest_ready_age``, ``.share_ratio`` and ``.starving``, per queue
+``fairque.queue.fairness.jain`` and ``fairque.queue.starving_tenants`` (see
+:mod:`fairque_plugins.fairness_metrics`).
+
 Cardinality: ``tenant`` takes at most ``max_tenants`` distinct values (default
 :data:`DEFAULT_MAX_TENANTS`, the first ones seen); every later tenant is reported as
 :data:`OTHER_TENANT`. ``tenant_attribute=False`` leaves the attribute out altogether. Hooks
@@ -46,6 +52,11 @@ from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from fairque_core.app.hookspecs import hookimpl
+from fairque_plugins.fairness_metrics import (
+    FairnessReadings,
+    FairnessSource,
+    create_fairness_instruments,
+)
 
 if TYPE_CHECKING:
     from opentelemetry.util.types import AttributeValue
@@ -237,6 +248,7 @@ class OpenTelemetryMetrics:
         self._lock = threading.Lock()
         self._depth_gauge = False
         self._stats_instruments = False
+        self._fairness_sources: list[FairnessReadings] = []
 
     # ------------------------------------------------------------------ tenants
     def tenant_label(self, tenant: str) -> str:
@@ -326,6 +338,27 @@ class OpenTelemetryMetrics:
                 for label, depth in merged.items()
             ]
         return observations
+
+    # ------------------------------------------------------------------ fairness
+    def observe_fairness(
+        self, source: FairnessSource, *, queue: str = "default", strict_tiers: bool = False
+    ) -> None:
+        """Report the fairness gauges from ``source()`` (``get_tenant_fairness`` figures, e.g.
+        ``lambda: queue.get_tenant_fairness(limit=1000)``), read at most once per
+        ``stats_ttl_seconds``; shares and Jain's index compare each reading with the one
+        before (``strict_tiers``: the queue's mode). Call once per queue; the instruments
+        are created on the first call. A source that raises is logged and skipped."""
+        reader = FairnessReadings(queue, source, self.stats_ttl_seconds, strict_tiers=strict_tiers)
+        with self._lock:
+            self._fairness_sources.append(reader)
+            if len(self._fairness_sources) > 1:
+                return
+        label = self.tenant_label if self.tenant_attribute else None
+        create_fairness_instruments(self._meter, self._fairness_readers, label)
+
+    def _fairness_readers(self) -> list[FairnessReadings]:
+        with self._lock:
+            return list(self._fairness_sources)
 
     # ------------------------------------------------------------------ queue stats
     def observe_stats(self, source: StatsSource, *, queue: str = "default") -> None:
