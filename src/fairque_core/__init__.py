@@ -40,6 +40,7 @@ from fairque_core.domain.errors import (
     UnknownTaskError,
     UnsafeServerConfigError,
 )
+from fairque_core.domain.limits import Limits, LimitStatus, TenantQueueFullError
 from fairque_core.domain.models import Claimed, DLQEntry, Lease, Message, QueueSizes, Task
 from fairque_core.domain.retry import RetryDecision, RetrySchedule, decide
 from fairque_core.domain.schedules import Misfire, Schedule, ScheduleInfo, TaskTemplate
@@ -73,6 +74,8 @@ __all__ = [
     "InvalidTransition",
     "Lease",
     "LeaseLostError",
+    "LimitStatus",
+    "Limits",
     "LuaScriptError",
     "Message",
     "Misfire",
@@ -103,6 +106,7 @@ __all__ = [
     "TaskTemplate",
     "TaskTimeoutError",
     "TaskValidationError",
+    "TenantQueueFullError",
     "TierConfig",
     "TokenSource",
     "UnknownTaskError",

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from fairque_core.domain.enums import FailureType, TaskState
+from fairque_core.domain.limits import LimitStatus
 from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
 from fairque_core.domain.tenant_figures import TenantFairness
 
@@ -208,6 +209,25 @@ class QueueBackend(Protocol):
         """:meth:`purge_tenant` for every tenant of the queue, in one atomic step."""
         ...
 
+    def set_limits(
+        self,
+        changes: Mapping[str, float | None],
+        *,
+        tenant: str | None = None,
+        tier: int | None = None,
+    ) -> None:
+        """Flow control (ADR 28): apply ``changes`` (``max_running``, ``rate``, ``burst``,
+        ``max_queued`` -> a value, or None to clear it) to ``tenant``'s own limits, ``tier``'s
+        defaults, or (neither) the queue-wide limits. A tenant need not have pushed yet. A
+        tenant's change applies at once; a tier's or the queue's at each tenant's next start
+        or lease end. Typed errors (TaskValidationError) name a bad field."""
+        ...
+
+    def limit_status(self, tenant: str) -> LimitStatus:
+        """Where ``tenant`` stands against its limits (own and in force, running, queued,
+        capped, next start time and tokens of its rate, cap hits, throttles, refusals)."""
+        ...
+
     def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]:
         """Each tenant's ``(weight, tier)`` as stored (the weight read back from its stride,
         ``scoring.weight_of``); ``(1.0, 0)`` for a tenant never given a weight."""
@@ -337,6 +357,16 @@ class AsyncQueueBackend(Protocol):
     async def purge_tenant(self, user_id: str) -> int: ...
 
     async def purge_all(self) -> int: ...
+
+    async def set_limits(
+        self,
+        changes: Mapping[str, float | None],
+        *,
+        tenant: str | None = None,
+        tier: int | None = None,
+    ) -> None: ...
+
+    async def limit_status(self, tenant: str) -> LimitStatus: ...
 
     async def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]: ...
 

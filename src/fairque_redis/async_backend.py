@@ -22,6 +22,7 @@ from redis.asyncio.cluster import RedisCluster
 from fairque_core.app.config import FairQueueConfig, QueueConfig, RedisConfig
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import BackendPermissionError, LeaseLostError
+from fairque_core.domain.limits import LimitStatus
 from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
 from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_core.domain.validation import check_wait_timeout, validate_id
@@ -361,6 +362,19 @@ class AsyncRedisBackend:
 
     async def purge_all(self) -> int:
         return await self._run(self._planner.purge_all())
+
+    # ------------------------------------------------------------------ flow control
+    async def set_limits(
+        self,
+        changes: Mapping[str, float | None],
+        *,
+        tenant: str | None = None,
+        tier: int | None = None,
+    ) -> None:
+        await self._run(self._planner.set_limits(changes, tenant=tenant, tier=tier))
+
+    async def limit_status(self, tenant: str) -> LimitStatus:
+        return await self._run(self._planner.limit_status(tenant))
 
     async def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]:
         call = self._planner.tenant_weights(user_ids)

@@ -145,6 +145,20 @@ class KeySpace:
     def tenant_stats(self, tenant: str) -> str:
         return self.prefix + "ts:" + tenant
 
+    # -- results (ADR 27): Lua builds them with fq_done_key, fq_xcom_key, fq_unique_key
+    def done(self, task_id: str) -> str:
+        """A task's end notification (a list of at most one token; result waiters block on
+        it)."""
+        return self.prefix + "done:" + task_id
+
+    def xcom(self, tenant: str, task_id: str) -> str:
+        """The XCom values of ``task_id`` of ``tenant`` (a hash: key -> encoded value)."""
+        return f"{self.prefix}xcom:{len(tenant)}:{tenant}:{task_id}"
+
+    def unique(self, tenant: str, key: str) -> str:
+        """Which task holds ``tenant``'s unique key ``key`` (``<id>`` or ``<id>|<until ms>``)."""
+        return f"{self.prefix}uniq:{len(tenant)}:{tenant}:{key}"
+
     @property
     def wake(self) -> str:
         """The wake signal (a list of at most one token); Lua builds it with ``fq_wake_key``."""

@@ -29,6 +29,7 @@ from fairque_core.domain.errors import (
     ScriptContractError,
     TaskValidationError,
 )
+from fairque_core.domain.limits import TenantQueueFullError
 
 __all__ = [
     "ERROR_CODES",
@@ -210,6 +211,8 @@ SCRIPTS: Mapping[str, ScriptSpec] = {
         ScriptSpec("tenants", writes=False),
         ScriptSpec("next_due", writes=False),
         ScriptSpec("set_weight"),
+        ScriptSpec("set_limits"),
+        ScriptSpec("limits_get", writes=False),
         ScriptSpec("dlq_list", writes=False),
         ScriptSpec("dlq_requeue"),
         ScriptSpec("dlq_purge"),
@@ -246,6 +249,11 @@ def _bad_id(detail: str) -> FairQueueError:
     return TaskValidationError(detail or "id", "<refused by the script>", "breaks the id grammar")
 
 
+def _queue_full(detail: str) -> FairQueueError:
+    cap, _, tenant = detail.partition(" ")
+    return TenantQueueFullError(tenant, int(cap) if cap.isdigit() else -1)
+
+
 def _bad_arg(detail: str) -> FairQueueError:
     return TaskValidationError(detail or "argument", "<refused by the script>", "is malformed")
 
@@ -257,6 +265,7 @@ ERROR_CODES: Mapping[str, Callable[[str], FairQueueError]] = {
     "TOO_LARGE": _too_large,
     "BAD_ID": _bad_id,
     "BAD_ARG": _bad_arg,
+    "QUEUE_FULL": _queue_full,
 }
 
 

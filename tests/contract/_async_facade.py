@@ -141,6 +141,14 @@ class SyncOverAsync:
     def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]:
         return self._call(self._backend.tenant_weights(user_ids))
 
+    def set_limits(
+        self, changes: Any, *, tenant: str | None = None, tier: int | None = None
+    ) -> None:
+        self._call(self._backend.set_limits(changes, tenant=tenant, tier=tier))
+
+    def limit_status(self, tenant: str) -> Any:
+        return self._call(self._backend.limit_status(tenant))
+
     def tenant_fairness(
         self, user_ids: Sequence[str] | None = None, *, limit: int = 100, offset: int = 0
     ) -> list[TenantFairness]:

@@ -38,6 +38,7 @@ from fairque_core.domain.errors import (
     TaskSerializationError,
     TaskValidationError,
 )
+from fairque_core.domain.limits import LIMIT_FIELDS, LimitStatus
 from fairque_core.domain.models import Message, Task
 from fairque_core.domain.validation import check_wait_timeout
 from fairque_core.ports import QueueBackend
@@ -401,6 +402,32 @@ class FairQueue(ReadMixin, ScheduleMixin):
     @renamed_keyword("FairQueue", "user_id", "tenant")
     def set_tenant_weight(self, tenant: str, weight: float, *, tier: int = 0) -> None:
         self._backend.set_tenant_weight(tenant, weight, tier=tier)
+
+    def set_tenant_limits(
+        self,
+        tenant: str,
+        *,
+        max_running: int | None = None,
+        rate: float | None = None,
+        burst: int | None = None,
+        max_queued: int | None = None,
+    ) -> None:
+        """Set ``tenant``'s own limits (ADR 28); a field left None keeps its value. The tenant
+        need not exist yet; its id must be valid. Takes effect at once."""
+        given = {"max_running": max_running, "rate": rate, "burst": burst}
+        given["max_queued"] = max_queued
+        changes = {name: value for name, value in given.items() if value is not None}
+        self._backend.set_limits(changes, tenant=tenant)
+
+    def get_tenant_limits(self, tenant: str) -> LimitStatus:
+        """``tenant``'s limits (own, and in force with its tier's defaults) and where it
+        stands: running, queued, capped, next start time and tokens, cap hits, throttles,
+        refusals."""
+        return self._backend.limit_status(tenant)
+
+    def clear_tenant_limits(self, tenant: str) -> None:
+        """Drop every limit of ``tenant``'s own (its tier's defaults still apply)."""
+        self._backend.set_limits(dict.fromkeys(LIMIT_FIELDS), tenant=tenant)
 
     def purge_tenant(self, tenant: str) -> int:
         """Cancel every queued and scheduled task of ``tenant`` at once (reason ``"purged"``,

@@ -40,6 +40,7 @@ from fairque_core.domain.errors import (
     TaskSerializationError,
     TaskValidationError,
 )
+from fairque_core.domain.limits import LIMIT_FIELDS, LimitStatus
 from fairque_core.domain.models import Message, Task
 from fairque_core.domain.validation import check_wait_timeout
 from fairque_core.ports import AsyncQueueBackend
@@ -403,6 +404,32 @@ class AsyncFairQueue(AsyncReadMixin, AsyncScheduleMixin):
     @renamed_keyword("FairQueue", "user_id", "tenant")
     async def set_tenant_weight(self, tenant: str, weight: float, *, tier: int = 0) -> None:
         await self._backend.set_tenant_weight(tenant, weight, tier=tier)
+
+    async def set_tenant_limits(
+        self,
+        tenant: str,
+        *,
+        max_running: int | None = None,
+        rate: float | None = None,
+        burst: int | None = None,
+        max_queued: int | None = None,
+    ) -> None:
+        """Set ``tenant``'s own limits (ADR 28); a field left None keeps its value. The tenant
+        need not exist yet; its id must be valid. Takes effect at once."""
+        given = {"max_running": max_running, "rate": rate, "burst": burst}
+        given["max_queued"] = max_queued
+        changes = {name: value for name, value in given.items() if value is not None}
+        await self._backend.set_limits(changes, tenant=tenant)
+
+    async def get_tenant_limits(self, tenant: str) -> LimitStatus:
+        """``tenant``'s limits (own, and in force with its tier's defaults) and where it
+        stands: running, queued, capped, next start time and tokens, cap hits, throttles,
+        refusals."""
+        return await self._backend.limit_status(tenant)
+
+    async def clear_tenant_limits(self, tenant: str) -> None:
+        """Drop every limit of ``tenant``'s own (its tier's defaults still apply)."""
+        await self._backend.set_limits(dict.fromkeys(LIMIT_FIELDS), tenant=tenant)
 
     async def purge_tenant(self, tenant: str) -> int:
         """Cancel every queued and scheduled task of ``tenant`` at once (reason ``"purged"``,

@@ -25,14 +25,18 @@ __all__ = [
     "PayloadTooLargeError",
     "PluginError",
     "RedisConnectionError",
+    "ResultTimeoutError",
     "ScheduleValidationError",
     "ScriptContractError",
+    "TaskCanceledError",
+    "TaskFailedError",
     "TaskNotFoundError",
     "TaskSerializationError",
     "TaskTimeoutError",
     "TaskValidationError",
     "UnknownTaskError",
     "UnsafeServerConfigError",
+    "XComTooLargeError",
 ]
 
 
@@ -75,6 +79,18 @@ class ScheduleValidationError(TaskValidationError):
     ``jitter``, ``name`` or a task template field (``tenant``, ``priority``, ``payload`` ...)."""
 
 
+class XComTooLargeError(TaskValidationError):
+    """An XCom value encodes to more bytes than the cap; ``field`` is ``xcom[<key>]``."""
+
+    def __init__(self, key: str, size: int, limit: int) -> None:
+        self.key = key
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f"xcom[{key}]", f"<{size} bytes>", f"larger than the limit of {limit} bytes"
+        )
+
+
 class InvalidTransition(DomainError):
     """A task event is not allowed in the task's current state."""
 
@@ -103,6 +119,55 @@ class TaskTimeoutError(FairQueueError, TimeoutError):
         self.task_id = task_id
         self.timeout = timeout
         super().__init__(f"task {task_id} timed out after {timeout:g} s")
+
+
+class TaskFailedError(FairQueueError):
+    """A task failed for good (it is in the DLQ): what its handler raised, as stored.
+
+    ``error_type`` is the exception's class name (``""`` when the task failed without one: an
+    expired lease, a poisoned payload), ``error_message`` its text, ``traceback`` a summary of
+    where it was raised; ``failure_type`` and ``reason`` are the DLQ's. Raised by
+    ``TaskHandle.get`` for a task that failed.
+    """
+
+    def __init__(
+        self,
+        task_id: str,
+        *,
+        error_type: str = "",
+        error_message: str = "",
+        traceback: str = "",
+        failure_type: str = "failed",
+        reason: str = "",
+    ) -> None:
+        self.task_id = task_id
+        self.error_type = error_type
+        self.error_message = error_message
+        self.traceback = traceback
+        self.failure_type = failure_type
+        self.reason = reason
+        what = f"{error_type}: {error_message}" if error_type else (reason or failure_type)
+        super().__init__(f"task {task_id} failed ({failure_type}): {what}")
+
+
+class TaskCanceledError(FairQueueError):
+    """The task was canceled (by ``cancel``, a purge, or a dependency that did not finish);
+    ``reason`` says which. Raised by ``TaskHandle.get``."""
+
+    def __init__(self, task_id: str, reason: str = "") -> None:
+        self.task_id = task_id
+        self.reason = reason
+        super().__init__(f"task {task_id} was canceled" + (f": {reason}" if reason else ""))
+
+
+class ResultTimeoutError(FairQueueError, TimeoutError):
+    """``TaskHandle.get`` waited ``timeout`` seconds and the task has no outcome yet (it is
+    still queued, scheduled, waiting or running). Not the same as a result that is None."""
+
+    def __init__(self, task_id: str, timeout: float) -> None:
+        self.task_id = task_id
+        self.timeout = timeout
+        super().__init__(f"task {task_id} has no result after {timeout:g} s")
 
 
 class UnknownTaskError(FairQueueError, LookupError):

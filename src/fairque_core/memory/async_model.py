@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from fairque_core.app.config import QueueConfig
 from fairque_core.domain.enums import FailureType, TaskState
+from fairque_core.domain.limits import LimitStatus
 from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
 from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_core.domain.validation import check_wait_timeout
@@ -158,6 +159,18 @@ class AsyncInMemoryBackend(AsyncScheduleOps):
 
     async def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]:
         return self._model.tenant_weights(user_ids)
+
+    async def set_limits(
+        self,
+        changes: Mapping[str, float | None],
+        *,
+        tenant: str | None = None,
+        tier: int | None = None,
+    ) -> None:
+        self._model.set_limits(changes, tenant=tenant, tier=tier)
+
+    async def limit_status(self, tenant: str) -> LimitStatus:
+        return self._model.limit_status(tenant)
 
     async def tenant_fairness(
         self, user_ids: Sequence[str] | None = None, *, limit: int = 100, offset: int = 0

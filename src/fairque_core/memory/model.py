@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 from fairque_core.domain.enums import TaskState
 from fairque_core.domain.errors import TaskNotFoundError, TaskValidationError
+from fairque_core.domain.limits import LIMIT_COUNTERS
 from fairque_core.domain.models import Claimed, Lease, Message, QueueSizes
 from fairque_core.domain.scoring import STAT_COUNTERS, stride_for, to_ms
 from fairque_core.domain.states import TaskEvent, next_state
@@ -29,7 +30,9 @@ from fairque_core.domain.validation import (
     validate_id,
 )
 from fairque_core.memory.figures import FigureOps
+from fairque_core.memory import limits
 from fairque_core.memory.leases import LeaseOps
+from fairque_core.memory.limit_ops import LimitOps
 from fairque_core.memory.purge import OperatorOps
 from fairque_core.memory.schedules import ScheduleOps
 from fairque_core.memory.store import TaskRecord, locked
@@ -39,7 +42,7 @@ __all__ = ["InMemoryBackend"]
 _ALIVE = (TaskState.SCHEDULED, TaskState.DEFERRED, TaskState.QUEUED, TaskState.STARTED)
 
 
-class InMemoryBackend(LeaseOps, ScheduleOps, OperatorOps, FigureOps):
+class InMemoryBackend(LeaseOps, ScheduleOps, OperatorOps, FigureOps, LimitOps):
     """The reference backend. ``clock`` returns epoch seconds (default ``time.time``);
     ``token_source`` makes lease tokens (default :func:`fairque_core.ports.random_token`)."""
 
@@ -61,6 +64,8 @@ class InMemoryBackend(LeaseOps, ScheduleOps, OperatorOps, FigureOps):
                 if dep not in seen and self._live(dep, now) is None:
                     raise TaskValidationError("depends_on", dep, "names no known task")
             seen.add(message.task_id)
+        if self._limits.on:
+            limits.check_push(self, messages, now)  # max_queued: the whole batch or nothing
         results: list[bool] = []
         for message in messages:
             results.append(self._push_one(message, now))
@@ -145,8 +150,12 @@ class InMemoryBackend(LeaseOps, ScheduleOps, OperatorOps, FigureOps):
         pinned = groups != [None]
         now = self._now()
         self._move_due(now)
+        if self._limits.on:
+            limits.unpark_due(self, now)
         claimed: list[Claimed] = []
         for _ in range(count):
+            if self._limits.on and not limits.queue_may_start(self, now):
+                break  # the queue-wide max_running or rate
             user_id = self._fair.pick(groups)
             if user_id is None:
                 break
@@ -161,6 +170,9 @@ class InMemoryBackend(LeaseOps, ScheduleOps, OperatorOps, FigureOps):
             self._leases[task_id] = rec.deadline_ms
             tenant.leased += 1
             self._bump("claimed", tenant)
+            if self._limits.on:
+                limits.after_start(self, user_id, now)  # rate charged, cap checked
+                limits.queue_started(self, now)
             lease = Lease(token=rec.token, deadline=rec.deadline_ms / 1000, worker_id=worker_id)
             claimed.append(Claimed(message=rec.message, lease=lease, recoveries=rec.recoveries))
         if claimed and self._fair.has_active():
@@ -252,7 +264,8 @@ class InMemoryBackend(LeaseOps, ScheduleOps, OperatorOps, FigureOps):
         validate_id(user_id, "user_id")
         tenant = self._tenants.get(user_id)
         if tenant is None:
-            return {**dict.fromkeys(STAT_COUNTERS, 0), "ready": 0, "scheduled": 0, "leased": 0}
+            zeros = dict.fromkeys((*STAT_COUNTERS, *LIMIT_COUNTERS), 0)
+            return {**zeros, "ready": 0, "scheduled": 0, "leased": 0}
         out = dict(tenant.counters)
         out["ready"] = len(tenant.critical) + len(tenant.normal_live)
         out["scheduled"] = tenant.scheduled

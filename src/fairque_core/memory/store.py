@@ -28,10 +28,12 @@ from fairque_core.app.config import QueueConfig
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import LeaseLostError, PayloadTooLargeError, TaskValidationError
 from fairque_core.domain.fairness import FairState
+from fairque_core.domain.limits import LIMIT_COUNTERS
 from fairque_core.domain.models import Message
 from fairque_core.domain.scoring import STAT_COUNTERS, seq_member, static_score, to_ms
 from fairque_core.domain.states import TaskEvent, next_state
 from fairque_core.domain.validation import validate_id, validate_queue_name
+from fairque_core.memory import limits
 from fairque_core.memory.wake import WakeSignal
 from fairque_core.ports import Clock, TokenSource, random_token
 
@@ -89,7 +91,9 @@ class TenantQueues:
     normal_live: dict[str, str] = attrs.field(factory=dict)  # member -> task id
     scheduled: int = 0
     leased: int = 0
-    counters: dict[str, int] = attrs.field(factory=lambda: dict.fromkeys(STAT_COUNTERS, 0))
+    counters: dict[str, int] = attrs.field(
+        factory=lambda: dict.fromkeys((*STAT_COUNTERS, *LIMIT_COUNTERS), 0)
+    )
 
     def has_ready(self) -> bool:
         return bool(self.critical) or bool(self.normal_live)
@@ -129,7 +133,9 @@ class ModelStore:
         self._dlq: dict[str, int] = {}  # task id -> moved ms
         self._first_push: dict[str, int] = {}  # tenant -> ms of its first counted push
         self._seq = 0
-        self._counters = dict.fromkeys(STAT_COUNTERS, 0)
+        self._counters = dict.fromkeys((*STAT_COUNTERS, *LIMIT_COUNTERS), 0)
+        # flow control (memory/limits.py): untouched until a limit is first set
+        self._limits = limits.LimitState()
         # one lock around every public method (re-entrant: batch methods call single ones)
         self._lock = threading.RLock()
         self._wake = WakeSignal(self._now)
@@ -194,7 +200,10 @@ class ModelStore:
             score = static_score(rec.message.priority, ready_ms, self._horizon_ms)
             heapq.heappush(tenant.normal, (score, member))
             tenant.normal_live[member] = task_id
-        self._fair.activate(user_id)
+        if self._limits.on:
+            limits.admit(self, user_id, self._now())  # unless a cap or a rate holds it
+        else:
+            self._fair.activate(user_id)
         self._wake.signal()
 
     def _remove_ready(self, task_id: str, rec: TaskRecord) -> None:
@@ -215,7 +224,13 @@ class ModelStore:
         self._wake.lower_next_due(due_ms)
 
     def _recompute_next_due(self) -> None:
-        self._wake.set_next_due(min(self._delayed.values()) if self._delayed else None)
+        """The earliest due time of a scheduled task or a parked tenant (or the queue's rate)."""
+        due = min(self._delayed.values()) if self._delayed else None
+        parked = self._limits.parked
+        if parked:
+            first = min(parked.values())
+            due = first if due is None else min(due, first)
+        self._wake.set_next_due(due)
 
     # ------------------------------------------------------------------ leases and records
     def _drop_lease(self, task_id: str, rec: TaskRecord) -> None:
@@ -224,6 +239,8 @@ class ModelStore:
         rec.token = ""
         rec.worker_id = ""
         rec.deadline_ms = 0
+        if self._limits.on:
+            limits.lease_ended(self, rec.message.user_id, self._now())
 
     def _leased(self, task_id: str, token: str, now: int) -> TaskRecord:
         rec = self._live(task_id, now)

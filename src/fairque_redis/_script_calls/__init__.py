@@ -14,6 +14,7 @@ any command is sent. One module per concept:
 - :mod:`.tenants`: weights and tiers, tenant statistics, the tenant list
 - :mod:`.operator`: purge waiting work, read tenants' weights and tiers
 - :mod:`.figures`: the tenants' fairness figures
+- :mod:`.limits`: flow control: change limits, read a tenant's standing against them
 - :mod:`.inspection`: reads of one task, queue sizes and statistics, the next due time
 """
 
@@ -24,6 +25,7 @@ from fairque_redis._script_calls.dlq import DlqCalls
 from fairque_redis._script_calls.figures import FigureCalls
 from fairque_redis._script_calls.inspection import InspectionCalls
 from fairque_redis._script_calls.leases import LeaseCalls
+from fairque_redis._script_calls.limits import LimitCalls
 from fairque_redis._script_calls.operator import OperatorCalls
 from fairque_redis._script_calls.records import decode_message, read_message, salvage_message
 from fairque_redis._script_calls.tasks import TaskCalls
@@ -33,6 +35,13 @@ __all__ = ["Call", "ScriptCalls", "decode_message", "read_message", "salvage_mes
 
 
 class ScriptCalls(
-    TaskCalls, LeaseCalls, DlqCalls, TenantCalls, InspectionCalls, OperatorCalls, FigureCalls
+    TaskCalls,
+    LeaseCalls,
+    DlqCalls,
+    TenantCalls,
+    InspectionCalls,
+    OperatorCalls,
+    FigureCalls,
+    LimitCalls,
 ):
     """Every script call of one queue, for one backend instance (holds its clock and tokens)."""

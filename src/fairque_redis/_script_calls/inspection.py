@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fairque_core.domain.enums import TaskState
+from fairque_core.domain.limits import LIMIT_COUNTERS
 from fairque_core.domain.models import Message, QueueSizes
 from fairque_core.domain.scoring import STAT_COUNTERS
 from fairque_core.domain.validation import validate_id
@@ -93,7 +94,7 @@ class InspectionCalls(CallsBase):
     def stats(self) -> Call[dict[str, int]]:
         def parse(reply: Any) -> dict[str, int]:
             got = pairs("stats", reply)
-            out = {name: got.get(name, 0) for name in STAT_COUNTERS}
+            out = {name: got.get(name, 0) for name in (*STAT_COUNTERS, *LIMIT_COUNTERS)}
             for name in _QUEUE_GAUGES:
                 out[name] = got.get(name, 0)
             return out

@@ -10,6 +10,7 @@ from typing import Any
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import TaskValidationError
 from fairque_core.domain.scoring import to_ms
+from fairque_core.ports import FinishItem
 from fairque_redis._script_calls.base import (
     Call,
     CallsBase,
@@ -44,17 +45,20 @@ class LeaseCalls(CallsBase):
 
         return Call("heartbeat", args, parse)
 
-    def finish(
-        self, items: Sequence[tuple[str, str, bytes | None]], *, strict: bool
-    ) -> Call[list[bool]]:
+    def finish(self, items: Sequence[FinishItem], *, strict: bool) -> Call[list[bool]]:
         args: list[Any] = [*self.header(), "1" if strict else "0", len(items)]
-        for task_id, token, result in items:
+        for item in items:
+            task_id, token, result = item[0], item[1], item[2]
+            xcom = item[3] if len(item) > 3 else None
             args += [
                 task_id,
                 token,
                 "0" if result is None else "1",
                 b"" if result is None else result,
+                len(xcom or {}),
             ]
+            for key, value in (xcom or {}).items():
+                args += [key, value]
         n = len(items)
 
         def parse(reply: Any) -> list[bool]:
@@ -71,6 +75,8 @@ class LeaseCalls(CallsBase):
         retry_delay: float | None,
         failure_type: FailureType,
         reason: str,
+        *,
+        error: str = "",
     ) -> Call[TaskState]:
         if retry_delay is None:
             delay = ""
@@ -81,7 +87,7 @@ class LeaseCalls(CallsBase):
                 raise TaskValidationError("retry_delay", retry_delay, "must be finite")
             delay = str(to_ms(retry_delay))
         ftype = FailureType(failure_type).value
-        args = [*self.header(), task_id, token, delay, ftype, str(reason)]
+        args = [*self.header(), task_id, token, delay, ftype, str(reason), str(error)]
 
         def parse(reply: Any) -> TaskState:
             state = _STATES.get(to_text(reply)) if isinstance(reply, (bytes, str)) else None

@@ -31,6 +31,7 @@ def encode_meta(message: Message) -> str:
         and not message.depends_on
         and not message.headers
         and not message.name
+        and not message.unique_key
         and type(message.max_retries) is int
         and type(message.created_at) is float
         and type(message.delay) in (int, float)
@@ -42,16 +43,19 @@ def encode_meta(message: Message) -> str:
             f'["{_DEFAULT_CT}",{message.max_retries},{message.created_at!r},'
             f'{message.delay!r},[],{{}},""]'
         )
+    fields: list[Any] = [
+        message.content_type,
+        message.max_retries,
+        message.created_at,
+        message.delay,
+        list(message.depends_on),
+        dict(message.headers),
+        message.name,
+    ]
+    if message.unique_key:  # two more fields only when set: older records have seven
+        fields += [message.unique_key, message.unique_window]
     return json.dumps(
-        [
-            message.content_type,
-            message.max_retries,
-            message.created_at,
-            message.delay,
-            list(message.depends_on),
-            dict(message.headers),
-            message.name,
-        ],
+        fields,
         separators=(",", ":"),
         allow_nan=False,
     )
@@ -60,7 +64,8 @@ def encode_meta(message: Message) -> str:
 def decode_message(fields: Sequence[Any]) -> Message:
     """A Message from the six fields a script returns: id, user, priority, retries, meta, body."""
     task_id, user_id, priority, retry_count, meta, body = fields
-    content_type, max_retries, created_at, delay, deps, headers, name = json.loads(meta)
+    content_type, max_retries, created_at, delay, deps, headers, name, *unique = json.loads(meta)
+    unique_key, unique_window = unique if unique else ("", 0.0)
     return Message(
         task_id=to_text(task_id),
         user_id=to_text(user_id),
@@ -74,6 +79,8 @@ def decode_message(fields: Sequence[Any]) -> Message:
         depends_on=tuple(deps),
         headers=headers,
         name=name,
+        unique_key=unique_key,
+        unique_window=unique_window,
     )
 
 

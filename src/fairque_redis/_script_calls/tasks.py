@@ -15,7 +15,7 @@ from fairque_core.domain.errors import (
 from fairque_core.domain.models import Claimed, Lease, Message
 from fairque_core.domain.scoring import to_ms
 from fairque_core.domain.validation import validate_id
-from fairque_redis._script_calls.base import Call, CallsBase, contract, int_list, int_reply, to_text
+from fairque_redis._script_calls.base import Call, CallsBase, contract, int_reply, to_text
 from fairque_redis._script_calls.records import (
     UNREADABLE,
     encode_meta,
@@ -34,12 +34,19 @@ class TaskCalls(CallsBase):
         validate_id(message.user_id, "user_id")
         for dep in message.depends_on:
             validate_id(dep, "depends_on")
+        if message.unique_key:
+            validate_id(message.unique_key, "unique_key")
         if not isinstance(message.priority, Priority):
             raise TaskValidationError("priority", message.priority, "must be a Priority")
         if len(message.body) > self.config.max_payload_bytes:
             raise PayloadTooLargeError(len(message.body), self.config.max_payload_bytes)
 
     def push(self, messages: Sequence[Message]) -> Call[list[bool]]:
+        inner = self.push_detailed(messages)
+        return Call(inner.script, inner.args, lambda r: [s for s, _ in inner.parse(r)])
+
+    def push_detailed(self, messages: Sequence[Message]) -> Call[list[tuple[bool, str]]]:
+        """Per message ``(stored, holder)``: see the port's ``push_batch_detailed``."""
         for message in messages:
             self.check_message(message)
         args: list[Any] = self.header()
@@ -52,15 +59,23 @@ class TaskCalls(CallsBase):
                 to_ms(m.delay),
                 encode_meta(m),
                 m.body,
+                m.unique_key,
+                to_ms(m.unique_window) if m.unique_key else 0,
                 len(m.depends_on),
                 *m.depends_on,
             ]
-        n = len(messages)
+        ids = [m.task_id for m in messages]
 
-        def parse(reply: Any) -> list[bool]:
-            flags = int_list("push", reply)
-            contract("push", len(flags) == n, reply)
-            return [f == 1 for f in flags]
+        def parse(reply: Any) -> list[tuple[bool, str]]:
+            contract("push", isinstance(reply, list) and len(reply) == len(ids), reply)
+            out: list[tuple[bool, str]] = []
+            for task_id, flag in zip(ids, reply, strict=True):
+                if isinstance(flag, (bytes, str)):  # a unique duplicate: the holder's id
+                    out.append((False, to_text(flag)))
+                else:
+                    contract("push", flag in (0, 1), reply)
+                    out.append((flag == 1, task_id))
+            return out
 
         return Call("push", args, parse)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from fairque_core.domain.errors import TaskValidationError
+from fairque_core.domain.limits import LIMIT_COUNTERS
 from fairque_core.domain.scoring import STAT_COUNTERS, stride_for
 from fairque_core.domain.validation import check_tenant_page, validate_id
 from fairque_redis._script_calls.base import Call, CallsBase, contract, pairs, to_text
@@ -31,7 +32,7 @@ class TenantCalls(CallsBase):
 
         def parse(reply: Any) -> dict[str, int]:
             got = pairs("stats", reply)
-            out = {name: got.get(name, 0) for name in STAT_COUNTERS}
+            out = {name: got.get(name, 0) for name in (*STAT_COUNTERS, *LIMIT_COUNTERS)}
             for name in _TENANT_GAUGES:
                 out[name] = got.get(name, 0)
             return out

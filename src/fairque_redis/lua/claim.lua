@@ -35,11 +35,16 @@ end
 local tokens_at = i
 
 fq_move_due(q)
+-- flow control (_include/limits.lua): parked tenants due again, then per start the queue-wide
+-- limits, the tenant's rate and cap
+local limited = fq_limits_on(q)
+if limited then fq_unpark_due(q) end
 local out = {q.now, 0}
 local deadline = fq_int(q.now + lease_ms)
 local n = 0
 local leases = {} -- deadline, id, ...: one ZADD for the batch below
 while n < count do
+  if limited and not fq_queue_may_start(q, n) then break end
   local u = fq_pick(q, groups)
   if u == nil then break end
   local id = fq_serve(q, u, groups ~= nil)
@@ -47,12 +52,17 @@ while n < count do
   n = n + 1
   local key = fq_task_key(q, id)
   -- cdl: the claim's deadline; a lease that expires still at it never started (refund)
+  -- lc: a lease of a queue with limits (its end looks at the tenant's cap)
   redis.call('HSET', key, 'st', 'started', 'tok', token, 'wk', worker, 'dl', deadline,
-    'cdl', deadline)
+    'cdl', deadline, 'lc', limited and '1' or '0')
   leases[2 * n - 1] = deadline
   leases[2 * n] = id
   fq_bump(q, u, 'leased', 1)
   fq_bump(q, u, 'claimed', 1)
+  if limited then
+    fq_limits_after_start(q, u)
+    fq_queue_started(q)
+  end
   local v = redis.call('HMGET', key, 'p', 'rc', 'm', 'b', 'rec')
   table.insert(out, id)
   table.insert(out, u)

@@ -26,7 +26,8 @@ for _, id in ipairs(ids) do
   if v[1] ~= false and redis.call('ZREM', q.dlq, id) == 1 then
     n = n + 1
     redis.call('HSET', key, 'rc', '0', 'rec', '0', 'rs', '')
-    redis.call('HDEL', key, 'ft')
+    redis.call('HDEL', key, 'ft', 'err')
+    redis.call('DEL', fq_done_key(q, id)) -- alive again: result waiters must wait anew
     local r = {
       id = id, user = v[1], priority = tonumber(v[2]) or FQ_DEFAULT_PRIORITY,
       seq = tonumber(v[3]) or 0,

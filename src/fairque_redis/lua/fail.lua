@@ -6,6 +6,7 @@
   ARGV[1..7] common header (see _include/core.lua)
   ARGV[8] task id  ARGV[9] token  ARGV[10] retry delay ms ('' = no retry: DLQ)
   ARGV[11] failure type (failed|expired|poisoned)  ARGV[12] reason
+  ARGV[13] the failure record kept with a task that goes to the DLQ (field err; '' = none)
   Returns: the task's new state ('scheduled' or 'failed'); repeated with the same token while
            the task is still in that state (a lost reply, sent again), that state, no change
   Errors: FQ_E_LEASE_LOST <id>
@@ -29,6 +30,9 @@ if ARGV[10] ~= '' then
   fq_bump(q, r.user, 'retried', 1)
   fq_schedule(q, r, q.now + math.max(0, tonumber(ARGV[10])))
 else
+  if ARGV[13] ~= nil and ARGV[13] ~= '' then
+    redis.call('HSET', fq_task_key(q, id), 'err', ARGV[13])
+  end
   fq_to_dlq(q, r, ARGV[11], ARGV[12])
 end
 fq_close(q)

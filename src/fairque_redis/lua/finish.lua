@@ -6,9 +6,12 @@
   ARGV[1..7] common header (see _include/core.lua)
   ARGV[8] 1 = fail with FQ_E_LEASE_LOST on a lost lease (single finish: N must be 1, since an
           error reply does not undo the items before it), 0 = report it
-  ARGV[9] number of items N, then per item: task id, token, has result (0|1), result
+  ARGV[9] number of items N, then per item: task id, token, has result (0|1), result, X, then
+          X pairs of XCom key and encoded value
   A finished record drops its body and metadata (b, m) and counts its result's size in the
-  result_bytes counter.
+  result_bytes counter. Its XCom values go to xcom:<tenant>:<id> in the same step (so a child
+  never sees a finished parent without them), kept as long as the record; the task's end is
+  notified (fq_ended: result waiters wake, its unique key is held for its window).
   Returns: array of N integers, 1 = finished, 0 = lease lost (item left unchanged). A finish
            repeated with the token that finished the task (a lost reply, sent again) is 1 and
            changes nothing: a finished task keeps its last lease token in `tok`.
@@ -27,7 +30,9 @@ local unlease = {}
 local i = 10
 for k = 1, n do
   local id, token, has, result = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  i = i + 4
+  local nx = tonumber(ARGV[i + 4])
+  local xat = i + 5
+  i = i + 5 + 2 * nx
   local r = fq_rec(q, id)
   if r ~= nil and r.state == 'finished' and token ~= '' and r.token == token then
     out[k] = 1 -- a repeat of this lease's finish (its reply was lost): done, nothing changes
@@ -46,11 +51,18 @@ for k = 1, n do
     -- the payload goes: the body and the message metadata only a run needs (the record keeps
     -- state, tenant, priority, retry count and result for the result TTL; docs/delivery.md)
     redis.call('HDEL', fq_task_key(q, id), 'b', 'm')
+    if nx > 0 then
+      local xkey = fq_xcom_key(q, r.user, id)
+      redis.call('DEL', xkey)
+      redis.call('HSET', xkey, unpack(ARGV, xat, xat + 2 * nx - 1))
+      if q.server_time then redis.call('PEXPIRE', xkey, fq_int(math.max(q.result_ttl_ms, 1))) end
+    end
     r.state = 'finished'
     fq_bump(q, r.user, 'finished', 1)
     if has == '1' then fq_bump(q, r.user, 'result_bytes', #result) end
     local kids = fq_release_dependents(q, r)
     fq_expire_record(q, r, kids > 0)
+    fq_ended(q, r)
     out[k] = 1
   end
 end

@@ -8,7 +8,8 @@
   ARGV[8]  number of messages N
   then per message: id, user, priority (1-6), delay ms, meta (opaque), body, D, D parent ids
   Returns: array of N integers, 1 = stored, 0 = known id (duplicate)
-  Errors: FQ_E_BAD_ID, FQ_E_BAD_ARG, FQ_E_TOO_LARGE <size> <limit>, FQ_E_UNKNOWN_DEP <id>
+  Errors: FQ_E_BAD_ID, FQ_E_BAD_ARG, FQ_E_TOO_LARGE <size> <limit>, FQ_E_UNKNOWN_DEP <id>,
+  FQ_E_QUEUE_FULL <cap> <tenant> (max_queued; the refusal is counted, nothing else written)
   Every dependency must name a live task or one earlier in the batch; all messages are checked
   before the first write, so a refused batch changes nothing.
 ]]
@@ -54,6 +55,10 @@ for k = 1, n do
   at[k] = i
   i = i + MESSAGE_FIELDS + nd
 end
+
+-- max_queued (flow control, _include/limits.lua): a push over a tenant's cap is refused whole
+local full = fq_limits_check_push(q, ARGV, at, n)
+if full ~= nil then return full end
 
 -- per call, not per task: the formatted clock, scores by priority, pushes by tenant
 local now_s = fq_int(now)

@@ -84,11 +84,17 @@ end
 -- read once per call
 local function fq_meta(q)
   if q.vtime == nil then
-    local v = redis.call('HMGET', q.meta, 'vtime', 'seq', 'ready', 'act')
+    local v = redis.call('HMGET', q.meta, 'vtime', 'seq', 'ready', 'act', 'lim', 'lim:q',
+      'qtat', 'qhold')
     q.vtime = tonumber(v[1] or '0')
     q.seq = tonumber(v[2] or '0')
     q.ready_base = tonumber(v[3] or '0')
     q.act = tonumber(v[4] or '0')
+    -- flow control (limits.lua): any limit ever set, the queue-wide record, its GCRA state
+    q.lim_on = v[5] == '1'
+    q.qlim = v[6] or ''
+    q.qtat = tonumber(v[7] or '0')
+    q.qhold = tonumber(v[8] or '0')
   end
 end
 

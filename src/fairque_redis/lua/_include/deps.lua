@@ -53,5 +53,6 @@ local function fq_to_dlq(q, r, ftype, reason)
   r.state = 'failed'
   redis.call('ZADD', q.dlq, fq_int(q.now), r.id)
   fq_bump(q, r.user, 'dead', 1)
+  fq_ended(q, r)
   fq_cancel_dependents(q, r)
 end

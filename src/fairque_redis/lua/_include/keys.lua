@@ -51,6 +51,27 @@ local function fq_active_key(q, tier)
   return q.prefix .. 'active:' .. tier
 end
 
+-- per task, results (KeySpace.done, .xcom): the end notification list of a task, and the
+-- XCom values of a task of tenant u (the tenant's length first: ids may hold ':')
+local function fq_done_key(q, id)
+  return q.prefix .. 'done:' .. id
+end
+
+local function fq_xcom_key(q, u, id)
+  return q.prefix .. 'xcom:' .. #u .. ':' .. u .. ':' .. id
+end
+
+-- per tenant and unique key (KeySpace.unique): who holds the key
+local function fq_unique_key(q, u, key)
+  return q.prefix .. 'uniq:' .. #u .. ':' .. u .. ':' .. key
+end
+
+-- tenants (and the queue, member `|queue`) held by a rate limit, scored by the time they may
+-- start again (KeySpace.parked; flow control, limits.lua)
+local function fq_parked_key(q)
+  return q.prefix .. 'parked'
+end
+
 -- derived queue-wide keys (KeySpace.tenants, .wake, .sched)
 local function fq_tenants_key(q)
   return q.prefix .. 'tenants'

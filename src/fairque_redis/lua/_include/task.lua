@@ -7,12 +7,12 @@
   A record read into Lua (fq_rec) names them in full: id, state, user, priority, seq, ready_ms,
   due_ms, delay_ms, token, recoveries.
 ]]
---- @include "tenant"
+--- @include "limits"
 
 -- the live record of task `id` (nil when absent or past its logical expiry)
 local function fq_rec(q, id)
   local v = redis.call('HMGET', fq_task_key(q, id),
-    'st', 'u', 'p', 'seq', 'exp', 'rd', 'due', 'dms', 'tok', 'rec')
+    'st', 'u', 'p', 'seq', 'exp', 'rd', 'due', 'dms', 'tok', 'rec', 'lc')
   -- a hash without a state or a tenant (damaged behind the client's back) cannot be accounted
   -- for: it reads as absent (a lease on it is lost; the reaper drops its stray lease entry)
   if v[1] == false or v[2] == false then return nil end
@@ -22,6 +22,7 @@ local function fq_rec(q, id)
     id = id, state = v[1], user = v[2], priority = tonumber(v[3]) or FQ_DEFAULT_PRIORITY,
     seq = tonumber(v[4]) or 0, ready_ms = tonumber(v[6]) or 0, due_ms = tonumber(v[7]) or 0,
     delay_ms = tonumber(v[8]) or 0, token = v[9], recoveries = tonumber(v[10]) or 0,
+    limited = v[11] == '1', -- lc: claimed while limits were in use (limits.lua)
   }
 end
 
@@ -96,6 +97,7 @@ local function fq_drop_lease(q, r, fields, unlease, keep_token)
     table.insert(unlease, r.id)
   end
   fq_bump(q, r.user, 'leased', -1)
+  if r.limited then fq_limits_lease_ended(q, r.user) end
   local args = {'tok', keep_token and r.token or '', 'wk', '', 'dl', '0'}
   if fields ~= nil then
     local n_args = #args

@@ -56,13 +56,17 @@ end
 local function fq_tenant(q, u)
   local t = q.tenant_cache[u]
   if t == nil then
-    local v = redis.call('HMGET', fq_tenant_key(q, u), 'pass', 'stride', 'tier', 'act')
+    local v = redis.call('HMGET', fq_tenant_key(q, u), 'pass', 'stride', 'tier', 'act',
+      'lim', 'tat', 'hold', 'capd')
+    -- lim/tat/hold/capd: flow control (limits.lua): own limits, GCRA tat (us), no start
+    -- before `hold` (ms), capped
     t = {
       pass = tonumber(v[1]) or 0,
       stride = tonumber(v[2]) or FQ_DEFAULT_STRIDE,
       tier = tonumber(v[3]) or 0,
       act = tonumber(v[4]),
       dirty = false,
+      lim = v[5] or '', tat = tonumber(v[6]) or 0, hold = tonumber(v[7]), capd = v[8] == '1',
     }
     q.tenant_cache[u] = t
     if t.act == nil then fq_migrate_member(q, u, t) end
@@ -88,9 +92,18 @@ local function fq_place(q, u, t)
     fq_active_member(u, t.act))
 end
 
+-- a tenant with ready work joins its active set (a newcomer's entry), unless a limit holds
+-- it (limits.admit): capped, it waits for a lease to end; throttled, it is parked by time
 local function fq_activate(q, u)
   if fq_is_active(q, u) then return end
   local t = fq_tenant(q, u)
+  if t.capd then return end
+  if t.hold ~= nil and t.hold > q.now then
+    if redis.call('ZADD', fq_parked_key(q), 'NX', fq_int(t.hold), u) == 1 then
+      q.resched = true
+    end
+    return
+  end
   local tier = fq_int(fq_tier(q, t))
   local vt = fq_vtime(q, tier)
   if vt > t.pass then t.pass = vt end

@@ -1,0 +1,25 @@
+#!lua flags=no-writes
+--[[ limits_get: where a tenant stands against its limits (InMemoryBackend.limit_status).
+
+  KEYS[1] meta  KEYS[2] stats  KEYS[3] tiers  KEYS[4] delayed  KEYS[5] leases  KEYS[6] dlq
+  (derived) tenant:<t> ts:<t> c:<t> n:<t>
+  ARGV[1..7] common header (see _include/core.lua)
+  ARGV[8] tenant id
+  Returns: {now ms, own record, tier default record, running, queued, capped (0|1), tat (us),
+           cap_hits, throttles, refusals} (records as stored: `mr,rate,burst,mq`)
+]]
+--- @include "_include/limits"
+
+local q = fq_open(KEYS, ARGV)
+local u = ARGV[8]
+local v = redis.call('HMGET', fq_tenant_key(q, u), 'lim', 'tier', 'capd', 'tat')
+local tier = fq_int(tonumber(v[2]) or 0)
+local s = redis.call('HMGET', fq_tenant_stats_key(q, u), 'leased', 'scheduled', 'cap_hits',
+  'throttles', 'refusals')
+local queued = redis.call('LLEN', fq_critical_key(q, u)) + redis.call('ZCARD', fq_normal_key(q, u))
+  + (tonumber(s[2]) or 0)
+return {
+  q.now, v[1] or '', redis.call('HGET', q.meta, 'lim:' .. tier) or '',
+  tonumber(s[1]) or 0, queued, v[3] == '1' and 1 or 0, fq_int(tonumber(v[4]) or 0),
+  tonumber(s[3]) or 0, tonumber(s[4]) or 0, tonumber(s[5]) or 0,
+}
