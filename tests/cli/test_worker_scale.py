@@ -93,7 +93,9 @@ def test_supervisor_restarts_a_killed_child_and_no_task_is_lost(
     runs.touch()
     n = 40
     with connect(server_url, queue=queue_name) as queue:
-        ids = queue.push_batch([Task.create("acme", Priority.NORMAL, {"args": [k]}, name="work") for k in range(n)])
+        ids = queue.push_batch(
+            [Task.create("acme", Priority.NORMAL, {"args": [k]}, name="work") for k in range(n)]
+        )
         env = {"RUNS_FILE": str(runs), "FAIRQUE_QUEUE__LEASE_SECONDS": "2"}
         args = ["--url", server_url, "--queue", queue_name, "worker", "--processes", "2"]
         args += ["--handler", "scalehandlers:registry", "--concurrency", "2"]
@@ -104,9 +106,7 @@ def test_supervisor_restarts_a_killed_child_and_no_task_is_lost(
             first = sorted(_children(proc.pid))
             victim = first[0]
             os.kill(victim, signal.SIGKILL)
-            _wait(
-                lambda: len(set(_children(proc.pid)) - set(first)) == 1, 30, "a new child"
-            )
+            _wait(lambda: len(set(_children(proc.pid)) - set(first)) == 1, 30, "a new child")
             states = lambda: [queue.get_state(t) for t in ids]  # noqa: E731
             _wait(lambda: all(s is TaskState.FINISHED for s in states()), 60, "every task")
         finally:
@@ -119,7 +119,8 @@ def test_supervisor_restarts_a_killed_child_and_no_task_is_lost(
     assert set(done) == set(range(n))  # nothing lost
     again = {k for k, c in done.items() if c > 1}
     victim_runs = {
-        int(k) for k, pid in (line.split() for line in runs.read_text().splitlines())
+        int(k)
+        for k, pid in (line.split() for line in runs.read_text().splitlines())
         if int(pid) == victim
     }
     assert again <= victim_runs  # only what the killed child held ran twice (redelivered)
