@@ -137,13 +137,15 @@ async def gather_tenant_facts(
     stored_weights = stored if isinstance(stored, Mapping) else {}
     config_weights = queue.config.tenant_weight_table()
     known = dict(known_weights or {})
+    fairness_by = _fairness_by_tenant(
+        await _maybe_call(queue, "get_tenant_fairness", list(tenants))
+    )
     gate = asyncio.Semaphore(CONCURRENCY)
 
     async def one(tenant: str) -> TenantFacts:
         async with gate:
             stats = await queue.get_tenant_stats(tenant)
             limits = await _maybe_call(queue, "get_tenant_limits", tenant)
-            fairness = await _maybe_call(queue, "get_tenant_fairness", tenant)
             weight = _float(await _maybe_call(queue, "get_tenant_weight", tenant))
         source = "queue" if weight is not None else ""
         if weight is None and tenant in stored_weights:
@@ -161,10 +163,21 @@ async def gather_tenant_facts(
             weight=weight,
             weight_source=source,
             limits=limits if isinstance(limits, Mapping) else None,
-            fairness=fairness if isinstance(fairness, Mapping) else None,
+            fairness=fairness_by.get(tenant),
         )
 
     return list(await asyncio.gather(*(one(t) for t in tenants)))
+
+
+def _fairness_by_tenant(reading: object) -> dict[str, Mapping[str, Any]]:
+    """``get_tenant_fairness`` of one page (values with ``as_dict``, or mappings) by tenant."""
+    out: dict[str, Mapping[str, Any]] = {}
+    for item in reading if isinstance(reading, (list, tuple)) else ():
+        as_dict = getattr(item, "as_dict", None)
+        values = as_dict() if callable(as_dict) else item
+        if isinstance(values, Mapping) and isinstance(values.get("tenant"), str):
+            out[values["tenant"]] = values
+    return out
 
 
 def _lookup(facts: TenantFacts, *keys: str) -> Any:
@@ -246,6 +259,12 @@ def oldest_ready_age(facts: TenantFacts) -> float | None:
     return _float(_lookup(facts, "oldest_ready_age", "oldest_ready_seconds"))
 
 
+def starving(facts: TenantFacts) -> str | None:
+    """The starvation alarm's reason ("lag"), "-" when not starving (fairness figures)."""
+    value = _lookup(facts, "starving_reason")
+    return None if value is None else (str(value) or "-")
+
+
 def wait_p99(facts: TenantFacts) -> float | None:
     """Enqueue-to-start wait, 99th percentile, seconds (fairness figures)."""
     return _float(_lookup(facts, "wait_p99", "wait_p99_seconds"))
@@ -274,6 +293,7 @@ TENANT_COLUMNS: tuple[Column, ...] = (
     Column(key="lag", heading="lag", figure=lag, fmt="float"),
     Column(key="oldest", heading="oldest ready", figure=oldest_ready_age, fmt="seconds"),
     Column(key="p99", heading="wait p99", figure=wait_p99, fmt="seconds"),
+    Column(key="alarm", heading="starving", figure=starving, fmt="text"),
 )
 
 SORT_KEYS = frozenset({"tenant", "share"} | {c.key for c in TENANT_COLUMNS})

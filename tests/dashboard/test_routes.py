@@ -86,8 +86,10 @@ def test_tenants_page_sort_filter_and_paging(seeded: Env) -> None:
         table = client.get("/tenants?partial=table")
         assert table.status_code == 200
         assert "<html" not in table.text
-        # figures the queue lacks are n/a, not errors
-        assert 'data-col="lag">n/a<' in page.text
+        # figures the queue lacks are n/a, not errors; get_tenant_fairness gives lag and alarm
+        assert 'data-col="p99">n/a<' in page.text
+        assert 'data-col="lag">n/a<' not in page.text
+        assert 'data-col="alarm">-<' in page.text
 
 
 @pytest.mark.parametrize(
