@@ -42,6 +42,8 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("src/fairque_core/app/scheduler_async.py", "src/fairque_core/app/scheduler.py"),
     ("src/fairque_core/app/engine_reads_async.py", "src/fairque_core/app/engine_reads.py"),
     ("src/fairque_core/app/engine_schedules_async.py", "src/fairque_core/app/engine_schedules.py"),
+    ("src/fairque_core/app/engine_results_async.py", "src/fairque_core/app/engine_results.py"),
+    ("src/fairque_core/app/handles_async.py", "src/fairque_core/app/handles.py"),
 )
 
 # Whole names, renamed in code (by unasync's tokenizer) and in prose (by TEXT_RULES).
@@ -65,6 +67,11 @@ NAMES: dict[str, str] = {
     "AsyncScheduleMixin": "ScheduleMixin",
     "engine_reads_async": "engine_reads",
     "engine_schedules_async": "engine_schedules",
+    "AsyncResultMixin": "ResultMixin",
+    "AsyncTaskHandle": "TaskHandle",
+    "AsyncResultSource": "ResultSource",
+    "engine_results_async": "engine_results",
+    "handles_async": "handles",
 }
 
 # Regular expressions applied to the whole text after the token pass, in this order.

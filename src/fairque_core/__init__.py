@@ -7,13 +7,17 @@ from fairque_core.app.config import (
     TierConfig,
     WorkerConfig,
 )
+from fairque_core.app.context import TaskContext, current_task_context
 from fairque_core.app.engine import FairQueue
 from fairque_core.app.engine_async import AsyncFairQueue
 from fairque_core.app.handlers import RegistryHandler, TaskHandler, TaskRegistry, task
+from fairque_core.app.handles import TaskHandle
+from fairque_core.app.handles_async import AsyncTaskHandle
 from fairque_core.app.scheduler import Scheduler
 from fairque_core.app.scheduler_async import AsyncScheduler
 from fairque_core.app.worker import Worker
 from fairque_core.app.worker_async import AsyncWorker
+from fairque_core.app.workflows import Chain, Chord, Group, chain, chord, group
 from fairque_core.domain.deps import check_batch, dependency_edges, find_cycle, topological_order
 from fairque_core.domain.enums import FailureType, Priority, TaskState
 from fairque_core.domain.errors import (
@@ -31,17 +35,22 @@ from fairque_core.domain.errors import (
     PayloadTooLargeError,
     PluginError,
     RedisConnectionError,
+    ResultTimeoutError,
     ScheduleValidationError,
     ScriptContractError,
+    TaskCanceledError,
+    TaskFailedError,
     TaskNotFoundError,
     TaskSerializationError,
     TaskTimeoutError,
     TaskValidationError,
     UnknownTaskError,
     UnsafeServerConfigError,
+    XComTooLargeError,
 )
 from fairque_core.domain.limits import Limits, LimitStatus, TenantQueueFullError
 from fairque_core.domain.models import Claimed, DLQEntry, Lease, Message, QueueSizes, Task
+from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.retry import RetryDecision, RetrySchedule, decide
 from fairque_core.domain.schedules import Misfire, Schedule, ScheduleInfo, TaskTemplate
 from fairque_core.domain.states import TERMINAL_STATES, TRANSITIONS, TaskEvent, next_state
@@ -56,10 +65,13 @@ __all__ = [
     "AsyncInMemoryBackend",
     "AsyncQueueBackend",
     "AsyncScheduler",
+    "AsyncTaskHandle",
     "AsyncWorker",
     "BackendError",
     "BackendOutOfMemoryError",
     "BackendPermissionError",
+    "Chain",
+    "Chord",
     "Claimed",
     "Clock",
     "ConfigurationError",
@@ -70,6 +82,7 @@ __all__ = [
     "FairQueue",
     "FairQueueConfig",
     "FairQueueError",
+    "Group",
     "InMemoryBackend",
     "InvalidTransition",
     "Lease",
@@ -89,6 +102,7 @@ __all__ = [
     "RedisConfig",
     "RedisConnectionError",
     "RegistryHandler",
+    "ResultTimeoutError",
     "RetryDecision",
     "RetrySchedule",
     "Schedule",
@@ -97,9 +111,14 @@ __all__ = [
     "Scheduler",
     "ScriptContractError",
     "Task",
+    "TaskCanceledError",
+    "TaskContext",
     "TaskEvent",
+    "TaskFailedError",
+    "TaskHandle",
     "TaskHandler",
     "TaskNotFoundError",
+    "TaskOutcome",
     "TaskRegistry",
     "TaskSerializationError",
     "TaskState",
@@ -113,10 +132,15 @@ __all__ = [
     "UnsafeServerConfigError",
     "Worker",
     "WorkerConfig",
+    "XComTooLargeError",
+    "chain",
     "check_batch",
+    "chord",
+    "current_task_context",
     "decide",
     "dependency_edges",
     "find_cycle",
+    "group",
     "next_state",
     "task",
     "topological_order",

@@ -26,15 +26,29 @@ Shared rules:
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Mapping, Sequence
+from typing import Protocol, TypeAlias
 
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.limits import LimitStatus
 from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
+from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.tenant_figures import TenantFairness
 
-__all__ = ["AsyncQueueBackend", "Clock", "QueueBackend", "TokenSource", "random_token"]
+__all__ = [
+    "AsyncQueueBackend",
+    "Clock",
+    "FinishItem",
+    "QueueBackend",
+    "TokenSource",
+    "random_token",
+]
+
+#: One item of ``finish_batch``: ``(task_id, token, result)``, or with the task's XCom values
+#: (key -> encoded value) as a fourth element.
+FinishItem: TypeAlias = (
+    tuple[str, str, bytes | None] | tuple[str, str, bytes | None, Mapping[str, bytes]]
+)
 
 
 class Clock(Protocol):
@@ -74,6 +88,16 @@ class QueueBackend(Protocol):
         """``push`` for many messages in one round trip, in order; one flag per message."""
         ...
 
+    def push_batch_detailed(self, messages: Sequence[Message]) -> list[tuple[bool, str]]:
+        """``push_batch``, telling per message ``(stored, holder)``: ``holder`` is the id of
+        the task that now stands for it: its own id when stored or when that id was known,
+        else the id of the live task with the same ``unique_key`` (same tenant), or of one
+        that ended less than its ``unique_window`` ago (earlier in the same batch included).
+        A unique duplicate stores nothing and counts in ``duplicates``. A task holds its key
+        from its push until it ends, then for its window (none: the key is free at once).
+        """
+        ...
+
     def claim(
         self,
         *,
@@ -107,8 +131,19 @@ class QueueBackend(Protocol):
         """
         ...
 
-    def finish(self, task_id: str, token: str, result: bytes | None = None) -> None:
+    def finish(
+        self,
+        task_id: str,
+        token: str,
+        result: bytes | None = None,
+        xcom: Mapping[str, bytes] | None = None,
+    ) -> None:
         """Mark the task FINISHED, keep ``result`` for the result TTL, drop the lease.
+
+        ``xcom`` (key -> encoded value) is stored in the same atomic step, for the result
+        TTL, under the task's tenant (read back by :meth:`xcom_get`), so a dependent never
+        sees a finished parent without its values. The result reads as the XCom key
+        ``return_value``. Every waiter of :meth:`wait_done` is woken.
 
         Idempotent per lease: repeated with the token that finished the task (its reply was
         lost and the caller sends it again), it succeeds and changes nothing, the first
@@ -117,8 +152,8 @@ class QueueBackend(Protocol):
         """
         ...
 
-    def finish_batch(self, items: Sequence[tuple[str, str, bytes | None]]) -> list[bool]:
-        """``finish`` for many ``(task_id, token, result)`` in one round trip.
+    def finish_batch(self, items: Sequence[FinishItem]) -> list[bool]:
+        """``finish`` for many ``(task_id, token, result[, xcom])`` in one round trip.
 
         One flag per item: True when finished, False when its lease was lost (that item is
         left unchanged; the others still finish). Never raises LeaseLostError.
@@ -133,11 +168,14 @@ class QueueBackend(Protocol):
         retry_delay: float | None,
         failure_type: FailureType = FailureType.FAILED,
         reason: str = "",
+        error: str = "",
     ) -> TaskState:
         """Record a failed attempt.
 
         ``retry_delay`` not None: retry_count + 1, SCHEDULED after the delay. None: into the
-        dead-letter queue with ``failure_type`` and ``reason`` (state FAILED).
+        dead-letter queue with ``failure_type`` and ``reason`` (state FAILED), with ``error``
+        (the failure record, ``outcomes.error_record``) kept with the task for
+        :meth:`get_outcome`; waiters of :meth:`wait_done` are woken.
         """
         ...
 
@@ -162,6 +200,24 @@ class QueueBackend(Protocol):
     def get_state(self, task_id: str) -> TaskState | None: ...
 
     def get_result(self, task_id: str) -> bytes | None: ...
+
+    def get_outcome(self, task_id: str) -> TaskOutcome | None:
+        """State, result, reason, failure type and failure record in one read; None for an
+        unknown or expired task."""
+        ...
+
+    def wait_done(self, task_id: str, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds (> 0) for the notification that the task ended
+        (finished, failed for good, canceled): True when it came (or had come within the
+        result TTL), False on timeout. Every waiter is woken, not only one. A hint: read
+        :meth:`get_outcome` after it."""
+        ...
+
+    def xcom_get(self, tenant: str, items: Sequence[tuple[str, str]]) -> list[bytes | None]:
+        """The XCom values ``(task_id, key)`` of tasks of ``tenant``, encoded, in order; None
+        for a value that is absent, expired, or belongs to a task of another tenant (which
+        reads exactly as absent). Key ``return_value`` is the finished task's result."""
+        ...
 
     def queue_sizes(self, user_ids: Sequence[str]) -> dict[str, QueueSizes]: ...
 
@@ -292,6 +348,8 @@ class AsyncQueueBackend(Protocol):
 
     async def push_batch(self, messages: Sequence[Message]) -> list[bool]: ...
 
+    async def push_batch_detailed(self, messages: Sequence[Message]) -> list[tuple[bool, str]]: ...
+
     async def claim(
         self,
         *,
@@ -310,9 +368,15 @@ class AsyncQueueBackend(Protocol):
         self, items: Sequence[tuple[str, str]], lease_seconds: float | None = None
     ) -> list[float | None]: ...
 
-    async def finish(self, task_id: str, token: str, result: bytes | None = None) -> None: ...
+    async def finish(
+        self,
+        task_id: str,
+        token: str,
+        result: bytes | None = None,
+        xcom: Mapping[str, bytes] | None = None,
+    ) -> None: ...
 
-    async def finish_batch(self, items: Sequence[tuple[str, str, bytes | None]]) -> list[bool]: ...
+    async def finish_batch(self, items: Sequence[FinishItem]) -> list[bool]: ...
 
     async def fail(
         self,
@@ -322,6 +386,7 @@ class AsyncQueueBackend(Protocol):
         retry_delay: float | None,
         failure_type: FailureType = FailureType.FAILED,
         reason: str = "",
+        error: str = "",
     ) -> TaskState: ...
 
     async def release(self, task_id: str, token: str) -> None: ...
@@ -335,6 +400,14 @@ class AsyncQueueBackend(Protocol):
     async def get_state(self, task_id: str) -> TaskState | None: ...
 
     async def get_result(self, task_id: str) -> bytes | None: ...
+
+    async def get_outcome(self, task_id: str) -> TaskOutcome | None: ...
+
+    async def wait_done(self, task_id: str, timeout: float) -> bool: ...
+
+    async def xcom_get(
+        self, tenant: str, items: Sequence[tuple[str, str]]
+    ) -> list[bytes | None]: ...
 
     async def queue_sizes(self, user_ids: Sequence[str]) -> dict[str, QueueSizes]: ...
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from redis.asyncio import Redis
@@ -24,9 +24,10 @@ from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import BackendPermissionError, LeaseLostError
 from fairque_core.domain.limits import LimitStatus
 from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
+from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_core.domain.validation import check_wait_timeout, validate_id
-from fairque_core.ports import AsyncQueueBackend, Clock, TokenSource, random_token
+from fairque_core.ports import AsyncQueueBackend, Clock, FinishItem, TokenSource, random_token
 from fairque_redis._client_options import (
     MIN_BLOCK_SECONDS,
     blocking_seconds,
@@ -251,6 +252,11 @@ class AsyncRedisBackend:
             return []
         return await self._run(self._planner.push(messages))
 
+    async def push_batch_detailed(self, messages: Sequence[Message]) -> list[tuple[bool, str]]:
+        if not messages:
+            return []
+        return await self._run(self._planner.push_detailed(messages))
+
     async def claim(
         self,
         *,
@@ -287,10 +293,17 @@ class AsyncRedisBackend:
             return []
         return await self._run(self._planner.heartbeat(items, lease_seconds, strict=False))
 
-    async def finish(self, task_id: str, token: str, result: bytes | None = None) -> None:
-        await self._run(self._planner.finish([(task_id, token, result)], strict=True))
+    async def finish(
+        self,
+        task_id: str,
+        token: str,
+        result: bytes | None = None,
+        xcom: Mapping[str, bytes] | None = None,
+    ) -> None:
+        item: FinishItem = (task_id, token, result) if not xcom else (task_id, token, result, xcom)
+        await self._run(self._planner.finish([item], strict=True))
 
-    async def finish_batch(self, items: Sequence[tuple[str, str, bytes | None]]) -> list[bool]:
+    async def finish_batch(self, items: Sequence[FinishItem]) -> list[bool]:
         if not items:
             return []
         return await self._run(self._planner.finish(items, strict=False))
@@ -303,8 +316,9 @@ class AsyncRedisBackend:
         retry_delay: float | None,
         failure_type: FailureType = FailureType.FAILED,
         reason: str = "",
+        error: str = "",
     ) -> TaskState:
-        call = self._planner.fail(task_id, token, retry_delay, failure_type, reason)
+        call = self._planner.fail(task_id, token, retry_delay, failure_type, reason, error=error)
         return await self._run(call)
 
     async def release(self, task_id: str, token: str) -> None:
@@ -325,6 +339,29 @@ class AsyncRedisBackend:
 
     async def get_result(self, task_id: str) -> bytes | None:
         return await self._run(self._planner.get_result(task_id))
+
+    async def get_outcome(self, task_id: str) -> TaskOutcome | None:
+        return await self._run(self._planner.get_outcome(task_id))
+
+    async def wait_done(self, task_id: str, timeout: float) -> bool:
+        """Block on the task's end notification (``done:<id>``, one token the ending script
+        leaves for the result TTL) with ``BLMOVE done done``: it rotates the list onto itself,
+        so the token stays and every waiter wakes. At most the client's socket timeout
+        allows (the caller waits again for the rest)."""
+        validate_id(task_id, "task_id")
+        seconds = blocking_seconds(check_wait_timeout(timeout), self._client)
+        key = self._keys.done(task_id)
+        with translate_errors("wait_done", writes=False):
+            if seconds < MIN_BLOCK_SECONDS:
+                return bool(await self._client.exists(key))
+            # redis-py types the timeout int; the server takes decimal seconds (6.0+)
+            got = await self._client.blmove(key, key, seconds, "LEFT", "RIGHT")  # type: ignore[arg-type]
+        return got is not None
+
+    async def xcom_get(self, tenant: str, items: Sequence[tuple[str, str]]) -> list[bytes | None]:
+        if not items:
+            return []
+        return await self._run(self._planner.xcom_get(tenant, items))
 
     async def queue_sizes(self, user_ids: Sequence[str]) -> dict[str, QueueSizes]:
         call = self._planner.queue_sizes(user_ids)

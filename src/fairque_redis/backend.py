@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from redis import Redis
@@ -22,9 +22,10 @@ from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import BackendPermissionError, LeaseLostError
 from fairque_core.domain.limits import LimitStatus
 from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
+from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_core.domain.validation import check_wait_timeout, validate_id
-from fairque_core.ports import Clock, QueueBackend, TokenSource, random_token
+from fairque_core.ports import Clock, FinishItem, QueueBackend, TokenSource, random_token
 from fairque_redis._client_options import (
     MIN_BLOCK_SECONDS,
     blocking_seconds,
@@ -249,6 +250,11 @@ class RedisBackend:
             return []
         return self._run(self._planner.push(messages))
 
+    def push_batch_detailed(self, messages: Sequence[Message]) -> list[tuple[bool, str]]:
+        if not messages:
+            return []
+        return self._run(self._planner.push_detailed(messages))
+
     def claim(
         self,
         *,
@@ -283,10 +289,17 @@ class RedisBackend:
             return []
         return self._run(self._planner.heartbeat(items, lease_seconds, strict=False))
 
-    def finish(self, task_id: str, token: str, result: bytes | None = None) -> None:
-        self._run(self._planner.finish([(task_id, token, result)], strict=True))
+    def finish(
+        self,
+        task_id: str,
+        token: str,
+        result: bytes | None = None,
+        xcom: Mapping[str, bytes] | None = None,
+    ) -> None:
+        item: FinishItem = (task_id, token, result) if not xcom else (task_id, token, result, xcom)
+        self._run(self._planner.finish([item], strict=True))
 
-    def finish_batch(self, items: Sequence[tuple[str, str, bytes | None]]) -> list[bool]:
+    def finish_batch(self, items: Sequence[FinishItem]) -> list[bool]:
         if not items:
             return []
         return self._run(self._planner.finish(items, strict=False))
@@ -299,8 +312,9 @@ class RedisBackend:
         retry_delay: float | None,
         failure_type: FailureType = FailureType.FAILED,
         reason: str = "",
+        error: str = "",
     ) -> TaskState:
-        call = self._planner.fail(task_id, token, retry_delay, failure_type, reason)
+        call = self._planner.fail(task_id, token, retry_delay, failure_type, reason, error=error)
         return self._run(call)
 
     def release(self, task_id: str, token: str) -> None:
@@ -321,6 +335,29 @@ class RedisBackend:
 
     def get_result(self, task_id: str) -> bytes | None:
         return self._run(self._planner.get_result(task_id))
+
+    def get_outcome(self, task_id: str) -> TaskOutcome | None:
+        return self._run(self._planner.get_outcome(task_id))
+
+    def wait_done(self, task_id: str, timeout: float) -> bool:
+        """Block on the task's end notification (``done:<id>``, one token the ending script
+        leaves for the result TTL) with ``BLMOVE done done``: it rotates the list onto itself,
+        so the token stays and every waiter wakes. At most the client's socket timeout
+        allows (the caller waits again for the rest)."""
+        validate_id(task_id, "task_id")
+        seconds = blocking_seconds(check_wait_timeout(timeout), self._client)
+        key = self._keys.done(task_id)
+        with translate_errors("wait_done", writes=False):
+            if seconds < MIN_BLOCK_SECONDS:
+                return bool(self._client.exists(key))
+            # redis-py types the timeout int; the server takes decimal seconds (6.0+)
+            got = self._client.blmove(key, key, seconds, "LEFT", "RIGHT")  # type: ignore[arg-type]
+        return got is not None
+
+    def xcom_get(self, tenant: str, items: Sequence[tuple[str, str]]) -> list[bytes | None]:
+        if not items:
+            return []
+        return self._run(self._planner.xcom_get(tenant, items))
 
     def queue_sizes(self, user_ids: Sequence[str]) -> dict[str, QueueSizes]:
         call = self._planner.queue_sizes(user_ids)

@@ -206,6 +206,7 @@ SCRIPTS: Mapping[str, ScriptSpec] = {
         ScriptSpec("requeue_expired"),
         ScriptSpec("cancel"),
         ScriptSpec("get", writes=False),
+        ScriptSpec("xcom_get", writes=False),
         ScriptSpec("sizes", writes=False),
         ScriptSpec("stats", writes=False),
         ScriptSpec("tenants", writes=False),

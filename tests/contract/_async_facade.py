@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from fairque_core import QueueBackend
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
+from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.tenant_figures import TenantFairness
-from fairque_core.ports import AsyncQueueBackend
+from fairque_core.ports import AsyncQueueBackend, FinishItem
 
 __all__ = ["SyncOverAsync"]
 
@@ -75,6 +76,9 @@ class SyncOverAsync:
     def push_batch(self, messages: Sequence[Message]) -> list[bool]:
         return self._call(self._backend.push_batch(messages))
 
+    def push_batch_detailed(self, messages: Sequence[Message]) -> list[tuple[bool, str]]:
+        return self._call(self._backend.push_batch_detailed(messages))
+
     def claim(
         self,
         *,
@@ -102,10 +106,16 @@ class SyncOverAsync:
     ) -> list[float | None]:
         return self._call(self._backend.heartbeat_batch(items, lease_seconds))
 
-    def finish(self, task_id: str, token: str, result: bytes | None = None) -> None:
-        self._call(self._backend.finish(task_id, token, result))
+    def finish(
+        self,
+        task_id: str,
+        token: str,
+        result: bytes | None = None,
+        xcom: Mapping[str, bytes] | None = None,
+    ) -> None:
+        self._call(self._backend.finish(task_id, token, result, xcom))
 
-    def finish_batch(self, items: Sequence[tuple[str, str, bytes | None]]) -> list[bool]:
+    def finish_batch(self, items: Sequence[FinishItem]) -> list[bool]:
         return self._call(self._backend.finish_batch(items))
 
     def fail(
@@ -116,10 +126,16 @@ class SyncOverAsync:
         retry_delay: float | None,
         failure_type: FailureType = FailureType.FAILED,
         reason: str = "",
+        error: str = "",
     ) -> TaskState:
         return self._call(
             self._backend.fail(
-                task_id, token, retry_delay=retry_delay, failure_type=failure_type, reason=reason
+                task_id,
+                token,
+                retry_delay=retry_delay,
+                failure_type=failure_type,
+                reason=reason,
+                error=error,
             )
         )
 
@@ -174,6 +190,15 @@ class SyncOverAsync:
 
     def get_result(self, task_id: str) -> bytes | None:
         return self._call(self._backend.get_result(task_id))
+
+    def get_outcome(self, task_id: str) -> TaskOutcome | None:
+        return self._call(self._backend.get_outcome(task_id))
+
+    def wait_done(self, task_id: str, timeout: float) -> bool:
+        return self._call(self._backend.wait_done(task_id, timeout))
+
+    def xcom_get(self, tenant: str, items: Sequence[tuple[str, str]]) -> list[bytes | None]:
+        return self._call(self._backend.xcom_get(tenant, items))
 
     def queue_sizes(self, user_ids: Sequence[str]) -> dict[str, QueueSizes]:
         return self._call(self._backend.queue_sizes(user_ids))

@@ -18,12 +18,15 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
+from fairque_core.app import context
 from fairque_core.app import engine_support as common
 from fairque_core.app.backend_loading import open_backend
 from fairque_core.app.config import FairQueueConfig, QueueConfig
 from fairque_core.app.deprecation import renamed_keyword, warn_renamed
 from fairque_core.app.engine_reads import ReadMixin
+from fairque_core.app.engine_results import ResultMixin
 from fairque_core.app.engine_schedules import ScheduleMixin
+from fairque_core.app.handles import TaskHandle
 from fairque_core.app.messages import (
     decode_claimed,
     encode_result,
@@ -40,8 +43,9 @@ from fairque_core.domain.errors import (
 )
 from fairque_core.domain.limits import LIMIT_FIELDS, LimitStatus
 from fairque_core.domain.models import Message, Task
+from fairque_core.domain.outcomes import error_record
 from fairque_core.domain.validation import check_wait_timeout
-from fairque_core.ports import QueueBackend
+from fairque_core.ports import FinishItem, QueueBackend
 
 __all__ = ["FairQueue"]
 
@@ -49,7 +53,7 @@ __all__ = ["FairQueue"]
 _MAX_POISON_ROUNDS = 16
 
 
-class FairQueue(ReadMixin, ScheduleMixin):
+class FairQueue(ResultMixin, ReadMixin, ScheduleMixin):
     """A fair multi-tenant queue: push, claim with leases, finish, fail, inspect.
 
     ``plugins`` are hook implementations added to the defaults (JSON codec, retry policy);
@@ -136,15 +140,17 @@ class FairQueue(ReadMixin, ScheduleMixin):
         return True if check is None else bool(check())
 
     # ------------------------------------------------------------------ push
-    def push(self, task: Task) -> str:
-        """Store ``task``; returns its id. A known id is a no-op (idempotent push)."""
+    def push(self, task: Task) -> TaskHandle:
+        """Store ``task``; returns its handle: the id (a ``str``), ``.duplicate`` and
+        ``await .get(timeout)`` for the result (ADR 27). A known id is a no-op (idempotent
+        push); so is a task whose ``unique_key`` a live task holds: the handle is then that
+        task's id, with ``duplicate`` True."""
         message = to_message(task, self._plugins, self._config)
-        created = self._backend.push(message)
-        self._event("pushed", task, duplicate=not created)
-        return task.task_id
+        [handle] = self._store([task], [message])
+        return handle
 
-    def push_batch(self, tasks: Sequence[Task]) -> list[str]:
-        """Store many tasks in one backend call; ids in the order given.
+    def push_batch(self, tasks: Sequence[Task]) -> list[TaskHandle]:
+        """Store many tasks in one backend call; handles (ids) in the order given.
 
         Dependency cycles inside the batch are rejected before anything is written, and the
         batch is sent parents first, so a task may depend on one later in ``tasks``.
@@ -156,10 +162,9 @@ class FairQueue(ReadMixin, ScheduleMixin):
         ordered = common.ordered_for_push(tasks)
         now = time.time()
         messages = [to_message(t, self._plugins, self._config, now) for t in ordered]
-        created = self._backend.push_batch(messages)
-        for task, new in zip(ordered, created, strict=True):
-            self._event("pushed", task, duplicate=not new)
-        return [t.task_id for t in tasks]
+        handles = self._store(ordered, messages)
+        by_id = {t.task_id: h for t, h in zip(ordered, handles, strict=True)}
+        return [by_id[t.task_id] for t in tasks]
 
     # ------------------------------------------------------------------ claim
     def claim(
@@ -239,6 +244,7 @@ class FairQueue(ReadMixin, ScheduleMixin):
                         recoveries=item.recoveries,
                         worker_id=worker_id,
                     )
+                context.register(task, self)  # the handler's XCom context (ADR 27)
                 out.append(task)
             if not poisoned or len(claimed) < want:
                 break
@@ -272,7 +278,11 @@ class FairQueue(ReadMixin, ScheduleMixin):
         """
         lease = common.require_lease(task)
         body = encode_result(task.task_id, result, self._config.max_payload_bytes)
-        self._backend.finish(task.task_id, lease.token, body)
+        xcom = context.take(task)  # the handler's XCom values, stored in the same step
+        if xcom:
+            self._backend.finish(task.task_id, lease.token, body, xcom)
+        else:
+            self._backend.finish(task.task_id, lease.token, body)
         self._event("finished", task, run_seconds=run_seconds)
 
     def finish_many(
@@ -290,14 +300,18 @@ class FairQueue(ReadMixin, ScheduleMixin):
         A task whose lease is lost (or that carries none) gets False and changes nothing.
         Results that are not JSON-serializable raise TaskSerializationError before any write.
         """
-        entries: list[tuple[str, str, bytes | None]] = []
+        entries: list[FinishItem] = []
         positions: list[int] = []
         done = [False] * len(items)
         for index, (task, result) in enumerate(items):
             body = encode_result(task.task_id, result, self._config.max_payload_bytes)
             if task.lease is None:
                 continue
-            entries.append((task.task_id, task.lease.token, body))
+            xcom = context.take(task)  # the handler's XCom values, stored in the same step
+            if xcom:
+                entries.append((task.task_id, task.lease.token, body, xcom))
+            else:
+                entries.append((task.task_id, task.lease.token, body))
             positions.append(index)
         if not entries:
             return done
@@ -306,9 +320,9 @@ class FairQueue(ReadMixin, ScheduleMixin):
             flags = list(batch(entries))
         else:  # a third-party backend without the batch call: one call per task
             flags = []
-            for task_id, token, body in entries:
+            for entry in entries:
                 try:
-                    self._backend.finish(task_id, token, body)
+                    self._backend.finish(*entry)
                 except LeaseLostError:
                     flags.append(False)
                 else:
@@ -331,12 +345,16 @@ class FairQueue(ReadMixin, ScheduleMixin):
         """
         lease = common.require_lease(task)
         decision = common.decide(self._plugins, task, error)
+        context.discard(task)
+        # a final failure keeps the error (type, message, traceback summary) with the task
+        final = {} if decision.retry_delay is not None else {"error": error_record(error)}
         state = self._backend.fail(
             task.task_id,
             lease.token,
             retry_delay=decision.retry_delay,
             failure_type=decision.failure_type,
             reason=decision.reason,
+            **final,
         )
         self._emit_failure(task, decision, run_seconds)
         return state
@@ -392,6 +410,7 @@ class FairQueue(ReadMixin, ScheduleMixin):
     def release(self, task: Task) -> None:
         """Give a claimed task back unstarted: at the head of its queue, no attempt counted."""
         lease = common.require_lease(task)
+        context.discard(task)
         self._backend.release(task.task_id, lease.token)
         self._event("released", task)
 

@@ -16,6 +16,8 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar, overload
 
+from fairque_core.app.context import current_task_context
+from fairque_core.app.workflows import INJECT_HEADER
 from fairque_core.domain.enums import Priority
 from fairque_core.domain.errors import TaskSerializationError, TaskValidationError, UnknownTaskError
 from fairque_core.domain.models import Task
@@ -30,6 +32,13 @@ __all__ = [
 ]
 
 R = TypeVar("R")
+
+# keywords of TaskFunction.create that are task options, not function arguments
+_CREATE_OPTIONS = ("task_id", "priority", "execute_after", "depends_on", "max_retries", "headers")
+
+
+async def _awaited(value: Awaitable[Any]) -> Any:
+    return await value
 
 
 class TaskHandler:
@@ -124,6 +133,24 @@ class TaskFunction(Generic[R]):
         )
 
     __call__ = create
+
+    def step(self, user_id: str, *args: Any, **kwargs: Any) -> Task:
+        """``create`` for a chain step or a chord callback: the arguments are checked with
+        the injected parent result(s) in front, which the worker passes as the first
+        argument (``workflows``, ADR 27); only the rest are stored. Task options
+        (``task_id``, ``priority`` ...) are keywords, as for ``create``."""
+        options = {k: kwargs.pop(k) for k in _CREATE_OPTIONS if k in kwargs}
+        self._check_args((None, *args), kwargs)
+        priority = options.pop("priority", None)
+        max_retries = options.pop("max_retries", None)
+        return Task.create(
+            user_id,
+            self.priority if priority is None else priority,
+            {"args": list(args), "kwargs": dict(kwargs)},
+            name=self.name,
+            max_retries=self.max_retries if max_retries is None else max_retries,
+            **options,
+        )
 
     def call(self, *args: Any, **kwargs: Any) -> Any:
         """Run the function directly (a coroutine for an async function)."""
@@ -262,8 +289,22 @@ def task(
     return target.task(name, priority=priority, max_retries=max_retries, bind=bind)
 
 
+def _injected(task: Task, parents: list[Any], args: list[Any]) -> list[Any]:
+    """``args`` with the parents' results in front, as a chord or chain step takes them."""
+    kind = task.headers.get(INJECT_HEADER)
+    if kind == "chord":
+        return [parents, *args]
+    if kind == "chain":
+        return [parents[0] if parents else None, *args]
+    return args
+
+
 class RegistryHandler(TaskHandler):
-    """Runs registered task functions by ``task.name``; nothing outside the registry."""
+    """Runs registered task functions by ``task.name``; nothing outside the registry.
+
+    A chord's callback gets the list of its members' results as its first argument, a
+    chain's step the result of the step before (``workflows``, ADR 27).
+    """
 
     def __init__(self, registry: TaskRegistry | None = None) -> None:
         self.registry = registry if registry is not None else default_registry
@@ -271,6 +312,11 @@ class RegistryHandler(TaskHandler):
     def process_task(self, task: Task) -> object:
         function = self.registry.get(task.name)
         args, kwargs = function.arguments(task)
+        if INJECT_HEADER in task.headers:
+            parents = current_task_context().parent_results()
+            if inspect.isawaitable(parents):
+                parents = asyncio.run(_awaited(parents))
+            args = _injected(task, parents, args)
         result = function.fn(*args, **kwargs)
         if inspect.iscoroutine(result):
             return asyncio.run(result)
@@ -279,6 +325,11 @@ class RegistryHandler(TaskHandler):
     async def process_task_async(self, task: Task) -> object:
         function = self.registry.get(task.name)
         args, kwargs = function.arguments(task)
+        if INJECT_HEADER in task.headers:
+            parents = current_task_context().parent_results()
+            if inspect.isawaitable(parents):
+                parents = await parents
+            args = _injected(task, parents, args)
         if function.is_async:
             return await function.fn(*args, **kwargs)
         return await asyncio.to_thread(function.fn, *args, **kwargs)

@@ -71,6 +71,8 @@ def to_message(
         depends_on=task.depends_on,
         headers=dict(task.headers),
         name=task.name,
+        unique_key=task.unique_key,
+        unique_window=task.unique_window_seconds,
     )
 
 
@@ -103,6 +105,8 @@ def decode_message(message: Message, host: PluginHostLike, lease: Lease | None =
             depends_on=message.depends_on,
             headers=message.headers,
             name=message.name,
+            unique_key=message.unique_key,
+            unique_window_seconds=message.unique_window,
             lease=lease,
         )
     except (TaskValidationError, TypeError, ValueError) as exc:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
+from fairque_core.app import context as task_context
 from fairque_core.app import hookspecs
 from fairque_core.app.builtin_plugins import DEFAULT_PLUGINS, retry_decision
 from fairque_core.domain.errors import FairQueueError, PluginError, TaskSerializationError
@@ -310,13 +311,15 @@ class PluginHost:
         self._broadcast("fairque_task_event", event=event, task=task, queue=queue, info=info)
 
     def execute(self, task: Task, call: Callable[[], object], *, queue: str = "") -> object:
-        """Run ``call`` through the execution wrappers; returns its result.
+        """Run ``call`` through the execution wrappers, with the task's context current
+        (:func:`fairque_core.current_task_context`); returns its result.
 
         The exception raised by ``call`` itself propagates unchanged; a plugin's own failure
         is a PluginError.
         """
         hook = "fairque_task_execute"
         state: dict[str, Any] = {"called": False, "error": None}
+        call = task_context.bind(task, call)  # current_task_context() inside the handler
 
         def guarded() -> object:
             state["called"] = True

@@ -56,6 +56,16 @@ def _check_payload(_inst: object, _attribute: attrs.Attribute[Any], value: objec
         raise TaskValidationError("payload", value, "must be a mapping")
 
 
+def _check_unique_key(_inst: object, _attribute: attrs.Attribute[Any], value: object) -> None:
+    if value != "":
+        validate_id(value, "unique_key")
+
+
+def _check_window(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if check_finite(value, attribute.name) < 0:
+        raise TaskValidationError(attribute.name, value, "must be >= 0")
+
+
 def _to_tuple(value: Iterable[str]) -> tuple[str, ...]:
     if isinstance(value, str):
         raise TaskValidationError("depends_on", value, "must be a sequence of task ids, not a str")
@@ -98,6 +108,10 @@ class Task:
         factory=dict, converter=_freeze_headers, validator=_check_headers
     )
     name: str = ""
+    #: while a task with this key (same tenant) is queued, scheduled, waiting or running, or
+    #: ended less than ``unique_window_seconds`` ago, pushing another one is a duplicate
+    unique_key: str = attrs.field(default="", validator=_check_unique_key)
+    unique_window_seconds: float = attrs.field(default=0.0, validator=_check_window)
     lease: Lease | None = attrs.field(default=None, eq=False, repr=False)
 
     @classmethod
@@ -113,8 +127,15 @@ class Task:
         depends_on: Sequence[str] = (),
         headers: Mapping[str, str] | None = None,
         name: str = "",
+        unique_key: str | None = None,
+        unique_window_seconds: float | None = None,
     ) -> Task:
-        """A new task with a UUID4 id (unless ``task_id`` is given) created now."""
+        """A new task with a UUID4 id (unless ``task_id`` is given) created now.
+
+        ``unique_key``: a second push of a task with the same key (same tenant) while this
+        one is queued or running, or within ``unique_window_seconds`` after it ended, stores
+        nothing and returns this task's id (``TaskHandle.duplicate`` is True).
+        """
         now = time.time()
         if not isinstance(priority, Priority):
             try:
@@ -132,6 +153,8 @@ class Task:
             depends_on=tuple(depends_on),
             headers=headers,
             name=name,
+            unique_key=unique_key if unique_key is not None else "",
+            unique_window_seconds=unique_window_seconds or 0.0,
         )
 
     def is_ready_to_execute(self, now: float | None = None) -> bool:
@@ -161,6 +184,9 @@ class Message:
     depends_on: tuple[str, ...] = ()
     headers: Mapping[str, str] = attrs.field(factory=dict)
     name: str = ""
+    #: the push deduplication key (``""``: none) and its window in seconds after the task ends
+    unique_key: str = ""
+    unique_window: float = 0.0
 
 
 @attrs.frozen(kw_only=True)

@@ -9,17 +9,18 @@ The one exception is ``wait_for_work``, which blocks, so it waits on a worker th
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from fairque_core.app.config import QueueConfig
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.limits import LimitStatus
 from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
+from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_core.domain.validation import check_wait_timeout
 from fairque_core.memory.model import InMemoryBackend
 from fairque_core.memory.schedules import AsyncScheduleOps
-from fairque_core.ports import Clock, TokenSource
+from fairque_core.ports import Clock, FinishItem, TokenSource
 
 __all__ = ["AsyncInMemoryBackend"]
 
@@ -61,6 +62,9 @@ class AsyncInMemoryBackend(AsyncScheduleOps):
     async def push_batch(self, messages: Sequence[Message]) -> list[bool]:
         return self._model.push_batch(messages)
 
+    async def push_batch_detailed(self, messages: Sequence[Message]) -> list[tuple[bool, str]]:
+        return self._model.push_batch_detailed(messages)
+
     async def claim(
         self,
         *,
@@ -83,15 +87,21 @@ class AsyncInMemoryBackend(AsyncScheduleOps):
     ) -> float:
         return self._model.heartbeat(task_id, token, lease_seconds)
 
-    async def finish(self, task_id: str, token: str, result: bytes | None = None) -> None:
-        self._model.finish(task_id, token, result)
+    async def finish(
+        self,
+        task_id: str,
+        token: str,
+        result: bytes | None = None,
+        xcom: Mapping[str, bytes] | None = None,
+    ) -> None:
+        self._model.finish(task_id, token, result, xcom)
 
     async def heartbeat_batch(
         self, items: Sequence[tuple[str, str]], lease_seconds: float | None = None
     ) -> list[float | None]:
         return self._model.heartbeat_batch(items, lease_seconds)
 
-    async def finish_batch(self, items: Sequence[tuple[str, str, bytes | None]]) -> list[bool]:
+    async def finish_batch(self, items: Sequence[FinishItem]) -> list[bool]:
         return self._model.finish_batch(items)
 
     async def fail(
@@ -102,9 +112,15 @@ class AsyncInMemoryBackend(AsyncScheduleOps):
         retry_delay: float | None,
         failure_type: FailureType = FailureType.FAILED,
         reason: str = "",
+        error: str = "",
     ) -> TaskState:
         return self._model.fail(
-            task_id, token, retry_delay=retry_delay, failure_type=failure_type, reason=reason
+            task_id,
+            token,
+            retry_delay=retry_delay,
+            failure_type=failure_type,
+            reason=reason,
+            error=error,
         )
 
     async def release(self, task_id: str, token: str) -> None:
@@ -124,6 +140,15 @@ class AsyncInMemoryBackend(AsyncScheduleOps):
 
     async def get_result(self, task_id: str) -> bytes | None:
         return self._model.get_result(task_id)
+
+    async def get_outcome(self, task_id: str) -> TaskOutcome | None:
+        return self._model.get_outcome(task_id)
+
+    async def wait_done(self, task_id: str, timeout: float) -> bool:
+        return await asyncio.to_thread(self._model.wait_done, task_id, timeout)
+
+    async def xcom_get(self, tenant: str, items: Sequence[tuple[str, str]]) -> list[bytes | None]:
+        return self._model.xcom_get(tenant, items)
 
     async def queue_sizes(self, user_ids: Sequence[str]) -> dict[str, QueueSizes]:
         return self._model.queue_sizes(user_ids)

@@ -41,6 +41,7 @@ class DLQOps(ModelStore):
         rec.moved_ms = now
         self._dlq[task_id] = now
         self._bump("dead", self._tenant(rec.message.user_id))
+        self._ended(rec, now)
         self._cancel_dependents(task_id, rec, now)
 
     @locked
@@ -83,6 +84,7 @@ class DLQOps(ModelStore):
             rec.recoveries = 0
             rec.failure_type = None
             rec.reason = ""
+            rec.error = ""
             self._bump("dlq_requeued", self._tenant(rec.message.user_id))
             self._move(rec, TaskEvent.DLQ_REQUEUE)
             self._make_ready(task_id, rec, now)

@@ -13,7 +13,7 @@ recognised by the token kept on the record and changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import attrs
 
@@ -23,6 +23,7 @@ from fairque_core.domain.scoring import to_ms
 from fairque_core.domain.states import TaskEvent
 from fairque_core.memory.dlq import DLQOps
 from fairque_core.memory.store import check_limit, locked
+from fairque_core.ports import FinishItem
 
 __all__ = ["LeaseOps"]
 
@@ -52,7 +53,13 @@ class LeaseOps(DLQOps):
         return deadlines
 
     @locked
-    def finish(self, task_id: str, token: str, result: bytes | None = None) -> None:
+    def finish(
+        self,
+        task_id: str,
+        token: str,
+        result: bytes | None = None,
+        xcom: Mapping[str, bytes] | None = None,
+    ) -> None:
         now = self._now()
         done = self._live(task_id, now)
         if done is not None and done.state is TaskState.FINISHED and token and done.token == token:
@@ -62,6 +69,7 @@ class LeaseOps(DLQOps):
         rec.token = token  # kept, so that a repeat of this finish is recognised
         self._move(rec, TaskEvent.FINISH)
         rec.result = result
+        rec.xcom = dict(xcom or {})  # the same step as the finish (XCom, ADR 27)
         self._bump("finished", self._tenant(rec.message.user_id))
         self._bump("result_bytes", self._tenant(rec.message.user_id), len(result or b""))
         rec.message = attrs.evolve(rec.message, body=b"")  # the payload goes (issue 16)
@@ -69,11 +77,11 @@ class LeaseOps(DLQOps):
         self._release_dependents(rec, task_id, now)
 
     @locked
-    def finish_batch(self, items: Sequence[tuple[str, str, bytes | None]]) -> list[bool]:
+    def finish_batch(self, items: Sequence[FinishItem]) -> list[bool]:
         done: list[bool] = []
-        for task_id, token, result in items:
+        for item in items:
             try:
-                self.finish(task_id, token, result)
+                self.finish(item[0], item[1], item[2], item[3] if len(item) > 3 else None)
             except LeaseLostError:
                 done.append(False)
             else:
@@ -89,6 +97,7 @@ class LeaseOps(DLQOps):
         retry_delay: float | None,
         failure_type: FailureType = FailureType.FAILED,
         reason: str = "",
+        error: str = "",
     ) -> TaskState:
         now = self._now()
         done = self._live(task_id, now)
@@ -110,6 +119,7 @@ class LeaseOps(DLQOps):
             self._move(rec, TaskEvent.FAIL_RETRY)
             self._schedule(task_id, rec, now + max(0, to_ms(retry_delay)))
         else:
+            rec.error = error
             self._to_dlq(
                 task_id,
                 rec,

@@ -29,20 +29,21 @@ from fairque_core.domain.validation import (
     check_wait_timeout,
     validate_id,
 )
-from fairque_core.memory.figures import FigureOps
 from fairque_core.memory import limits
+from fairque_core.memory.figures import FigureOps
 from fairque_core.memory.leases import LeaseOps
 from fairque_core.memory.limit_ops import LimitOps
 from fairque_core.memory.purge import OperatorOps
+from fairque_core.memory.results import ResultOps
 from fairque_core.memory.schedules import ScheduleOps
-from fairque_core.memory.store import TaskRecord, locked
+from fairque_core.memory.store import TaskRecord, UniqueHold, locked
 
 __all__ = ["InMemoryBackend"]
 
 _ALIVE = (TaskState.SCHEDULED, TaskState.DEFERRED, TaskState.QUEUED, TaskState.STARTED)
 
 
-class InMemoryBackend(LeaseOps, ScheduleOps, OperatorOps, FigureOps, LimitOps):
+class InMemoryBackend(LeaseOps, ScheduleOps, OperatorOps, ResultOps, FigureOps, LimitOps):
     """The reference backend. ``clock`` returns epoch seconds (default ``time.time``);
     ``token_source`` makes lease tokens (default :func:`fairque_core.ports.random_token`)."""
 
@@ -53,6 +54,10 @@ class InMemoryBackend(LeaseOps, ScheduleOps, OperatorOps, FigureOps, LimitOps):
 
     @locked
     def push_batch(self, messages: Sequence[Message]) -> list[bool]:
+        return [stored for stored, _holder in self.push_batch_detailed(messages)]
+
+    @locked
+    def push_batch_detailed(self, messages: Sequence[Message]) -> list[tuple[bool, str]]:
         for message in messages:
             self._check_message(message)
         now = self._now()
@@ -66,16 +71,20 @@ class InMemoryBackend(LeaseOps, ScheduleOps, OperatorOps, FigureOps, LimitOps):
             seen.add(message.task_id)
         if self._limits.on:
             limits.check_push(self, messages, now)  # max_queued: the whole batch or nothing
-        results: list[bool] = []
-        for message in messages:
-            results.append(self._push_one(message, now))
-        return results
+        return [self._push_one(message, now) for message in messages]
 
-    def _push_one(self, message: Message, now: int) -> bool:
+    def _push_one(self, message: Message, now: int) -> tuple[bool, str]:
         tenant = self._tenant(message.user_id)
         if self._live(message.task_id, now) is not None:
             self._bump("duplicates", tenant)
-            return False
+            return False, message.task_id
+        if message.unique_key:
+            slot = (message.user_id, message.unique_key)
+            hold = self._unique.get(slot)
+            if hold is not None and (hold.until_ms is None or hold.until_ms > now):
+                self._bump("duplicates", tenant)
+                return False, hold.task_id
+            self._unique[slot] = UniqueHold(message.task_id)
         self._seq += 1
         due_ms = now + max(0, to_ms(message.delay))
         waiting: set[str] = set()
@@ -114,7 +123,7 @@ class InMemoryBackend(LeaseOps, ScheduleOps, OperatorOps, FigureOps, LimitOps):
             self._schedule(message.task_id, rec, due_ms)
         elif entry is TaskEvent.PUSH_READY:
             self._make_ready(message.task_id, rec, now)
-        return True
+        return True, message.task_id
 
     # ------------------------------------------------------------------ claim
     def _move_due(self, now: int) -> None:

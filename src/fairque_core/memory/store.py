@@ -37,7 +37,7 @@ from fairque_core.memory import limits
 from fairque_core.memory.wake import WakeSignal
 from fairque_core.ports import Clock, TokenSource, random_token
 
-__all__ = ["ModelStore", "TaskRecord", "TenantQueues", "check_limit", "locked"]
+__all__ = ["ModelStore", "TaskRecord", "TenantQueues", "UniqueHold", "check_limit", "locked"]
 
 _Store = TypeVar("_Store", bound="ModelStore")
 _P = ParamSpec("_P")
@@ -82,6 +82,17 @@ class TaskRecord:
     moved_ms: int = 0
     result: bytes | None = None
     expires_ms: int | None = None
+    # the failure record stored with a final failure, and the XCom values written at finish
+    error: str = ""
+    xcom: dict[str, bytes] = attrs.field(factory=dict)
+
+
+@attrs.define
+class UniqueHold:
+    """Who holds a (tenant, unique key): its task, and until when once the task ended."""
+
+    task_id: str
+    until_ms: int | None = None
 
 
 @attrs.define
@@ -139,6 +150,10 @@ class ModelStore:
         # one lock around every public method (re-entrant: batch methods call single ones)
         self._lock = threading.RLock()
         self._wake = WakeSignal(self._now)
+        # result waiters (wait_done) sleep on this; every end of a task notifies all of them
+        self._done = threading.Condition(self._lock)
+        # (tenant, unique key) -> [holding task id, until ms (None while the task lives)]
+        self._unique: dict[tuple[str, str], UniqueHold] = {}
 
     @property
     def queue(self) -> str:
@@ -250,6 +265,21 @@ class ModelStore:
 
     def _close_record(self, rec: TaskRecord, now: int) -> None:
         rec.expires_ms = now + to_ms(self._config.result_ttl_seconds)
+        self._ended(rec, now)
+
+    def _ended(self, rec: TaskRecord, now: int) -> None:
+        """The task ended (finished, failed for good, canceled): its unique key is held for
+        its window from now (or freed), and every result waiter is woken."""
+        message = rec.message
+        if message.unique_key:
+            hold = self._unique.get((message.user_id, message.unique_key))
+            if hold is not None and hold.task_id == message.task_id:
+                window = to_ms(message.unique_window)
+                if window > 0:
+                    hold.until_ms = now + window
+                else:
+                    del self._unique[(message.user_id, message.unique_key)]
+        self._done.notify_all()
 
     # ------------------------------------------------------------------ dependencies
     def _cancel_dependents(self, task_id: str, rec: TaskRecord, now: int) -> None:

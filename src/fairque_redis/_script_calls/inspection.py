@@ -7,8 +7,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from fairque_core.domain.enums import TaskState
+from fairque_core.domain.errors import TaskValidationError
 from fairque_core.domain.limits import LIMIT_COUNTERS
 from fairque_core.domain.models import Message, QueueSizes
+from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.scoring import STAT_COUNTERS
 from fairque_core.domain.validation import validate_id
 from fairque_redis._script_calls.base import (
@@ -35,7 +37,7 @@ class InspectionCalls(CallsBase):
         validate_id(task_id, "task_id")
 
         def parse(reply: Any) -> list[Any] | None:
-            contract("get", isinstance(reply, list) and len(reply) in (0, 8), reply)
+            contract("get", isinstance(reply, list) and len(reply) in (0, 11), reply)
             return reply or None
 
         return Call("get", [*self.header(), task_id], parse, writes=False)
@@ -74,6 +76,42 @@ class InspectionCalls(CallsBase):
             return to_bytes(fields[7])
 
         return Call(inner.script, inner.args, parse, writes=False)
+
+    def get_outcome(self, task_id: str) -> Call[TaskOutcome | None]:
+        inner = self.get(task_id)
+
+        def parse(reply: Any) -> TaskOutcome | None:
+            fields = inner.parse(reply)
+            if fields is None:
+                return None
+            state = _STATES.get(to_text(fields[0]))
+            contract("get", state is not None, reply)
+            assert state is not None
+            return TaskOutcome(
+                state=state,
+                result=to_bytes(fields[7]) if int(fields[6]) == 1 else None,
+                reason=to_text(fields[8]),
+                failure_type=to_text(fields[9]),
+                error=to_text(fields[10]),
+            )
+
+        return Call(inner.script, inner.args, parse, writes=False)
+
+    def xcom_get(self, tenant: str, items: Sequence[tuple[str, str]]) -> Call[list[bytes | None]]:
+        validate_id(tenant, "tenant")
+        args: list[Any] = [*self.header(), tenant, len(items)]
+        for task_id, key in items:
+            validate_id(task_id, "task_id")
+            if not isinstance(key, str) or not key:
+                raise TaskValidationError("key", key, "must be a non-empty str")
+            args += [task_id, key]
+        n = len(items)
+
+        def parse(reply: Any) -> list[bytes | None]:
+            contract("xcom_get", isinstance(reply, list) and len(reply) == n, reply)
+            return [None if value is None else to_bytes(value) for value in reply]
+
+        return Call("xcom_get", args, parse, writes=False)
 
     def queue_sizes(self, user_ids: Sequence[str]) -> Call[dict[str, QueueSizes]]:
         users = list(user_ids)

@@ -6,8 +6,12 @@
   tenants (a tenant's first stored message enters it, scored by now; see fq_close)
   ARGV[1..7] common header (see _include/core.lua)
   ARGV[8]  number of messages N
-  then per message: id, user, priority (1-6), delay ms, meta (opaque), body, D, D parent ids
-  Returns: array of N integers, 1 = stored, 0 = known id (duplicate)
+  then per message: id, user, priority (1-6), delay ms, meta (opaque), body, unique key ('' =
+  none), unique window ms, D, D parent ids
+  Returns: array of N entries, 1 = stored, 0 = known id (duplicate), or the id of the task that
+           holds the message's unique key (a unique duplicate: nothing stored). The key
+           uniq:<tenant>:<key> holds `<id>` while that task lives, `<id>|<until ms>` for its
+           window after it ended (fq_ended); a holder whose record is gone holds nothing.
   Errors: FQ_E_BAD_ID, FQ_E_BAD_ARG, FQ_E_TOO_LARGE <size> <limit>, FQ_E_UNKNOWN_DEP <id>,
   FQ_E_QUEUE_FULL <cap> <tenant> (max_queued; the refusal is counted, nothing else written)
   Every dependency must name a live task or one earlier in the batch; all messages are checked
@@ -17,8 +21,9 @@
 
 -- the longest task or tenant id (the id grammar of fairque_core validation)
 local MAX_ID_LEN = 128
--- ARGV values per message before its D parent ids: id, user, priority, delay, meta, body, D
-local MESSAGE_FIELDS = 7
+-- ARGV values per message before its D parent ids: id, user, priority, delay, meta, body,
+-- unique key, unique window, D
+local MESSAGE_FIELDS = 9
 
 local q = fq_open(KEYS, ARGV)
 local n = tonumber(ARGV[8])
@@ -34,8 +39,11 @@ local seen = {}
 local i = 9
 for k = 1, n do
   local id, u, ps, dmss, body = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 5]
-  local p, dms, nd = tonumber(ps), tonumber(dmss), tonumber(ARGV[i + 6])
+  local p, dms, nd = tonumber(ps), tonumber(dmss), tonumber(ARGV[i + 8])
+  local uk, uw = ARGV[i + 6], tonumber(ARGV[i + 7])
   if not valid_id(id) then return fq_err('BAD_ID', 'task_id') end
+  if uk ~= '' and not valid_id(uk) then return fq_err('BAD_ID', 'unique_key') end
+  if uw == nil or uw < 0 or uw ~= math.floor(uw) then return fq_err('BAD_ARG', 'unique_window') end
   if not valid_id(u) then return fq_err('BAD_ID', 'user_id') end
   if p == nil or p < FQ_MIN_PRIORITY or p > FQ_CRITICAL_PRIORITY or p ~= math.floor(p) then
     return fq_err('BAD_ARG', 'priority')
@@ -47,7 +55,7 @@ for k = 1, n do
     return fq_err('TOO_LARGE', fq_int(#body) .. ' ' .. fq_int(q.max_payload))
   end
   for d = 1, nd do
-    local dep = ARGV[i + 6 + d]
+    local dep = ARGV[i + 8 + d]
     if not valid_id(dep) then return fq_err('BAD_ID', 'depends_on') end
     if not seen[dep] and fq_rec(q, dep) == nil then return fq_err('UNKNOWN_DEP', dep) end
   end
@@ -65,20 +73,47 @@ local now_s = fq_int(now)
 local scores = {}
 local pushed = {}
 local out = {}
+
+-- the task holding unique key `ukey` now, or nil (free, window over, or holder gone)
+local function unique_holder(ukey)
+  local hold = redis.call('GET', ukey)
+  if not hold then return nil end
+  local holder, until_ms = string.match(hold, '^(.*)|(%d+)$')
+  if holder == nil then
+    if fq_rec(q, hold) == nil then return nil end
+    return hold
+  end
+  if tonumber(until_ms) > now then return holder end
+  return nil
+end
+
 for k = 1, n do
   i = at[k]
   local id, u = ARGV[i], ARGV[i + 1]
   local key = fq_task_key(q, id)
   local v = redis.call('HMGET', key, 'st', 'exp')
   local expired = v[1] ~= false and fq_expired(v[2], now)
+  local uk, uw = ARGV[i + 6], ARGV[i + 7]
+  local ukey, holder = '', nil
+  if uk ~= '' then
+    ukey = fq_unique_key(q, u, uk)
+    holder = unique_holder(ukey)
+  end
   if v[1] ~= false and not expired then
     fq_bump(q, u, 'duplicates', 1)
     out[k] = 0
+  elseif holder ~= nil then
+    fq_bump(q, u, 'duplicates', 1)
+    out[k] = holder
   else
     if expired then fq_forget(q, id) end
     local ps, dmss = ARGV[i + 2], ARGV[i + 3]
-    local p, dms, nd = tonumber(ps), tonumber(dmss), tonumber(ARGV[i + 6])
+    local p, dms, nd = tonumber(ps), tonumber(dmss), tonumber(ARGV[i + 8])
     local seq = fq_next_seq(q)
+    if ukey ~= '' then
+      redis.call('SET', ukey, id)
+      redis.call('HSET', key, 'uk', ukey, 'uw', uw)
+    end
     pushed[u] = (pushed[u] or 0) + 1
     if nd == 0 and dms <= 0 then
       -- the common case, ready now: one HSET, then into the tenant's queue (fq_enqueue)
@@ -101,12 +136,12 @@ for k = 1, n do
       local due = now + math.max(0, dms)
       local r = {
         id = id, user = u, priority = p, seq = seq, due_ms = due, delay_ms = dms,
-        state = 'queued',
+        state = 'queued', unique_key = ukey, unique_window = tonumber(uw),
       }
       local failed_parent = nil
       local waiting = false
       for d = 1, nd do
-        local dep = ARGV[i + 6 + d]
+        local dep = ARGV[i + 8 + d]
         local parent = fq_rec(q, dep)
         if parent ~= nil then
           if parent.state == 'failed' or parent.state == 'canceled' then

@@ -3,16 +3,18 @@
   Task hash fields: u user, p priority (1-6), b body, m message metadata (opaque JSON written by
   the client), rc retry count, seq push sequence, st state, rd ready ms, due due ms, dms delay
   ms, tok lease token, wk worker id, dl lease deadline ms, rec recoveries, ft failure type,
-  rs reason, mv moved-to-DLQ ms, res result (absent = None), exp logical expiry ms.
+  rs reason, mv moved-to-DLQ ms, res result (absent = None), exp logical expiry ms, err the
+  failure record of a final failure, uk the unique key's Redis key and uw its window ms.
   A record read into Lua (fq_rec) names them in full: id, state, user, priority, seq, ready_ms,
-  due_ms, delay_ms, token, recoveries.
+  due_ms, delay_ms, token, recoveries, unique_key, unique_window.
 ]]
 --- @include "limits"
 
 -- the live record of task `id` (nil when absent or past its logical expiry)
 local function fq_rec(q, id)
   local v = redis.call('HMGET', fq_task_key(q, id),
-    'st', 'u', 'p', 'seq', 'exp', 'rd', 'due', 'dms', 'tok', 'rec', 'lc')
+    'st', 'u', 'p', 'seq', 'exp', 'rd', 'due', 'dms', 'tok', 'rec', 'uk', 'uw',
+    'lc')
   -- a hash without a state or a tenant (damaged behind the client's back) cannot be accounted
   -- for: it reads as absent (a lease on it is lost; the reaper drops its stray lease entry)
   if v[1] == false or v[2] == false then return nil end
@@ -22,13 +24,34 @@ local function fq_rec(q, id)
     id = id, state = v[1], user = v[2], priority = tonumber(v[3]) or FQ_DEFAULT_PRIORITY,
     seq = tonumber(v[4]) or 0, ready_ms = tonumber(v[6]) or 0, due_ms = tonumber(v[7]) or 0,
     delay_ms = tonumber(v[8]) or 0, token = v[9], recoveries = tonumber(v[10]) or 0,
-    limited = v[11] == '1', -- lc: claimed while limits were in use (limits.lua)
+    unique_key = v[11], unique_window = tonumber(v[12]) or 0,
+    limited = v[13] == '1', -- lc: claimed while limits were in use (limits.lua)
   }
 end
 
 -- forget every key of task `id` (an expired record being replaced, or a DLQ purge)
 local function fq_forget(q, id)
-  redis.call('DEL', fq_task_key(q, id), fq_waits_key(q, id), fq_children_key(q, id))
+  redis.call('DEL', fq_task_key(q, id), fq_waits_key(q, id), fq_children_key(q, id),
+    fq_done_key(q, id))
+end
+
+-- the task ended (finished, failed for good, canceled). Its unique key, if it still holds
+-- it, becomes `<id>|<until ms>` for its window (read by push against the clock; on server
+-- time also a real PEXPIRE), or is freed; then the end notification: one token in
+-- done:<id>, which result waiters block on (BLMOVE done done: they wake without taking it)
+local function fq_ended(q, r)
+  local ukey = r.unique_key
+  if ukey and ukey ~= '' and redis.call('GET', ukey) == r.id then
+    if r.unique_window > 0 then
+      redis.call('SET', ukey, r.id .. '|' .. fq_int(q.now + r.unique_window))
+      if q.server_time then redis.call('PEXPIRE', ukey, fq_int(r.unique_window)) end
+    else
+      redis.call('DEL', ukey)
+    end
+  end
+  local done = fq_done_key(q, r.id)
+  if redis.call('LLEN', done) == 0 then redis.call('RPUSH', done, '1') end
+  redis.call('PEXPIRE', done, fq_int(math.max(q.result_ttl_ms, 1)))
 end
 
 -- into the tenant's critical FIFO (head when given back) or scored set, tenant activated;
@@ -134,4 +157,5 @@ end
 local function fq_close_record(q, r)
   redis.call('HSET', fq_task_key(q, r.id), 'exp', fq_int(q.now + q.result_ttl_ms))
   fq_expire_record(q, r, true)
+  fq_ended(q, r)
 end

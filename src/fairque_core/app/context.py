@@ -1,0 +1,198 @@
+"""The running task's context: XCom values a handler publishes and reads (ADR 27).
+
+A handler reaches its context with :func:`current_task_context` (a contextvar, so
+``process_task(task)`` keeps its signature). The engine registers a context for every task it
+claims (:func:`register`); the plugin host's ``execute`` binds it around the handler call
+(:func:`bind`), on the worker's thread or event-loop task, and threads the async worker starts
+for sync handlers inherit it. ``finish`` takes the values pushed (:func:`take`), encoded
+already, and stores them in the same backend step as the result; ``fail`` and ``release``
+drop them (:func:`discard`).
+
+Reads go to the queue of the claim: with a synchronous :class:`FairQueue` they return the
+value; with an :class:`AsyncFairQueue` they return an awaitable on the event loop's thread
+(``await ctx.xcom_pull(...)``) and the value itself on any other thread (a sync handler the
+async worker runs on a thread), by running the read on the loop that claimed the task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
+
+from fairque_core.domain.errors import FairQueueError, TaskValidationError
+from fairque_core.domain.models import Task
+from fairque_core.domain.outcomes import RETURN_VALUE
+
+__all__ = [
+    "TaskContext",
+    "XComQueue",
+    "bind",
+    "current_task_context",
+    "discard",
+    "register",
+    "take",
+]
+
+# How many claimed tasks' contexts are kept at most (a claim never finished, failed or released
+# by this process, e.g. its lease was lost, would otherwise stay forever): the oldest go first.
+_MAX_CONTEXTS = 100_000
+
+
+class XComQueue(Protocol):
+    """What a context needs from its engine (both engines have it; async ones await)."""
+
+    def xcom_get_values(self, tenant: str, items: Sequence[tuple[str, str]]) -> Any: ...
+
+    def encode_xcom(self, task: Task, key: str, value: object) -> bytes: ...
+
+
+class TaskContext:
+    """The running task (``task``), the XCom values it pushed, and reads of other tasks'
+    values, always within the task's own tenant."""
+
+    def __init__(
+        self, task: Task, queue: XComQueue | None, loop: asyncio.AbstractEventLoop | None
+    ) -> None:
+        self.task = task
+        self._queue = queue
+        self._loop = loop
+        self._pushed: dict[str, bytes] = {}
+
+    @property
+    def tenant(self) -> str:
+        return self.task.user_id
+
+    def xcom_push(self, key: str, value: object) -> None:
+        """Publish ``value`` under ``key``, stored when the task finishes (with its result,
+        in one step), for the result TTL. The value is encoded now with the queue's codec:
+        an unencodable value is a TaskSerializationError, one over the cap an
+        XComTooLargeError, both naming the key. ``return_value`` is the task's result: set
+        it by returning."""
+        if not isinstance(key, str) or not key or len(key) > 256:
+            raise TaskValidationError("xcom key", key, "must be a str of 1 to 256 characters")
+        if key == RETURN_VALUE:
+            raise TaskValidationError("xcom key", key, "is the result: return the value")
+        queue = self._require_queue()
+        self._pushed[key] = queue.encode_xcom(self.task, key, value)
+
+    def xcom_pull(self, task_id: str, key: str = RETURN_VALUE) -> Any:
+        """The value ``key`` of task ``task_id`` (default its result), or None when there is
+        none: absent, expired, or a task of another tenant (which reads exactly as absent)."""
+        return self._read([(task_id, key)], lambda values: values[0])
+
+    def parent_results(self) -> Any:
+        """The results of the tasks this one depends on, in ``depends_on`` order (a chord's
+        callback gets its members' results, a chain's step its predecessor's)."""
+        items = [(dep, RETURN_VALUE) for dep in self.task.depends_on]
+        return self._read(items, list)
+
+    def _require_queue(self) -> XComQueue:
+        if self._queue is None:
+            raise FairQueueError(
+                f"task {self.task.task_id} was not claimed through a FairQueue in this process"
+            )
+        return self._queue
+
+    def _read(self, items: list[tuple[str, str]], shape: Callable[[list[Any]], Any]) -> Any:
+        made = self._require_queue().xcom_get_values(self.tenant, items)
+        if not inspect.isawaitable(made):
+            return shape(made)
+        pending: Awaitable[list[Any]] = made
+
+        async def shaped() -> Any:
+            return shape(await pending)
+
+        if self._loop is None or _on_loop(self._loop):
+            return shaped()
+        return asyncio.run_coroutine_threadsafe(shaped(), self._loop).result()
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+_CURRENT: contextvars.ContextVar[TaskContext | None] = contextvars.ContextVar(
+    "fairque_task_context", default=None
+)
+_CONTEXTS: dict[tuple[str, str], TaskContext] = {}
+_LOCK = threading.Lock()
+
+
+def current_task_context() -> TaskContext:
+    """The context of the task this handler runs; FairQueueError outside a handler."""
+    found = _CURRENT.get()
+    if found is None:
+        raise FairQueueError("current_task_context() is only available inside a task handler")
+    return found
+
+
+def _key(task: Task) -> tuple[str, str] | None:
+    return None if task.lease is None else (task.task_id, task.lease.token)
+
+
+def register(task: Task, queue: XComQueue) -> None:
+    """Give a claimed task its context (the engine calls this for each claim)."""
+    key = _key(task)
+    if key is None:
+        return
+    try:
+        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    with _LOCK:
+        if len(_CONTEXTS) >= _MAX_CONTEXTS:
+            del _CONTEXTS[next(iter(_CONTEXTS))]
+        _CONTEXTS[key] = TaskContext(task, queue, loop)
+
+
+def _lookup(task: Task) -> TaskContext:
+    key = _key(task)
+    with _LOCK:
+        found = None if key is None else _CONTEXTS.get(key)
+    return found if found is not None else TaskContext(task, None, None)
+
+
+def take(task: Task) -> dict[str, bytes]:
+    """The encoded values the task pushed, its context dropped (the engine's finish)."""
+    key = _key(task)
+    with _LOCK:
+        found = None if key is None else _CONTEXTS.pop(key, None)
+    return {} if found is None else dict(found._pushed)
+
+
+def discard(task: Task) -> None:
+    """Drop the task's context and what it pushed (fail, release)."""
+    take(task)
+
+
+def bind(task: Task, call: Callable[[], object]) -> Callable[[], object]:
+    """``call`` with the task's context current while it runs (an awaitable it returns runs
+    with it too)."""
+    context = _lookup(task)
+
+    def run() -> object:
+        token = _CURRENT.set(context)
+        try:
+            made = call()
+        finally:
+            _CURRENT.reset(token)
+        if inspect.isawaitable(made):
+            return _awaiting(context, made)
+        return made
+
+    return run
+
+
+async def _awaiting(context: TaskContext, made: Awaitable[object]) -> object:
+    token = _CURRENT.set(context)
+    try:
+        return await made
+    finally:
+        _CURRENT.reset(token)

@@ -1,0 +1,177 @@
+"""AsyncResultMixin: results you can wait for, XCom reads, unique pushes and workflows (ADR 27).
+
+Part of :class:`~fairque_core.app.engine_async.AsyncFairQueue`, kept apart to keep modules
+short. ``push`` answers with :class:`~fairque_core.app.handles_async.AsyncTaskHandle`
+values built here; a handle's ``get`` is :meth:`AsyncResultMixin.wait_result`, which blocks on
+the backend's end notification (``wait_done``), never polls.
+"""
+
+# engine_results.py (ResultMixin) is generated from this file  # unasync: remove
+# by tools/gen_sync.py: edit here, then run it.  # unasync: remove
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from fairque_core.app import engine_support as common
+from fairque_core.app.config import QueueConfig
+from fairque_core.app.handles_async import AsyncTaskHandle
+from fairque_core.app.messages import decode_result, to_message
+from fairque_core.app.workflows import Chain, Chord, Group
+from fairque_core.domain.deps import check_batch
+from fairque_core.domain.enums import TaskState
+from fairque_core.domain.errors import (
+    FairQueueError,
+    ResultTimeoutError,
+    TaskCanceledError,
+    TaskFailedError,
+    TaskNotFoundError,
+    TaskSerializationError,
+    XComTooLargeError,
+)
+from fairque_core.domain.models import Message, Task
+from fairque_core.domain.outcomes import RETURN_VALUE, TaskOutcome, decode_error_record
+from fairque_core.domain.validation import check_wait_timeout, validate_id
+from fairque_core.ports import AsyncQueueBackend
+
+__all__ = ["AsyncResultMixin", "settle"]
+
+# A wait without a timeout blocks in pieces this long, reading the state between them.
+_WAIT_PIECE_SECONDS = 30.0
+# An XCom value is stored as "<content type>\n<body>" (the queue's codec made the body).
+_XCOM_SEPARATOR = b"\n"
+_XCOM_FIELD = "value"
+
+
+def settle(task_id: str, outcome: TaskOutcome) -> Any:
+    """The value of an ended task, or the exception that stands for its end."""
+    if outcome.state is TaskState.FINISHED:
+        return decode_result(outcome.result)
+    if outcome.state is TaskState.CANCELED:
+        raise TaskCanceledError(task_id, outcome.reason)
+    error = decode_error_record(outcome.error)
+    raise TaskFailedError(
+        task_id,
+        error_type=error["type"],
+        error_message=error["message"],
+        traceback=error["traceback"],
+        failure_type=outcome.failure_type or "failed",
+        reason=outcome.reason,
+    )
+
+
+class AsyncResultMixin:
+    """Handles, waiting for results, XCom values and workflow pushes (see the engine)."""
+
+    _backend: AsyncQueueBackend
+    _plugins: common.PluginHostLike
+    _config: QueueConfig
+
+    def _event(self, event: str, task: Task, **info: Any) -> None:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ storing
+    async def _store(
+        self, tasks: Sequence[Task], messages: Sequence[Message]
+    ) -> list[AsyncTaskHandle]:
+        """Push ``messages`` (made from ``tasks``) in one call; a handle per task, in order."""
+        detailed = getattr(self._backend, "push_batch_detailed", None)
+        if detailed is not None:
+            outcomes = list(await detailed(messages))
+        else:  # a third-party backend without it: a known id is its own holder
+            flags = await self._backend.push_batch(messages)
+            outcomes = [(bool(f), m.task_id) for f, m in zip(flags, messages, strict=True)]
+        handles: list[AsyncTaskHandle] = []
+        for task, (stored, holder) in zip(tasks, outcomes, strict=True):
+            self._event("pushed", task, duplicate=not stored)
+            handles.append(AsyncTaskHandle(holder, self, duplicate=not stored))
+        return handles
+
+    def result(self, task_id: str) -> AsyncTaskHandle:
+        """A handle on the task ``task_id`` (pushed here or elsewhere): ``get`` waits for it."""
+        validate_id(task_id, "task_id")
+        return AsyncTaskHandle(task_id, self)
+
+    async def wait_result(self, task_id: str, timeout: float | None = None) -> Any:
+        """``TaskHandle.get``: the result once the task ended, or its end as an exception."""
+        validate_id(task_id, "task_id")
+        limit = None if timeout is None else check_wait_timeout(timeout)
+        deadline = None if limit is None else time.monotonic() + limit
+        while True:
+            outcome = await self._backend.get_outcome(task_id)
+            if outcome is None:
+                raise TaskNotFoundError(task_id)
+            if outcome.ended:
+                return settle(task_id, outcome)
+            left = _WAIT_PIECE_SECONDS if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                raise ResultTimeoutError(task_id, limit if limit is not None else 0.0)
+            await self._backend.wait_done(task_id, min(left, _WAIT_PIECE_SECONDS))
+
+    # ------------------------------------------------------------------ XCom
+    def encode_xcom(self, task: Task, key: str, value: object) -> bytes:
+        """``value`` encoded by the queue's codec for XCom ``key`` of ``task``; typed errors
+        name the key (TaskSerializationError, XComTooLargeError over ``max_payload_bytes``)."""
+        stub = Task(task_id=task.task_id, user_id=task.user_id, payload={_XCOM_FIELD: value})
+        try:
+            body, content_type = self._plugins.encode(stub)
+        except Exception as exc:
+            raise TaskSerializationError(
+                f"xcom[{key}] of task {task.task_id} cannot be encoded: {exc}"
+            ) from exc
+        data = content_type.encode() + _XCOM_SEPARATOR + bytes(body)
+        if len(data) > self._config.max_payload_bytes:
+            raise XComTooLargeError(key, len(data), self._config.max_payload_bytes)
+        return data
+
+    def _decode_xcom(self, key: str, raw: bytes | None) -> Any:
+        if raw is None:
+            return None
+        if key == RETURN_VALUE:
+            return decode_result(raw)
+        content_type, _, body = raw.partition(_XCOM_SEPARATOR)
+        try:
+            return self._plugins.decode(content_type.decode(), body).get(_XCOM_FIELD)
+        except (FairQueueError, UnicodeDecodeError) as exc:
+            raise TaskSerializationError(f"xcom[{key}] cannot be decoded: {exc}") from exc
+
+    async def xcom_get_values(self, tenant: str, items: Sequence[tuple[str, str]]) -> list[Any]:
+        """Decoded XCom values ``(task_id, key)`` of ``tenant``'s tasks, None when absent."""
+        if not items:
+            return []
+        raw = await self._backend.xcom_get(tenant, list(items))
+        return [
+            self._decode_xcom(key, value) for (_tid, key), value in zip(items, raw, strict=True)
+        ]
+
+    async def xcom_pull(self, task_id: str, key: str = RETURN_VALUE, *, tenant: str) -> Any:
+        """The XCom value ``key`` (default the result) of ``tenant``'s task ``task_id``, or
+        None (absent, expired, or the task is another tenant's)."""
+        [value] = await self.xcom_get_values(tenant, [(task_id, key)])
+        return value
+
+    # ------------------------------------------------------------------ workflows
+    async def push_group(self, members: Group) -> list[AsyncTaskHandle]:
+        """Every task of the group in one round trip; a handle per task."""
+        return await self._push_all(members.tasks)
+
+    async def push_chord(self, workflow: Chord) -> AsyncTaskHandle:
+        """The members and the callback in one round trip; the callback's handle."""
+        handles = await self._push_all(workflow.tasks)
+        return handles[-1]
+
+    async def push_chain(self, workflow: Chain) -> AsyncTaskHandle:
+        """Every step in one round trip; the last step's handle (its result is the chain's)."""
+        handles = await self._push_all(workflow.tasks)
+        return handles[-1]
+
+    async def _push_all(self, tasks: Sequence[Task]) -> list[AsyncTaskHandle]:
+        check_batch(list(tasks))
+        ordered = common.ordered_for_push(list(tasks))
+        now = time.time()
+        messages = [to_message(t, self._plugins, self._config, now) for t in ordered]
+        handles = await self._store(ordered, messages)
+        by_id = {t.task_id: h for t, h in zip(ordered, handles, strict=True)}
+        return [by_id[t.task_id] for t in tasks]

@@ -1,0 +1,57 @@
+"""AsyncTaskHandle: what ``AsyncFairQueue.push`` returns, a task id you can wait on (ADR 27).
+
+A handle *is* the task id (a ``str`` subclass: code that stores, compares or prints push's
+return value keeps working) and carries ``duplicate`` (the push stored nothing: the id was
+known, or a live task holds the same unique key and this is its id) and :meth:`get`.
+"""
+
+# handles.py (TaskHandle) is generated from this file  # unasync: remove
+# by tools/gen_sync.py: edit here, then run it.  # unasync: remove
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+__all__ = ["AsyncResultSource", "AsyncTaskHandle"]
+
+
+class AsyncResultSource(Protocol):
+    """The engine's side of a handle."""
+
+    async def wait_result(self, task_id: str, timeout: float | None = None) -> Any: ...
+
+
+class AsyncTaskHandle(str):
+    """A pushed task's id, with ``duplicate`` and an awaitable :meth:`get`."""
+
+    _source: AsyncResultSource
+    duplicate: bool
+
+    def __new__(
+        cls, task_id: str, source: AsyncResultSource, *, duplicate: bool = False
+    ) -> AsyncTaskHandle:
+        handle = super().__new__(cls, task_id)
+        handle._source = source
+        handle.duplicate = duplicate
+        return handle
+
+    @property
+    def task_id(self) -> str:
+        return str(self)
+
+    async def get(self, timeout: float | None = None) -> Any:
+        """The task's result once it finished (None is a result), waiting up to ``timeout``
+        seconds (None: as long as it takes) on the backend's end notification, not by polling.
+
+        Raises TaskFailedError (the stored error type, message and traceback summary) for a
+        task that failed for good, TaskCanceledError for a canceled one, ResultTimeoutError
+        (a TimeoutError) when it has not ended in time, TaskNotFoundError when the queue
+        knows no such task (never pushed, or its result TTL passed).
+        """
+        return await self._source.wait_result(str(self), timeout)
+
+    def __repr__(self) -> str:
+        return f"AsyncTaskHandle({str(self)!r}, duplicate={self.duplicate})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (str, (str(self),))  # pickles as the plain id

@@ -1,0 +1,117 @@
+"""Groups, chords and chains: tasks wired by dependencies so that results flow (ADR 27).
+
+Pure values (no I/O); ``queue.push_group``, ``push_chord`` and ``push_chain`` store all the
+tasks of one in a single ``push_batch`` round trip, parents first.
+
+* :func:`group`: tasks that run independently.
+* :func:`chord`: a group and a callback that depends on every member, so it runs once, after
+  all of them finished; its handler reads their results (``ctx.parent_results()``, and an
+  ``@task`` callback gets them as its first argument, in member order).
+* :func:`chain`: each task depends on the one before and gets its result (an ``@task`` step
+  gets it as its first argument).
+
+Failure policy (the dependency rule, ADR 9): a member or step that fails for good (or is
+canceled) cancels the callback and every later step, with the reason ``dependency <id> did
+not finish``; their handles raise TaskCanceledError. Retries of a member happen first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import attrs
+
+from fairque_core.domain.errors import TaskValidationError
+from fairque_core.domain.models import Task
+
+__all__ = ["INJECT_HEADER", "Chain", "Chord", "Group", "chain", "chord", "group"]
+
+#: Header telling ``RegistryHandler`` to pass parent results as the first argument:
+#: ``chain`` (the one parent's result) or ``chord`` (the list of the members' results).
+INJECT_HEADER = "x-fairque-inject"
+
+
+def _tasks(items: Iterable[Task], field: str) -> tuple[Task, ...]:
+    if isinstance(items, (str, bytes, Task)):
+        raise TaskValidationError(field, items, "must be a sequence of Task")
+    out = tuple(items)
+    for item in out:
+        if not isinstance(item, Task):
+            raise TaskValidationError(field, item, "must hold only fairque_core.Task values")
+    return out
+
+
+@attrs.frozen
+class Group:
+    """Tasks pushed together, each running on its own."""
+
+    tasks: tuple[Task, ...]
+
+    @property
+    def task_ids(self) -> list[str]:
+        return [t.task_id for t in self.tasks]
+
+
+@attrs.frozen
+class Chord:
+    """A group and a callback that runs once after every member finished."""
+
+    group: Group
+    callback: Task
+
+    @property
+    def tasks(self) -> tuple[Task, ...]:
+        return (*self.group.tasks, self.callback)
+
+
+@attrs.frozen
+class Chain:
+    """Tasks run one after the other, each given the result of the one before."""
+
+    tasks: tuple[Task, ...]
+
+
+def group(tasks: Iterable[Task]) -> Group:
+    """A group of ``tasks`` (ids must differ)."""
+    members = _tasks(tasks, "group")
+    ids = [t.task_id for t in members]
+    if len(set(ids)) != len(ids):
+        raise TaskValidationError("group", ids, "task ids must differ")
+    return Group(members)
+
+
+def chord(members: Group | Sequence[Task], callback: Task) -> Chord:
+    """``callback`` after every task of ``members``; TaskValidationError (field ``group``)
+    for an empty group: a callback with nothing to wait for is almost surely a mistake."""
+    built = members if isinstance(members, Group) else group(members)
+    if not built.tasks:
+        raise TaskValidationError("group", [], "a chord needs at least one member task")
+    if not isinstance(callback, Task):
+        raise TaskValidationError("callback", callback, "must be a fairque_core.Task")
+    if callback.task_id in built.task_ids:
+        raise TaskValidationError("callback", callback.task_id, "is also a member of the group")
+    wired = attrs.evolve(
+        callback,
+        depends_on=(*built.task_ids, *callback.depends_on),
+        headers={**callback.headers, INJECT_HEADER: "chord"},
+    )
+    return Chord(built, wired)
+
+
+def chain(*steps: Task) -> Chain:
+    """``steps`` one after another, each depending on (and given the result of) the last."""
+    tasks = _tasks(steps, "chain")
+    if not tasks:
+        raise TaskValidationError("chain", [], "a chain needs at least one task")
+    if len({t.task_id for t in tasks}) != len(tasks):
+        raise TaskValidationError("chain", [t.task_id for t in tasks], "task ids must differ")
+    out = [tasks[0]]
+    for step in tasks[1:]:
+        out.append(
+            attrs.evolve(
+                step,
+                depends_on=(out[-1].task_id, *step.depends_on),
+                headers={**step.headers, INJECT_HEADER: "chain"},
+            )
+        )
+    return Chain(tuple(out))
