@@ -39,9 +39,19 @@ def config(**overrides: Any) -> WorkerConfig:
 class Sim:
     """A fake driver: a fake clock, a fake queue, and a record of every action."""
 
-    def __init__(self, cfg: WorkerConfig, *, prefetch: int = 0, lease: float = 30.0) -> None:
+    def __init__(
+        self,
+        cfg: WorkerConfig,
+        *,
+        prefetch: int | None = 0,
+        lease: float = 30.0,
+        trip: float = 0.0,
+        run: float = 0.01,
+    ) -> None:
         self.loop = WorkerLoop(cfg, lease_seconds=lease, prefetch=prefetch, rng=random.Random(1))
         self.loop.start()
+        self.trip = trip  # how long a claim takes on the fake clock
+        self.run = run  # the run time handlers report
         self.now = 0.0
         self.ready: deque[Task] = deque()
         self.actions: list[tuple[float, wa.Action]] = []
@@ -102,6 +112,7 @@ class Sim:
             elif isinstance(action, wa.Expire):
                 pass
             elif isinstance(action, wa.Claim) and action.acks is not None:
+                self.now += self.trip
                 parts = []
                 for part in (wa.Claim(action.count), action.acks):
                     try:
@@ -110,6 +121,8 @@ class Sim:
                         parts.append(exc)
                 self.loop.done(tuple(parts))
             else:
+                if isinstance(action, wa.Claim):
+                    self.now += self.trip
                 try:
                     self.loop.done(self._call(action))
                 except Exception as exc:
@@ -126,7 +139,7 @@ class Sim:
 
     def complete(self, task_id: str, ok: bool = True, value: Any = None) -> None:
         slot = self.running.pop(task_id)
-        self.loop.task_done(slot, ok, value if ok else (value or RuntimeError("x")), 0.01)
+        self.loop.task_done(slot, ok, value if ok else (value or RuntimeError("x")), self.run)
 
     def stop(self, force: bool = False) -> None:
         if self.stop_at is None:
@@ -166,13 +179,16 @@ def test_one_free_place_lingers_before_claiming() -> None:
     sim.complete("t0")
     sim.cycle()  # one place free, 7 running: below a quarter, so it waits
     assert len(sim.of(wa.Claim)) == 1
-    assert sim.finished == ["t0"]  # the ack went alone: no claim to carry it
+    assert sim.finished == []  # the ack waits for the claim to carry it
     sleep = sim.actions[-1][1]
     assert isinstance(sleep, wa.Sleep)
     assert sleep.until - sim.now == pytest.approx(worker_pacing.CLAIM_LINGER_SECONDS)
     sim.now = sleep.until
-    sim.cycle()  # the linger is over: it claims for the one place
+    sim.cycle()  # the linger is over: it claims for the one place, carrying the ack
     assert [a.count for _, a in sim.of(wa.Claim)] == [8, 1]
+    assert sim.of(wa.Claim)[-1][1].acks is not None
+    assert sim.finished == ["t0"]
+    assert not sim.of(wa.Ack)
 
 
 def test_acks_ride_with_the_claim_when_nothing_else_is_due() -> None:
@@ -187,6 +203,114 @@ def test_acks_ride_with_the_claim_when_nothing_else_is_due() -> None:
     assert sorted(t.task_id for t, _ in claim.acks.items) == ["t0", "t1"]
     assert sim.finished == ["t0", "t1"]
     assert not sim.of(wa.Ack)  # no separate ack call
+
+
+# ------------------------------------------------------------------ adaptive prefetch (ADR 30)
+
+
+def drain(sim: Sim, cycles: int) -> list[int]:
+    """Run ``cycles`` cycles completing every running task each time; the buffer sizes seen."""
+    seen = []
+    for _ in range(cycles):
+        for task_id in sorted(sim.running):
+            sim.complete(task_id)
+        sim.sleep()
+        seen.append(sim.loop.health(sim.now, 0.0)["buffered"])
+    return seen
+
+
+def test_prefetch_depth_rule() -> None:
+    depth = worker_pacing.prefetch_depth
+    # fast tasks: as deep as allowed; slow ones: none; in between, two round trips' worth
+    assert depth(10, 1e-5, 0.001, 30.0) == worker_pacing.PREFETCH_MAX
+    assert depth(10, 1.0, 0.001, 30.0) == 0
+    assert depth(10, 0.001, 0.001, 30.0) == 20
+    assert depth(4, 0.01, 0.1, 1.0) == 40 == worker_pacing.prefetch_bound(4, 0.01, 1.0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    cap=st.integers(1, 200),
+    run=st.floats(0.0, 600.0),
+    trip=st.floats(0.0, 5.0),
+    lease=st.floats(0.1, 3600.0),
+)
+def test_prefetch_never_exceeds_what_starts_within_the_lease_fraction(
+    cap: int, run: float, trip: float, lease: float
+) -> None:
+    depth = worker_pacing.prefetch_depth(cap, run, trip, lease)
+    assert 0 <= depth <= worker_pacing.PREFETCH_MAX
+    # with every place busy, the last of them starts within the lease fraction
+    run = max(run, worker_pacing.MIN_RUN_SECONDS)
+    assert depth * run / cap <= worker_pacing.PREFETCH_LEASE_FRACTION * lease * (1 + 1e-9)
+
+
+def test_default_prefetch_adapts_deep_for_fast_tasks() -> None:
+    sim = Sim(config(max_concurrent_tasks=4), prefetch=None, trip=0.001, run=1e-5)
+    sim.push(1000)
+    sim.sleep()
+    assert [a.count for _, a in sim.of(wa.Claim)] == [4]  # nothing run yet: no prefetch
+    drain(sim, 10)
+    assert sim.loop.prefetch == worker_pacing.PREFETCH_MAX
+    assert max(a.count for _, a in sim.of(wa.Claim)) == 4 + worker_pacing.PREFETCH_MAX
+    # a full buffer is refilled only once a quarter of the places are free (one claim for many)
+    counts = [a.count for _, a in sim.of(wa.Claim)][2:]
+    assert min(counts) >= (4 + worker_pacing.PREFETCH_MAX) // 4
+
+
+def test_default_prefetch_stays_off_for_slow_tasks() -> None:
+    sim = Sim(config(max_concurrent_tasks=4), prefetch=None, trip=0.001, run=2.0)
+    sim.push(100)
+    seen = drain(sim, 20)
+    assert sim.loop.prefetch == 0
+    assert max(seen) == 0
+    assert all(a.count <= 4 for _, a in sim.of(wa.Claim))
+
+
+def test_default_prefetch_follows_the_run_time_down() -> None:
+    sim = Sim(config(max_concurrent_tasks=4), prefetch=None, trip=0.001, run=1e-5)
+    sim.push(2000)
+    drain(sim, 10)
+    assert sim.loop.prefetch == worker_pacing.PREFETCH_MAX
+    sim.run = 1.0  # the tasks became slow
+    drain(sim, 40)
+    assert sim.loop.prefetch == 0
+
+
+def test_unstarted_tasks_never_exceed_the_lease_bound() -> None:
+    cap, lease, run = 4, 1.0, 0.01
+    sim = Sim(config(max_concurrent_tasks=cap), prefetch=None, lease=lease, trip=0.1, run=run)
+    sim.push(2000)
+    seen = drain(sim, 60)
+    bound = worker_pacing.prefetch_bound(cap, run, lease)
+    assert bound == 40 < worker_pacing.PREFETCH_MAX  # the lease bound is what binds here
+    assert max(seen) == bound  # reached, never passed
+    assert all(a.count <= cap + bound for _, a in sim.of(wa.Claim))
+
+
+def test_acks_wait_for_the_claim_at_most_the_ack_linger() -> None:
+    # tasks of 10 ms, claims of 0.5 ms: no prefetch, and one free place is not worth a claim
+    sim = Sim(config(max_concurrent_tasks=8), prefetch=None, trip=0.0005, run=0.01)
+    sim.push(40)
+    sim.sleep()  # claims 8, runs 8
+    sim.complete("t0")
+    sleep = sim.cycle()
+    assert sim.finished == []
+    assert not sim.of(wa.Ack)
+    assert isinstance(sleep, wa.Sleep)
+    assert sleep.until - sim.now <= worker_pacing.ACK_LINGER_SECONDS + 1e-12
+    sim.now = sleep.until
+    sim.cycle()
+    assert sim.finished == ["t0"]  # sent by then, with the claim that was due
+
+
+def test_the_last_ack_goes_at_once_when_nothing_else_runs() -> None:
+    sim = Sim(config(max_concurrent_tasks=8), prefetch=None)
+    sim.push(1)
+    sim.sleep()
+    sim.complete("t0")
+    sim.cycle()
+    assert sim.finished == ["t0"]
 
 
 def test_idle_poll_grows_while_empty_and_resets_on_work() -> None:
@@ -448,13 +572,20 @@ OPS = st.lists(
 
 
 @settings(max_examples=300, deadline=None)
-@given(ops=OPS, cap=st.integers(1, 4), prefetch=st.integers(0, 3))
+@given(
+    ops=OPS,
+    cap=st.integers(1, 4),
+    prefetch=st.one_of(st.none(), st.integers(0, 3)),
+    run=st.sampled_from([1e-5, 0.01, 2.0]),
+)
 def test_random_event_sequences_keep_the_invariants(
-    ops: list[tuple[str, Any]], cap: int, prefetch: int
+    ops: list[tuple[str, Any]], cap: int, prefetch: int | None, run: float
 ) -> None:
     sim = Sim(
         config(max_concurrent_tasks=cap, task_timeout_seconds=10.0, heartbeat_interval_seconds=2.0),
         prefetch=prefetch,
+        trip=0.0005,
+        run=run,
     )
     for op, arg in ops:
         if op == "cycle":

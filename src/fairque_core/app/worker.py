@@ -1,11 +1,12 @@
 """Worker: runs tasks from a :class:`~fairque_core.app.engine.FairQueue` on a pool of threads.
 
-One control thread owns every queue call: it claims in batches (only as many tasks as there
-are free places, plus an optional ``prefetch``), acknowledges finished tasks in batches
-(``finish_batch``: one backend call), extends the leases of everything it holds, runs the
-reaper, enforces task timeouts and backs off when the backend is unreachable. Handler code
-runs on pool threads that never touch the queue, so a slow handler cannot delay heartbeats and
-the in-memory backend needs no extra locking.
+One control thread owns every queue call: it claims in batches (as many tasks as there are
+free places, plus a ``prefetch`` that adapts to how fast tasks finish), acknowledges finished
+tasks in batches (``finish_batch``: one backend call, usually sent alongside the next claim),
+extends the leases of everything it holds, runs the reaper, enforces task timeouts and backs
+off when the backend is unreachable. Handler code runs on pool threads that never touch the
+queue, so a slow handler cannot delay heartbeats and the in-memory backend needs no extra
+locking.
 
 A Python thread cannot be killed. When a sync task passes ``task_timeout_seconds`` it is
 failed at once with :class:`~fairque_core.domain.errors.TaskTimeoutError` (retry or DLQ by policy),
@@ -91,7 +92,9 @@ class Worker:
     handling, ``stop()`` shuts it down gracefully, ``health()`` reports its state.
 
     ``prefetch`` claims that many tasks beyond the free places, to hide claim latency; they
-    are heartbeated while they wait and released at once on stop.
+    are heartbeated while they wait and released at once on stop. None (the default) adapts it
+    to how fast tasks finish: deep for fast tasks, none for tasks much slower than a claim
+    round trip, and bounded by a fraction of the lease (ADR 30).
 
     Every decision is the :class:`~fairque_core.app.worker_loop.WorkerLoop`'s; this class only
     carries its actions out on threads.
@@ -103,7 +106,7 @@ class Worker:
         handler: TaskHandler,
         queue: FairQueue,
         *,
-        prefetch: int = 0,
+        prefetch: int | None = None,
     ) -> None:
         self._loop = wl.WorkerLoop(
             config, lease_seconds=queue.config.lease_seconds, prefetch=prefetch

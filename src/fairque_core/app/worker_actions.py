@@ -27,8 +27,28 @@ __all__ = [
     "Run",
     "Sleep",
     "Slot",
+    "Stats",
     "Stopped",
 ]
+
+
+@attrs.define
+class Stats:
+    """The counters ``health()`` reports (times are the driver's monotonic clock)."""
+
+    processed: int = 0
+    failed: int = 0
+    retried: int = 0
+    dead: int = 0
+    poisoned: int = 0
+    timed_out: int = 0
+    lease_lost: int = 0
+    released: int = 0
+    claimed: int = 0
+    backend_errors: int = 0
+    last_error: str | None = None
+    last_error_at: float | None = None
+    last_claim_at: float | None = None
 
 
 @attrs.define(eq=False)

@@ -46,7 +46,8 @@ logger = wl.logger
 class AsyncWorker:
     """Runs tasks of an :class:`AsyncFairQueue` as asyncio tasks, at most
     ``max_concurrent_tasks`` at once. ``await start()`` / ``await stop()`` / ``await run()``
-    / ``health()``, as :class:`~fairque_core.app.worker.Worker`."""
+    / ``health()``, as :class:`~fairque_core.app.worker.Worker` (``prefetch`` too: None, the
+    default, adapts it)."""
 
     def __init__(
         self,
@@ -54,7 +55,7 @@ class AsyncWorker:
         handler: TaskHandler,
         queue: AsyncFairQueue,
         *,
-        prefetch: int = 0,
+        prefetch: int | None = None,
     ) -> None:
         self._loop = wl.WorkerLoop(
             config, lease_seconds=queue.config.lease_seconds, prefetch=prefetch
@@ -260,7 +261,7 @@ class AsyncWorker:
                     else:
                         self._listen.clear()
                     wait = action.until - time.monotonic()
-                    if wait > 0:
+                    if wait > 0 and not self._wake.is_set():  # (wait_for costs a task)
                         with contextlib.suppress(asyncio.TimeoutError):
                             await asyncio.wait_for(self._wake.wait(), wait)
                     self._wake.clear()

@@ -15,13 +15,16 @@ Events that are not answers to an action: :meth:`WorkerLoop.task_done` (a handle
 from any point of the loop; booked at the next cycle) and :meth:`WorkerLoop.stop`.
 
 One pass of the loop (a *cycle*) is written below as a generator that yields the actions in
-the order the loop takes them (ADR 14): collect completions, expire overdue tasks, releases,
-the ack batch, failures, heartbeats, the reaper, the claim, the dispatch, then a sleep.
+the order the loop takes them (ADR 14): collect completions, expire overdue tasks, start what
+the buffer holds, releases, the ack batch, failures, heartbeats, the reaper, the claim, the
+dispatch, then a sleep. Prefetch depth, claim size and the ack batch adapt to how fast tasks
+finish (ADR 30).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import random
 from collections import deque
 from collections.abc import Generator, Sequence
@@ -31,23 +34,24 @@ import attrs
 
 from fairque_core.app import worker_actions as act
 from fairque_core.app.config import WorkerConfig
-from fairque_core.app.worker_actions import Action, Slot
+from fairque_core.app.worker_actions import Action, Slot, Stats
 from fairque_core.app.worker_pacing import (
+    ACK_LINGER_SECONDS,
     CLAIM_LINGER_SECONDS,
     Backoff,
     IdlePoll,
+    PrefetchGauge,
+    check_worker_config,
     heartbeat_interval,
 )
 from fairque_core.domain.errors import (
     BackendError,
-    ConfigurationError,
     LeaseLostError,
     TaskSerializationError,
     TaskTimeoutError,
     UnknownTaskError,
 )
 from fairque_core.domain.models import Task
-from fairque_core.domain.validation import validate_id
 
 __all__ = ["Stats", "WorkerLoop", "check_worker_config", "safe_callback"]
 
@@ -62,60 +66,13 @@ REAPER_ROUNDS = 10
 REAPER_LIMIT = 100
 
 
-# ---------------------------------------------------------------------------- bookkeeping
-@attrs.define
-class Stats:
-    """The counters ``health()`` reports (times are the driver's monotonic clock)."""
-
-    processed: int = 0
-    failed: int = 0
-    retried: int = 0
-    dead: int = 0
-    poisoned: int = 0
-    timed_out: int = 0
-    lease_lost: int = 0
-    released: int = 0
-    claimed: int = 0
-    backend_errors: int = 0
-    last_error: str | None = None
-    last_error_at: float | None = None
-    last_claim_at: float | None = None
-
-
+# ---------------------------------------------------------------------------- helpers
 def safe_callback(name: str, call: Any, *args: Any) -> None:
     """Run a handler callback; its exceptions are logged, never propagated."""
     try:
         call(*args)
     except Exception:
         logger.exception("handler callback %s raised", name)
-
-
-def check_worker_config(config: WorkerConfig) -> None:
-    """Reject a worker config that could never work, before any thread starts."""
-    if not isinstance(config.max_concurrent_tasks, int) or config.max_concurrent_tasks < 1:
-        raise ConfigurationError(
-            "max_concurrent_tasks must be an int >= 1",
-            path="worker.max_concurrent_tasks",
-            value=config.max_concurrent_tasks,
-        )
-    for field in ("poll_interval_seconds", "task_timeout_seconds", "reaper_interval_seconds"):
-        value = getattr(config, field)
-        if not isinstance(value, (int, float)) or value <= 0:
-            raise ConfigurationError(f"{field} must be > 0", path=f"worker.{field}", value=value)
-    if config.graceful_shutdown_timeout < 0:
-        raise ConfigurationError(
-            "graceful_shutdown_timeout must be >= 0",
-            path="worker.graceful_shutdown_timeout",
-            value=config.graceful_shutdown_timeout,
-        )
-    if config.claim_batch_size < 0:
-        raise ConfigurationError(
-            "claim_batch_size must be >= 0",
-            path="worker.claim_batch_size",
-            value=config.claim_batch_size,
-        )
-    for user_id in (*config.assigned_tenants, *config.steal_targets):
-        validate_id(user_id, "user_id")
 
 
 class _Outage(Exception):
@@ -129,7 +86,8 @@ _Steps = Generator[Action, Any, None]
 class WorkerLoop:
     """The decisions of one worker, fed by its driver (see the module docstring).
 
-    ``prefetch`` claims that many tasks beyond the free places, to hide claim latency. A task
+    ``prefetch`` claims that many tasks beyond the free places, to hide claim latency; None (the
+    default) adapts it to the measured run time and claim round trip (ADR 30). A task
     that times out gives its place back at once while fewer than ``stuck_limit`` (by default
     ``max_concurrent_tasks``) timed-out handlers are still running; past that its place is freed
     only when its handler returns. ``rng`` makes the backoff jitter reproducible.
@@ -140,16 +98,18 @@ class WorkerLoop:
         config: WorkerConfig,
         *,
         lease_seconds: float,
-        prefetch: int = 0,
+        prefetch: int | None = None,
         stuck_limit: int | None = None,
         rng: random.Random | None = None,
     ) -> None:
         check_worker_config(config)
-        if prefetch < 0:
+        if prefetch is not None and prefetch < 0:
             raise ValueError("prefetch must be >= 0")
         self.config = config
         self.cap = config.max_concurrent_tasks
-        self.prefetch = prefetch
+        self.adaptive = prefetch is None
+        self.prefetch = prefetch or 0
+        self.gauge = PrefetchGauge(self.cap, lease_seconds)
         self.stuck_limit = self.cap if stuck_limit is None else stuck_limit
         self.heartbeat_interval = heartbeat_interval(config, lease_seconds)
         self.timeout = float(config.task_timeout_seconds)
@@ -167,7 +127,7 @@ class WorkerLoop:
         self.heartbeat_due = 0.0
         self.reap_due = 0.0
         self._room_since: float | None = None
-        self._claim_threshold = max(1, (self.cap + prefetch) // 4)
+        self._acks_since = 0.0  # when the oldest waiting acknowledgement was booked
         self._inbox: list[tuple[Slot, bool, Any, float]] = []
         self._acks: list[tuple[Slot, object]] = []
         self._fails: list[tuple[Slot, BaseException]] = []
@@ -256,6 +216,7 @@ class WorkerLoop:
             buffered=len(self.buffer),
             stuck_threads=self.stuck,
             backing_off=self.backoff.failures > 0,
+            prefetch=self.prefetch,
             waiting_for_work=self.listening and self.state == "running",
         )
         return out
@@ -273,6 +234,9 @@ class WorkerLoop:
         expired = self._expire(now)
         if expired:
             yield act.Expire(expired)
+        if self.buffer and self.executing < self.cap:
+            # start what is in hand first: those tasks run while the queue calls below are out
+            yield act.Run(self._dispatch(now))
         idle = True
         if self.backoff.waiting(now) <= 0:
             try:
@@ -280,7 +244,7 @@ class WorkerLoop:
                 if claim and self._acks and now < self.heartbeat_due and now < self.reap_due:
                     idle = yield from self._flush_and_claim()
                 else:
-                    yield from self._flush()
+                    yield from self._flush(hold_acks=not claim and self._acks_can_wait(now))
                     if now >= self.heartbeat_due:
                         yield from self._heartbeat(now)
                     if now >= self.reap_due:
@@ -337,6 +301,11 @@ class WorkerLoop:
 
     def _collect(self) -> None:
         inbox, self._inbox = self._inbox, []
+        if not inbox:
+            return
+        if not self._acks:
+            self._acks_since = self._now
+        gauge = self.gauge
         for slot, ok, value, run_seconds in inbox:
             task_id = slot.task.task_id
             self.running.pop(task_id, None)
@@ -346,6 +315,7 @@ class WorkerLoop:
                 self.executing -= 1
             if slot.timed_out:
                 continue  # failed already when it timed out; its late outcome is dropped
+            gauge.ran(run_seconds)
             slot.run_seconds = run_seconds
             if slot.lost:
                 self.held.pop(task_id, None)
@@ -353,6 +323,8 @@ class WorkerLoop:
                 self._acks.append((slot, value))
             else:
                 self._fails.append((slot, value))
+        if self.adaptive:
+            self.prefetch = gauge.depth()
 
     def _expire(self, now: float) -> list[Slot]:
         expired: list[Slot] = []
@@ -369,16 +341,28 @@ class WorkerLoop:
                 self.stuck += 1
                 self.executing -= 1
             slot.run_seconds = now - started
+            self.gauge.ran(slot.run_seconds)
             if slot.lost:
                 self.held.pop(slot.task.task_id, None)
             else:
                 self._fails.append((slot, TaskTimeoutError(slot.task.task_id, self.timeout)))
         return expired
 
-    def _flush(self) -> _Steps:
+    def _acks_can_wait(self, now: float) -> bool:
+        """Hold the acknowledgements for the next claim to carry? Yes while tasks are running or
+        buffered (a claim will follow as places free up), fewer than a claim's worth are
+        waiting and the oldest has waited less than ``ACK_LINGER_SECONDS``."""
+        return (
+            self.state == "running"
+            and (self.executing > 0 or bool(self.buffer))
+            and len(self._acks) < self._claim_threshold()
+            and now - self._acks_since < ACK_LINGER_SECONDS
+        )
+
+    def _flush(self, *, hold_acks: bool = False) -> _Steps:
         if self._releases:
             yield from self._flush_releases()
-        if self._acks:
+        if self._acks and not hold_acks:
             ack = act.Ack(self._acks)
             flags = yield from self._call(ack)
             self._acks = []
@@ -396,7 +380,9 @@ class WorkerLoop:
         ack = act.Ack(acks)
         self._room_since = None
         count = self._claim_size()
+        sent = self._now
         tasks, flags = yield act.Claim(count, ack)
+        self.gauge.tripped(self._now - sent)
         outage: _Outage | None = None
         short = True
         if isinstance(tasks, BaseException):
@@ -495,6 +481,9 @@ class WorkerLoop:
     def _room(self) -> int:
         return self.cap + self.prefetch - self.executing - len(self.buffer)
 
+    def _claim_threshold(self) -> int:
+        return max(1, (self.cap + self.prefetch) // 4)
+
     def _claim_size(self) -> int:
         room = self._room()
         batch = self.config.claim_batch_size
@@ -503,15 +492,15 @@ class WorkerLoop:
     def _worth_claiming(self, now: float) -> bool:
         """Claim now, or linger a moment so that one claim fills several places?
 
-        While tasks are running, places free up one by one; claiming for each alone would cost
-        a round trip per task. A claim waits until a quarter of the places are free, or at
-        most ``CLAIM_LINGER_SECONDS``, whichever comes first.
+        While tasks are running (or wait in the buffer), places free up one by one; claiming for
+        each alone would cost a round trip per task. A claim waits until a quarter of the places
+        are free, or at most ``CLAIM_LINGER_SECONDS``, whichever comes first.
         """
         room = self._room()
         if room <= 0:
             self._room_since = None
             return False
-        if room >= self._claim_threshold or not self.executing:
+        if room >= self._claim_threshold() or not (self.executing or self.buffer):
             self._room_since = None
             return True
         if self._room_since is None:
@@ -524,7 +513,9 @@ class WorkerLoop:
         if self.state != "running":
             return False
         count = self._claim_size()
+        sent = self._now
         tasks = yield from self._call(act.Claim(count))
+        self.gauge.tripped(self._now - sent)
         return self._claimed(tasks, count)
 
     def _claimed(self, tasks: list[Task], asked: int) -> bool:
@@ -567,17 +558,21 @@ class WorkerLoop:
         if backoff > 0:
             deadline = now + backoff
         else:
-            if self._acks or self._fails or self._releases:
+            if self._fails or self._releases:
+                return 0.0
+            # acknowledgements waiting for a claim to carry them (see _acks_can_wait)
+            acks_at = self._acks_since + ACK_LINGER_SECONDS if self._acks else math.inf
+            if self._acks and not self._acks_can_wait(now):
                 return 0.0
             if self._room() > 0 and not idle and not stopping:
                 if self._room_since is None:
                     return 0.0  # the queue had work and there is room: claim again at once
                 # lingering for more room (woken early by completions)
-                return max(0.0, self._room_since + CLAIM_LINGER_SECONDS - now)
+                return max(0.0, min(self._room_since + CLAIM_LINGER_SECONDS, acks_at) - now)
             # the queue had less than asked: poll again soon after work was found, backing
             # off to poll_interval_seconds while it stays empty (woken early by completions)
             poll = self.idle_poll.wait if idle else self.config.poll_interval_seconds
-            deadline = min(self.heartbeat_due, self.reap_due, now + poll)
+            deadline = min(self.heartbeat_due, self.reap_due, now + poll, acks_at)
         for slot in self.running.values():
             if not slot.timed_out and slot.started_at is not None:
                 deadline = min(deadline, slot.started_at + self.timeout)

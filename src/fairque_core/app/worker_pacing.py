@@ -1,23 +1,34 @@
 """How long a worker waits (ADR 14, 16): backoff after backend errors, the adaptive idle poll,
-the claim linger, the wake listener's pause and the heartbeat interval. No I/O, no clock."""
+the claim and ack lingers, the wake listener's pause, the heartbeat interval, and how deep the
+adaptive prefetch goes (ADR 30). No I/O, no clock."""
 
 from __future__ import annotations
 
+import math
 import random
 
 from fairque_core.app.config import WorkerConfig
 from fairque_core.domain.errors import ConfigurationError
+from fairque_core.domain.validation import validate_id
 
 __all__ = [
+    "ACK_LINGER_SECONDS",
     "BACKOFF_BASE_SECONDS",
     "BACKOFF_CAP_SECONDS",
     "CLAIM_LINGER_SECONDS",
     "IDLE_POLL_GROWTH",
     "IDLE_POLL_MIN_SECONDS",
+    "PREFETCH_COVER",
+    "PREFETCH_LEASE_FRACTION",
+    "PREFETCH_MAX",
     "Backoff",
     "IdlePoll",
+    "PrefetchGauge",
+    "check_worker_config",
     "heartbeat_interval",
     "listener_pause",
+    "prefetch_bound",
+    "prefetch_depth",
 ]
 
 #: Backoff after a backend error: first wait, and the cap of the exponential growth.
@@ -30,6 +41,20 @@ CLAIM_LINGER_SECONDS = 0.002
 #: steady trickle of tasks, no busy polling once the queue stays empty).
 IDLE_POLL_MIN_SECONDS = 0.0005
 IDLE_POLL_GROWTH = 2.0
+#: Longest time a finished task's acknowledgement waits for the next claim to carry it (while
+#: other tasks are still running, so that a claim is coming).
+ACK_LINGER_SECONDS = 0.002
+
+#: Adaptive prefetch (ADR 30): the claimed-but-unstarted tasks should keep the places busy for
+#: ``PREFETCH_COVER`` claim round trips, never more than ``PREFETCH_MAX`` of them, and never more
+#: than can start within ``PREFETCH_LEASE_FRACTION`` of the lease at the measured run time.
+PREFETCH_COVER = 2.0
+PREFETCH_MAX = 100
+PREFETCH_LEASE_FRACTION = 0.1
+#: Weight of the newest sample in the moving averages of run time and claim round trip.
+EWMA_WEIGHT = 0.2
+#: Run times below this count as this (a no-op handler measures a few microseconds).
+MIN_RUN_SECONDS = 1e-6
 
 
 class Backoff:
@@ -82,6 +107,50 @@ class IdlePoll:
         self._next = min(self.cap, self._next * IDLE_POLL_GROWTH)
 
 
+def prefetch_bound(cap: int, run_seconds: float, lease_seconds: float) -> int:
+    """Most unstarted tasks a worker may hold: with ``cap`` places each busy ``run_seconds`` per
+    task, the last of them starts within ``PREFETCH_LEASE_FRACTION`` of the lease."""
+    run = max(run_seconds, MIN_RUN_SECONDS)
+    return max(0, math.floor(cap * PREFETCH_LEASE_FRACTION * lease_seconds / run))
+
+
+def prefetch_depth(cap: int, run_seconds: float, trip_seconds: float, lease_seconds: float) -> int:
+    """How many tasks to claim beyond the free places (ADR 30).
+
+    Enough to keep ``cap`` places busy for ``PREFETCH_COVER`` claim round trips of
+    ``trip_seconds`` (so large for fast tasks, 0 for tasks much slower than a round trip), at
+    most ``PREFETCH_MAX`` and at most :func:`prefetch_bound`.
+    """
+    run = max(run_seconds, MIN_RUN_SECONDS)
+    want = math.floor(cap * PREFETCH_COVER * max(0.0, trip_seconds) / run)
+    return min(want, PREFETCH_MAX, prefetch_bound(cap, run, lease_seconds))
+
+
+class PrefetchGauge:
+    """Moving averages of the handlers' run time and of the claim round trip, and the prefetch
+    depth they give. Nothing is prefetched before the first task has run."""
+
+    def __init__(self, cap: int, lease_seconds: float) -> None:
+        self.cap = cap
+        self.lease_seconds = lease_seconds
+        self.run: float | None = None
+        self.trip: float | None = None
+
+    def ran(self, seconds: float) -> None:
+        self.run = seconds if self.run is None else self.run + EWMA_WEIGHT * (seconds - self.run)
+
+    def tripped(self, seconds: float) -> None:
+        seconds = max(0.0, seconds)
+        self.trip = (
+            seconds if self.trip is None else self.trip + EWMA_WEIGHT * (seconds - self.trip)
+        )
+
+    def depth(self) -> int:
+        if self.run is None or self.trip is None:
+            return 0
+        return prefetch_depth(self.cap, self.run, self.trip, self.lease_seconds)
+
+
 def listener_pause(failures: int) -> float:
     """How long a wake listener pauses after ``failures`` failed waits in a row."""
     return min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * float(1 << min(failures, 16)))
@@ -98,3 +167,31 @@ def heartbeat_interval(config: WorkerConfig, lease_seconds: float) -> float:
             )
         return float(config.heartbeat_interval_seconds)
     return max(0.01, lease_seconds / 3)
+
+
+def check_worker_config(config: WorkerConfig) -> None:
+    """Reject a worker config that could never work, before any thread starts."""
+    if not isinstance(config.max_concurrent_tasks, int) or config.max_concurrent_tasks < 1:
+        raise ConfigurationError(
+            "max_concurrent_tasks must be an int >= 1",
+            path="worker.max_concurrent_tasks",
+            value=config.max_concurrent_tasks,
+        )
+    for field in ("poll_interval_seconds", "task_timeout_seconds", "reaper_interval_seconds"):
+        value = getattr(config, field)
+        if not isinstance(value, (int, float)) or value <= 0:
+            raise ConfigurationError(f"{field} must be > 0", path=f"worker.{field}", value=value)
+    if config.graceful_shutdown_timeout < 0:
+        raise ConfigurationError(
+            "graceful_shutdown_timeout must be >= 0",
+            path="worker.graceful_shutdown_timeout",
+            value=config.graceful_shutdown_timeout,
+        )
+    if config.claim_batch_size < 0:
+        raise ConfigurationError(
+            "claim_batch_size must be >= 0",
+            path="worker.claim_batch_size",
+            value=config.claim_batch_size,
+        )
+    for user_id in (*config.assigned_tenants, *config.steal_targets):
+        validate_id(user_id, "user_id")
