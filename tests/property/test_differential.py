@@ -405,6 +405,51 @@ class ModelVsRedis(RuleBasedStateMachine):
     def purge_dlq(self, ids: Any) -> None:
         self.both(f"purge_dlq({ids})", lambda b: b.purge_dlq(ids))
 
+    # ------------------------------------------------------------------ results (ADR 27)
+    @precondition(ready)
+    @rule(
+        ms=st.lists(messages, min_size=1, max_size=3),
+        keys=st.lists(st.sampled_from(["", "k1", "k2"]), min_size=3, max_size=3),
+        window=st.sampled_from([0.0, 0.0, 2.0, 20.0]),
+    )
+    def push_unique(self, ms: list[Message], keys: list[str], window: float) -> None:
+        batch = [
+            attrs.evolve(m, unique_key=key, unique_window=window if key else 0.0)
+            for m, key in zip(ms, keys, strict=False)
+        ]
+        label = ", ".join(f"{m.task_id}/{m.user_id}/{m.unique_key or '-'}" for m in batch)
+        self.both(
+            f"push_batch_detailed({label}, window={window})", lambda b: b.push_batch_detailed(batch)
+        )
+
+    @precondition(ready)
+    @rule(
+        result=st.none() | st.binary(max_size=4),
+        xcom=st.dictionaries(st.sampled_from(["a", "b"]), st.binary(max_size=4), max_size=2),
+    )
+    def claim_and_finish_with_xcom(self, result: bytes | None, xcom: dict[str, bytes]) -> None:
+        got = self.both("claim()", lambda b: b.claim())
+        self.remember(got)
+        if not got:
+            return
+        tid, token = got[0].message.task_id, got[0].lease.token
+        self.both(
+            f"finish({tid}, {token}, xcom={xcom})", lambda b: b.finish(tid, token, result, xcom)
+        )
+
+    @precondition(ready)
+    @rule(error=st.sampled_from(["", '{"type":"KeyError","message":"x","traceback":"t"}']))
+    def claim_and_fail_for_good(self, error: str) -> None:
+        got = self.both("claim()", lambda b: b.claim())
+        self.remember(got)
+        if not got:
+            return
+        tid, token = got[0].message.task_id, got[0].lease.token
+        self.both(
+            f"fail({tid}, {token}, dead, error={error!r})",
+            lambda b: b.fail(tid, token, retry_delay=None, reason="dead", error=error),
+        )
+
     # ------------------------------------------------------------------ state
     @invariant()
     def same_fair_state(self) -> None:
@@ -449,6 +494,10 @@ class ModelVsRedis(RuleBasedStateMachine):
             checks[f"get_state({tid})"] = lambda b, t=tid: b.get_state(t)
             checks[f"get_message({tid})"] = lambda b, t=tid: b.get_message(t)
             checks[f"get_result({tid})"] = lambda b, t=tid: b.get_result(t)
+            checks[f"get_outcome({tid})"] = lambda b, t=tid: b.get_outcome(t)
+        for user in KNOWN_USERS:
+            items = [(tid, key) for tid in TASK_IDS for key in ("return_value", "a", "b")]
+            checks[f"xcom_get({user})"] = lambda b, u=user, i=items: b.xcom_get(u, i)
         for label, call in checks.items():
             expected = _outcome(lambda c=call: c(self.model))
             actual = _outcome(lambda c=call: c(self.real))
