@@ -54,6 +54,7 @@ from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.retry import RetryDecision, RetrySchedule, decide
 from fairque_core.domain.schedules import Misfire, Schedule, ScheduleInfo, TaskTemplate
 from fairque_core.domain.states import TERMINAL_STATES, TRANSITIONS, TaskEvent, next_state
+from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_core.memory.async_model import AsyncInMemoryBackend
 from fairque_core.memory.model import InMemoryBackend
 from fairque_core.ports import AsyncQueueBackend, Clock, QueueBackend, TokenSource
@@ -125,6 +126,7 @@ __all__ = [
     "TaskTemplate",
     "TaskTimeoutError",
     "TaskValidationError",
+    "TenantFairness",
     "TenantQueueFullError",
     "TierConfig",
     "TokenSource",
