@@ -33,18 +33,22 @@ from cattrs.errors import (
     ForbiddenExtraKeysError,
     IterableValidationNote,
 )
+from cattrs.gen import make_dict_unstructure_fn, override
 from cattrs.preconf.pyyaml import make_converter
 
 from fairque_core.app.config import (
     FairQueueConfig,
+    LimitsConfig,
     QueueConfig,
     RedisConfig,
+    TierConfig,
     WorkerConfig,
     _FieldError,
     _shown,
     _stored,
 )
 from fairque_core.domain.errors import ConfigurationError
+from fairque_core.domain.limits import LIMIT_FIELDS
 
 __all__ = [
     "ENV_PREFIX",
@@ -260,6 +264,10 @@ def _make_converter() -> Any:
     converter.register_structure_hook(bool, _strict_bool)
     converter.register_structure_hook(str, _strict_str)
     converter.register_structure_hook_func(lambda tp: tp == list[str], _strict_str_list)
+    # limits left unset (None) are left out of to_dict / to_yaml (ADR 28)
+    unset: dict[str, Any] = {name: override(omit_if_default=True) for name in LIMIT_FIELDS}
+    for cls in (LimitsConfig, TierConfig):
+        converter.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, converter, **unset))
     return converter
 
 
@@ -293,7 +301,7 @@ def _walk(
             prefix = [*prefix, str(note.index)]
             expected = _type_name(note.type)
     if isinstance(exc, ForbiddenExtraKeysError):
-        for key in sorted(exc.extra_fields):
+        for key in sorted(str(field) for field in exc.extra_fields):  # YAML keys may be ints
             path = ".".join([*prefix, key])
             out.append(ConfigurationError(f"unknown key {path}", path=path, value=key))
     elif isinstance(exc, BaseValidationError):
@@ -411,7 +419,7 @@ def _parse_env(raw: str, tp: Any, path: str, name: str) -> Any:
                 raise bad("a JSON list or comma-separated values") from None
             return items
         return [item.strip() for item in text.split(",") if item.strip()]
-    if origin is dict:
+    if origin is dict or attrs.has(tp):  # a mapping, or a nested record (queue.limits)
         try:
             mapping = json.loads(text)
         except json.JSONDecodeError:

@@ -22,6 +22,15 @@ from typing import Any
 
 from fairque_core.app import context
 from fairque_core.app import engine_support as common
+from fairque_core.app.arguments import (
+    check_claim,
+    check_error,
+    check_finish_items,
+    check_run_seconds,
+    check_run_seconds_list,
+    check_tasks,
+    lease_of,
+)
 from fairque_core.app.backend_loading import open_async_backend
 from fairque_core.app.config import FairQueueConfig, QueueConfig
 from fairque_core.app.deprecation import renamed_keyword, warn_renamed
@@ -41,7 +50,6 @@ from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import (
     LeaseLostError,
     TaskSerializationError,
-    TaskValidationError,
 )
 from fairque_core.domain.limits import LIMIT_FIELDS, LimitStatus
 from fairque_core.domain.models import Message, Task
@@ -112,9 +120,12 @@ class AsyncFairQueue(AsyncResultMixin, AsyncReadMixin, AsyncScheduleMixin):
         return queue
 
     async def apply_tenant_config(self) -> None:
-        """Set the weights and tiers named in the queue config on the backend."""
+        """Set the weights, tiers and limits (ADR 28) named in the queue config on the backend
+        (limits: only the fields the config gives)."""
         for user_id, (weight, tier) in self._config.tenant_weight_table().items():
             await self._backend.set_tenant_weight(user_id, weight, tier=tier)
+        for setting in self._config.limit_settings():
+            await self._backend.set_limits(setting.changes, tenant=setting.tenant, tier=setting.tier)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -157,7 +168,7 @@ class AsyncFairQueue(AsyncResultMixin, AsyncReadMixin, AsyncScheduleMixin):
         Dependency cycles inside the batch are rejected before anything is written, and the
         batch is sent parents first, so a task may depend on one later in ``tasks``.
         """
-        tasks = list(tasks)
+        tasks = check_tasks(tasks)
         if not tasks:
             return []
         check_batch(tasks)
@@ -215,9 +226,9 @@ class AsyncFairQueue(AsyncResultMixin, AsyncReadMixin, AsyncScheduleMixin):
         steal: Sequence[str] | None = None,
         worker_id: str = "",
     ) -> list[Task]:
-        """Claim up to ``count`` tasks in one backend call (more only to replace poison)."""
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise TaskValidationError("count", count, "must be an int >= 1")
+        """Claim up to ``count`` tasks in one backend call (more only to replace poison;
+        ``count`` is clamped to ``arguments.MAX_CLAIM_BATCH``)."""
+        count, assigned, steal, worker_id = check_claim(count, assigned, steal, worker_id)
         out: list[Task] = []
         listening = self._listening()
         for _ in range(_MAX_POISON_ROUNDS):
@@ -278,7 +289,8 @@ class AsyncFairQueue(AsyncResultMixin, AsyncReadMixin, AsyncScheduleMixin):
         The task then keeps its state and result for ``result_ttl_seconds``; its payload is
         dropped (``get_task`` returns None for it).
         """
-        lease = common.require_lease(task)
+        lease = lease_of(task)
+        run_seconds = check_run_seconds(run_seconds)
         body = encode_result(task.task_id, result, self._config.max_payload_bytes)
         xcom = context.take(task)  # the handler's XCom values, stored in the same step
         if xcom:
@@ -302,6 +314,8 @@ class AsyncFairQueue(AsyncResultMixin, AsyncReadMixin, AsyncScheduleMixin):
         A task whose lease is lost (or that carries none) gets False and changes nothing.
         Results that are not JSON-serializable raise TaskSerializationError before any write.
         """
+        items = check_finish_items(items)
+        times = check_run_seconds_list(run_seconds, len(items))
         entries: list[FinishItem] = []
         positions: list[int] = []
         done = [False] * len(items)
@@ -333,7 +347,7 @@ class AsyncFairQueue(AsyncResultMixin, AsyncReadMixin, AsyncScheduleMixin):
         for index, ok in zip(positions, flags, strict=True):
             done[index] = bool(ok)
             if ok and listening:
-                seconds = None if run_seconds is None else run_seconds[index]
+                seconds = None if times is None else times[index]
                 self._event("finished", items[index][0], run_seconds=seconds)
         return done
 
@@ -345,8 +359,9 @@ class AsyncFairQueue(AsyncResultMixin, AsyncReadMixin, AsyncScheduleMixin):
         Unknown task names and undecodable payloads go to the DLQ as POISONED at once.
         Returns the state the task is in afterwards (SCHEDULED when retried, FAILED in the DLQ).
         """
-        lease = common.require_lease(task)
-        decision = common.decide(self._plugins, task, error)
+        lease = lease_of(task)
+        decision = common.decide(self._plugins, task, check_error(error))
+        run_seconds = check_run_seconds(run_seconds)
         context.discard(task)
         # a final failure keeps the error (type, message, traceback summary) with the task
         final = {} if decision.retry_delay is not None else {"error": error_record(error)}
@@ -377,7 +392,7 @@ class AsyncFairQueue(AsyncResultMixin, AsyncReadMixin, AsyncScheduleMixin):
 
     async def heartbeat(self, task: Task) -> Task:
         """Extend the task's lease; returns the task with the new deadline."""
-        lease = common.require_lease(task)
+        lease = lease_of(task)
         lease_seconds = self._config.lease_seconds
         deadline = await self._backend.heartbeat(task.task_id, lease.token, lease_seconds)
         return common.with_deadline(task, deadline)
@@ -392,6 +407,7 @@ class AsyncFairQueue(AsyncResultMixin, AsyncReadMixin, AsyncScheduleMixin):
         or None when its lease is lost or it carries none (that task changes nothing; the
         others are extended), as ``finish_batch`` does.
         """
+        tasks = check_tasks(tasks)
         items, positions = common.leased_items(tasks)
         if not items:
             return [None] * len(tasks)
@@ -411,7 +427,7 @@ class AsyncFairQueue(AsyncResultMixin, AsyncReadMixin, AsyncScheduleMixin):
 
     async def release(self, task: Task) -> None:
         """Give a claimed task back unstarted: at the head of its queue, no attempt counted."""
-        lease = common.require_lease(task)
+        lease = lease_of(task)
         context.discard(task)
         await self._backend.release(task.task_id, lease.token)
         self._event("released", task)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fairque_core.app import engine_support as common
+from fairque_core.app.arguments import check_entry_ids, check_failure_type, check_tenants
 from fairque_core.app.deprecation import renamed_keyword
 from fairque_core.app.messages import decode_message, decode_result
 from fairque_core.domain.enums import FailureType, TaskState
@@ -50,7 +51,7 @@ class ReadMixin:
 
     @renamed_keyword("FairQueue", "user_ids", "tenants")
     def get_queue_sizes_batch(self, tenants: Sequence[str]) -> dict[str, dict[str, int]]:
-        sizes = self._backend.queue_sizes(list(tenants))
+        sizes = self._backend.queue_sizes(check_tenants(tenants))
         return {tenant: s.as_dict() for tenant, s in sizes.items()}
 
     def get_stats(self) -> dict[str, Any]:
@@ -68,7 +69,7 @@ class ReadMixin:
 
     def get_tenant_weights(self, tenants: Sequence[str]) -> dict[str, tuple[float, int]]:
         """Each tenant's stored ``(weight, tier)``; ``(1.0, 0)`` when never set."""
-        return self._backend.tenant_weights(list(tenants))
+        return self._backend.tenant_weights(check_tenants(tenants))
 
     def get_tenant_fairness(
         self, tenants: Sequence[str] | str | None = None, *, limit: int = 100, offset: int = 0
@@ -90,10 +91,11 @@ class ReadMixin:
     def list_dlq(
         self, *, limit: int = 100, offset: int = 0, failure_type: FailureType | None = None
     ) -> list[DLQEntry]:
-        return self._backend.list_dlq(limit=limit, offset=offset, failure_type=failure_type)
+        wanted = check_failure_type(failure_type)
+        return self._backend.list_dlq(limit=limit, offset=offset, failure_type=wanted)
 
     def requeue_dlq(self, entry_ids: Sequence[str] | None = None) -> int:
-        return self._backend.requeue_dlq(entry_ids)
+        return self._backend.requeue_dlq(check_entry_ids(entry_ids))
 
     def purge_dlq(self, entry_ids: Sequence[str] | None = None) -> int:
-        return self._backend.purge_dlq(entry_ids)
+        return self._backend.purge_dlq(check_entry_ids(entry_ids))

@@ -20,6 +20,7 @@ from fairque_core.domain.errors import (
     FairQueueError,
     PayloadTooLargeError,
     TaskSerializationError,
+    TaskTypeError,
     TaskValidationError,
 )
 from fairque_core.domain.models import UNREADABLE_HEADER, Claimed, Lease, Message, Task
@@ -41,11 +42,19 @@ __all__ = [
 def to_message(
     task: Task, host: PluginHostLike, config: QueueConfig, now: float | None = None
 ) -> Message:
-    """Validate ``task`` and encode it: headers from plugins, codec, size limit, delay."""
+    """Validate ``task`` and encode it: headers from plugins, codec, size limit, delay.
+
+    The size limit (``max_payload_bytes``) bounds the whole stored record: the encoded
+    payload plus the name, headers and dependency ids (UTF-8 bytes), so neither a huge
+    name nor huge headers slip past it. A push starts the attempt count: the message's
+    ``retry_count`` is 0 whatever the task carries (both backends store it so).
+    """
     if not isinstance(task, Task):
-        raise TaskValidationError("task", task, "must be a fairque_core.Task")
+        raise TaskTypeError("task", task, "must be a fairque_core.Task")
     if task.task_id in task.depends_on:
         raise TaskValidationError("depends_on", task.task_id, "a task cannot depend on itself")
+    if UNREADABLE_HEADER in task.headers:
+        raise TaskValidationError("headers", UNREADABLE_HEADER, "is reserved for fairque")
     headers = host.push_headers(task, queue=config.name)
     if headers != task.headers:
         task = attrs.evolve(task, headers={**task.headers, **headers})
@@ -55,8 +64,9 @@ def to_message(
         raise
     except Exception as exc:
         raise TaskSerializationError(f"cannot encode the payload of {task.task_id}: {exc}") from exc
-    if len(body) > config.max_payload_bytes:
-        raise PayloadTooLargeError(len(body), config.max_payload_bytes)
+    size = len(body) + _extra_bytes(task)
+    if size > config.max_payload_bytes:
+        raise PayloadTooLargeError(size, config.max_payload_bytes)
     current = time.time() if now is None else now
     return Message(
         task_id=task.task_id,
@@ -64,7 +74,7 @@ def to_message(
         priority=task.priority,
         body=body,
         content_type=content_type,
-        retry_count=task.retry_count,
+        retry_count=0,
         max_retries=task.max_retries,
         created_at=task.created_at,
         delay=max(0.0, task.execute_after - current),
@@ -74,6 +84,18 @@ def to_message(
         unique_key=task.unique_key,
         unique_window=task.unique_window_seconds,
     )
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _extra_bytes(task: Task) -> int:
+    """Bytes the record stores beside the payload: name, headers and dependency ids."""
+    size = _utf8_len(task.name) + sum(len(dep) for dep in task.depends_on)
+    for key, value in task.headers.items():
+        size += _utf8_len(key) + _utf8_len(value)
+    return size
 
 
 def decode_message(message: Message, host: PluginHostLike, lease: Lease | None = None) -> Task:

@@ -33,6 +33,7 @@ __all__ = [
     "TaskNotFoundError",
     "TaskSerializationError",
     "TaskTimeoutError",
+    "TaskTypeError",
     "TaskValidationError",
     "UnknownTaskError",
     "UnsafeServerConfigError",
@@ -63,6 +64,11 @@ class TaskValidationError(DomainError, ValueError):
         if len(shown) > 80:
             shown = shown[:77] + "..."
         super().__init__(f"invalid {field} {shown}: {rule}")
+
+
+class TaskTypeError(TaskValidationError, TypeError):
+    """A value of the wrong type (a non-str name, a foreign object for a Task ...): a
+    TaskValidationError that is also a ``TypeError``, as Python's own type errors are."""
 
 
 class PayloadTooLargeError(TaskValidationError):

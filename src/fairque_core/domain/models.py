@@ -10,8 +10,17 @@ from typing import Any
 import attrs
 
 from fairque_core.domain.enums import FailureType, Priority
-from fairque_core.domain.errors import TaskValidationError
-from fairque_core.domain.validation import check_finite, validate_id
+from fairque_core.domain.errors import TaskTypeError, TaskValidationError
+from fairque_core.domain.validation import (
+    MAX_RETRY_COUNT,
+    check_count,
+    check_finite,
+    check_id_list,
+    check_mapping,
+    check_str,
+    check_time,
+    validate_id,
+)
 
 __all__ = ["UNREADABLE_HEADER", "Claimed", "DLQEntry", "Lease", "Message", "QueueSizes", "Task"]
 
@@ -26,16 +35,28 @@ def _check_id(_inst: object, attribute: attrs.Attribute[Any], value: object) -> 
 
 def _check_priority(_inst: object, _attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, Priority):
-        raise TaskValidationError("priority", value, "must be a Priority (1-6)")
+        raise TaskTypeError("priority", value, "must be a Priority (1-6)")
 
 
 def _check_count(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise TaskValidationError(attribute.name, value, "must be an int >= 0")
+    check_count(value, attribute.name, 0, MAX_RETRY_COUNT)
 
 
 def _check_time(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    check_time(value, attribute.name)
+
+
+def _check_str(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    check_str(value, attribute.name)
+
+
+def _check_finite(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
     check_finite(value, attribute.name)
+
+
+def _check_lease(_inst: object, _attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and not isinstance(value, Lease):
+        raise TaskTypeError("lease", value, "must be a Lease or None")
 
 
 def _check_deps(_inst: object, _attribute: attrs.Attribute[Any], value: tuple[str, ...]) -> None:
@@ -45,15 +66,15 @@ def _check_deps(_inst: object, _attribute: attrs.Attribute[Any], value: tuple[st
 
 def _check_headers(_inst: object, _attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, Mapping):
-        raise TaskValidationError("headers", value, "must be a mapping of str to str")
+        raise TaskTypeError("headers", value, "must be a mapping of str to str")
     for key, item in value.items():
         if not isinstance(key, str) or not isinstance(item, str):
-            raise TaskValidationError("headers", {key: item}, "keys and values must be str")
+            raise TaskTypeError("headers", {key: item}, "keys and values must be str")
 
 
 def _check_payload(_inst: object, _attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, Mapping):
-        raise TaskValidationError("payload", value, "must be a mapping")
+        raise TaskTypeError("payload", value, "must be a mapping")
 
 
 def _check_unique_key(_inst: object, _attribute: attrs.Attribute[Any], value: object) -> None:
@@ -67,22 +88,20 @@ def _check_window(_inst: object, attribute: attrs.Attribute[Any], value: object)
 
 
 def _to_tuple(value: Iterable[str]) -> tuple[str, ...]:
-    if isinstance(value, str):
-        raise TaskValidationError("depends_on", value, "must be a sequence of task ids, not a str")
-    return tuple(value)
+    return tuple(check_id_list(value, "depends_on"))
 
 
 def _freeze_headers(value: Mapping[str, str] | None) -> Mapping[str, str]:
-    return dict(value) if value is not None else {}
+    return dict(check_mapping(value, "headers")) if value is not None else {}
 
 
 @attrs.frozen(kw_only=True)
 class Lease:
     """A worker's claim on a task: the token proves it, the deadline bounds it (epoch seconds)."""
 
-    token: str
-    deadline: float
-    worker_id: str = ""
+    token: str = attrs.field(validator=_check_str)
+    deadline: float = attrs.field(validator=_check_finite)
+    worker_id: str = attrs.field(default="", validator=_check_str)
 
 
 @attrs.frozen(kw_only=True)
@@ -107,12 +126,12 @@ class Task:
     headers: Mapping[str, str] = attrs.field(
         factory=dict, converter=_freeze_headers, validator=_check_headers
     )
-    name: str = ""
+    name: str = attrs.field(default="", validator=_check_str)
     #: while a task with this key (same tenant) is queued, scheduled, waiting or running, or
     #: ended less than ``unique_window_seconds`` ago, pushing another one is a duplicate
     unique_key: str = attrs.field(default="", validator=_check_unique_key)
     unique_window_seconds: float = attrs.field(default=0.0, validator=_check_window)
-    lease: Lease | None = attrs.field(default=None, eq=False, repr=False)
+    lease: Lease | None = attrs.field(default=None, eq=False, repr=False, validator=_check_lease)
 
     @classmethod
     def create(
@@ -146,11 +165,11 @@ class Task:
             task_id=task_id if task_id is not None else str(uuid.uuid4()),
             user_id=user_id,
             priority=priority,
-            payload=dict(payload) if payload is not None else {},
+            payload=dict(check_mapping(payload, "payload")) if payload is not None else {},
             max_retries=max_retries,
             created_at=now,
             execute_after=execute_after if execute_after is not None else now,
-            depends_on=tuple(depends_on),
+            depends_on=depends_on,  # the converter checks and freezes it
             headers=headers,
             name=name,
             unique_key=unique_key if unique_key is not None else "",

@@ -1,22 +1,34 @@
-"""The id grammar: what a tenant id, task id or queue name may look like.
+"""The id grammar and the value rules every public entry point checks before any I/O.
 
 Ids end up inside Redis key names, so they must never carry a hash-tag brace, whitespace,
-control characters or glob characters, and must stay short. Checked before any I/O.
+control characters or glob characters, and must stay short. Times are epoch seconds between
+0 and the end of year 9999 (so every delay and score fits the integer milliseconds both
+backends compute with); counts are ints in a stated range (a bool is never a number here).
+Every rule raises :class:`TaskValidationError` (a ``ValueError``) naming the field.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping, Sequence, Set
+from typing import Any
 
-from fairque_core.domain.errors import TaskValidationError
+from fairque_core.domain.errors import TaskTypeError, TaskValidationError
 
 __all__ = [
+    "MAX_EPOCH_SECONDS",
     "MAX_ID_LENGTH",
     "MAX_QUEUE_NAME_LENGTH",
+    "MAX_RETRY_COUNT",
     "MAX_TENANT_PAGE",
+    "check_count",
     "check_finite",
+    "check_id_list",
+    "check_mapping",
+    "check_str",
     "check_tenant_page",
+    "check_time",
     "check_wait_timeout",
     "validate_id",
     "validate_queue_name",
@@ -26,6 +38,11 @@ MAX_ID_LENGTH = 128
 MAX_QUEUE_NAME_LENGTH = 64
 #: The largest page ``list_tenants`` returns in one call.
 MAX_TENANT_PAGE = 1000
+#: The latest time a task may carry (9999-12-31T23:59:59Z): ``execute_after`` beyond it
+#: overflowed the backends' millisecond scores (issue 16: 1e16 s ran at once).
+MAX_EPOCH_SECONDS = 253_402_300_799.0
+#: The largest ``retry_count``/``max_retries`` (a 32-bit int; both backends count exactly).
+MAX_RETRY_COUNT = 2**31 - 1
 
 _ID_RE = re.compile(r"[A-Za-z0-9_.:@/+=#-]+")
 _QUEUE_RE = re.compile(r"[A-Za-z0-9_.-]+")
@@ -42,7 +59,7 @@ _QUEUE_RULE = (
 def validate_id(value: object, field: str = "id") -> str:
     """Return ``value`` if it is a valid tenant or task id, else raise TaskValidationError."""
     if not isinstance(value, str):
-        raise TaskValidationError(field, value, "must be a str")
+        raise TaskTypeError(field, value, "must be a str")
     if not value or len(value) > MAX_ID_LENGTH or _ID_RE.fullmatch(value) is None:
         raise TaskValidationError(field, value, _ID_RULE)
     return value
@@ -51,7 +68,7 @@ def validate_id(value: object, field: str = "id") -> str:
 def validate_queue_name(value: object) -> str:
     """Return ``value`` if it is a valid queue name, else raise TaskValidationError."""
     if not isinstance(value, str):
-        raise TaskValidationError("queue name", value, "must be a str")
+        raise TaskTypeError("queue name", value, "must be a str")
     if not value or len(value) > MAX_QUEUE_NAME_LENGTH or _QUEUE_RE.fullmatch(value) is None:
         raise TaskValidationError("queue name", value, _QUEUE_RULE)
     return value
@@ -60,11 +77,62 @@ def validate_queue_name(value: object) -> str:
 def check_finite(value: object, field: str) -> float:
     """Return ``value`` as a float if it is a finite real number."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TaskValidationError(field, value, "must be a number")
-    as_float = float(value)
+        raise TaskTypeError(field, value, "must be a number")
+    try:
+        as_float = float(value)
+    except OverflowError:  # an int beyond the float range
+        raise TaskValidationError(field, value, "must be finite") from None
     if not math.isfinite(as_float):
         raise TaskValidationError(field, value, "must be finite")
     return as_float
+
+
+def check_time(value: object, field: str) -> float:
+    """Return ``value`` as a float if it is a time (epoch seconds) in [0, MAX_EPOCH_SECONDS]."""
+    seconds = check_finite(value, field)
+    if not 0.0 <= seconds <= MAX_EPOCH_SECONDS:
+        raise TaskValidationError(
+            field, value, f"must be epoch seconds in [0, {MAX_EPOCH_SECONDS:.0f}] (year 9999)"
+        )
+    return seconds
+
+
+def check_count(value: object, field: str, low: int = 0, high: int | None = None) -> int:
+    """Return ``value`` if it is an int (not a bool) in [low, high]."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TaskTypeError(field, value, "must be an int")
+    if value < low or (high is not None and value > high):
+        rule = f"must be >= {low}" if high is None else f"must be in [{low}, {high}]"
+        raise TaskValidationError(field, value, rule)
+    return value
+
+
+def check_str(value: object, field: str) -> str:
+    """Return ``value`` if it is a str."""
+    if not isinstance(value, str):
+        raise TaskTypeError(field, value, "must be a str")
+    return value
+
+
+def check_mapping(value: object, field: str) -> Mapping[Any, Any]:
+    """Return ``value`` if it is a mapping."""
+    if not isinstance(value, Mapping):
+        raise TaskTypeError(field, value, "must be a mapping")
+    return value
+
+
+def check_id_list(value: object, field: str) -> list[str]:
+    """Return ``value`` as a list if it is a list, tuple or set of valid ids.
+
+    A str is refused (it would be read as one id per character), and so is any other
+    iterable: the ids are checked before anything is iterated twice or sent.
+    """
+    if isinstance(value, (str, bytes, bytearray)) or not isinstance(value, (Sequence, Set)):
+        raise TaskTypeError(field, value, "must be a list of ids (not a str)")
+    items = list(value)
+    for item in items:
+        validate_id(item, field)
+    return items
 
 
 def check_wait_timeout(value: object) -> float:
