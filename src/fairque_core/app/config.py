@@ -29,6 +29,7 @@ from fairque_core.domain.errors import (
     ScheduleValidationError,
     TaskValidationError,
 )
+from fairque_core.domain.limits import LIMIT_FIELDS, check_changes
 from fairque_core.domain.schedules import Schedule
 from fairque_core.domain.scoring import stride_for
 from fairque_core.domain.validation import validate_id, validate_queue_name
@@ -36,6 +37,8 @@ from fairque_core.domain.validation import validate_id, validate_queue_name
 __all__ = [
     "SECRET_QUERY_KEYS",
     "FairQueueConfig",
+    "LimitSetting",
+    "LimitsConfig",
     "QueueConfig",
     "RedisConfig",
     "TierConfig",
@@ -308,12 +311,68 @@ class WorkerConfig:
             )
 
 
+def _limit(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """A flow-control limit (ADR 28): None (no limit) or a value ``check_changes`` accepts."""
+    if value is None:
+        return
+    try:
+        check_changes({attribute.name: value})
+    except TaskValidationError as exc:
+        raise _fail(inst, attribute, value, exc.rule) from None
+
+
+def _limit_changes(record: object) -> dict[str, float | None]:
+    """The limits a config record sets (its fields that are not None)."""
+    values = {name: getattr(record, name) for name in LIMIT_FIELDS}
+    return {name: value for name, value in values.items() if value is not None}
+
+
+@attrs.define(kw_only=True)
+class LimitsConfig:
+    """Flow-control limits (ADR 28), each optional (None: no limit): ``max_running`` leases at
+    once, ``rate`` starts per second with a ``burst``, ``max_queued`` ready + scheduled tasks.
+    Used per tenant (``queue.tenant_limits``) and queue-wide (``queue.limits``, without
+    ``max_queued``)."""
+
+    max_running: int | None = attrs.field(default=None, validator=_limit)
+    rate: float | None = attrs.field(default=None, validator=_limit)
+    burst: int | None = attrs.field(default=None, validator=_limit)
+    max_queued: int | None = attrs.field(default=None, validator=_limit)
+
+    def changes(self) -> dict[str, float | None]:
+        """The limits this record sets, as ``set_limits`` takes them."""
+        return _limit_changes(self)
+
+
 @attrs.define(kw_only=True)
 class TierConfig:
-    """A subscription tier: its weight and, in strict mode, its rank (higher served first)."""
+    """A subscription tier: its weight and, in strict mode, its rank (higher served first).
+
+    The limit fields (``max_running``, ``rate``, ``burst``, ``max_queued``; ADR 28) are the
+    defaults of every tenant of the tier's rank that does not set its own. They are stored per
+    rank, so tiers that share a rank must not give different limits.
+    """
 
     weight: float = attrs.field(default=1.0, validator=_weight)
     rank: int = attrs.field(default=0, validator=_number(0, _MAX_TIER_RANK, integer=True))
+    max_running: int | None = attrs.field(default=None, validator=_limit)
+    rate: float | None = attrs.field(default=None, validator=_limit)
+    burst: int | None = attrs.field(default=None, validator=_limit)
+    max_queued: int | None = attrs.field(default=None, validator=_limit)
+
+    def changes(self) -> dict[str, float | None]:
+        """The limit defaults this tier sets, as ``set_limits`` takes them."""
+        return _limit_changes(self)
+
+
+@attrs.frozen
+class LimitSetting:
+    """One ``set_limits`` call the config asks for: ``changes`` for ``tenant``'s own limits,
+    ``tier``'s defaults, or (neither) the queue-wide limits."""
+
+    changes: dict[str, float | None]
+    tenant: str | None = None
+    tier: int | None = None
 
 
 def _weights(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -331,6 +390,26 @@ def _tiers(inst: object, attribute: attrs.Attribute[Any], value: object) -> None
             raise _FieldError(_section(inst), f"{attribute.name}.{key}", tier, "must be a tier")
 
 
+def _tenant_limits(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    _id_keys(inst, attribute, value)
+    assert isinstance(value, dict)
+    for key, limits in value.items():
+        if not isinstance(limits, LimitsConfig):
+            raise _FieldError(_section(inst), f"{attribute.name}.{key}", limits, "must be limits")
+
+
+def _queue_limits(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, LimitsConfig):
+        raise _fail(inst, attribute, value, "must be limits")
+    if value.max_queued is not None:
+        raise _FieldError(
+            _section(inst),
+            f"{attribute.name}.max_queued",
+            value.max_queued,
+            "is per tenant: set it in tenant_limits or a tier",
+        )
+
+
 def _tenant_tiers(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
     _id_keys(inst, attribute, value)
     assert isinstance(value, dict)
@@ -341,7 +420,9 @@ def _tenant_tiers(inst: object, attribute: attrs.Attribute[Any], value: object) 
 
 @attrs.define(kw_only=True)
 class QueueConfig:
-    """Queue behaviour: name, leases, aging, limits, retry backoff, tenant weights and tiers."""
+    """Queue behaviour: name, leases, aging, limits, retry backoff, tenant weights and tiers,
+    flow control (ADR 28: ``tenant_limits``, the tiers' limit defaults, queue-wide ``limits``).
+    """
 
     _section: ClassVar[str] = "queue"
 
@@ -360,6 +441,8 @@ class QueueConfig:
     tiers: dict[str, TierConfig] = attrs.field(factory=dict, validator=_tiers)
     tenant_tiers: dict[str, str] = attrs.field(factory=dict, validator=_tenant_tiers)
     strict_tiers: bool = attrs.field(default=False, validator=_BOOL)
+    tenant_limits: dict[str, LimitsConfig] = attrs.field(factory=dict, validator=_tenant_limits)
+    limits: LimitsConfig = attrs.field(factory=LimitsConfig, validator=_queue_limits)
 
     def __attrs_post_init__(self) -> None:
         if self.retry_cap_seconds < self.retry_base_seconds:
@@ -375,6 +458,38 @@ class QueueConfig:
                 raise _FieldError(
                     self._section, f"tenant_tiers.{user_id}", tier, f"unknown tier ({known})"
                 )
+        self._tier_limits_by_rank()
+
+    def _tier_limits_by_rank(self) -> dict[int, dict[str, float | None]]:
+        """Each rank's limit defaults; tiers sharing a rank must agree (limits are per rank)."""
+        by_rank: dict[int, tuple[str, dict[str, float | None]]] = {}
+        for name in sorted(self.tiers):
+            tier = self.tiers[name]
+            changes = tier.changes()
+            other = by_rank.setdefault(tier.rank, (name, changes))
+            if other[1] != changes:
+                raise _FieldError(
+                    self._section,
+                    f"tiers.{name}",
+                    changes,
+                    f"shares rank {tier.rank} with tier {other[0]} whose limits differ (limit "
+                    "defaults are kept per rank: give the tiers distinct ranks)",
+                )
+        return {rank: changes for rank, (_name, changes) in by_rank.items() if changes}
+
+    def limit_settings(self) -> list[LimitSetting]:
+        """The limits the config names (ADR 28), as ``set_limits`` calls: the queue-wide
+        ``limits``, each tier rank's defaults, each tenant's own. Only the fields given are
+        set; a limit set at run time on a field the config leaves out stays."""
+        out: list[LimitSetting] = []
+        if self.limits.changes():
+            out.append(LimitSetting(self.limits.changes()))
+        for rank, changes in sorted(self._tier_limits_by_rank().items()):
+            out.append(LimitSetting(changes, tier=rank))
+        for user_id, limits in self.tenant_limits.items():
+            if limits.changes():
+                out.append(LimitSetting(limits.changes(), tenant=user_id))
+        return out
 
     def tenant_weight_table(self) -> dict[str, tuple[float, int]]:
         """``user_id -> (weight, tier rank)`` for every tenant the config names.

@@ -125,7 +125,9 @@ class AsyncFairQueue(AsyncResultMixin, AsyncReadMixin, AsyncScheduleMixin):
         for user_id, (weight, tier) in self._config.tenant_weight_table().items():
             await self._backend.set_tenant_weight(user_id, weight, tier=tier)
         for setting in self._config.limit_settings():
-            await self._backend.set_limits(setting.changes, tenant=setting.tenant, tier=setting.tier)
+            await self._backend.set_limits(
+                setting.changes, tenant=setting.tenant, tier=setting.tier
+            )
 
     # ------------------------------------------------------------------ properties
     @property
