@@ -419,6 +419,7 @@ DOCUMENTED = (
     "queues",
     "tenants",
     "tenant",
+    "limits",
     "purge",
     "task",
     "workers",
