@@ -61,7 +61,8 @@ def test_set_show_clear(base: tuple[str, ...], server_url: str, queue_name: str)
     got = cli_json(*base, "limits", "clear", "acme")
     assert got["own"] == dict.fromkeys(("max_running", "rate", "burst", "max_queued"))
     code, text = cli(*base, "limits", "clear", "acme")
-    assert code == 0 and "cleared" in text
+    assert code == 0
+    assert "cleared" in text
 
 
 def test_limits_before_the_first_push(base: tuple[str, ...]) -> None:
@@ -97,7 +98,8 @@ def test_bad_tenant_and_missing_flags_are_one_line_errors(
 ) -> None:
     assert cli(*base, "limits", "set", "a b", "--rate", "1")[0] == 1
     err = capsys.readouterr().err
-    assert "invalid tenant 'a b'" in err and err.count("\n") == 1
+    assert "invalid tenant 'a b'" in err
+    assert err.count("\n") == 1
     assert cli(*base, "limits", "show", "{x}")[0] == 1
     assert cli(*base, "limits", "set", "acme")[0] == 1
     assert "needs at least one of --max-running" in capsys.readouterr().err
@@ -140,6 +142,7 @@ def test_text_of_a_throttled_tenant() -> None:
         refusals=0,
     )
     text = "\n".join(limits_text(status, now=1000.0))
-    assert "throttled: next start at" in text and "(in 0.250 s)" in text
+    assert "throttled: next start at" in text
+    assert "(in 0.250 s)" in text
     assert "in force    rate 2/s, max_queued 9 (with tier defaults)" in text
     assert "queued      4 of 9" in text
