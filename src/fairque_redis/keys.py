@@ -16,7 +16,10 @@ builder per family (``fq_task_key``, ``fq_critical_key`` ...), the only Lua that
 =================  ======  ==============================================================
 key                type    contents
 =================  ======  ==============================================================
-``meta``           hash    ``vtime`` (queue virtual time), ``seq`` (push sequence), ``ready``
+``meta``           hash    ``vtime`` (queue virtual time), ``seq`` (push sequence), ``ready``;
+                           with flow control (ADR 28) ``lim`` (1 once a limit was set),
+                           ``lim:q`` / ``lim:<tier>`` (queue-wide / tier default limits),
+                           ``qtat``, ``qhold`` (the queue-wide rate's GCRA state)
 ``stats``          hash    queue counters (``scoring.STAT_COUNTERS``)
 ``tiers``          zset    tiers with at least one active tenant, scored by tier
 ``active:<tier>``  zset    active tenants of a tier, scored by their pass
@@ -26,6 +29,9 @@ key                type    contents
 ``wake``           list    the wake signal: at most one token, BLPOPped by idle workers
 ``sched``          list    the schedule signal: at most one token, raised when the first due
                            time in ``delayed`` moves earlier (idle workers BLPOP it too)
+``parked``         zset    tenants held by their rate limit (and ``|queue`` for the queue-wide
+                           rate), scored by the time (ms) they may start again; the claim
+                           moves the due ones back like due scheduled tasks (ADR 28)
 ``tenants``        zset    every tenant that ever pushed, scored by its first push (ms)
 ``schedules``      hash    cron schedules: name -> definition (JSON, ``domain/schedules.py``)
 ``schedule_fired`` hash    cron schedules: name -> last fired tick (epoch ms)
@@ -35,7 +41,8 @@ key                type    contents
 ``children:<id>``  list    tasks that depend on this one
 ``c:<tenant>``     list    the tenant's critical FIFO
 ``n:<tenant>``     zset    the tenant's scored tasks (member = seq + id)
-``tenant:<t>``     hash    ``pass``, ``stride``, ``tier`` of a tenant
+``tenant:<t>``     hash    ``pass``, ``stride``, ``tier`` of a tenant; its flow control:
+                           ``lim`` (own limits), ``tat`` (GCRA, us), ``hold``, ``capd``
 ``ts:<tenant>``    hash    tenant counters plus ``scheduled`` and ``leased`` gauges
 ``workers``        hash    live workers: worker id -> heartbeat record (JSON, written by
                            ``fairque_core.app.worker_registry``; plain commands, no script)
@@ -163,6 +170,12 @@ class KeySpace:
     def wake(self) -> str:
         """The wake signal (a list of at most one token); Lua builds it with ``fq_wake_key``."""
         return self.prefix + "wake"
+
+    @property
+    def parked(self) -> str:
+        """Tenants held by a rate limit (and ``|queue``), by the time (ms) they may start
+        again (a zset; ADR 28); Lua builds it with ``fq_parked_key``."""
+        return self.prefix + "parked"
 
     @property
     def sched(self) -> str:

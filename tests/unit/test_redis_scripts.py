@@ -157,12 +157,14 @@ def test_includes_hold_only_local_definitions(name: str) -> None:
 
 def test_key_families_are_spelled_once_in_lua() -> None:
     # keys.lua is the only Lua that spells a key family; everything else calls its builders
-    family = re.compile(r"'(task|waits|children|c|n|tenant|ts|active):'|'(tenants|wake|sched)'")
+    family = re.compile(
+        r"'(task|waits|children|c|n|tenant|ts|active):'|'(tenants|wake|sched|parked)'"
+    )
     for name in OPERATION_FILES + [f"_include/{i}" for i in INCLUDE_FILES]:
         text = load_source(name)
         found = [m.group(0) for m in family.finditer(text)]
         if name == "_include/keys":
-            assert len(found) == len(set(found)) == 11, found
+            assert len(found) == len(set(found)) == 12, found
         else:
             assert found == [], f"{name}.lua spells {found}"
             assert "q.prefix .." not in text, f"{name}.lua builds a key by hand"
@@ -275,6 +277,19 @@ def test_lua_key_builders_agree_with_the_keyspace(raw_client: Any, partition: in
         keys.wake,
         keys.sched,
     ]
+
+
+@pytest.mark.parametrize("partition", [None, 3])
+def test_lua_parked_key_agrees_with_the_keyspace(raw_client: Any, partition: int | None) -> None:
+    # flow control's parked set (ADR 28): one spelling in keys.lua, one in KeySpace
+    keys = KeySpace("q-1.a", partition=partition)
+    got = _eval_include(
+        raw_client,
+        '--- @include "limits"\nreturn fq_parked_key({prefix = fq_prefix(KEYS[1])})',
+        keys.meta,
+        numkeys=1,
+    )
+    assert got.decode() == keys.parked == keys.prefix + "parked"
 
 
 @given(
