@@ -112,23 +112,34 @@ def snapshot(client: Any, queue: str) -> dict[str, Any]:
     for key in found:
         types_pipe.type(key)
     types = [_text(t) for t in types_pipe.execute()]
-    pipe = client.pipeline(transaction=True)
-    pipe.time()
-    for key, kind in zip(found, types, strict=True):
-        if kind == "hash":
-            pipe.hgetall(key)
-        elif kind == "zset":
-            pipe.zrange(key, 0, -1, withscores=True)
-        elif kind == "list":
-            pipe.lrange(key, 0, -1)
-        elif kind == "set":
-            pipe.smembers(key)
-        else:
-            pipe.type(key)
-    replies = pipe.execute()
+    import redis
+
+    def read(transaction: bool) -> list[Any]:
+        pipe = client.pipeline(transaction=transaction)
+        pipe.time()
+        for key, kind in zip(found, types, strict=True):
+            if kind == "hash":
+                pipe.hgetall(key)
+            elif kind == "zset":
+                pipe.zrange(key, 0, -1, withscores=True)
+            elif kind == "list":
+                pipe.lrange(key, 0, -1)
+            elif kind == "set":
+                pipe.smembers(key)
+            else:
+                pipe.type(key)
+        return list(pipe.execute())
+
+    try:
+        replies = read(transaction=True)
+    except redis.OutOfMemoryError:
+        # a server at maxmemory refuses MULTI: read without it (the queue is quiet)
+        replies = read(transaction=False)
     seconds, micros = replies[0]
     contents: dict[str, tuple[str, Any]] = {}
     for key, kind, reply in zip(found, types, replies[1:], strict=True):
+        if kind == "none" or _text(reply) == "none":
+            continue  # expired (or deleted) between the SCAN and the read
         suffix = _text(key)[len(keys.prefix) :]
         value: Any = reply
         if kind == "hash":
