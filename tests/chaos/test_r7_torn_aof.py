@@ -190,3 +190,33 @@ def test_r7_torn_aof_short(kind: str, seed: int, tmp_path: Path) -> None:
 @pytest.mark.parametrize("kind", ["valkey", "redis7"])
 def test_r7_torn_aof_20_cuts(kind: str, seed: int, tmp_path: Path) -> None:
     _scenario(kind, pushes=1500, cuts=20, seed=seed, tmp_path=tmp_path)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("mode", ["none", "everysec", "always"])
+def test_durability_modes_under_kill_9(mode: str) -> None:
+    """The durability modes of docs/delivery.md: acknowledged pushes that survive ``kill -9``
+    of the server (no persistence: none; AOF everysec: all, the file is written before the
+    reply and only the fsync waits; AOF always: all), and the push rate of each."""
+    from fairque_redis.embedded import EmbeddedValkey
+
+    args = [] if mode == "none" else ["--appendfsync", mode]
+    server = EmbeddedValkey(appendonly=mode != "none", extra_args=args)
+    pushes = 400
+    with server:
+        backend = RedisBackend.from_url(server.url, queue="modes")
+        try:
+            started = time.monotonic()
+            for n in range(pushes):
+                assert backend.push(_msg(f"t{n}", n))
+            rate = pushes / (time.monotonic() - started)
+            server.kill()
+            server.start()
+            raw = redis.Redis.from_url(server.url)
+            wait_loaded(raw)
+            kept = sum(1 for _ in raw.scan_iter(match="fq:{modes}:task:*", count=1000))
+            raw.close()
+        finally:
+            backend.close()
+    print(f"durability {mode}: {rate:.0f} pushes/s one by one; {kept}/{pushes} survive kill -9")
+    assert kept == (0 if mode == "none" else pushes)
