@@ -118,10 +118,21 @@ def _metrics_plugins(port: int) -> list[Any]:
     return [OpenTelemetryMetrics(meter_provider=provider)]
 
 
+#: Tenants whose fairness figures one scrape reads (one script call); the plugin's tenant
+#: attribute cap folds the rest into ``_other``.
+FAIRNESS_TENANTS_PER_SCRAPE = 1000
+
+
 def _observe_queue(plugins: list[Any], queue: FairQueue) -> None:
-    """Let the metrics plugins read the queue's stats on scrapes (at most once a second)."""
+    """Let the metrics plugins read the queue's stats and fairness figures on scrapes (each at
+    most once per the plugin's stats interval, a second by default)."""
     for plugin in plugins:
         plugin.observe_stats(queue.get_stats, queue=queue.name)
+        plugin.observe_fairness(
+            lambda: queue.get_tenant_fairness(limit=FAIRNESS_TENANTS_PER_SCRAPE),
+            queue=queue.name,
+            strict_tiers=queue.config.strict_tiers,
+        )
 
 
 def default_worker_id() -> str:

@@ -192,6 +192,12 @@ def test_worker_metrics_port_serves_fairque_counters(run: Run) -> None:
         == 1
     ), text
     assert "fairque_task_run_time" in text
+    # the fairness gauges of issue 11, per tenant (capped); Jain's index needs backlogged
+    # tenants in two readings, which a drained queue does not have
+    lag_lines = [line for line in text.splitlines() if line.startswith("fairque_tenant_lag{")]
+    assert any('tenant="alice"' in line for line in lag_lines), text
+    assert sample_total(text, "fairque_tenant_lag", 'tenant="alice"') == 0, text  # drained
+    assert "fairque_queue_starving_tenants" in text
     assert "fairque_task_wait_time" in text
     assert run.returncode == 0, run.err
     assert "processed 3 tasks, 1 failed" in run.out
