@@ -119,15 +119,23 @@ for k = 1, n do
       -- the common case, ready now: one HSET, then into the tenant's queue (fq_enqueue)
       redis.call('HSET', key, 'u', u, 'p', ps, 'b', ARGV[i + 5], 'm', ARGV[i + 4], 'rc', '0',
         'seq', fq_int(seq), 'st', 'queued', 'rd', now_s, 'due', now_s, 'dms', dmss, 'rec', '0')
+      -- Without limits a tenant is active exactly while it has ready work, so one that already
+      -- had some needs no activation check (no tenant hash read, no ZSCORE): the common case
+      -- costs one O(1) RPUSH reply or ZCARD, as the pre-activation-number push did
+      local known = q.lim_on or q.active_cache[u] ~= nil
       if p == FQ_CRITICAL_PRIORITY then
-        redis.call('RPUSH', fq_critical_key(q, u), id)
+        if redis.call('RPUSH', fq_critical_key(q, u), id) > 1 and not known then
+          q.active_cache[u] = true
+        end
       else
         local score = scores[p]
         if score == nil then
           score = fq_int(fq_score(p, now, q.horizon_ms))
           scores[p] = score
         end
-        redis.call('ZADD', fq_normal_key(q, u), score, fq_member(seq, id))
+        local normal = fq_normal_key(q, u)
+        redis.call('ZADD', normal, score, fq_member(seq, id))
+        if not known and redis.call('ZCARD', normal) > 1 then q.active_cache[u] = true end
       end
       q.ready_delta = q.ready_delta + 1
       q.wake = true
