@@ -284,6 +284,22 @@ class QueueBackend(Protocol):
         capped, next start time and tokens of its rate, cap hits, throttles, refusals)."""
         ...
 
+    def pause(self, tenant: str | None = None) -> None:
+        """Hold ``tenant`` (or, None, the whole queue) out of claims from the next claim on:
+        a paused tenant leaves its active set as a capped one does, a paused queue leases
+        nothing. Pushes are still accepted and leased tasks run to their end. Idempotent."""
+        ...
+
+    def resume(self, tenant: str | None = None) -> None:
+        """Undo :meth:`pause`: a tenant with ready work enters its active set again like a
+        newcomer (no credit for the paused time; unless a limit holds it); raises the wake
+        signal. Idempotent."""
+        ...
+
+    def is_paused(self, tenant: str | None = None) -> bool:
+        """Whether ``tenant`` (its own flag, not the queue's) or the queue is paused."""
+        ...
+
     def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]:
         """Each tenant's ``(weight, tier)`` as stored (the weight read back from its stride,
         ``scoring.weight_of``); ``(1.0, 0)`` for a tenant never given a weight."""
@@ -440,6 +456,12 @@ class AsyncQueueBackend(Protocol):
     ) -> None: ...
 
     async def limit_status(self, tenant: str) -> LimitStatus: ...
+
+    async def pause(self, tenant: str | None = None) -> None: ...
+
+    async def resume(self, tenant: str | None = None) -> None: ...
+
+    async def is_paused(self, tenant: str | None = None) -> bool: ...
 
     async def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]: ...
 

@@ -413,6 +413,15 @@ class AsyncRedisBackend:
     async def limit_status(self, tenant: str) -> LimitStatus:
         return await self._run(self._planner.limit_status(tenant))
 
+    async def pause(self, tenant: str | None = None) -> None:
+        await self._run(self._planner.set_paused(True, tenant))
+
+    async def resume(self, tenant: str | None = None) -> None:
+        await self._run(self._planner.set_paused(False, tenant))
+
+    async def is_paused(self, tenant: str | None = None) -> bool:
+        return await self._run(self._planner.is_paused(tenant))
+
     async def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]:
         call = self._planner.tenant_weights(user_ids)
         if not user_ids:

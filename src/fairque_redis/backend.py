@@ -409,6 +409,15 @@ class RedisBackend:
     def limit_status(self, tenant: str) -> LimitStatus:
         return self._run(self._planner.limit_status(tenant))
 
+    def pause(self, tenant: str | None = None) -> None:
+        self._run(self._planner.set_paused(True, tenant))
+
+    def resume(self, tenant: str | None = None) -> None:
+        self._run(self._planner.set_paused(False, tenant))
+
+    def is_paused(self, tenant: str | None = None) -> bool:
+        return self._run(self._planner.is_paused(tenant))
+
     def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]:
         call = self._planner.tenant_weights(user_ids)
         if not user_ids:

@@ -19,7 +19,8 @@ key                type    contents
 ``meta``           hash    ``vtime`` (queue virtual time), ``seq`` (push sequence), ``ready``;
                            with flow control (ADR 28) ``lim`` (1 once a limit was set),
                            ``lim:q`` / ``lim:<tier>`` (queue-wide / tier default limits),
-                           ``qtat``, ``qhold`` (the queue-wide rate's GCRA state)
+                           ``qtat``, ``qhold`` (the queue-wide rate's GCRA state);
+                           ``pau`` = 1 while the queue is paused (``pause.lua``)
 ``stats``          hash    queue counters (``scoring.STAT_COUNTERS``)
 ``tiers``          zset    tiers with at least one active tenant, scored by tier
 ``active:<tier>``  zset    active tenants of a tier, scored by their pass
@@ -42,7 +43,8 @@ key                type    contents
 ``c:<tenant>``     list    the tenant's critical FIFO
 ``n:<tenant>``     zset    the tenant's scored tasks (member = seq + id)
 ``tenant:<t>``     hash    ``pass``, ``stride``, ``tier`` of a tenant; its flow control:
-                           ``lim`` (own limits), ``tat`` (GCRA, us), ``hold``, ``capd``
+                           ``lim`` (own limits), ``tat`` (GCRA, us), ``hold``, ``capd``;
+                           ``pau`` = 1 while paused (``pause.lua``)
 ``ts:<tenant>``    hash    tenant counters plus ``scheduled`` and ``leased`` gauges
 ``workers``        hash    live workers: worker id -> heartbeat record (JSON, written by
                            ``fairque_core.app.worker_registry``; plain commands, no script)

@@ -214,6 +214,8 @@ SCRIPTS: Mapping[str, ScriptSpec] = {
         ScriptSpec("set_weight"),
         ScriptSpec("set_limits"),
         ScriptSpec("limits_get", writes=False),
+        ScriptSpec("pause"),
+        ScriptSpec("paused_get", writes=False),
         ScriptSpec("dlq_list", writes=False),
         ScriptSpec("dlq_requeue"),
         ScriptSpec("dlq_purge"),

@@ -165,6 +165,15 @@ class SyncOverAsync:
     def limit_status(self, tenant: str) -> Any:
         return self._call(self._backend.limit_status(tenant))
 
+    def pause(self, tenant: str | None = None) -> None:
+        self._call(self._backend.pause(tenant))
+
+    def resume(self, tenant: str | None = None) -> None:
+        self._call(self._backend.resume(tenant))
+
+    def is_paused(self, tenant: str | None = None) -> bool:
+        return self._call(self._backend.is_paused(tenant))
+
     def tenant_fairness(
         self, user_ids: Sequence[str] | None = None, *, limit: int = 100, offset: int = 0
     ) -> list[TenantFairness]:

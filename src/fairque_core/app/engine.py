@@ -464,6 +464,20 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin):
         """Drop every limit of ``tenant``'s own (its tier's defaults still apply)."""
         self._backend.set_limits(dict.fromkeys(LIMIT_FIELDS), tenant=tenant)
 
+    def pause(self, tenant: str | None = None) -> None:
+        """Stop claims serving ``tenant`` (or, None, anything of the queue) from the next claim
+        on; pushes are still accepted and running tasks run to their end."""
+        self._backend.pause(tenant)
+
+    def resume(self, tenant: str | None = None) -> None:
+        """Undo :meth:`pause`; a resumed tenant is served again like a newcomer, with no
+        credit for the time it was paused."""
+        self._backend.resume(tenant)
+
+    def is_paused(self, tenant: str | None = None) -> bool:
+        """Whether ``tenant`` (its own flag) or, None, the queue is paused."""
+        return self._backend.is_paused(tenant)
+
     def purge_tenant(self, tenant: str) -> int:
         """Cancel every queued and scheduled task of ``tenant`` at once (reason ``"purged"``,
         counted as canceled); running tasks are left to finish. How many were purged."""

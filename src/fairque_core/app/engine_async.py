@@ -468,6 +468,20 @@ class AsyncFairQueue(AsyncResultMixin, AsyncReadMixin, AsyncScheduleMixin):
         """Drop every limit of ``tenant``'s own (its tier's defaults still apply)."""
         await self._backend.set_limits(dict.fromkeys(LIMIT_FIELDS), tenant=tenant)
 
+    async def pause(self, tenant: str | None = None) -> None:
+        """Stop claims serving ``tenant`` (or, None, anything of the queue) from the next claim
+        on; pushes are still accepted and running tasks run to their end."""
+        await self._backend.pause(tenant)
+
+    async def resume(self, tenant: str | None = None) -> None:
+        """Undo :meth:`pause`; a resumed tenant is served again like a newcomer, with no
+        credit for the time it was paused."""
+        await self._backend.resume(tenant)
+
+    async def is_paused(self, tenant: str | None = None) -> bool:
+        """Whether ``tenant`` (its own flag) or, None, the queue is paused."""
+        return await self._backend.is_paused(tenant)
+
     async def purge_tenant(self, tenant: str) -> int:
         """Cancel every queued and scheduled task of ``tenant`` at once (reason ``"purged"``,
         counted as canceled); running tasks are left to finish. How many were purged."""

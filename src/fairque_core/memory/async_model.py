@@ -197,6 +197,15 @@ class AsyncInMemoryBackend(AsyncScheduleOps):
     async def limit_status(self, tenant: str) -> LimitStatus:
         return self._model.limit_status(tenant)
 
+    async def pause(self, tenant: str | None = None) -> None:
+        self._model.pause(tenant)
+
+    async def resume(self, tenant: str | None = None) -> None:
+        self._model.resume(tenant)
+
+    async def is_paused(self, tenant: str | None = None) -> bool:
+        return self._model.is_paused(tenant)
+
     async def tenant_fairness(
         self, user_ids: Sequence[str] | None = None, *, limit: int = 100, offset: int = 0
     ) -> list[TenantFairness]:

@@ -90,9 +90,10 @@ def _park(store: ModelStore, member: str, until_ms: int) -> None:
 
 
 def admit(store: ModelStore, user_id: str, now: int) -> None:
-    """``user_id`` has ready work: into its active set unless a limit holds it."""
+    """``user_id`` has ready work: into its active set unless a limit holds it (or it is
+    paused: memory/pause.py, which holds it out as a cap does)."""
     st = store._limits
-    if user_id in st.capped:
+    if user_id in st.capped or user_id in store._paused:
         return
     hold = st.hold.get(user_id, 0)
     if hold > now:

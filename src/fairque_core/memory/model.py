@@ -33,6 +33,7 @@ from fairque_core.memory import limits
 from fairque_core.memory.figures import FigureOps
 from fairque_core.memory.leases import LeaseOps
 from fairque_core.memory.limit_ops import LimitOps
+from fairque_core.memory.pause import PauseOps
 from fairque_core.memory.purge import OperatorOps
 from fairque_core.memory.results import ResultOps
 from fairque_core.memory.schedules import ScheduleOps
@@ -43,7 +44,7 @@ __all__ = ["InMemoryBackend"]
 _ALIVE = (TaskState.SCHEDULED, TaskState.DEFERRED, TaskState.QUEUED, TaskState.STARTED)
 
 
-class InMemoryBackend(LeaseOps, ScheduleOps, OperatorOps, ResultOps, FigureOps, LimitOps):
+class InMemoryBackend(LeaseOps, ScheduleOps, OperatorOps, ResultOps, FigureOps, LimitOps, PauseOps):
     """The reference backend. ``clock`` returns epoch seconds (default ``time.time``);
     ``token_source`` makes lease tokens (default :func:`fairque_core.ports.random_token`)."""
 
@@ -162,7 +163,7 @@ class InMemoryBackend(LeaseOps, ScheduleOps, OperatorOps, ResultOps, FigureOps, 
         if self._limits.on:
             limits.unpark_due(self, now)
         claimed: list[Claimed] = []
-        for _ in range(count):
+        for _ in range(0 if self._queue_paused else count):  # paused: leases nothing
             if self._limits.on and not limits.queue_may_start(self, now):
                 break  # the queue-wide max_running or rate
             user_id = self._fair.pick(groups)

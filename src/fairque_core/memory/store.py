@@ -147,6 +147,10 @@ class ModelStore:
         self._counters = dict.fromkeys((*STAT_COUNTERS, *LIMIT_COUNTERS), 0)
         # flow control (memory/limits.py): untouched until a limit is first set
         self._limits = limits.LimitState()
+        # pause (memory/pause.py): paused tenants stay out of the active sets; a paused queue
+        # leases nothing (tenant hashes' and meta's ``pau`` field on Redis)
+        self._paused: set[str] = set()
+        self._queue_paused = False
         # one lock around every public method (re-entrant: batch methods call single ones)
         self._lock = threading.RLock()
         self._wake = WakeSignal(self._now)
@@ -215,8 +219,8 @@ class ModelStore:
             score = static_score(rec.message.priority, ready_ms, self._horizon_ms)
             heapq.heappush(tenant.normal, (score, member))
             tenant.normal_live[member] = task_id
-        if self._limits.on:
-            limits.admit(self, user_id, self._now())  # unless a cap or a rate holds it
+        if self._limits.on or self._paused:
+            limits.admit(self, user_id, self._now())  # unless paused, capped or throttled
         else:
             self._fair.activate(user_id)
         self._wake.signal()

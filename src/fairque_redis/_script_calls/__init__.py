@@ -15,6 +15,7 @@ any command is sent. One module per concept:
 - :mod:`.operator`: purge waiting work, read tenants' weights and tiers
 - :mod:`.figures`: the tenants' fairness figures
 - :mod:`.limits`: flow control: change limits, read a tenant's standing against them
+- :mod:`.pause`: pause and resume a tenant or the queue
 - :mod:`.inspection`: reads of one task, queue sizes and statistics, the next due time
 """
 
@@ -27,6 +28,7 @@ from fairque_redis._script_calls.inspection import InspectionCalls
 from fairque_redis._script_calls.leases import LeaseCalls
 from fairque_redis._script_calls.limits import LimitCalls
 from fairque_redis._script_calls.operator import OperatorCalls
+from fairque_redis._script_calls.pause import PauseCalls
 from fairque_redis._script_calls.records import decode_message, read_message, salvage_message
 from fairque_redis._script_calls.tasks import TaskCalls
 from fairque_redis._script_calls.tenants import TenantCalls
@@ -43,5 +45,6 @@ class ScriptCalls(
     OperatorCalls,
     FigureCalls,
     LimitCalls,
+    PauseCalls,
 ):
     """Every script call of one queue, for one backend instance (holds its clock and tokens)."""

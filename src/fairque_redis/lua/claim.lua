@@ -39,6 +39,8 @@ fq_move_due(q)
 -- limits, the tenant's rate and cap
 local limited = fq_limits_on(q)
 if limited then fq_unpark_due(q) end
+-- a paused queue (pause.lua; meta `pau`, read with the meta fields) leases nothing
+if q.paused then count = 0 end
 local out = {q.now, 0}
 local deadline = fq_int(q.now + lease_ms)
 local n = 0

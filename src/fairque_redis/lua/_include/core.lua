@@ -85,7 +85,7 @@ end
 local function fq_meta(q)
   if q.vtime == nil then
     local v = redis.call('HMGET', q.meta, 'vtime', 'seq', 'ready', 'act', 'lim', 'lim:q',
-      'qtat', 'qhold')
+      'qtat', 'qhold', 'pau')
     q.vtime = tonumber(v[1] or '0')
     q.seq = tonumber(v[2] or '0')
     q.ready_base = tonumber(v[3] or '0')
@@ -95,6 +95,8 @@ local function fq_meta(q)
     q.qlim = v[6] or ''
     q.qtat = tonumber(v[7] or '0')
     q.qhold = tonumber(v[8] or '0')
+    -- pause.lua: a paused queue leases nothing (claim.lua)
+    q.paused = v[9] == '1'
   end
 end
 

@@ -57,7 +57,7 @@ local function fq_tenant(q, u)
   local t = q.tenant_cache[u]
   if t == nil then
     local v = redis.call('HMGET', fq_tenant_key(q, u), 'pass', 'stride', 'tier', 'act',
-      'lim', 'tat', 'hold', 'capd')
+      'lim', 'tat', 'hold', 'capd', 'pau')
     -- lim/tat/hold/capd: flow control (limits.lua): own limits, GCRA tat (us), no start
     -- before `hold` (ms), capped
     t = {
@@ -67,6 +67,7 @@ local function fq_tenant(q, u)
       act = tonumber(v[4]),
       dirty = false,
       lim = v[5] or '', tat = tonumber(v[6]) or 0, hold = tonumber(v[7]), capd = v[8] == '1',
+      paused = v[9] == '1', -- pause.lua: held out of its active set as a capped tenant
     }
     q.tenant_cache[u] = t
     if t.act == nil then fq_migrate_member(q, u, t) end
@@ -93,11 +94,12 @@ local function fq_place(q, u, t)
 end
 
 -- a tenant with ready work joins its active set (a newcomer's entry), unless a limit holds
--- it (limits.admit): capped, it waits for a lease to end; throttled, it is parked by time
+-- it (limits.admit): capped, it waits for a lease to end; throttled, it is parked by time;
+-- paused (pause.lua), it waits for its resume
 local function fq_activate(q, u)
   if fq_is_active(q, u) then return end
   local t = fq_tenant(q, u)
-  if t.capd then return end
+  if t.capd or t.paused then return end
   if t.hold ~= nil and t.hold > q.now then
     if redis.call('ZADD', fq_parked_key(q), 'NX', fq_int(t.hold), u) == 1 then
       q.resched = true
