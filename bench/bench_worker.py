@@ -54,6 +54,8 @@ from fairque_redis import aconnect, connect
 from fairque_redis.embedded import EmbeddedValkey
 
 TENANTS = 100
+#: A drain that takes longer than this has hung (e.g. a script error): it fails, saying why.
+DRAIN_TIMEOUT = 120.0
 
 
 class Noop(TaskHandler):
@@ -127,7 +129,10 @@ def drain(url: str, total: int, cap: int, prefetch: int | None) -> dict[str, Any
     load = os.getloadavg()[0]
     start = time.perf_counter()
     worker.start()
+    deadline = start + DRAIN_TIMEOUT
     while monitor.get_stats()["finished"] < total:
+        if time.perf_counter() > deadline:
+            raise RuntimeError(f"drain timed out: worker {worker.health()}")
         time.sleep(0.005)
     elapsed = time.perf_counter() - start
     worker.stop(10)
@@ -162,7 +167,10 @@ async def drain_async(url: str, total: int, cap: int, prefetch: int | None) -> d
     load = os.getloadavg()[0]
     start = time.perf_counter()
     await worker.start()
+    deadline = start + DRAIN_TIMEOUT
     while (await monitor.get_stats())["finished"] < total:
+        if time.perf_counter() > deadline:
+            raise RuntimeError(f"drain timed out: worker {worker.health()}")
         await asyncio.sleep(0.005)
     elapsed = time.perf_counter() - start
     await worker.stop(10)
