@@ -68,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     from fairque_cli.demo_cmd import add_demo
     from fairque_cli.limits_cmd import add_limits
     from fairque_cli.operator_cmd import add_operator_commands
+    from fairque_cli.pause_cmd import add_pause
     from fairque_cli.schedule_cmd import add_schedule, add_scheduler
     from fairque_cli.server_cmd import add_server
     from fairque_cli.worker_cmd import add_worker
@@ -88,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_dashboard(_WithParents(sub, common))
     add_operator_commands(_WithParents(sub, common))
     add_limits(_WithParents(sub, common))
+    add_pause(_WithParents(sub, common))
     for add in (add_scheduler, add_schedule):
         add(_WithParents(sub, common))
     return parser

@@ -420,6 +420,8 @@ DOCUMENTED = (
     "tenants",
     "tenant",
     "limits",
+    "pause",
+    "resume",
     "purge",
     "task",
     "workers",
