@@ -118,6 +118,8 @@ class TenantFacts:
     weight_source: str = ""
     limits: Mapping[str, Any] | None = None
     fairness: Mapping[str, Any] | None = None
+    #: ``is_paused(tenant)``: claims skip it until resumed (``fairque pause``)
+    paused: bool = False
     #: From the dashboard's sampler: share of dispatches and fair share over its window.
     share: float | None = None
     fair_share: float | None = None
@@ -147,6 +149,7 @@ async def gather_tenant_facts(
             stats = await queue.get_tenant_stats(tenant)
             limits = await _maybe_call(queue, "get_tenant_limits", tenant)
             weight = _float(await _maybe_call(queue, "get_tenant_weight", tenant))
+            paused = await _maybe_call(queue, "is_paused", tenant)
         source = "queue" if weight is not None else ""
         if weight is None and tenant in stored_weights:
             weight, source = _float(stored_weights[tenant][0]), "queue"
@@ -164,6 +167,7 @@ async def gather_tenant_facts(
             weight_source=source,
             limits=limits if isinstance(limits, Mapping) else None,
             fairness=fairness_by.get(tenant),
+            paused=paused is True,
         )
 
     return list(await asyncio.gather(*(one(t) for t in tenants)))
@@ -306,6 +310,7 @@ class TenantRow:
     share: float | None
     fair_share: float | None
     weight_source: str
+    paused: bool = False
 
 
 def tenant_row(facts: TenantFacts) -> TenantRow:
@@ -315,6 +320,7 @@ def tenant_row(facts: TenantFacts) -> TenantRow:
         share=share(facts),
         fair_share=fair_share(facts),
         weight_source=facts.weight_source,
+        paused=facts.paused,
     )
 
 

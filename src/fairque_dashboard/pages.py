@@ -39,6 +39,8 @@ ERROR_SCAN_LIMIT = 2000
 
 DONE_MESSAGES = {
     "weight": "weight set",
+    "paused": "tenant paused: claims skip it until it is resumed",
+    "resumed": "tenant resumed",
     "canceled": "task canceled",
     "not-canceled": "the task was not canceled (it had already ended)",
 }
@@ -49,6 +51,8 @@ def routes() -> list[Route]:
         Route("/", overview),
         Route("/tenants", tenants),
         Route("/tenants/{tenant:path}/weight", set_weight, methods=["POST"]),
+        Route("/tenants/{tenant:path}/pause", pause_tenant, methods=["POST"]),
+        Route("/tenants/{tenant:path}/resume", resume_tenant, methods=["POST"]),
         # the action first: a task id may hold "/" (the path convertor), so "x/cancel" is
         # the cancel of "x" for a POST; a GET falls through to the task page.
         Route("/tasks/{task_id:path}/cancel", cancel_task, methods=["POST"]),
@@ -196,6 +200,29 @@ async def set_weight(request: Request) -> Response:
     await board.queue.set_tenant_weight(tenant, weight, tier=tier)
     board.weights_set[tenant] = weight
     return redirect("/tenants", tenant=tenant, done="weight")
+
+
+async def pause_tenant(request: Request) -> Response:
+    return await _pause_or_resume(request, pause=True)
+
+
+async def resume_tenant(request: Request) -> Response:
+    return await _pause_or_resume(request, pause=False)
+
+
+async def _pause_or_resume(request: Request, *, pause: bool) -> Response:
+    board = dashboard_of(request)
+    tenant = request.path_params["tenant"]
+    await board.authorise(request)
+    try:
+        validate_id(tenant, "tenant")
+    except TaskValidationError as exc:
+        raise HTTPException(400, str(exc)) from exc
+    if pause:
+        await board.queue.pause(tenant)
+    else:
+        await board.queue.resume(tenant)
+    return redirect("/tenants", tenant=tenant, done="paused" if pause else "resumed")
 
 
 # ---------------------------------------------------------------------- task
