@@ -22,6 +22,7 @@ from importlib import resources
 import attrs
 
 from fairque_core.domain.errors import (
+    DamagedKeyError,
     FairQueueError,
     LeaseLostError,
     LuaScriptError,
@@ -262,6 +263,11 @@ def _bad_arg(detail: str) -> FairQueueError:
 
 
 #: FQ_E_<CODE> -> how to build the exception from the detail text after the code.
+def _damaged(detail: str) -> FairQueueError:
+    key, found, expected = ([*detail.split(" "), "?", "?", "?"])[:3]
+    return DamagedKeyError(key, found, expected)
+
+
 ERROR_CODES: Mapping[str, Callable[[str], FairQueueError]] = {
     "LEASE_LOST": _lease_lost,
     "UNKNOWN_DEP": _unknown_dep,
@@ -269,14 +275,18 @@ ERROR_CODES: Mapping[str, Callable[[str], FairQueueError]] = {
     "BAD_ID": _bad_id,
     "BAD_ARG": _bad_arg,
     "QUEUE_FULL": _queue_full,
+    "DAMAGED": _damaged,
 }
+
+# what the server appends to an error a script raises (error(...)) rather than returns
+_RAISED_SUFFIX = re.compile(r"\s+script: [^\n]*$")
 
 
 def translate_script_error(script: str, message: str) -> FairQueueError:
     """The typed exception for a script's error reply ``message``."""
     text = message.strip()
     if text.startswith("FQ_E_"):
-        code, _, detail = text[5:].partition(" ")
+        code, _, detail = _RAISED_SUFFIX.sub("", text[5:]).partition(" ")
         make = ERROR_CODES.get(code)
         if make is None:
             return ScriptContractError(script, f"unknown error code FQ_E_{code}")

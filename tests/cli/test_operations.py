@@ -425,6 +425,7 @@ DOCUMENTED = (
     "purge",
     "task",
     "workers",
+    "doctor",
 )
 
 

@@ -48,6 +48,7 @@ EXPECTED_COUNTERS = {
     "canceled": 1,
     "dlq_requeued": 0,
     "result_bytes": 1,  # the one result, b"r"
+    "repaired": 0,
 }
 
 

@@ -15,6 +15,7 @@ __all__ = [
     "BackendOutOfMemoryError",
     "BackendPermissionError",
     "ConfigurationError",
+    "DamagedKeyError",
     "DependencyCycleError",
     "DomainError",
     "FairQueueError",
@@ -268,6 +269,25 @@ class UnsafeServerConfigError(BackendError):
             f"the server's {setting} is {value!r}: {why}. Set `{setting} {required}` on the "
             f"server (CONFIG SET {setting} {required}, and in its config file), or pass "
             f"{opt_out} to accept the loss"
+        )
+
+
+class DamagedKeyError(BackendError):
+    """A key of the queue holds another Redis type than fairque writes there (damaged behind
+    the client's back, e.g. an operator's ``SET`` on it).
+
+    ``key`` is the key, ``found`` its type, ``expected`` the type it must have. The call was
+    refused before it wrote anything; ``fairque doctor --repair`` deletes such a key and
+    rebuilds what it held from the task records.
+    """
+
+    def __init__(self, key: str, found: str, expected: str) -> None:
+        self.key = key
+        self.found = found
+        self.expected = expected
+        super().__init__(
+            f"key {key!r} is a {found}, fairque keeps a {expected} there: the call changed "
+            "nothing; run `fairque doctor --repair` on the queue"
         )
 
 

@@ -53,6 +53,9 @@ STAT_COUNTERS = (
     "dlq_requeued",
     # bytes of the results finish stored (a finished task keeps its result, not its payload)
     "result_bytes",
+    # damaged structures a claim skipped and repaired (a tenant's queue or hash deleted or of
+    # another type: the tenant deactivated or rebuilt; a task key of another type dropped)
+    "repaired",
 )
 
 

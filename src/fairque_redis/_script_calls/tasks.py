@@ -3,6 +3,7 @@ claim (fair pick and lease, with tokens drawn here) and cancel. No I/O."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,6 +25,8 @@ from fairque_redis._script_calls.records import (
 )
 
 __all__ = ["TaskCalls"]
+
+log = logging.getLogger("fairque.redis")
 
 
 class TaskCalls(CallsBase):
@@ -109,7 +112,15 @@ class TaskCalls(CallsBase):
             ok = isinstance(reply, list) and len(reply) >= 2
             contract("claim", ok, reply)
             now_ms, n = int(reply[0]), int(reply[1])
-            contract("claim", len(reply) == 2 + 7 * n and n <= count, reply)
+            contract("claim", len(reply) >= 2 + 7 * n and n <= count, reply)
+            repaired = [to_text(what) for what in reply[2 + 7 * n :]]
+            if repaired:
+                # tenants (and keys) damaged behind the client's back that the claim skipped
+                log.warning(
+                    "claim repaired damaged queue structures (tenants deactivated or rebuilt, "
+                    "keys skipped; run `fairque doctor`): %s",
+                    ", ".join(repaired),
+                )
             self._give_back(tokens[n:])
             deadline = (now_ms + lease_ms) / 1000
             out: list[Claimed] = []

@@ -9,7 +9,11 @@
   then `count` lease tokens (the i-th claimed task gets the i-th token)
   Raises the wake signal when it claimed and ready tasks remain (or it moved due ones).
   Returns: {now_ms, n, then per claimed task: id, user, priority, retry count, meta, body,
-           recoveries}
+           recoveries, then the tenants and task keys it repaired}
+  A tenant whose structures were damaged behind the client's back (a queue deleted or of
+  another type, its hash gone or of another type, a stale active-set member) is repaired or
+  deactivated and skipped, a task key of another type is dropped, each counted as `repaired`
+  (stats) and named after the claimed tasks: one damaged tenant never stops the others.
 ]]
 --- @include "_include/claim"
 
@@ -17,6 +21,8 @@
 local ZADD_CHUNK = 1000
 
 local q = fq_open(KEYS, ARGV)
+-- checked: active-set members checked in this call (claim.lua include); repaired: what was
+q.checked, q.repaired = {}, {}
 local worker = ARGV[8]
 local lease_ms = tonumber(ARGV[9])
 local count = tonumber(ARGV[10])
@@ -45,18 +51,20 @@ local out = {q.now, 0}
 local deadline = fq_int(q.now + lease_ms)
 local n = 0
 local leases = {} -- deadline, id, ...: one ZADD for the batch below
-while n < count do
-  if limited and not fq_queue_may_start(q, n) then break end
-  local u = fq_pick(q, groups)
-  if u == nil then break end
-  local id = fq_serve(q, u, groups ~= nil)
-  local token = ARGV[tokens_at + n]
-  n = n + 1
+-- lease task `id` of tenant u (served from its queue); false when its key is of another type
+-- (damaged behind the client's back): nothing to lease, the id has left the queue, counted
+local function lease(u, id, token)
   local key = fq_task_key(q, id)
   -- cdl: the claim's deadline; a lease that expires still at it never started (refund)
   -- lc: a lease of a queue with limits (its end looks at the tenant's cap)
-  redis.call('HSET', key, 'st', 'started', 'tok', token, 'wk', worker, 'dl', deadline,
-    'cdl', deadline, 'lc', limited and '1' or '0')
+  local set = redis.pcall('HSET', key, 'st', 'started', 'tok', token, 'wk', worker,
+    'dl', deadline, 'cdl', deadline, 'lc', limited and '1' or '0')
+  if type(set) == 'table' then
+    q.repaired[#q.repaired + 1] = key
+    fq_bump(q, u, 'repaired', 1)
+    return false
+  end
+  n = n + 1
   leases[2 * n - 1] = deadline
   leases[2 * n] = id
   fq_bump(q, u, 'leased', 1)
@@ -73,8 +81,20 @@ while n < count do
   table.insert(out, v[3])
   table.insert(out, v[4])
   table.insert(out, v[5])
+  return true
+end
+
+while n < count do
+  if limited and not fq_queue_may_start(q, n) then break end
+  local u = fq_pick(q, groups)
+  if u == nil then break end
+  -- false: a damaged member was dropped; a nil id: a damaged tenant was deactivated. Either
+  -- way the loop picks again (each repair removes what was picked)
+  local id = u and fq_serve(q, u, groups ~= nil)
+  if id then lease(u, id, ARGV[tokens_at + n]) end
 end
 out[2] = n
+for _, what in ipairs(q.repaired) do table.insert(out, what) end
 for s = 1, #leases, ZADD_CHUNK do
   redis.call('ZADD', q.leases, unpack(leases, s, math.min(s + ZADD_CHUNK - 1, #leases)))
 end

@@ -13,9 +13,11 @@
            uniq:<tenant>:<key> holds `<id>` while that task lives, `<id>|<until ms>` for its
            window after it ended (fq_ended); a holder whose record is gone holds nothing.
   Errors: FQ_E_BAD_ID, FQ_E_BAD_ARG, FQ_E_TOO_LARGE <size> <limit>, FQ_E_UNKNOWN_DEP <id>,
-  FQ_E_QUEUE_FULL <cap> <tenant> (max_queued; the refusal is counted, nothing else written)
+  FQ_E_QUEUE_FULL <cap> <tenant> (max_queued; the refusal is counted, nothing else written),
+  FQ_E_DAMAGED <key> <type> <wanted> (a key it would write holds another type)
   Every dependency must name a live task or one earlier in the batch; all messages are checked
-  before the first write, so a refused batch changes nothing.
+  (and the keys they will write, by type) before the first write, so a refused batch changes
+  nothing.
 ]]
 --- @include "_include/deps"
 
@@ -33,9 +35,18 @@ local function valid_id(s)
   return #s >= 1 and #s <= MAX_ID_LEN and string.find(s, '^[%w_%.:@/%+=#%-]+$') ~= nil
 end
 
--- check everything before the first write; at[k] is where message k starts in ARGV
+-- a key this call will write holds another type (damaged behind the client's back): refuse
+-- the whole call, typed, before the first write. `probe` is a cheap read of that type
+local function check(key, probe, want)
+  if type(redis.pcall(probe, key)) == 'table' then fq_check_type(key, want) end
+end
+
+-- check everything before the first write; at[k] is where message k starts in ARGV; state[k]
+-- the HMGET st, exp of its task key (read here, so that a damaged one refuses the call whole)
 local at = {}
+local state = {}
 local seen = {}
+local queues_checked = {}
 local i = 9
 for k = 1, n do
   local id, u, ps, dmss, body = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 5]
@@ -58,6 +69,23 @@ for k = 1, n do
     local dep = ARGV[i + 8 + d]
     if not valid_id(dep) then return fq_err('BAD_ID', 'depends_on') end
     if not seen[dep] and fq_rec(q, dep) == nil then return fq_err('UNKNOWN_DEP', dep) end
+    check(fq_children_key(q, dep), 'LLEN', 'list')
+  end
+  local v = redis.pcall('HMGET', fq_task_key(q, id), 'st', 'exp')
+  if v['err'] ~= nil then fq_check_type(fq_task_key(q, id), 'hash') end
+  state[k] = v
+  if uk ~= '' then check(fq_unique_key(q, u, uk), 'GET', 'string') end
+  -- the tenant's queue for this priority and its hash, once per call
+  local queue = p == FQ_CRITICAL_PRIORITY and fq_critical_key(q, u) or fq_normal_key(q, u)
+  if not queues_checked[queue] then
+    queues_checked[queue] = true
+    if p == FQ_CRITICAL_PRIORITY then check(queue, 'LLEN', 'list')
+    else check(queue, 'ZCARD', 'zset') end
+    local tenant = fq_tenant_key(q, u)
+    if not queues_checked[tenant] then
+      queues_checked[tenant] = true
+      check(tenant, 'HLEN', 'hash')
+    end
   end
   seen[id] = true
   at[k] = i
@@ -87,11 +115,14 @@ local function unique_holder(ukey)
   return nil
 end
 
+local written = {}
 for k = 1, n do
   i = at[k]
   local id, u = ARGV[i], ARGV[i + 1]
   local key = fq_task_key(q, id)
-  local v = redis.call('HMGET', key, 'st', 'exp')
+  -- an id twice in one call: the first stores it, the second is a duplicate
+  local v = state[k]
+  if written[id] then v = {'queued', false} end
   local expired = v[1] ~= false and fq_expired(v[2], now)
   local uk, uw = ARGV[i + 6], ARGV[i + 7]
   local ukey, holder = '', nil
@@ -106,6 +137,7 @@ for k = 1, n do
     fq_bump(q, u, 'duplicates', 1)
     out[k] = holder
   else
+    written[id] = true
     if expired then fq_forget(q, id) end
     local ps, dmss = ARGV[i + 2], ARGV[i + 3]
     local p, dms, nd = tonumber(ps), tonumber(dmss), tonumber(ARGV[i + 8])

@@ -26,6 +26,46 @@ local function fq_move_due(q)
   end
 end
 
+-- a member picked from an active set the first time in this call must be its tenant's own:
+-- activation number and tier as in the tenant hash. A tenant hash that is gone is rebuilt
+-- from the member (its number, and its score as the pass; weight 1). Any other mismatch (a
+-- stale member, a tenant hash of another type) drops the member; a sound tenant with ready
+-- work is activated again. Either is counted (`repaired`) and reported (q.repaired).
+-- Returns u, or false: pick again
+local function fq_check_member(q, u, key, tier, member, score)
+  local t = fq_tenant(q, u)
+  local act = nil
+  if string.byte(member, FQ_SEQ_WIDTH + 1) == FQ_MEMBER_SEP_BYTE then
+    act = tonumber(string.sub(member, 1, FQ_SEQ_WIDTH))
+  elseif redis.call('ZSCORE', key, member) == false then
+    return u -- an old bare member fq_tenant has just rewritten (fq_migrate_member)
+  end
+  local right_tier = fq_int(fq_tier(q, t)) == tier
+  if act ~= nil and t.act == act and right_tier and not t.broken then return u end
+  q.repaired[#q.repaired + 1] = u
+  fq_bump(q, u, 'repaired', 1)
+  if act ~= nil and t.act == nil and not t.broken then
+    t.act, t.pass, t.tier = act, tonumber(score), tonumber(tier)
+    t.dirty, t.restored = true, true
+    q.active_cache[u] = true
+    return u
+  end
+  redis.call('ZREM', key, member)
+  if redis.call('ZCARD', key) == 0 then
+    redis.call('ZREM', q.tiers, tier)
+    q.top_tier = nil
+  end
+  q.active_cache[u] = nil
+  if not t.broken then
+    local c = redis.pcall('LLEN', fq_critical_key(q, u))
+    local z = redis.pcall('ZCARD', fq_normal_key(q, u))
+    if (type(c) == 'number' and c > 0) or (type(z) == 'number' and z > 0) then
+      fq_activate(q, u)
+    end
+  end
+  return false
+end
+
 -- the tenant to serve: with no group (nil) the lowest (pass, activation) in the highest active
 -- tier; else the best active tenant of the first group that has one, by (-tier, pass,
 -- activation)
@@ -43,9 +83,13 @@ local function fq_pick(q, groups)
       if not q.top_tier then return nil end
       top = q.top_tier
     end
-    local first = redis.call('ZRANGE', fq_active_key(q, top), 0, 0)
+    local key = fq_active_key(q, top)
+    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
     if first[1] == nil then return nil end
-    return fq_member_tenant(first[1])
+    local u = fq_member_tenant(first[1])
+    if q.checked[first[1]] then return u end
+    q.checked[first[1]] = true
+    return fq_check_member(q, u, key, top, first[1], first[2])
   end
   for _, group in ipairs(groups) do
     local best, best_tier, best_pass, best_act = nil, 0, 0, 0
@@ -73,11 +117,32 @@ local function fq_serve(q, u, pinned)
   local tier = fq_int(fq_tier(q, t))
   local critical = fq_critical_key(q, u)
   local normal = fq_normal_key(q, u)
-  local id = redis.call('LPOP', critical)
+  -- pcall: a queue of another type (damaged behind the client's back) fails no claim; an
+  -- active tenant with neither queue readable or neither holding work is deactivated and
+  -- counted (`repaired`), and the claim picks again (nil)
+  local id = redis.pcall('LPOP', critical)
   local critical_left = true
+  if type(id) == 'table' then
+    if q.checked[critical] == nil then
+      q.checked[critical] = true
+      q.repaired[#q.repaired + 1] = critical
+      fq_bump(q, u, 'repaired', 1)
+    end
+    id = false
+  end
   if not id then
     critical_left = false -- the critical list is empty: no LLEN below
-    local popped = redis.call('ZPOPMIN', normal)
+    local popped = redis.pcall('ZPOPMIN', normal)
+    if popped['err'] ~= nil or popped[1] == nil then
+      if popped['err'] ~= nil and q.checked[normal] == nil then
+        q.checked[normal] = true
+        q.repaired[#q.repaired + 1] = normal
+      end
+      q.repaired[#q.repaired + 1] = u
+      fq_bump(q, u, 'repaired', 1)
+      fq_deactivate(q, u)
+      return nil
+    end
     id = string.sub(popped[1], FQ_SEQ_WIDTH + 1) -- the member without its sequence
   end
   q.ready_delta = q.ready_delta - 1
@@ -88,8 +153,14 @@ local function fq_serve(q, u, pinned)
   fq_set_vtime(q, tier, lowest)
   t.pass = t.pass + t.stride
   t.dirty = true
+  local normal_left = redis.pcall('ZCARD', normal)
+  if type(normal_left) == 'table' and q.checked[normal] == nil then
+    q.checked[normal] = true
+    q.repaired[#q.repaired + 1] = normal
+    fq_bump(q, u, 'repaired', 1)
+  end
   if (critical_left and redis.call('LLEN', critical) > 0)
-    or redis.call('ZCARD', normal) > 0 then
+    or (type(normal_left) == 'number' and normal_left > 0) then
     fq_place(q, u, t)
   else
     fq_deactivate(q, u)

@@ -41,8 +41,36 @@ local function fq_now(arg)
   return tonumber(t[1]) * FQ_MS_PER_SECOND + math.floor(tonumber(t[2]) / FQ_US_PER_MS)
 end
 
+-- fails the script with FQ_E_DAMAGED <key> <type> <wanted> when `key` holds another type
+-- than `want` (absent is fine)
+local function fq_check_type(key, want)
+  local got = redis.call('TYPE', key)['ok']
+  if got ~= 'none' and got ~= want then
+    error(fq_err('DAMAGED', key .. ' ' .. got .. ' ' .. want))
+  end
+end
+
+-- the queue-wide keys any script may write must hold their own type (or be absent): checked
+-- before the first write, so that a key damaged behind the client's back (an operator's SET
+-- on it) fails the call whole and typed, never half-way through its writes. One ZINTERCARD
+-- covers the six sorted sets (it refuses a key of another type before reading any; the
+-- smallest input bounds its work, usually `tiers` or an absent key), one call each the rest
+local function fq_check_queue(q)
+  local zsets = redis.pcall('ZINTERCARD', 6, q.tiers, q.delayed, q.leases, q.dlq,
+    fq_tenants_key(q), fq_parked_key(q), 'LIMIT', 1)
+  if type(zsets) == 'table' then
+    for _, key in ipairs({q.tiers, q.delayed, q.leases, q.dlq, fq_tenants_key(q),
+      fq_parked_key(q)}) do fq_check_type(key, 'zset') end
+  end
+  if type(redis.pcall('HLEN', q.meta)) == 'table' then fq_check_type(q.meta, 'hash') end
+  if type(redis.pcall('HLEN', q.stats)) == 'table' then fq_check_type(q.stats, 'hash') end
+  local wake, sched = fq_wake_key(q), fq_sched_key(q)
+  if type(redis.pcall('LLEN', wake)) == 'table' then fq_check_type(wake, 'list') end
+  if type(redis.pcall('LLEN', sched)) == 'table' then fq_check_type(sched, 'list') end
+end
+
 local function fq_open(keys, argv)
-  return {
+  local q = {
     prefix = fq_prefix(keys[1]),
     meta = keys[1], stats = keys[2], tiers = keys[3],
     delayed = keys[4], leases = keys[5], dlq = keys[6],
@@ -64,6 +92,8 @@ local function fq_open(keys, argv)
     -- read so far (tier string -> number), those in tier_vtimes_changed written back by fq_close
     act = nil, tier_vtimes = {}, tier_vtimes_changed = {},
   }
+  fq_check_queue(q)
+  return q
 end
 
 -- count `name` (a queue counter or a tenant gauge) for tenant u, flushed by fq_close
@@ -159,7 +189,10 @@ end
 
 -- write back every cache: counters, gauges, tenant passes, vtime, seq. HINCRBY replies the new
 -- value: a tenant's `pushed` equal to what this call added is its first push ever, which also
--- enters it in the tenants index (<prefix>tenants, scored by q.now), at no extra call per push
+-- enters it in the tenants index (<prefix>tenants, scored by q.now), at no extra call per push.
+-- The per-tenant keys (ts:<u>, tenant:<u>) are written with pcall: one damaged behind the
+-- client's back loses that tenant's figures (`fairque doctor` reports and recomputes them)
+-- rather than failing a call whose other writes are done
 local function fq_close(q)
   for name, by in pairs(q.counters) do
     if by ~= 0 then redis.call('HINCRBY', q.stats, name, fq_int(by)) end
@@ -168,7 +201,7 @@ local function fq_close(q)
     local key = fq_tenant_stats_key(q, u)
     for name, by in pairs(names) do
       if by ~= 0 then
-        local now_count = redis.call('HINCRBY', key, name, fq_int(by))
+        local now_count = redis.pcall('HINCRBY', key, name, fq_int(by))
         if name == 'pushed' and now_count == by then
           redis.call('ZADD', fq_tenants_key(q), 'NX', fq_int(q.now), u)
         end
@@ -176,11 +209,16 @@ local function fq_close(q)
     end
   end
   for u, t in pairs(q.tenant_cache) do
-    if t.dirty then
+    if t.dirty and not t.broken then
+      local key = fq_tenant_key(q, u)
       if t.act == nil then
-        redis.call('HSET', fq_tenant_key(q, u), 'pass', fq_int(t.pass))
+        redis.pcall('HSET', key, 'pass', fq_int(t.pass))
+      elseif t.restored then
+        -- rebuilt from its active-set member (claim.lua): weight and tier as served
+        redis.pcall('HSET', key, 'pass', fq_int(t.pass), 'act', fq_int(t.act),
+          'stride', fq_int(t.stride), 'tier', fq_int(t.tier))
       else
-        redis.call('HSET', fq_tenant_key(q, u), 'pass', fq_int(t.pass), 'act', fq_int(t.act))
+        redis.pcall('HSET', key, 'pass', fq_int(t.pass), 'act', fq_int(t.act))
       end
     end
   end

@@ -56,8 +56,12 @@ end
 local function fq_tenant(q, u)
   local t = q.tenant_cache[u]
   if t == nil then
-    local v = redis.call('HMGET', fq_tenant_key(q, u), 'pass', 'stride', 'tier', 'act',
+    local v = redis.pcall('HMGET', fq_tenant_key(q, u), 'pass', 'stride', 'tier', 'act',
       'lim', 'tat', 'hold', 'capd', 'pau')
+    -- a tenant hash of another type (damaged behind the client's back) reads as a fresh
+    -- tenant marked broken: never written back; the claim deactivates it (claim.lua)
+    local broken = v['err'] ~= nil
+    if broken then v = {} end
     -- lim/tat/hold/capd: flow control (limits.lua): own limits, GCRA tat (us), no start
     -- before `hold` (ms), capped
     t = {
@@ -68,6 +72,7 @@ local function fq_tenant(q, u)
       dirty = false,
       lim = v[5] or '', tat = tonumber(v[6]) or 0, hold = tonumber(v[7]), capd = v[8] == '1',
       paused = v[9] == '1', -- pause.lua: held out of its active set as a capped tenant
+      broken = broken,
     }
     q.tenant_cache[u] = t
     if t.act == nil then fq_migrate_member(q, u, t) end
