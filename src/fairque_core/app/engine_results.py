@@ -72,6 +72,9 @@ class ResultMixin:
     def _event(self, event: str, task: Task, **info: Any) -> None:
         raise NotImplementedError
 
+    def _listening(self) -> bool:
+        raise NotImplementedError
+
     # ------------------------------------------------------------------ storing
     def _store(self, tasks: Sequence[Task], messages: Sequence[Message]) -> list[TaskHandle]:
         """Push ``messages`` (made from ``tasks``) in one call; a handle per task, in order."""
@@ -82,8 +85,10 @@ class ResultMixin:
             flags = self._backend.push_batch(messages)
             outcomes = [(bool(f), m.task_id) for f, m in zip(flags, messages, strict=True)]
         handles: list[TaskHandle] = []
+        listening = self._listening()  # no hook dispatch per task when no plugin listens
         for task, (stored, holder) in zip(tasks, outcomes, strict=True):
-            self._event("pushed", task, duplicate=not stored)
+            if listening:
+                self._event("pushed", task, duplicate=not stored)
             handles.append(TaskHandle(holder, self, duplicate=not stored))
         return handles
 

@@ -72,6 +72,9 @@ class AsyncResultMixin:
     def _event(self, event: str, task: Task, **info: Any) -> None:
         raise NotImplementedError
 
+    def _listening(self) -> bool:
+        raise NotImplementedError
+
     # ------------------------------------------------------------------ storing
     async def _store(
         self, tasks: Sequence[Task], messages: Sequence[Message]
@@ -84,8 +87,10 @@ class AsyncResultMixin:
             flags = await self._backend.push_batch(messages)
             outcomes = [(bool(f), m.task_id) for f, m in zip(flags, messages, strict=True)]
         handles: list[AsyncTaskHandle] = []
+        listening = self._listening()  # no hook dispatch per task when no plugin listens
         for task, (stored, holder) in zip(tasks, outcomes, strict=True):
-            self._event("pushed", task, duplicate=not stored)
+            if listening:
+                self._event("pushed", task, duplicate=not stored)
             handles.append(AsyncTaskHandle(holder, self, duplicate=not stored))
         return handles
 
