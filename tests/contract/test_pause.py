@@ -106,8 +106,10 @@ def test_pause_and_resume_are_idempotent(backend):
 def test_a_paused_queue_leases_nothing_and_accepts_pushes(backend, clock):
     _fill(backend, "a", 2)
     backend.push(msg("b0", "b", delay=5))
+    assert backend.stats()["paused"] == 0
     backend.pause()
     assert backend.is_paused()
+    assert backend.stats()["paused"] == 1
     assert not backend.is_paused("a")
     assert backend.claim(count=5) == []
     assert backend.claim(assigned=["a"]) == []
@@ -120,6 +122,7 @@ def test_a_paused_queue_leases_nothing_and_accepts_pushes(backend, clock):
         pass
     backend.resume()
     assert not backend.is_paused()
+    assert backend.stats()["paused"] == 0
     assert backend.wait_for_work(0) is True  # resume wakes idle workers
     assert sorted(_users(backend.claim(count=10))) == ["a", "a", "b", "c"]
 

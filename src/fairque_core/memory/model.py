@@ -267,6 +267,7 @@ class InMemoryBackend(LeaseOps, ScheduleOps, OperatorOps, ResultOps, FigureOps, 
         out["leased"] = len(self._leases)
         out["dlq"] = len(self._dlq)
         out["active_tenants"] = self._fair.active_count()
+        out["paused"] = int(self._queue_paused)
         return out
 
     @locked

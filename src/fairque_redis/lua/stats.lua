@@ -6,7 +6,8 @@
   ARGV[1..7] common header (see _include/core.lua)
   ARGV[8] tenant id ('' = the whole queue)
   Returns: flat {name, value, ...}: every counter present in the hash, then the gauges
-           (queue: ready scheduled leased dlq active_tenants; tenant: ready scheduled leased)
+           (queue: ready scheduled leased dlq active_tenants paused; tenant: ready scheduled
+           leased); paused: 1 while the queue is paused (pause.lua)
 ]]
 --- @include "_include/core"
 
@@ -25,6 +26,7 @@ if u == '' then
     'leased', redis.call('ZCARD', q.leases),
     'dlq', redis.call('ZCARD', q.dlq),
     'active_tenants', active,
+    'paused', redis.call('HGET', q.meta, 'pau') == '1' and 1 or 0,
   }
   for _, x in ipairs(gauges) do table.insert(out, x) end
 else
