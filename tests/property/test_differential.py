@@ -6,6 +6,10 @@ example) on one shared fake clock, each backend with its own deterministic token
 starts at the same value. Every result must be equal (an exception must have the same type),
 and after every step the whole observable state must be equal: stats, per-tenant stats and
 sizes, state / message / result of every id in play, the DLQ and the tenant listing.
+
+Flow control (ADR 28) has its own operations: limits set per tenant, per tier and queue-wide
+(valid and invalid values), and runs that hit a cap, a throttle or a refusal; every tenant's
+``limit_status`` and the parked set (members and times) must agree after every step.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any, ClassVar
 
 import attrs
 import pytest
-from hypothesis import note, settings
+from hypothesis import event, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -79,6 +83,17 @@ messages = st.builds(
     st.binary(max_size=6),
     st.integers(0, 3),
 )
+# flow control (ADR 28): a value sets, None clears; 0 and nan must be refused alike
+limit_changes = st.fixed_dictionaries(
+    {},
+    optional={
+        "max_running": st.sampled_from([None, 1, 1, 2, 3, 0]),
+        "rate": st.sampled_from([None, 0.5, 2.0, 3.0, 1000.0, float("nan")]),
+        "burst": st.sampled_from([None, 1, 2, 4]),
+        "max_queued": st.sampled_from([None, 1, 2, 3, 5]),
+    },
+)
+limit_scopes = st.sampled_from(["tenant", "tenant", "tenant", "tier", "queue"])
 # 0: the latest token of the task, 1: the one before, 2: bogus
 token_picks = st.sampled_from([0, 0, 0, 1, 2])
 # A task to act on: an id, or (an int) preferably one that has been claimed at some point.
@@ -405,22 +420,6 @@ class ModelVsRedis(RuleBasedStateMachine):
     def purge_dlq(self, ids: Any) -> None:
         self.both(f"purge_dlq({ids})", lambda b: b.purge_dlq(ids))
 
-    # ------------------------------------------------------------------ pause (issue 14)
-    @precondition(ready)
-    @rule(
-        user=st.none() | st.sampled_from(KNOWN_USERS),
-        pause=st.booleans(),
-        count=st.integers(0, 3),
-    )
-    def pause_or_resume(self, user: str | None, pause: bool, count: int) -> None:
-        # pause or resume a tenant (None: the queue), then claim: flags and claims must agree
-        verb = "pause" if pause else "resume"
-        self.both(f"{verb}({user})", lambda b: getattr(b, verb)(user))
-        for who in (None, *KNOWN_USERS):
-            self.both(f"is_paused({who})", lambda b, who=who: b.is_paused(who))
-        if count:
-            self.remember(self.both(f"claim(count={count})", lambda b: b.claim(count=count)))
-
     # ------------------------------------------------------------------ results (ADR 27)
     @precondition(ready)
     @rule(
@@ -466,7 +465,97 @@ class ModelVsRedis(RuleBasedStateMachine):
             lambda b: b.fail(tid, token, retry_delay=None, reason="dead", error=error),
         )
 
+    # ------------------------------------------------------------------ flow control (ADR 28)
+    @precondition(ready)
+    @rule(
+        scope=limit_scopes,
+        user=st.sampled_from(KNOWN_USERS),
+        tier=st.integers(0, 2),
+        changes=limit_changes,
+    )
+    def set_limits(self, scope: str, user: str, tier: int, changes: dict[str, Any]) -> None:
+        where = {"tenant": {"tenant": user}, "tier": {"tier": tier}, "queue": {}}[scope]
+        self.both(f"set_limits({changes}, {where})", lambda b: b.set_limits(changes, **where))
+
+    @precondition(ready)
+    @rule(user=users, cap=st.integers(1, 2), count=st.integers(1, 3), then=st.booleans())
+    def hit_a_cap(self, user: str, cap: int, count: int, then: bool) -> None:
+        """A cap, work beyond it, claims until it holds; then maybe a lease end lets the
+        tenant in again."""
+        self.both(
+            f"set_limits(max_running={cap}, {user})",
+            lambda b: b.set_limits({"max_running": cap}, tenant=user),
+        )
+        fresh = [t for t in TASK_IDS if self.model.get_state(t) is None][: cap + 1]
+        batch = [
+            Message(task_id=t, user_id=user, priority=Priority.NORMAL, body=b"") for t in fresh
+        ]
+        self.both(f"push_batch({fresh} for {user})", lambda b: b.push_batch(batch))
+        for _ in range(2):
+            got = self.both(f"claim(count={count})", lambda b: b.claim(count=count))
+            self.remember(got)
+        if then and self.tokens:
+            tid = self.target(0)
+            token = self.token(tid, 0)
+            self.both(f"finish({tid}, {token})", lambda b: b.finish(tid, token, None))
+            got = self.both("claim(count=2)", lambda b: b.claim(count=2))
+            self.remember(got)
+
+    @precondition(ready)
+    @rule(
+        user=users,
+        rate=st.sampled_from([0.5, 2.0, 4.0]),
+        burst=st.sampled_from([None, 1, 2]),
+        steps=st.lists(st.sampled_from([0.0, 0.1, 0.25, 0.5, 1.0]), min_size=1, max_size=4),
+    )
+    def throttle(self, user: str, rate: float, burst: Any, steps: list[float]) -> None:
+        """A rate on a tenant with work, claims on a clock that moves by less than and more
+        than the interval: parked, back by itself, tokens and next start time alike."""
+        changes = {"rate": rate, "burst": burst}
+        self.both(f"set_limits({changes}, {user})", lambda b: b.set_limits(changes, tenant=user))
+        fresh = [t for t in TASK_IDS if self.model.get_state(t) is None][:3]
+        batch = [Message(task_id=t, user_id=user, priority=Priority.HIGH, body=b"") for t in fresh]
+        self.both(f"push_batch({fresh} for {user})", lambda b: b.push_batch(batch))
+        for seconds in steps:
+            got = self.both("claim(count=2)", lambda b: b.claim(count=2))
+            self.remember(got)
+            note(f"advance({seconds})")
+            self.clock.advance(seconds)
+            self.both(f"limit_status({user})", lambda b: b.limit_status(user))
+
+    @precondition(ready)
+    @rule(user=users, cap=st.integers(1, 3), ms=st.lists(messages, min_size=1, max_size=4))
+    def refuse_a_push(self, user: str, cap: int, ms: list[Message]) -> None:
+        """A queue cap, then single pushes and a batch that may go over it: refused whole
+        (TenantQueueFullError), counted, nothing stored."""
+        self.both(
+            f"set_limits(max_queued={cap}, {user})",
+            lambda b: b.set_limits({"max_queued": cap}, tenant=user),
+        )
+        batch = [attrs.evolve(m, user_id=user, depends_on=()) for m in ms]
+        for m in batch[:2]:
+            self.both(f"push({m.task_id}, {user}, delay={m.delay})", lambda b, m=m: b.push(m))
+        label = ", ".join(f"{m.task_id}/{m.delay}" for m in batch)
+        self.both(f"push_batch({label} for {user})", lambda b: b.push_batch(batch))
+
     # ------------------------------------------------------------------ state
+    @invariant()
+    def same_limits(self) -> None:
+        """Every tenant's limit status, and the parked set: members and back-at times."""
+        if self.model is None:
+            return
+        for user in KNOWN_USERS:
+            expected = _outcome(lambda u=user: self.model.limit_status(u))
+            actual = _outcome(lambda u=user: self.real.limit_status(u))
+            assert actual == expected, f"limit_status({user}): model {expected} != {actual}"
+        parked = self.redis_client.zrange(f"fq:{{{self.queue}}}:parked", 0, -1, withscores=True)
+        real = {member.decode(): int(score) for member, score in parked}
+        stats = self.model.stats()
+        for counter in ("cap_hits", "throttles", "refusals"):
+            if stats.get(counter):
+                event(f"limits: {counter} seen")
+        assert real == self.model._limits.parked, f"parked: {real} != {self.model._limits.parked}"
+
     @invariant()
     def same_fair_state(self) -> None:
         """The fairness state itself: every tenant's pass, each tier's virtual time and the
