@@ -100,7 +100,10 @@ def limits_text(status: LimitStatus, now: float) -> list[str]:
             f"cap hits {status.cap_hits}, throttles {status.throttles}, refusals {status.refusals}",
         ),
     ]
-    return [f"tenant {status.tenant}"] + [f"  {key:<11} {value}" for key, value in rows]
+    head = f"tenant {status.tenant}" + (
+        " (paused: claims skip it until resumed)" if status.paused else ""
+    )
+    return [head] + [f"  {key:<11} {value}" for key, value in rows]
 
 
 def _status_json(status: LimitStatus) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from fairque_cli.limits_cmd import limits_text
@@ -55,6 +56,11 @@ def test_set_show_clear(base: tuple[str, ...], server_url: str, queue_name: str)
     assert "running     2 of 2 (capped)" in text
     assert "queued      1 of 3" in text
     assert "refusals 1" in text
+    assert not shown["paused"]
+    assert cli(*base, "pause", "--tenant", "acme")[0] == 0
+    assert cli_json(*base, "limits", "show", "acme")["paused"] is True
+    assert "tenant acme (paused" in cli(*base, "limits", "show", "acme")[1]
+    assert cli(*base, "resume", "--tenant", "acme")[0] == 0
     got = cli_json(*base, "limits", "set", "acme", "--rate", "none", "--max-running", "none")
     assert got["own"] == {"max_running": None, "rate": None, "burst": 10, "max_queued": 3}
     assert not got["capped"]
@@ -146,3 +152,6 @@ def test_text_of_a_throttled_tenant() -> None:
     assert "(in 0.250 s)" in text
     assert "in force    rate 2/s, max_queued 9 (with tier defaults)" in text
     assert "queued      4 of 9" in text
+    assert "paused" not in text
+    paused = "\n".join(limits_text(attrs.evolve(status, paused=True), now=1000.0))
+    assert paused.splitlines()[0] == "tenant a (paused: claims skip it until resumed)"

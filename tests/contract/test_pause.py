@@ -137,6 +137,20 @@ def test_queue_and_tenant_pause_are_separate(backend):
     assert _users(backend.claim(count=5)) == ["b"]
 
 
+def test_limit_status_says_paused(backend):
+    # the tenant's own flag, read with its limits (the dashboard's one call per tenant)
+    _fill(backend, "a", 1)
+    assert not backend.limit_status("a").paused
+    backend.pause("a")
+    backend.pause()
+    assert backend.limit_status("a").paused
+    assert not backend.limit_status("b").paused  # the queue's pause is not a tenant's
+    backend.resume("a")
+    assert not backend.limit_status("a").paused
+    backend.pause("never-pushed")
+    assert backend.limit_status("never-pushed").paused
+
+
 @pytest.mark.parametrize("bad", ["", "a b", "x" * 300, 5])
 def test_bad_tenant_ids_are_refused(backend, bad):
     for call in (backend.pause, backend.resume, backend.is_paused):

@@ -129,6 +129,9 @@ class LimitStatus:
     cap_hits: int
     throttles: int
     refusals: int
+    #: paused with ``pause(tenant)`` (its own flag, not the queue's): held out like a capped
+    #: tenant until resumed
+    paused: bool = False
 
 
 def _check_int(field: str, value: object, high: int) -> int:

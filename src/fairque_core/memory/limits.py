@@ -284,4 +284,5 @@ def limit_status(store: ModelStore, user_id: str) -> LimitStatus:
         next_start_at=next_at,
         tokens=tokens,
         **counters,
+        paused=user_id in store._paused,
     )

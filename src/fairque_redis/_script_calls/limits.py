@@ -61,7 +61,7 @@ class LimitCalls(CallsBase):
         validate_id(tenant, "tenant")
 
         def parse(reply: Any) -> LimitStatus:
-            contract("limits_get", isinstance(reply, list) and len(reply) == 10, reply)
+            contract("limits_get", isinstance(reply, list) and len(reply) == 11, reply)
             now_ms = int(reply[0])
             own = decode_limits(to_text(reply[1]))
             effective: Limits = own.over(decode_limits(to_text(reply[2])))
@@ -78,6 +78,7 @@ class LimitCalls(CallsBase):
                 cap_hits=int(reply[7]),
                 throttles=int(reply[8]),
                 refusals=int(reply[9]),
+                paused=bool(reply[10]),
             )
 
         return Call("limits_get", [*self.header(), tenant], parse, writes=False)

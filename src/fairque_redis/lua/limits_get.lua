@@ -6,13 +6,14 @@
   ARGV[1..7] common header (see _include/core.lua)
   ARGV[8] tenant id
   Returns: {now ms, own record, tier default record, running, queued, capped (0|1), tat (us),
-           cap_hits, throttles, refusals} (records as stored: `mr,rate,burst,mq`)
+           cap_hits, throttles, refusals, paused (0|1: the tenant's own `pau`)} (records as
+           stored: `mr,rate,burst,mq`)
 ]]
 --- @include "_include/limits"
 
 local q = fq_open(KEYS, ARGV)
 local u = ARGV[8]
-local v = redis.call('HMGET', fq_tenant_key(q, u), 'lim', 'tier', 'capd', 'tat')
+local v = redis.call('HMGET', fq_tenant_key(q, u), 'lim', 'tier', 'capd', 'tat', 'pau')
 local tier = fq_int(tonumber(v[2]) or 0)
 local s = redis.call('HMGET', fq_tenant_stats_key(q, u), 'leased', 'scheduled', 'cap_hits',
   'throttles', 'refusals')
@@ -21,5 +22,5 @@ local queued = redis.call('LLEN', fq_critical_key(q, u)) + redis.call('ZCARD', f
 return {
   q.now, v[1] or '', redis.call('HGET', q.meta, 'lim:' .. tier) or '',
   tonumber(s[1]) or 0, queued, v[3] == '1' and 1 or 0, fq_int(tonumber(v[4]) or 0),
-  tonumber(s[3]) or 0, tonumber(s[4]) or 0, tonumber(s[5]) or 0,
+  tonumber(s[3]) or 0, tonumber(s[4]) or 0, tonumber(s[5]) or 0, v[5] == '1' and 1 or 0,
 }
