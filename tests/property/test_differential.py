@@ -420,6 +420,22 @@ class ModelVsRedis(RuleBasedStateMachine):
     def purge_dlq(self, ids: Any) -> None:
         self.both(f"purge_dlq({ids})", lambda b: b.purge_dlq(ids))
 
+    # ------------------------------------------------------------------ pause (issue 14)
+    @precondition(ready)
+    @rule(
+        user=st.none() | st.sampled_from(KNOWN_USERS),
+        pause=st.booleans(),
+        count=st.integers(0, 3),
+    )
+    def pause_or_resume(self, user: str | None, pause: bool, count: int) -> None:
+        # pause or resume a tenant (None: the queue), then claim: flags and claims must agree
+        verb = "pause" if pause else "resume"
+        self.both(f"{verb}({user})", lambda b: getattr(b, verb)(user))
+        for who in (None, *KNOWN_USERS):
+            self.both(f"is_paused({who})", lambda b, who=who: b.is_paused(who))
+        if count:
+            self.remember(self.both(f"claim(count={count})", lambda b: b.claim(count=count)))
+
     # ------------------------------------------------------------------ results (ADR 27)
     @precondition(ready)
     @rule(
