@@ -6,10 +6,11 @@
 Throughput: 20,000 no-op tasks over 100 tenants are pushed beforehand (push_batch, 1,000 per
 call) into a fresh queue; a ``fairque_core.Worker`` (leases and fair claims, as always) is
 started and timed until ``get_stats()["finished"]`` reaches 20,000 (polled every 5 ms on a
-separate connection). Settings: max_concurrent_tasks 10 / 50 / 100, with and without prefetch.
-The claim and finish round trips are counted on the worker's backend, and the server's time in
-scripts during the drain (INFO commandstats, EVALSHA usec) is printed per task: it is what every
-worker of a queue shares, so it sets the ceiling of the whole queue, not of one worker.
+separate connection). Settings: max_concurrent_tasks 10 / 50 / 100, with the default prefetch
+(adaptive, "auto"), with none (0) and with a fixed one. The claim and finish round trips are
+counted on the worker's backend, and the server's time in scripts during the drain (INFO
+commandstats, EVALSHA usec) is printed per task: it is what every worker of a queue shares, so
+it sets the ceiling of the whole queue, not of one worker.
 
 Latency: a producer PROCESS (as in production: producers are other processes, and one sharing
 the worker's GIL would slow both) pushes one task every 5 ms (200 tasks/s) with its push time
@@ -318,14 +319,15 @@ def main() -> None:
         compare(opts.compare, opts.rounds, total)
         return
     lat_count = 300 if opts.quick else 1_000
-    settings = [(10, 0), (10, 10), (50, 0), (50, 25), (100, 0), (100, 50)]
+    # prefetch None: the worker's default (adaptive, ADR 30)
+    settings = [(10, None), (10, 0), (10, 10), (50, None), (50, 0), (100, None), (100, 50)]
     lat_settings = [(1.0, 10), (0.1, 10)]
     print(f"cpus={os.cpu_count()} loadavg at start={os.getloadavg()}")
     with EmbeddedValkey() as server:
         if opts.profile:
             profile_drain(server.url, total)
             return
-        drains: dict[tuple[int, int], list[dict[str, Any]]] = {s: [] for s in settings}
+        drains: dict[tuple[int, int | None], list[dict[str, Any]]] = {s: [] for s in settings}
         lats: dict[tuple[float, int], list[dict[str, float]]] = {s: [] for s in lat_settings}
         for _ in range(opts.rounds):
             if not opts.skip_throughput:
@@ -343,8 +345,9 @@ def main() -> None:
         for (cap, prefetch), runs in drains.items():
             best, med = summary([r["rate"] for r in runs])
             top = max(runs, key=lambda r: r["rate"])
+            shown = "auto" if prefetch is None else str(prefetch)
             print(
-                f"{cap:>4} {prefetch:>8} {best:>8,.0f} {med:>9,.0f}  "
+                f"{cap:>4} {shown:>8} {best:>8,.0f} {med:>9,.0f}  "
                 f"{top['claims']:>6} {top['finishes']:>8}  {top['server_us']:>11.1f}  "
                 f"{loads(runs)}"
             )
