@@ -36,9 +36,12 @@ local function valid_id(s)
 end
 
 -- a key this call will write holds another type (damaged behind the client's back): refuse
--- the whole call, typed, before the first write. `probe` is a cheap read of that type
+-- the whole call, typed, before the first write. `probe` is a cheap read of that type; its
+-- reply is returned
 local function check(key, probe, want)
-  if type(redis.pcall(probe, key)) == 'table' then fq_check_type(key, want) end
+  local reply = redis.pcall(probe, key)
+  if type(reply) == 'table' then fq_check_type(key, want) end
+  return reply
 end
 
 -- check everything before the first write; at[k] is where message k starts in ARGV; state[k]
@@ -47,6 +50,9 @@ local at = {}
 local state = {}
 local seen = {}
 local queues_checked = {}
+-- had_ready[u]: a queue of u checked here already held ready work (so, without limits, u is
+-- active: see the store loop)
+local had_ready = {}
 local i = 9
 for k = 1, n do
   local id, u, ps, dmss, body = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 5]
@@ -79,8 +85,10 @@ for k = 1, n do
   local queue = p == FQ_CRITICAL_PRIORITY and fq_critical_key(q, u) or fq_normal_key(q, u)
   if not queues_checked[queue] then
     queues_checked[queue] = true
-    if p == FQ_CRITICAL_PRIORITY then check(queue, 'LLEN', 'list')
-    else check(queue, 'ZCARD', 'zset') end
+    local size
+    if p == FQ_CRITICAL_PRIORITY then size = check(queue, 'LLEN', 'list')
+    else size = check(queue, 'ZCARD', 'zset') end
+    if type(size) == 'number' and size > 0 then had_ready[u] = true end
     local tenant = fq_tenant_key(q, u)
     if not queues_checked[tenant] then
       queues_checked[tenant] = true
@@ -151,23 +159,21 @@ for k = 1, n do
       -- the common case, ready now: one HSET, then into the tenant's queue (fq_enqueue)
       redis.call('HSET', key, 'u', u, 'p', ps, 'b', ARGV[i + 5], 'm', ARGV[i + 4], 'rc', '0',
         'seq', fq_int(seq), 'st', 'queued', 'rd', now_s, 'due', now_s, 'dms', dmss, 'rec', '0')
-      -- Without limits a tenant is active exactly while it has ready work, so one that already
-      -- had some needs no activation check (no tenant hash read, no ZSCORE): the common case
-      -- costs one O(1) RPUSH reply or ZCARD, as the pre-activation-number push did
-      local known = q.lim_on or q.active_cache[u] ~= nil
+      -- Without limits a tenant is active exactly while it has ready work, unless paused (and
+      -- fq_activate keeps a paused one out anyway), so one that already had some (the size
+      -- read by the type check above) needs no activation check: no tenant hash read, no ZSCORE
+      if had_ready[u] and not q.lim_on and q.active_cache[u] == nil then
+        q.active_cache[u] = true
+      end
       if p == FQ_CRITICAL_PRIORITY then
-        if redis.call('RPUSH', fq_critical_key(q, u), id) > 1 and not known then
-          q.active_cache[u] = true
-        end
+        redis.call('RPUSH', fq_critical_key(q, u), id)
       else
         local score = scores[p]
         if score == nil then
           score = fq_int(fq_score(p, now, q.horizon_ms))
           scores[p] = score
         end
-        local normal = fq_normal_key(q, u)
-        redis.call('ZADD', normal, score, fq_member(seq, id))
-        if not known and redis.call('ZCARD', normal) > 1 then q.active_cache[u] = true end
+        redis.call('ZADD', fq_normal_key(q, u), score, fq_member(seq, id))
       end
       q.ready_delta = q.ready_delta + 1
       q.wake = true
