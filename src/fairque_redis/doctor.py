@@ -15,7 +15,10 @@ against each other, following ``fairque_redis/keys.py`` and the Lua scripts:
   deferred -> none of them and a non-empty ``waits:<id>``; finished / canceled -> none;
 - gauges equal the real cardinalities: ``ts:<u>`` ``scheduled`` and ``leased`` per tenant, the
   meta ``ready`` (all ``c:``/``n:`` entries); a tenant is in one ``active:<tier>`` set exactly
-  while it has ready tasks, and ``tiers`` holds exactly the tiers with an active tenant;
+  while it has ready tasks, unless it is held out (:func:`held_tenants`: paused, capped at its
+  ``max_running`` or parked by its rate, ADRs 28 and 32), and ``tiers`` holds exactly the tiers
+  with an active tenant; a paused or capped tenant is in no active set, and a capped one holds
+  a lease (the end of a lease is what lets it in again);
 - every queue counter in ``stats`` equals the sum of the tenants' ``ts:<u>`` counters, and every
   tenant with pushes is in the ``tenants`` index.
 
@@ -34,9 +37,10 @@ from typing import Any
 import attrs
 import redis
 
+from fairque_core.domain.limits import QUEUE_PARK_MEMBER
 from fairque_redis.keys import KeySpace
 
-__all__ = ["Parsed", "check", "check_parsed", "node_client", "parse", "snapshot"]
+__all__ = ["Parsed", "check", "check_parsed", "held_tenants", "node_client", "parse", "snapshot"]
 
 #: Redis type of each singleton key (keys.py); a singleton keys.py adds later is accepted with
 #: any type until it is listed here.
@@ -252,6 +256,23 @@ def node_client(client: Any, queue: str) -> Any:
     return client
 
 
+def held_tenants(parsed: Parsed) -> dict[str, str]:
+    """Tenants a limit or a pause legitimately keeps out of their active set, with the reason:
+    ``paused`` (tenant hash ``pau``, pause.lua), ``capped`` (``capd``: at its ``max_running``),
+    ``parked`` (in the ``parked`` zset: waiting for its rate's next start; the claim's due-move
+    step lets it in again). A parked tenant whose time has come may already be active again."""
+    held: dict[str, str] = {}
+    for user, record in parsed.tenant.items():
+        if _text(record.get("pau", b"")) == "1":
+            held[user] = "paused"
+        elif _text(record.get("capd", b"")) == "1":
+            held[user] = "capped"
+    for member, _ in parsed.single.get("parked", []):
+        if member != QUEUE_PARK_MEMBER:
+            held.setdefault(member, "parked")
+    return held
+
+
 def check(client: Any, queue: str) -> list[str]:
     """Every broken invariant of ``queue`` as a sentence; ``[]`` when the queue is consistent."""
     return check_parsed(parse(snapshot(node_client(client, queue), queue), queue))
@@ -353,6 +374,8 @@ def check_parsed(parsed: Parsed) -> list[str]:
     # gauges against the real cardinalities
     tenants = set(critical) | set(normal) | set(tenant_stats)
     tenants |= {_text(rec.get("u", b"")) for rec in tasks.values() if rec.get("u")}
+    held = held_tenants(p)
+    tenants |= set(held)
     in_ready = 0
     for user in sorted(tenants):
         ready = len(critical.get(user, [])) + len(normal.get(user, []))
@@ -364,10 +387,16 @@ def check_parsed(parsed: Parsed) -> list[str]:
             if _int(gauges.get(name)) != real:
                 bad.append(f"tenant {user}: ts {name} = {_int(gauges.get(name))}, real {real}")
         memberships = [tier for tier, members in active.items() if user in dict(members)]
-        if ready and len(memberships) != 1:
-            bad.append(f"tenant {user} has {ready} ready tasks but is in active:{memberships}")
-        if not ready and memberships:
+        hold = held.get(user)
+        if hold in ("paused", "capped") and memberships:
+            bad.append(f"tenant {user} is {hold} but is in active:{memberships}")
+        elif not ready and memberships:
             bad.append(f"tenant {user} has no ready task but is in active:{memberships}")
+        elif len(memberships) > 1 or (ready and not hold and not memberships):
+            # a held tenant may be out (a parked one whose time came may be back in already)
+            bad.append(f"tenant {user} has {ready} ready tasks but is in active:{memberships}")
+        if hold == "capped" and not leased_of[user]:
+            bad.append(f"tenant {user} is capped but holds no lease: nothing will let it in")
         if _int(gauges.get("pushed")) > 0 and user not in dict(single.get("tenants", [])):
             bad.append(f"tenant {user} has pushed tasks but is not in the tenants index")
     meta = single.get("meta", {})

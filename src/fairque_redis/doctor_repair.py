@@ -11,9 +11,11 @@ In this order, each step on a fresh snapshot:
 3. every live task goes where its state says: queued -> its tenant's queue, started without a
    lease -> back to ready (its lease is gone, nobody can finish it), scheduled -> ``delayed``,
    failed -> ``dlq``;
-4. active sets: members whose tenant has no ready work, stale or duplicate members are removed;
-   a tenant with ready work and no member is activated (at the tier's virtual time); ``tiers``
-   holds the tiers with an active tenant;
+4. active sets: members whose tenant has no ready work, is paused or capped, stale or
+   duplicate members are removed; a tenant with ready work and no member is activated (at the
+   tier's virtual time) unless a pause or a limit holds it out (paused, capped, parked: left as
+   they are; a cap with no lease left to end is lifted); ``tiers`` holds the tiers with an
+   active tenant;
 5. gauges and counters are recomputed: meta ``ready``, the tenants' ``scheduled``/``leased``,
    every queue counter in ``stats`` = the sum of the tenants' (a tenant's figures lost with a
    damaged ``ts:`` key are lost for the queue too).
@@ -26,7 +28,7 @@ from typing import Any
 
 from fairque_core.domain.enums import Priority
 from fairque_core.domain.scoring import seq_member, static_score
-from fairque_redis.doctor import Parsed, node_client, parse, snapshot
+from fairque_redis.doctor import Parsed, held_tenants, node_client, parse, snapshot
 from fairque_redis.keys import KeySpace
 
 __all__ = ["repair"]
@@ -161,10 +163,23 @@ def _place_tasks(client: Any, keys: KeySpace, p: Parsed, done: list[str], horizo
 
 
 def _fix_active(client: Any, keys: KeySpace, p: Parsed, done: list[str], strict: bool) -> None:
-    """Step 4: a tenant is in one active set, with its own member, exactly while it has work."""
+    """Step 4: a tenant is in one active set, with its own member, exactly while it has work
+    and nothing holds it out (a pause, its cap, its rate: it is let in by resume, the end of a
+    lease, the claim's due-move step; putting it back here would lift the pause or limit)."""
     meta = p.single.get("meta", {})
     pipe = client.pipeline(transaction=True)
     ready = {u for u, ids in p.critical.items() if ids} | {u for u, m in p.normal.items() if m}
+    held = held_tenants(p)
+    leasing = {_text(p.tasks.get(t, {}).get("u", b"")) for t, _ in p.single.get("leases", [])}
+    for user, why in sorted(held.items()):
+        if why == "capped" and user not in leasing:
+            # no lease left whose end would let it in: it would wait for ever
+            pipe.hdel(keys.tenant(user), "capd")
+            done.append(f"lifted tenant {user}'s cap (capped, but it holds no lease)")
+            del held[user]
+    # paused and capped tenants leave their active set; a parked one may be back in already
+    may_run = ready - {u for u, why in held.items() if why in ("paused", "capped")}
+    stay_out = (ready - may_run) | {u for u, why in held.items() if why == "parked"}
     seen: set[str] = set()
     act = _int(meta.get("act"))
     for tier, members in sorted(p.raw_active.items()):
@@ -173,17 +188,19 @@ def _fix_active(client: Any, keys: KeySpace, p: Parsed, done: list[str], strict:
             record = p.tenant.get(user, {})
             own = f"{_int(record.get('act'), -1):0{_SEQ_DIGITS}d}|{user}"
             tier_ok = not strict or str(_int(record.get("tier"))) == tier
-            if user in ready and user not in seen and member == own and tier_ok:
+            if user in may_run and user not in seen and member == own and tier_ok:
                 seen.add(user)
                 continue
             pipe.zrem(keys.active(int(tier)), member)
             why = "no ready work" if user not in ready else "not the tenant's own member"
+            if user in ready and user not in may_run:
+                why = held[user]
             done.append(f"removed {member!r} from active:{tier} ({why})")
     tiers: set[str] = set()
     for tier, members in p.raw_active.items():
         if any(m.rpartition("|")[2] in seen for m, _ in members):
             tiers.add(tier)
-    for user in sorted(ready - seen):
+    for user in sorted(ready - seen - stay_out):
         record = p.tenant.get(user, {})
         tier = str(_int(record.get("tier"))) if strict else "0"
         vtime = _int(meta.get(f"vtime:{tier}") if strict else None, _int(meta.get("vtime")))
