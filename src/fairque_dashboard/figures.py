@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -29,6 +30,7 @@ __all__ = [
     "TenantRow",
     "feature",
     "gather_tenant_facts",
+    "limits_reading",
     "queue_counts",
     "sort_rows",
     "tenant_row",
@@ -116,10 +118,13 @@ class TenantFacts:
     #: The weight the dashboard knows and where it comes from ("queue", "config", "set here").
     weight: float | None = None
     weight_source: str = ""
+    #: ``get_tenant_limits(tenant)`` as a mapping (:func:`limits_reading`)
     limits: Mapping[str, Any] | None = None
     fairness: Mapping[str, Any] | None = None
-    #: ``is_paused(tenant)``: claims skip it until resumed (``fairque pause``)
+    #: paused (``fairque pause``): claims skip it until resumed
     paused: bool = False
+    #: at its ``max_running``: claims skip it until one of its tasks ends
+    capped: bool = False
     #: From the dashboard's sampler: share of dispatches and fair share over its window.
     share: float | None = None
     fair_share: float | None = None
@@ -147,9 +152,14 @@ async def gather_tenant_facts(
     async def one(tenant: str) -> TenantFacts:
         async with gate:
             stats = await queue.get_tenant_stats(tenant)
-            limits = await _maybe_call(queue, "get_tenant_limits", tenant)
+            limits = limits_reading(await _maybe_call(queue, "get_tenant_limits", tenant))
             weight = _float(await _maybe_call(queue, "get_tenant_weight", tenant))
-            paused = await _maybe_call(queue, "is_paused", tenant)
+            # the limits reading says whether it is paused; ask apart only a queue without it
+            paused = (
+                limits.get("paused")
+                if limits is not None and "paused" in limits
+                else await _maybe_call(queue, "is_paused", tenant)
+            )
         source = "queue" if weight is not None else ""
         if weight is None and tenant in stored_weights:
             weight, source = _float(stored_weights[tenant][0]), "queue"
@@ -165,12 +175,38 @@ async def gather_tenant_facts(
             stats=stats,
             weight=weight,
             weight_source=source,
-            limits=limits if isinstance(limits, Mapping) else None,
+            limits=limits,
             fairness=fairness_by.get(tenant),
             paused=paused is True,
+            capped=limits is not None and limits.get("capped") is True,
         )
 
     return list(await asyncio.gather(*(one(t) for t in tenants)))
+
+
+def limits_reading(status: object, now: float | None = None) -> Mapping[str, Any] | None:
+    """``get_tenant_limits``'s answer as the mapping the figures read: a mapping as it is, a
+    :class:`~fairque_core.LimitStatus` (or any object with its fields) flattened: the limits in
+    force (``max_running``, ``rate``, ``burst``, ``max_queued``; None: no such limit), where the
+    tenant stands (``running``, ``queued``, ``capped``, ``paused``, ``tokens``,
+    ``next_start_in`` seconds from ``now``) and its counters; None when there is no answer."""
+    if status is None or isinstance(status, Mapping):
+        return status
+    effective = getattr(status, "effective", None)
+    if effective is None:
+        return None
+    out: dict[str, Any] = {
+        name: getattr(effective, name, None)
+        for name in ("max_running", "rate", "burst", "max_queued")
+    }
+    for name in ("running", "queued", "capped", "paused", "tokens", "next_start_at"):
+        out[name] = getattr(status, name, None)
+    for name in ("cap_hits", "throttles", "refusals"):
+        out[name] = getattr(status, name, None)
+    at = _float(out["next_start_at"])
+    now = time.time() if now is None else now
+    out["next_start_in"] = None if at is None else max(0.0, at - now)
+    return out
 
 
 def _fairness_by_tenant(reading: object) -> dict[str, Mapping[str, Any]]:
@@ -214,19 +250,66 @@ def running(facts: TenantFacts) -> int | None:
     return _int(value if value is not None else facts.stats.get("leased"))
 
 
-def running_cap(facts: TenantFacts) -> int | None:
-    """The tenant's concurrency cap (flow control; None until the queue has caps)."""
-    return _int(_lookup(facts, "max_running", "running_cap", "concurrency_cap"))
+def _limit(facts: TenantFacts, name: str, *others: str) -> int | str | None:
+    """A limit in force: its value, "-" when the limits reading has no such limit, None (n/a)
+    when the queue reports no limits."""
+    if facts.limits is not None and name in facts.limits:
+        value = _int(facts.limits[name])
+        return "-" if value is None else value
+    return _int(_lookup(facts, name, *others))
+
+
+def running_cap(facts: TenantFacts) -> int | str | None:
+    """The tenant's concurrency cap in force (``max_running``; "-": none)."""
+    return _limit(facts, "max_running", "running_cap", "concurrency_cap")
 
 
 def rate_limit_state(facts: TenantFacts) -> str | None:
-    """Rate-limit state ("throttled" or "ok") once the queue reports one; None before."""
+    """Where the tenant stands against its rate: "ok, N now" (starts allowed at once),
+    "throttled, next in S s", "-" without a rate; None when the queue reports no limits."""
+    reading = facts.limits
+    if reading is not None and "rate" in reading and "tokens" in reading:
+        if reading["rate"] is None:
+            return "-"
+        wait = _float(reading.get("next_start_in"))
+        if wait is not None:
+            return (
+                f"throttled, next in {wait:.2f} s"
+                if wait < 10
+                else f"throttled, next in {wait:.0f} s"
+            )
+        return f"ok, {reading.get('tokens')} now"
     value = _lookup(facts, "rate_limit_state", "throttled")
     if value is None:
         return None
     if isinstance(value, bool):
         return "throttled" if value else "ok"
     return str(value)
+
+
+def queued(facts: TenantFacts) -> int | None:
+    """Queued work counted against ``max_queued``: ready + scheduled (the limits reading)."""
+    return _int(facts.limits.get("queued")) if facts.limits is not None else None
+
+
+def queued_cap(facts: TenantFacts) -> int | str | None:
+    """The tenant's ``max_queued`` in force ("-": none)."""
+    return _limit(facts, "max_queued")
+
+
+def cap_hits(facts: TenantFacts) -> int | None:
+    """Times the tenant reached its ``max_running``."""
+    return _int(_lookup(facts, "cap_hits"))
+
+
+def throttles(facts: TenantFacts) -> int | None:
+    """Starts after which the tenant had to wait for its rate."""
+    return _int(_lookup(facts, "throttles"))
+
+
+def refusals(facts: TenantFacts) -> int | None:
+    """Pushes refused by its ``max_queued``."""
+    return _int(_lookup(facts, "refusals"))
 
 
 def dispatched(facts: TenantFacts) -> int | None:
@@ -291,6 +374,11 @@ TENANT_COLUMNS: tuple[Column, ...] = (
     Column(key="running", heading="running", figure=running),
     Column(key="cap", heading="cap", figure=running_cap),
     Column(key="rate", heading="rate limit", figure=rate_limit_state, fmt="text"),
+    Column(key="queued", heading="queued", figure=queued),
+    Column(key="qcap", heading="queued cap", figure=queued_cap),
+    Column(key="cap_hits", heading="cap hits", figure=cap_hits),
+    Column(key="throttles", heading="throttles", figure=throttles),
+    Column(key="refusals", heading="refusals", figure=refusals),
     Column(key="dispatched", heading="dispatched", figure=dispatched),
     Column(key="failed", heading="dead", figure=failed),
     Column(key="weight", heading="weight", figure=weight, fmt="float"),
@@ -311,6 +399,7 @@ class TenantRow:
     fair_share: float | None
     weight_source: str
     paused: bool = False
+    capped: bool = False
 
 
 def tenant_row(facts: TenantFacts) -> TenantRow:
@@ -321,6 +410,7 @@ def tenant_row(facts: TenantFacts) -> TenantRow:
         fair_share=fair_share(facts),
         weight_source=facts.weight_source,
         paused=facts.paused,
+        capped=facts.capped,
     )
 
 
