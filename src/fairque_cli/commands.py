@@ -14,6 +14,7 @@ from fairque_cli.checks import non_negative_float, non_negative_int, positive_fl
 from fairque_cli.context import (
     CliError,
     SubCommands,
+    add_tenant_flag,
     config_tenants,
     describe_target,
     load_config,
@@ -93,7 +94,7 @@ def add_push(sub: SubCommands) -> None:
         help="push one task",
         description="Push one task for a tenant; prints its id on stdout.",
     )
-    p.add_argument("--user", required=True, help="tenant id (user_id)")
+    add_tenant_flag(p, many=False, required=True, help="tenant id")
     p.add_argument(
         "--priority", default="normal", help="1-6 or very_low|low|normal|high|very_high|critical"
     )
@@ -254,10 +255,10 @@ def add_stats(sub: SubCommands) -> None:
         "stats",
         help="queue counters, per-tenant depths, DLQ size",
         description="Show the queue's counters, the DLQ size and per-tenant depths. Tenants come "
-        "from --user, else from the config (tenant_weights, tenant_tiers, worker lists), else "
+        "from --tenant, else from the config (tenant_weights, tenant_tiers, worker lists), else "
         "from the queue itself: the --limit tenants with the most ready tasks.",
     )
-    p.add_argument("--user", action="append", help="tenant(s) to show; repeat or comma-separate")
+    add_tenant_flag(p, many=True, help="tenant(s) to show; repeat or comma-separate")
     p.add_argument(
         "--limit",
         type=positive_int,

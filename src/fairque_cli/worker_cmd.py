@@ -21,6 +21,7 @@ from fairque_cli.checks import non_negative_float, port_number, positive_float, 
 from fairque_cli.context import (
     CliError,
     SubCommands,
+    add_tenant_flag,
     describe_target,
     load_config,
     open_queue,
@@ -320,7 +321,7 @@ def add_worker(sub: SubCommands) -> None:
     p.add_argument(
         "--concurrency", type=positive_int, default=None, metavar="N", help="max concurrent tasks"
     )
-    p.add_argument("--user", action="append", help="assigned tenant(s); repeat or comma-separate")
+    add_tenant_flag(p, many=True, help="assigned tenant(s); repeat or comma-separate")
     p.add_argument(
         "--metrics-port",
         type=port_number,

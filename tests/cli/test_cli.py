@@ -28,20 +28,22 @@ def test_push_then_stats_shows_the_task(
     server_url: str, queue_name: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     base = ("--url", server_url, "--queue", queue_name)
-    code, out = cli(*base, "push", "--user", "alice", "--priority", "high", "--payload", '{"n": 1}')
+    code, out = cli(
+        *base, "push", "--tenant", "alice", "--priority", "high", "--payload", '{"n": 1}'
+    )
     assert code == 0
     task_id = out.strip()
     assert len(task_id) == 36
     assert "pushed" in capsys.readouterr().err
 
-    code, out = cli(*base, "stats", "--user", "alice,bob")
+    code, out = cli(*base, "stats", "--tenant", "alice,bob")
     assert code == 0
     lines = out.splitlines()
     alice = next(line for line in lines if line.startswith("alice"))
     assert alice.split()[1:6] == ["0", "1", "0", "0", "1"]  # critical normal sched leased total
     assert "dead-letter queue: 0 entries" in out
 
-    code, out = cli(*base, "stats", "--user", "alice", "--json")
+    code, out = cli(*base, "stats", "--tenant", "alice", "--json")
     data = json.loads(out)
     assert data["queue"] == queue_name
     assert data["stats"]["pushed"] == 1
@@ -56,9 +58,9 @@ def test_push_then_stats_shows_the_task(
 
 def test_push_with_delay_and_critical_priority(server_url: str, queue_name: str) -> None:
     base = ("--url", server_url, "--queue", queue_name)
-    code, out = cli(*base, "push", "--user", "bob", "--delay", "60", "-q", "--name", "later")
+    code, out = cli(*base, "push", "--tenant", "bob", "--delay", "60", "-q", "--name", "later")
     assert code == 0
-    code, _out2 = cli(*base, "push", "--user", "bob", "--priority", "6", "-q")
+    code, _out2 = cli(*base, "push", "--tenant", "bob", "--priority", "6", "-q")
     assert code == 0
     with connect(server_url, queue=queue_name) as queue:
         assert queue.get_state(out.strip()) is TaskState.SCHEDULED
@@ -85,7 +87,7 @@ def test_stats_takes_tenants_from_the_config(
 def test_stats_lists_the_queue_tenants_when_none_are_named(
     server_url: str, queue_name: str
 ) -> None:
-    # tenants named nowhere (no --user, no config): fairque stats finds them in the queue
+    # tenants named nowhere (no --tenant, no config): fairque stats finds them in the queue
     depths = {"dyn-a": 1, "dyn-b": 4, "dyn-c": 2, "dyn-d": 0}
     with connect(server_url, queue=queue_name) as queue:
         for user, depth in depths.items():
@@ -120,7 +122,7 @@ def test_stats_lists_the_queue_tenants_when_none_are_named(
     assert (data["tenants_total"], data["tenants_shown"]) == (4, 3)
     assert data["tenant_source"] == "queue"
 
-    code, out = cli(*base, "stats", "--user", "dyn-d", "--json")  # --user still wins
+    code, out = cli(*base, "stats", "--tenant", "dyn-d", "--json")  # --tenant still wins
     data = json.loads(out)
     assert list(data["tenants"]) == ["dyn-d"]
     assert (data["tenants_total"], data["tenant_source"]) == (4, "user")
@@ -196,13 +198,13 @@ def test_bad_ids_are_one_line_errors(
     err = capsys.readouterr().err
     assert err.startswith("fairque: error: ")
     assert err.count("\n") == 1
-    code, _ = cli(*base, "push", "--user", "has space")
+    code, _ = cli(*base, "push", "--tenant", "has space")
     assert code == 1
     assert "invalid user_id" in capsys.readouterr().err
-    code, _ = cli(*base, "push", "--user", "u", "--payload", "{nope")
+    code, _ = cli(*base, "push", "--tenant", "u", "--payload", "{nope")
     assert code == 1
     assert "--payload is not valid JSON" in capsys.readouterr().err
-    code, _ = cli(*base, "push", "--user", "u", "--priority", "9")
+    code, _ = cli(*base, "push", "--tenant", "u", "--priority", "9")
     assert code == 1
     assert "--priority must be 1-6" in capsys.readouterr().err
 
@@ -219,7 +221,7 @@ def test_unreachable_server_is_one_line_without_traceback() -> None:
 
 
 def test_unreachable_server_from_the_environment() -> None:
-    proc = run_cli(["push", "--user", "alice"], env={"FAIRQUE_REDIS_URL": "redis://127.0.0.1:1"})
+    proc = run_cli(["push", "--tenant", "alice"], env={"FAIRQUE_REDIS_URL": "redis://127.0.0.1:1"})
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
@@ -269,7 +271,7 @@ def test_worker_runs_a_registry_handler(server_url: str, queue_name: str) -> Non
             "--queue",
             queue_name,
             "push",
-            "--user",
+            "--tenant",
             f"t{n % 2}",
             "--name",
             "examples.thumbnail",
@@ -356,3 +358,16 @@ def test_worker_stops_gracefully_on_sigterm(server_url: str, queue_name: str) ->
     assert proc.returncode == 0, err
     assert "processed 0 tasks" in out
     assert "Traceback" not in err
+
+
+def test_user_flag_is_a_deprecated_spelling_of_tenant(
+    server_url: str, queue_name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ("--url", server_url, "--queue", queue_name)
+    code, _ = cli(*base, "push", "--user", "old-style", "-q")
+    assert code == 0
+    assert "--user is deprecated; use --tenant" in capsys.readouterr().err
+    code, out = cli(*base, "stats", "--user", "old-style", "--json")
+    assert code == 0
+    assert json.loads(out)["tenants"]["old-style"]["sizes"]["total"] == 1
+    assert "--user is deprecated" in capsys.readouterr().err

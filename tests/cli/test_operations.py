@@ -368,7 +368,7 @@ def test_cli_on_a_cluster_node_needs_the_cluster_flag(valkey_cluster: Any) -> No
         (["worker", "--handler", "x:y", "--log-format", "xml"], "invalid choice"),
         (["stats", "--watch", "-1"], "must be > 0"),
         (["stats", "--watch", "0"], "must be > 0"),
-        (["push", "--user", "a", "--delay", "-2"], "must be >= 0"),
+        (["push", "--tenant", "a", "--delay", "-2"], "must be >= 0"),
         (["dlq", "list", "--offset", "-1"], "must be >= 0"),
     ],
 )

@@ -67,7 +67,7 @@ def test_the_table_is_sorted_by_lag_with_the_alarm(server_url: str, queue_name: 
     assert pinned[-1] == "lag"
     assert "starving: pinned (lag)" in out
 
-    code, out = cli(*base, "stats", "--tenants", "--user", "light,heavy", "--json")
+    code, out = cli(*base, "stats", "--tenants", "--tenant", "light,heavy", "--json")
     assert code == 0
     data = json.loads(out)
     assert data["queue"] == queue_name
@@ -128,7 +128,7 @@ def test_watch_as_text_on_a_fair_drain(
 
     monkeypatch.setattr(fairness_cmd.time, "sleep", between)
     base = ("--url", server_url, "--queue", queue_name)
-    code, out = cli(*base, "stats", "--tenants", "--watch", "0.5", "--user", "heavy,light")
+    code, out = cli(*base, "stats", "--tenants", "--watch", "0.5", "--tenant", "heavy,light")
     assert code == 0
     last = out[out.rindex("(fairness by tenant)") :]  # the second reading
     assert "Jain index over 2 backlogged tenants 1.0000" in last
