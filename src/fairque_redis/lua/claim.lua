@@ -20,7 +20,7 @@
 -- values (deadline, id, ...) per ZADD of the new leases: unpack has a stack limit
 local ZADD_CHUNK = 1000
 
-local q = fq_open(KEYS, ARGV)
+local q = fq_open(KEYS, ARGV, {meta = true}) -- reads meta anyway (q.paused): its type check
 -- checked: active-set members checked in this call (claim.lua include); repaired: what was
 q.checked, q.repaired = {}, {}
 local worker = ARGV[8]

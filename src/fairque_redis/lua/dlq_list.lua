@@ -15,7 +15,7 @@ local PAGE = 256
 -- task fields read per entry (the HMGET below): u p rc m b ft rs
 local ENTRY_FIELDS = 7
 
-local q = fq_open(KEYS, ARGV)
+local q = fq_open(KEYS, ARGV, {read = true}) -- writes nothing: no type check
 local limit = tonumber(ARGV[8])
 local offset = tonumber(ARGV[9])
 local want = ARGV[10]

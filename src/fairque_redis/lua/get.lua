@@ -11,7 +11,7 @@
 ]]
 --- @include "_include/core"
 
-local q = fq_open(KEYS, ARGV)
+local q = fq_open(KEYS, ARGV, {read = true}) -- writes nothing: no type check
 local v = redis.call('HMGET', fq_task_key(q, ARGV[8]), 'st', 'u', 'p', 'rc', 'm', 'b', 'res', 'exp',
   'rs', 'ft', 'err')
 if v[1] == false then return {} end

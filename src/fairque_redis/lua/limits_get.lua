@@ -11,7 +11,7 @@
 ]]
 --- @include "_include/limits"
 
-local q = fq_open(KEYS, ARGV)
+local q = fq_open(KEYS, ARGV, {read = true}) -- writes nothing: no type check
 local u = ARGV[8]
 local v = redis.call('HMGET', fq_tenant_key(q, u), 'lim', 'tier', 'capd', 'tat', 'pau')
 local tier = fq_int(tonumber(v[2]) or 0)

@@ -9,7 +9,7 @@
 ]]
 --- @include "_include/core"
 
-local q = fq_open(KEYS, ARGV)
+local q = fq_open(KEYS, ARGV, {read = true}) -- writes nothing: no type check
 local head = redis.call('ZRANGE', q.delayed, 0, 0, 'WITHSCORES')
 local parked = redis.call('ZRANGE', fq_parked_key(q), 0, 0, 'WITHSCORES')
 local first = tonumber(head[2] or parked[2])

@@ -27,7 +27,9 @@ local MAX_ID_LEN = 128
 -- unique key, unique window, D
 local MESSAGE_FIELDS = 9
 
-local q = fq_open(KEYS, ARGV)
+-- meta: read now (fq_meta, as the push reads it anyway) and so type-checked; the sched list
+-- only when this call may raise its signal (see below the checks)
+local q = fq_open(KEYS, ARGV, {meta = true, sched = false})
 local n = tonumber(ARGV[8])
 local now = q.now
 
@@ -53,6 +55,8 @@ local queues_checked = {}
 -- had_ready[u]: a queue of u checked here already held ready work (so, without limits, u is
 -- active: see the store loop)
 local had_ready = {}
+-- every message is ready now, without dependencies (the signal below is never raised)
+local plain = true
 local i = 9
 for k = 1, n do
   local id, u, ps, dmss, body = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 5]
@@ -68,6 +72,7 @@ for k = 1, n do
   if dms == nil or dms ~= math.floor(dms) or ps ~= fq_int(p) then
     return fq_err('BAD_ARG', 'priority or delay')
   end
+  if dms > 0 or nd ~= 0 then plain = false end
   if #body > q.max_payload then
     return fq_err('TOO_LARGE', fq_int(#body) .. ' ' .. fq_int(q.max_payload))
   end
@@ -99,6 +104,10 @@ for k = 1, n do
   at[k] = i
   i = i + MESSAGE_FIELDS + nd
 end
+
+-- the schedule signal is raised only by a delayed or dependent message (fq_schedule) or a
+-- limit parking a tenant: then the sched list is checked too, still before the first write
+if not plain or q.lim_on then q.sched_len = fq_list_len(fq_sched_key(q)) end
 
 -- max_queued (flow control, _include/limits.lua): a push over a tenant's cap is refused whole
 local full = fq_limits_check_push(q, ARGV, at, n)

@@ -9,7 +9,7 @@
 ]]
 --- @include "_include/core"
 
-local q = fq_open(KEYS, ARGV)
+local q = fq_open(KEYS, ARGV, {read = true}) -- writes nothing: no type check
 local out = {}
 for k = 1, tonumber(ARGV[8]) do
   local u = ARGV[8 + k]

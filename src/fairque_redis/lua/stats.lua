@@ -11,7 +11,7 @@
 ]]
 --- @include "_include/core"
 
-local q = fq_open(KEYS, ARGV)
+local q = fq_open(KEYS, ARGV, {read = true}) -- writes nothing: no type check
 local u = ARGV[8]
 local out
 if u == '' then

@@ -10,7 +10,7 @@
 ]]
 --- @include "_include/tenant"
 
-local q = fq_open(KEYS, ARGV)
+local q = fq_open(KEYS, ARGV, {read = true}) -- writes nothing: no type check
 local out = {}
 for k = 8, #ARGV do
   -- a plain read (fq_tenant may migrate an old record, a write)

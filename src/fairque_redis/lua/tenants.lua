@@ -14,7 +14,7 @@
 -- the largest page (limit) one call returns
 local MAX_LIMIT = 1000
 
-local q = fq_open(KEYS, ARGV)
+local q = fq_open(KEYS, ARGV, {read = true}) -- writes nothing: no type check
 
 local function count_arg(s)
   if s == nil or string.find(s, '^%d+$') == nil then return nil end

@@ -12,7 +12,7 @@
 
 local RETURN_VALUE = 'return_value'
 
-local q = fq_open(KEYS, ARGV)
+local q = fq_open(KEYS, ARGV, {read = true}) -- writes nothing: no type check
 local tenant = ARGV[8]
 local n = tonumber(ARGV[9])
 local out = {}

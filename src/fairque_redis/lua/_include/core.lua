@@ -50,26 +50,74 @@ local function fq_check_type(key, want)
   end
 end
 
--- the queue-wide keys any script may write must hold their own type (or be absent): checked
+-- the length of list `key` (a signal list: wake, sched), failing the call typed when it holds
+-- another type; fq_close raises the signal from this figure without reading it again
+local function fq_list_len(key)
+  local n = redis.pcall('LLEN', key)
+  if type(n) == 'table' then
+    fq_check_type(key, 'list')
+    error(n)
+  end
+  return n
+end
+
+-- the queue's meta fields (virtual time, push sequence, ready gauge, activation sequence),
+-- read once per call (at fq_open when the script asks for it: see fq_check_queue)
+local function fq_meta(q)
+  if q.vtime == nil then
+    -- pcall: a wrong-type meta fails the call typed (this read is its type check when
+    -- fq_open reads it first, see fq_check_queue)
+    local v = redis.pcall('HMGET', q.meta, 'vtime', 'seq', 'ready', 'act', 'lim', 'lim:q',
+      'qtat', 'qhold', 'pau')
+    if v['err'] ~= nil then
+      fq_check_type(q.meta, 'hash')
+      error(v)
+    end
+    q.vtime = tonumber(v[1] or '0')
+    q.seq = tonumber(v[2] or '0')
+    q.ready_base = tonumber(v[3] or '0')
+    q.act = tonumber(v[4] or '0')
+    -- flow control (limits.lua): any limit ever set, the queue-wide record, its GCRA state
+    q.lim_on = v[5] == '1'
+    q.qlim = v[6] or ''
+    q.qtat = tonumber(v[7] or '0')
+    q.qhold = tonumber(v[8] or '0')
+    -- pause.lua: a paused queue leases nothing (claim.lua)
+    q.paused = v[9] == '1'
+  end
+end
+
+-- the queue-wide keys a script may write must hold their own type (or be absent): checked
 -- before the first write, so that a key damaged behind the client's back (an operator's SET
 -- on it) fails the call whole and typed, never half-way through its writes. One ZINTERCARD
 -- covers the six sorted sets (it refuses a key of another type before reading any; the
--- smallest input bounds its work, usually `tiers` or an absent key), one call each the rest
-local function fq_check_queue(q)
+-- smallest input bounds its work, usually `tiers` or an absent key), one call each the rest.
+-- `how` (fq_open's third argument, nil = everything):
+--   read = true     a script that writes nothing checks nothing
+--   meta = true     read the meta fields now (fq_meta, which the script reads anyway) with
+--                   pcall instead of a separate HLEN: one command less
+--   sched = false   the script raises no schedule signal on this call, so the sched list is
+--                   not checked (fq_close reads and checks it, late, should it be raised)
+-- The wake and sched lengths read here are kept (q.wake_len, q.sched_len) for fq_close, so a
+-- script that raises a signal pays nothing for its check
+local function fq_check_queue(q, how)
+  how = how or {}
+  if how.read then return end
   local zsets = redis.pcall('ZINTERCARD', 6, q.tiers, q.delayed, q.leases, q.dlq,
     fq_tenants_key(q), fq_parked_key(q), 'LIMIT', 1)
   if type(zsets) == 'table' then
     for _, key in ipairs({q.tiers, q.delayed, q.leases, q.dlq, fq_tenants_key(q),
       fq_parked_key(q)}) do fq_check_type(key, 'zset') end
   end
-  if type(redis.pcall('HLEN', q.meta)) == 'table' then fq_check_type(q.meta, 'hash') end
+  if how.meta then fq_meta(q)
+  elseif type(redis.pcall('HLEN', q.meta)) == 'table' then fq_check_type(q.meta, 'hash') end
   if type(redis.pcall('HLEN', q.stats)) == 'table' then fq_check_type(q.stats, 'hash') end
-  local wake, sched = fq_wake_key(q), fq_sched_key(q)
-  if type(redis.pcall('LLEN', wake)) == 'table' then fq_check_type(wake, 'list') end
-  if type(redis.pcall('LLEN', sched)) == 'table' then fq_check_type(sched, 'list') end
+  q.wake_len = fq_list_len(fq_wake_key(q))
+  if how.sched ~= false then q.sched_len = fq_list_len(fq_sched_key(q)) end
 end
 
-local function fq_open(keys, argv)
+-- `how`: which checks this script needs (see fq_check_queue; nil = all)
+local function fq_open(keys, argv, how)
   local q = {
     prefix = fq_prefix(keys[1]),
     meta = keys[1], stats = keys[2], tiers = keys[3],
@@ -92,7 +140,7 @@ local function fq_open(keys, argv)
     -- read so far (tier string -> number), those in tier_vtimes_changed written back by fq_close
     act = nil, tier_vtimes = {}, tier_vtimes_changed = {},
   }
-  fq_check_queue(q)
+  fq_check_queue(q, how)
   return q
 end
 
@@ -107,26 +155,6 @@ local function fq_bump(q, u, name, by)
   t[name] = (t[name] or 0) + by
   if name ~= 'scheduled' and name ~= 'leased' then
     q.counters[name] = (q.counters[name] or 0) + by
-  end
-end
-
--- the queue's meta fields (virtual time, push sequence, ready gauge, activation sequence),
--- read once per call
-local function fq_meta(q)
-  if q.vtime == nil then
-    local v = redis.call('HMGET', q.meta, 'vtime', 'seq', 'ready', 'act', 'lim', 'lim:q',
-      'qtat', 'qhold', 'pau')
-    q.vtime = tonumber(v[1] or '0')
-    q.seq = tonumber(v[2] or '0')
-    q.ready_base = tonumber(v[3] or '0')
-    q.act = tonumber(v[4] or '0')
-    -- flow control (limits.lua): any limit ever set, the queue-wide record, its GCRA state
-    q.lim_on = v[5] == '1'
-    q.qlim = v[6] or ''
-    q.qtat = tonumber(v[7] or '0')
-    q.qhold = tonumber(v[8] or '0')
-    -- pause.lua: a paused queue leases nothing (claim.lua)
-    q.paused = v[9] == '1'
   end
 end
 
@@ -234,13 +262,14 @@ local function fq_close(q)
     redis.call('HSET', q.meta, 'vtime:' .. tier, fq_int(q.tier_vtimes[tier]))
   end
   -- the wake signal: a list holding at most one token, which idle workers BLPOP
+  -- (its length read by fq_check_queue, before any write, unless the script checked nothing)
   if q.wake then
     local wake = fq_wake_key(q)
-    if redis.call('LLEN', wake) == 0 then redis.call('RPUSH', wake, '1') end
+    if (q.wake_len or fq_list_len(wake)) == 0 then redis.call('RPUSH', wake, '1') end
   end
   -- the schedule signal (same shape): the queue's next due time moved earlier
   if q.resched then
     local sched = fq_sched_key(q)
-    if redis.call('LLEN', sched) == 0 then redis.call('RPUSH', sched, '1') end
+    if (q.sched_len or fq_list_len(sched)) == 0 then redis.call('RPUSH', sched, '1') end
   end
 end
