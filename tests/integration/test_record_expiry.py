@@ -2,7 +2,8 @@
 
 The contract suite runs on an injected clock, where only the logical expiry (``exp``) applies;
 this file runs the Redis backend on the server's clock and reads the keys' PTTL directly. Every
-key that names a finished or canceled task (``task:<id>``, ``waits:<id>``, ``children:<id>``)
+key that names a finished or canceled task (``task:<id>``, ``waits:<id>``, ``children:<id>``,
+and the ``done:<id>`` token result waiters block on)
 must expire within the result TTL, whichever path closed it: a plain finish, a finished parent
 with children, a deferred child that ran after its parent, a deferred child canceled by hand,
 and the children canceled because their parent died.
@@ -72,7 +73,7 @@ def test_finished_task_without_dependents(setup: tuple[RedisBackend, redis.Redis
     backend, client, prefix = setup
     backend.push(message("a"))
     run(backend, "a")
-    assert_all_expire(client, prefix, "a", {"task"})
+    assert_all_expire(client, prefix, "a", {"task", "done"})
 
 
 def test_finished_parent_and_its_deferred_child(
@@ -83,11 +84,11 @@ def test_finished_parent_and_its_deferred_child(
     backend.push(message("c", "p"))
     assert client.exists(f"{prefix}waits:c") == 1
     run(backend, "p")
-    assert_all_expire(client, prefix, "p", {"task", "children"})
+    assert_all_expire(client, prefix, "p", {"task", "children", "done"})
     # the child's waits set emptied when its parent finished: Redis removed it
     assert client.exists(f"{prefix}waits:c") == 0
     run(backend, "c")
-    assert_all_expire(client, prefix, "c", {"task"})
+    assert_all_expire(client, prefix, "c", {"task", "done"})
 
 
 def test_deferred_child_canceled_by_hand(setup: tuple[RedisBackend, redis.Redis, str]) -> None:
@@ -95,7 +96,7 @@ def test_deferred_child_canceled_by_hand(setup: tuple[RedisBackend, redis.Redis,
     backend.push(message("p"))
     backend.push(message("c", "p"))
     assert backend.cancel("c") is True
-    assert_all_expire(client, prefix, "c", {"task", "waits"})
+    assert_all_expire(client, prefix, "c", {"task", "waits", "done"})
 
 
 def test_children_of_a_dead_parent(setup: tuple[RedisBackend, redis.Redis, str]) -> None:
@@ -106,7 +107,7 @@ def test_children_of_a_dead_parent(setup: tuple[RedisBackend, redis.Redis, str])
     [claimed] = backend.claim(count=1)
     backend.fail("p", claimed.lease.token, retry_delay=None)
     for child in ("c1", "c2"):
-        kinds = {"task", "waits"} | ({"children"} if child == "c1" else set())
+        kinds = {"task", "waits", "done"} | ({"children"} if child == "c1" else set())
         assert_all_expire(client, prefix, child, kinds)
     # the dead parent stays in the DLQ without an expiry, until purged
     assert client.pttl(f"{prefix}task:p") == -1
