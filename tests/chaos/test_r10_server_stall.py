@@ -25,7 +25,7 @@ from .history import History, check, read_history
 from .invariants import check as check_invariants
 from .procs import WorkerProcs, wait_until
 
-pytestmark = [pytest.mark.chaos, pytest.mark.redis, pytest.mark.slow, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.chaos, pytest.mark.redis, pytest.mark.timeout(90)]
 
 LEASE = 1.0
 REAPER = 0.5

@@ -27,7 +27,7 @@ from .history import History, check, push_until_acknowledged, read_history
 from .invariants import check as check_invariants
 from .procs import WorkerProcs, wait_until
 
-pytestmark = [pytest.mark.chaos, pytest.mark.redis, pytest.mark.slow, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.chaos, pytest.mark.redis, pytest.mark.timeout(120)]
 
 LEASE = 2.0
 REAPER = 0.5

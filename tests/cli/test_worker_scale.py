@@ -86,8 +86,9 @@ def _wait(predicate: Any, timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.parametrize("processes", [2, pytest.param(4, marks=pytest.mark.slow)])
 def test_supervisor_restarts_a_killed_child_and_no_task_is_lost(
-    server_url: str, queue_name: str, handlers: Path, tmp_path: Path
+    server_url: str, queue_name: str, handlers: Path, tmp_path: Path, processes: int
 ) -> None:
     runs = tmp_path / "runs.txt"
     runs.touch()
@@ -97,11 +98,11 @@ def test_supervisor_restarts_a_killed_child_and_no_task_is_lost(
             [Task.create("acme", Priority.NORMAL, {"args": [k]}, name="work") for k in range(n)]
         )
         env = {"RUNS_FILE": str(runs), "FAIRQUE_QUEUE__LEASE_SECONDS": "2"}
-        args = ["--url", server_url, "--queue", queue_name, "worker", "--processes", "2"]
+        args = ["--url", server_url, "--queue", queue_name, "worker", "--processes", str(processes)]
         args += ["--handler", "scalehandlers:registry", "--concurrency", "2"]
         proc = _worker([*args, "--status-every", "0"], handlers, env)
         try:
-            _wait(lambda: len(_children(proc.pid)) == 2, 30, "two children")
+            _wait(lambda: len(_children(proc.pid)) == processes, 30, "every child")
             _wait(lambda: len(runs.read_text().splitlines()) >= 6, 30, "some tasks done")
             first = sorted(_children(proc.pid))
             victim = first[0]
