@@ -47,10 +47,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fairque_core import FairQueue, Task, WorkerConfig
-from fairque_core.app.handlers import TaskHandler
-from fairque_core.app.worker import Worker
-from fairque_core.app.worker_async import AsyncWorker
+# public names only: --compare runs this file against older builds too
+from fairque_core import AsyncWorker, FairQueue, Task, TaskHandler, Worker, WorkerConfig
 from fairque_redis import aconnect, connect
 from fairque_redis.embedded import EmbeddedValkey
 
