@@ -59,6 +59,9 @@ class DemoOptions:
     url: str | None = None
     json_path: str | None = None
     baseline_fraction: float = 0.3
+    #: run both phases on this queue (so ``fairque dashboard --queue NAME`` can follow them);
+    #: it must be empty, and it is emptied after each phase. None: a fresh name per phase.
+    queue: str | None = None
 
 
 def phase_plan(duration: float, baseline_fraction: float = 0.3) -> tuple[float, float]:
@@ -498,8 +501,20 @@ def _run_demo(opts: DemoOptions, out: TextIO) -> dict[str, Any]:
             ("baseline", [s for s in specs if s.role != "flood"], base_seconds),
             ("flood", specs, flood_seconds),
         ]
+        if opts.queue is not None:
+            probe = _open_queue(url, opts.queue)
+            try:
+                if probe.list_tenants(limit=1)[1]:
+                    raise ValueError(
+                        f"queue {opts.queue!r} is not empty; the demo empties its queue after "
+                        "each phase, so give it a queue of its own"
+                    )
+            finally:
+                probe.close()
+        # the embedded server goes away with the demo; a named queue is emptied between phases
+        keep = url.startswith("memory:") or (not opts.url and opts.queue is None)
         for name, phase_specs, seconds in plan:
-            queue = _open_queue(url, f"demo-{run_id}-{name}")
+            queue = _open_queue(url, opts.queue or f"demo-{run_id}-{name}")
             try:
                 phase = _Phase(name, queue, phase_specs, opts)
 
@@ -510,7 +525,7 @@ def _run_demo(opts: DemoOptions, out: TextIO) -> dict[str, Any]:
 
                 result = phase.run(seconds, tick)
             finally:
-                _drop_queue(queue, url, embedded=not opts.url or url.startswith("memory:"))
+                _drop_queue(queue, url, embedded=keep)
             view.finish([_headline(result), *_table(result)])
             results.append(result)
     baseline, flood = results

@@ -32,8 +32,12 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         flood_factor=args.flood_factor,
         url=url,
         json_path=args.json,
+        queue=getattr(args, "queue", None),
     )
-    summary = run_demo(opts, out)
+    try:
+        summary = run_demo(opts, out)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     return 0 if summary["ok"] or not args.check else 3
 
 

@@ -9,18 +9,24 @@ is asserted on every run.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fairque_cli import metrics
+from fairque_cli.main import main
+from fairque_core import Task
+from fairque_redis import connect
 
 from .conftest import run_cli
 
-pytestmark = [pytest.mark.redis, pytest.mark.slow]
+pytestmark = [pytest.mark.redis]
 
 DURATION = 6.0
 
@@ -95,3 +101,23 @@ def test_demo_on_the_reference_model_in_process(tmp_path: Path) -> None:
     assert summary["jain"] >= metrics.JAIN_BAR
     assert set(summary["backlogged"]) == {"flood", "acme"}
     assert "Verdict" in out.getvalue()
+
+
+def test_demo_runs_on_a_named_queue_a_dashboard_can_follow(valkey_server: Any) -> None:
+    """``fairque demo --queue NAME``: both phases on NAME (emptied after each), so that
+    ``fairque dashboard --queue NAME`` shows the demo live; a queue with tasks is refused."""
+    name = f"demo-watch-{uuid.uuid4().hex[:8]}"
+    out = io.StringIO()
+    code = main(
+        ["--url", valkey_server.url, "--queue", name, "demo", "--duration", "3", "--tenants", "3"],
+        stdout=out,
+    )
+    assert code == 0, out.getvalue()
+    with connect(valkey_server.url, queue=name) as queue:
+        assert queue.list_tenants()[1] == 0  # emptied after the last phase
+        queue.push(Task.create("someone", payload={}))
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(["--url", valkey_server.url, "--queue", name, "demo", "--duration", "3"])
+    assert code != 0
+    assert "is not empty" in err.getvalue()

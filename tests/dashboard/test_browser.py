@@ -46,8 +46,6 @@ CHROMIUM_ARGS = [
 SCREENSHOT_ENV = "FAIRQUE_DASHBOARD_SCREENSHOTS"
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
 
-pytestmark = pytest.mark.slow
-
 
 def _in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")

@@ -340,7 +340,6 @@ def check_outcome(s: Scenario, health: dict[str, Any]) -> None:
     assert not s.canary.exists()
 
 
-@pytest.mark.slow
 def test_thread_worker_poisons_bad_records_and_finishes_every_good_task(
     scenario: Scenario,
 ) -> None:
@@ -366,7 +365,6 @@ def test_thread_worker_poisons_bad_records_and_finishes_every_good_task(
         s.queue.get_task("bad-body-invalid-json-0")
 
 
-@pytest.mark.slow
 def test_async_worker_poisons_bad_records_and_finishes_every_good_task(
     scenario: Scenario,
 ) -> None:
@@ -466,7 +464,6 @@ def test_unreadable_record_does_not_strand_good_tasks_claimed_with_it(
         assert [t.task_id for t in got] == ["good"]
 
 
-@pytest.mark.slow
 def test_worker_poisons_unreadable_records_and_finishes_good_tasks(valkey_server: Any) -> None:
     registry = make_registry(Runs())
     echo = registry.get("echo")

@@ -25,7 +25,7 @@ import pytest
 from fairque_core import FairQueue, QueueConfig, Task, TaskState
 from fairque_redis.embedded import EmbeddedValkey, ServerBinaryNotFoundError
 
-pytestmark = [pytest.mark.redis, pytest.mark.slow, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 
 CHILD = Path(__file__).with_name("worker_child.py")
 LEASE = 2.0

@@ -217,7 +217,6 @@ def test_same_hash_tag_lands_in_one_slot(valkey_cluster: EmbeddedCluster) -> Non
 
 
 @pytest.mark.cluster
-@pytest.mark.slow
 def test_cluster_stop_ends_every_node() -> None:
     try:
         cluster = EmbeddedCluster()
