@@ -23,9 +23,10 @@ from fairque_cli.context import (
     open_queue,
 )
 from fairque_cli.term import format_table
-from fairque_core.app.config import FairQueueConfig
+from fairque_core.app.config import MAX_TIER_RANK, FairQueueConfig
 from fairque_core.app.engine import FairQueue
 from fairque_core.app.worker_registry import WorkerRegistry
+from fairque_core.domain.scoring import MAX_WEIGHT, MIN_WEIGHT
 from fairque_core.domain.validation import MAX_TENANT_PAGE
 
 __all__ = ["add_operator_commands"]
@@ -164,8 +165,8 @@ def _positive_weight(text: str) -> float:
         value = float(text)
     except ValueError:
         raise CliError(f"WEIGHT must be a number, got {text!r}") from None
-    if not 0.001 <= value <= 1_000_000:
-        raise CliError(f"WEIGHT must be in [0.001, 1000000], got {text}")
+    if not MIN_WEIGHT <= value <= MAX_WEIGHT:
+        raise CliError(f"WEIGHT must be in [{MIN_WEIGHT:g}, {MAX_WEIGHT:g}], got {text}")
     return value
 
 
@@ -174,8 +175,8 @@ def _tier(text: str) -> int:
         value = int(text)
     except ValueError:
         raise CliError(f"TIER must be an integer, got {text!r}") from None
-    if not 0 <= value <= 1000:
-        raise CliError(f"TIER must be in [0, 1000], got {value}")
+    if not 0 <= value <= MAX_TIER_RANK:
+        raise CliError(f"TIER must be in [0, {MAX_TIER_RANK}], got {value}")
     return value
 
 

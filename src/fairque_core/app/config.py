@@ -35,6 +35,7 @@ from fairque_core.domain.scoring import stride_for
 from fairque_core.domain.validation import validate_id, validate_queue_name
 
 __all__ = [
+    "MAX_TIER_RANK",
     "SECRET_QUERY_KEYS",
     "FairQueueConfig",
     "LimitSetting",
@@ -47,7 +48,8 @@ __all__ = [
 ]
 
 _MASK = "***"
-_MAX_TIER_RANK = 1000
+#: The highest strict-tier rank (TierConfig.rank, `fairque tenant set-tier`).
+MAX_TIER_RANK = 1000
 
 
 # ---------------------------------------------------------------------- errors and masking
@@ -354,7 +356,7 @@ class TierConfig:
     """
 
     weight: float = attrs.field(default=1.0, validator=_weight)
-    rank: int = attrs.field(default=0, validator=_number(0, _MAX_TIER_RANK, integer=True))
+    rank: int = attrs.field(default=0, validator=_number(0, MAX_TIER_RANK, integer=True))
     max_running: int | None = attrs.field(default=None, validator=_limit)
     rate: float | None = attrs.field(default=None, validator=_limit)
     burst: int | None = attrs.field(default=None, validator=_limit)
@@ -382,20 +384,21 @@ def _weights(inst: object, attribute: attrs.Attribute[Any], value: object) -> No
         _weight_rule(_section(inst), f"{attribute.name}.{key}", weight)
 
 
-def _tiers(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    _id_keys(inst, attribute, value)
-    assert isinstance(value, dict)
-    for key, tier in value.items():
-        if not isinstance(tier, TierConfig):
-            raise _FieldError(_section(inst), f"{attribute.name}.{key}", tier, "must be a tier")
+def _id_mapping_of(kind: type, rule: str) -> Validator:
+    """A mapping of valid ids to ``kind`` values (errors name ``<field>.<key>``)."""
+
+    def check(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        _id_keys(inst, attribute, value)
+        assert isinstance(value, dict)
+        for key, item in value.items():
+            if not isinstance(item, kind):
+                raise _FieldError(_section(inst), f"{attribute.name}.{key}", item, rule)
+
+    return check
 
 
-def _tenant_limits(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    _id_keys(inst, attribute, value)
-    assert isinstance(value, dict)
-    for key, limits in value.items():
-        if not isinstance(limits, LimitsConfig):
-            raise _FieldError(_section(inst), f"{attribute.name}.{key}", limits, "must be limits")
+_tiers = _id_mapping_of(TierConfig, "must be a tier")
+_tenant_limits = _id_mapping_of(LimitsConfig, "must be limits")
 
 
 def _queue_limits(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
