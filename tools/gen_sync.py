@@ -44,6 +44,8 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("src/fairque_core/app/engine_schedules_async.py", "src/fairque_core/app/engine_schedules.py"),
     ("src/fairque_core/app/engine_results_async.py", "src/fairque_core/app/engine_results.py"),
     ("src/fairque_core/app/handles_async.py", "src/fairque_core/app/handles.py"),
+    ("src/fairque_redis/partitioned_async.py", "src/fairque_redis/partitioned.py"),
+    ("src/fairque_redis/partitioned_reads_async.py", "src/fairque_redis/partitioned_reads.py"),
 )
 
 # Whole names, renamed in code (by unasync's tokenizer) and in prose (by TEXT_RULES).
@@ -72,6 +74,11 @@ NAMES: dict[str, str] = {
     "AsyncResultSource": "ResultSource",
     "engine_results_async": "engine_results",
     "handles_async": "handles",
+    "AsyncPartitionedBackend": "PartitionedBackend",
+    "AsyncPartitionReads": "PartitionReads",
+    "AsyncPartition": "Partition",
+    "partitioned_async": "partitioned",
+    "partitioned_reads_async": "partitioned_reads",
 }
 
 # Regular expressions applied to the whole text after the token pass, in this order.

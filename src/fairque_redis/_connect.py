@@ -9,7 +9,9 @@ queue: ``queue.close()`` stops it (and removes its data), and so does interprete
 Keyword options beyond the named ones are :class:`~fairque_core.app.config.QueueConfig` fields
 (``lease_seconds=10``, ``aging_horizon_seconds=60`` ...); an unknown one is a
 ConfigurationError. Tenant weights and tiers of the queue config are applied before the queue
-is returned.
+is returned. ``partitions=P`` (a QueueConfig field) above 1 spreads the queue over P hash-tag
+partitions (:mod:`fairque_redis.partitioned`, ADR 34); the number is recorded with the queue,
+and opening a non-empty queue with another number is a ConfigurationError.
 """
 
 from __future__ import annotations
@@ -154,9 +156,12 @@ def connect(
     ``queue`` names the queue (default: the config's name, ``"default"``); ``plugins`` are
     added to the default plugins; ``cluster=True`` uses a Redis Cluster client. The server is
     checked at once (credentials, and a ``maxmemory-policy`` other than ``noeviction`` is an
-    UnsafeServerConfigError unless ``allow_eviction=True``).
+    UnsafeServerConfigError unless ``allow_eviction=True``), and so is the queue's recorded
+    number of partitions (``partitions=P``; ConfigurationError when it differs on a non-empty
+    queue).
     """
     from fairque_redis.backend import RedisBackend
+    from fairque_redis.partitioned import PartitionedBackend, settle_layout
 
     full = resolve_config(config, queue, cluster, queue_opts)
     target = _shared_url(_pick_url(url, full))
@@ -164,11 +169,17 @@ def connect(
     try:
         redis_config = attrs.evolve(full.redis, url=server.url if server else str(target))
         redis_config = _allowing(redis_config, allow_eviction)
-        backend = RedisBackend.from_config(redis_config, full.queue)
+        backend: RedisBackend | PartitionedBackend
+        if full.queue.partitions > 1:
+            backend = PartitionedBackend.from_config(redis_config, full.queue)
+        else:
+            backend = RedisBackend.from_config(redis_config, full.queue)
         try:
             backend.check_server()  # credentials and maxmemory-policy, at once
             if not redis_config.cluster:
                 check_not_cluster_node(backend.client)
+            if full.queue.partitions == 1:  # refuses a queue recorded with partitions
+                settle_layout(backend.client, full.queue.name, 1, config=full.queue)
         except BaseException:
             backend.close()
             raise
@@ -198,6 +209,7 @@ async def aconnect(
 ) -> AsyncFairQueue:
     """The asyncio twin of :func:`connect`: an :class:`AsyncFairQueue`."""
     from fairque_redis.async_backend import AsyncRedisBackend
+    from fairque_redis.partitioned_async import AsyncPartitionedBackend, settle_layout
 
     full = resolve_config(config, queue, cluster, queue_opts)
     target = _shared_url(_pick_url(url, full))
@@ -205,11 +217,17 @@ async def aconnect(
     try:
         redis_config = attrs.evolve(full.redis, url=server.url if server else str(target))
         redis_config = _allowing(redis_config, allow_eviction)
-        backend = AsyncRedisBackend.from_config(redis_config, full.queue)
+        backend: AsyncRedisBackend | AsyncPartitionedBackend
+        if full.queue.partitions > 1:
+            backend = AsyncPartitionedBackend.from_config(redis_config, full.queue)
+        else:
+            backend = AsyncRedisBackend.from_config(redis_config, full.queue)
         try:
             await backend.check_server()  # credentials and maxmemory-policy, at once
             if not redis_config.cluster:
                 await acheck_not_cluster_node(backend.client)
+            if full.queue.partitions == 1:  # refuses a queue recorded with partitions
+                await settle_layout(backend.client, full.queue.name, 1, config=full.queue)
         except BaseException:
             await backend.close()
             raise

@@ -5,7 +5,12 @@ Cluster hash tag, so every key of a queue lives in ONE slot and every script tou
 it runs unchanged on a single server, Redis Cluster, Valkey cluster and MemoryDB. One queue is
 therefore served by one shard. To spread a queue over shards, split it into partitions:
 ``KeySpace(queue, partition=n)`` has the prefix ``fq:{<queue>:<n>}:`` (its own slot), and
-:func:`partition_for` maps a tenant to its partition with a stable hash.
+:func:`partition_for` maps a tenant to its partition with a stable hash. A queue opened with
+``partitions=P`` (ADR 34) uses ``KeySpace(queue, partition=n, partitions=P)``, whose tag
+(:func:`partition_tag`) is ``<queue>:<n>`` or ``<queue>:<n>.<salt>``, the first whose slot lies
+in the n-th of P equal slot ranges, so the partitions spread evenly over masters that own
+contiguous, equal slot ranges (as ``CLUSTER ADDSLOTSRANGE`` and ``--cluster create`` assign
+them). ``:`` is outside the queue-name grammar, so no partition tag equals another queue's.
 
 Inside the prefix a key is ``<family>:<id>`` where the family is a fixed word and the id (tenant
 or task) always comes LAST, so an id containing ``:`` can never make one family's key equal
@@ -48,6 +53,8 @@ key                type    contents
 ``ts:<tenant>``    hash    tenant counters plus ``scheduled`` and ``leased`` gauges
 ``workers``        hash    live workers: worker id -> heartbeat record (JSON, written by
                            ``fairque_core.app.worker_registry``; plain commands, no script)
+``partitions``     string  P of a partitioned queue (ADR 34), in the unpartitioned prefix
+                           ``fq:{<queue>}:`` only; absent for a queue of one partition
 =================  ======  ==============================================================
 
 One key lies outside every queue's prefix: ``fq:queues`` (:data:`QUEUES_KEY`, a set of queue
@@ -58,12 +65,14 @@ before its first write, so ``fairque queues`` can list the queues of a server wi
 
 from __future__ import annotations
 
+import binascii
+import functools
 import zlib
 
 from fairque_core.domain.errors import TaskValidationError
 from fairque_core.domain.validation import validate_id, validate_queue_name
 
-__all__ = ["KEY_PREFIX", "QUEUES_KEY", "KeySpace", "partition_for"]
+__all__ = ["KEY_PREFIX", "QUEUES_KEY", "KeySpace", "partition_for", "partition_tag"]
 
 KEY_PREFIX = "fq"
 #: The registry of queue names on a server (a set, outside every queue's hash tag).
@@ -78,19 +87,60 @@ def partition_for(tenant: str, n_partitions: int) -> int:
     return zlib.crc32(tenant.encode("ascii")) % n_partitions
 
 
+#: Redis Cluster's hash slots (CRC16 of the tag, modulo this).
+CLUSTER_SLOTS = 16384
+
+
+@functools.lru_cache(maxsize=64)
+def _placed_tags(queue: str, partitions: int) -> tuple[str, ...]:
+    tags: list[str] = []
+    for n in range(partitions):
+        low = n * CLUSTER_SLOTS // partitions
+        high = (n + 1) * CLUSTER_SLOTS // partitions
+        base = f"{queue}:{n}"
+        tag = base
+        salt = 0
+        # expected P tries: a slot range is 1/P of the slots (crc_hqx is Redis's CRC16)
+        while not low <= binascii.crc_hqx(tag.encode("ascii"), 0) % CLUSTER_SLOTS < high:
+            salt += 1
+            tag = f"{base}.{salt}"
+        tags.append(tag)
+    return tuple(tags)
+
+
+def partition_tag(queue: str, partition: int, partitions: int) -> str:
+    """The hash tag of partition ``partition`` of ``queue`` split in ``partitions`` (ADR 34):
+    ``<queue>:<n>``, or ``<queue>:<n>.<salt>`` with the smallest salt whose cluster slot lies in
+    the n-th of ``partitions`` equal slot ranges. A pure function of its arguments."""
+    validate_queue_name(queue)
+    for name, value in (("partitions", partitions), ("partition", partition)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise TaskValidationError(name, value, "must be an int >= 0")
+    if not 0 <= partition < partitions:
+        raise TaskValidationError("partition", partition, f"must be below {partitions}")
+    return _placed_tags(queue, partitions)[partition]
+
+
 class KeySpace:
     """Key builders for one queue (or one partition of it)."""
 
     __slots__ = ("partition", "prefix", "queue", "tag")
 
-    def __init__(self, queue: str, *, partition: int | None = None) -> None:
+    def __init__(
+        self, queue: str, *, partition: int | None = None, partitions: int | None = None
+    ) -> None:
         self.queue = validate_queue_name(queue)
         if partition is not None and (
             isinstance(partition, bool) or not isinstance(partition, int) or partition < 0
         ):
             raise TaskValidationError("partition", partition, "must be an int >= 0")
         self.partition = partition
-        self.tag = self.queue if partition is None else f"{self.queue}:{partition}"
+        if partition is None:
+            self.tag = self.queue
+        elif partitions is None:
+            self.tag = f"{self.queue}:{partition}"
+        else:
+            self.tag = partition_tag(self.queue, partition, partitions)
         self.prefix = f"{KEY_PREFIX}:{{{self.tag}}}:"
 
     def __repr__(self) -> str:
@@ -189,6 +239,12 @@ class KeySpace:
     def workers(self) -> str:
         """Live workers' heartbeat records (a hash: worker id -> JSON)."""
         return self.prefix + "workers"
+
+    @property
+    def partition_count(self) -> str:
+        """The number of partitions of a partitioned queue (a string, ADR 34); read and
+        written by ``fairque_redis.partitioned`` in the unpartitioned prefix only."""
+        return self.prefix + "partitions"
 
     # -- cron schedules (app/schedule_port.py; scripts get them in KEYS, never derive them)
     @property

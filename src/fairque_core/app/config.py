@@ -35,6 +35,7 @@ from fairque_core.domain.scoring import stride_for
 from fairque_core.domain.validation import validate_id, validate_queue_name
 
 __all__ = [
+    "MAX_PARTITIONS",
     "MAX_TIER_RANK",
     "SECRET_QUERY_KEYS",
     "FairQueueConfig",
@@ -50,6 +51,8 @@ __all__ = [
 _MASK = "***"
 #: The highest strict-tier rank (TierConfig.rank, `fairque tenant set-tier`).
 MAX_TIER_RANK = 1000
+#: The most partitions a queue may have (QueueConfig.partitions, ADR 34).
+MAX_PARTITIONS = 1024
 
 
 # ---------------------------------------------------------------------- errors and masking
@@ -446,6 +449,9 @@ class QueueConfig:
     strict_tiers: bool = attrs.field(default=False, validator=_BOOL)
     tenant_limits: dict[str, LimitsConfig] = attrs.field(factory=dict, validator=_tenant_limits)
     limits: LimitsConfig = attrs.field(factory=LimitsConfig, validator=_queue_limits)
+    #: Hash-tag partitions of the queue (ADR 34): 1 is one slot (the plain layout); P > 1
+    #: spreads tenants over P slots, fixed when the queue is first written.
+    partitions: int = attrs.field(default=1, validator=_number(1, MAX_PARTITIONS, integer=True))
 
     def __attrs_post_init__(self) -> None:
         if self.retry_cap_seconds < self.retry_base_seconds:
