@@ -207,8 +207,8 @@ class PartitionPicker:
             weight = 0.0 if top is None else load.weight(top)
             if weight <= 0.0 and load.due:
                 weight = 1.0  # due work moves only when a claim runs here: give it turns
-            if load.paused:
-                weight = 0.0
+            if load.paused:  # its claim leases nothing, but still moves due work
+                weight = 1.0 if load.due else 0.0
             if self.weights[p] <= 0.0 < weight:
                 # (re)joins: starts at the lowest pass in use, no credit for its idle time
                 self._passes[p] = max(self._passes[p], floor)

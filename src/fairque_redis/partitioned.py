@@ -36,7 +36,7 @@ from redis.cluster import RedisCluster
 
 from fairque_core.app.config import FairQueueConfig, QueueConfig, RedisConfig
 from fairque_core.domain.enums import FailureType, TaskState
-from fairque_core.domain.errors import ConfigurationError
+from fairque_core.domain.errors import ConfigurationError, TaskValidationError
 from fairque_core.domain.models import Claimed, Message
 from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.validation import check_wait_timeout, validate_id
@@ -228,7 +228,12 @@ class PartitionedBackend(PartitionReads):
             self.check_layout()
 
     def _part_of(self, tenant: str) -> int:
-        return partition_for(tenant, self._count)
+        """``tenant``'s partition; an invalid id goes to partition 0, whose call then refuses
+        it (typed, naming its own field) before sending anything."""
+        try:
+            return partition_for(tenant, self._count)
+        except TaskValidationError:
+            return 0
 
     def _remember(self, task_id: str, partition: int) -> None:
         self._where[task_id] = partition
@@ -263,9 +268,11 @@ class PartitionedBackend(PartitionReads):
         return created
 
     def _split(self, tenants: Sequence[str]) -> dict[int, list[int]]:
+        """Indexes of ``tenants`` per partition; every id checked first (a bad one refuses
+        the whole batch before anything is sent)."""
         groups: dict[int, list[int]] = {}
         for i, tenant in enumerate(tenants):
-            groups.setdefault(self._part_of(tenant), []).append(i)
+            groups.setdefault(partition_for(tenant, self._count), []).append(i)
         return groups
 
     def push_batch(self, messages: Sequence[Message]) -> list[bool]:

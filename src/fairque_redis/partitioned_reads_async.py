@@ -78,10 +78,10 @@ class AsyncPartition(AsyncRedisBackend):
         self._summary: AsyncScript = client.register_script(SUMMARY_SOURCE)
 
     def trust_server(self) -> None:
-        """Skip this partition's own server check and queue registration (partition 0 does
-        them once for the whole queue: same client, same servers, same name)."""
+        """Skip this partition's own server check (partition 0 does it once for the whole
+        queue: same client, same servers). Each partition still registers the queue's name
+        (one idempotent SADD of the same name before its first write)."""
         self._checked = True
-        self._registered = True
 
     def check_claim(
         self, worker_id: str, count: int, tenants: Sequence[str], lease_seconds: float | None

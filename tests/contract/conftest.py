@@ -29,6 +29,8 @@ SERVER_FIXTURES = {
     "cluster": "valkey_cluster",
     "valkey-async": "valkey_server",
     "cluster-async": "valkey_cluster",
+    "valkey-p3": "valkey_server",
+    "cluster-p3": "valkey_cluster",
 }
 
 BACKEND_PARAMS = [
@@ -39,10 +41,64 @@ BACKEND_PARAMS = [
     "memory-async",
     pytest.param("valkey-async", marks=pytest.mark.redis),
     pytest.param("cluster-async", marks=[pytest.mark.redis, pytest.mark.cluster]),
+    pytest.param("valkey-p3", marks=pytest.mark.redis),
+    pytest.param("cluster-p3", marks=[pytest.mark.redis, pytest.mark.cluster]),
 ]
 
 #: The params backed by the reference model (no server, no keys, no command counters).
 MODEL_KINDS = frozenset({"memory", "memory-async"})
+#: The params of a queue split in 3 partitions (ADR 34): its keys live under 3 hash tags, so
+#: the one-prefix probe does not apply, and fairness across tenants of different partitions is
+#: approximate (tests of exact cross-tenant order are marked for the one-slot kinds only).
+PARTITIONED_KINDS = frozenset({"valkey-p3", "cluster-p3"})
+
+_CROSS_TENANT_ORDER = "exact claim order across tenants of different partitions (ADR 34)"
+_CROSS_TENANT_DEPS = "a dependency on another tenant's task (partitions hold their own tasks)"
+_PER_PARTITION_LIMIT = "a queue-wide limit holds per partition (ADR 34)"
+#: Contract tests a partitioned queue does not promise, with the reason (ADR 34 lists them).
+ONE_SLOT_ONLY: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "test_idle_time_earns_no_credit",
+            "test_count_makes_the_same_choices_as_single_claims",
+            "test_assigned_tenants_are_served_fairly_among_themselves",
+            "test_pinned_claims_do_not_move_the_virtual_time",
+            "test_pinned_service_does_not_penalise_tenants_not_picked",
+            "test_weight_change_rescales_the_remaining_lag",
+            "test_weight_change_keeps_the_debt_in_turns",
+            "test_expired_unstarted_claim_refunds_its_turn",
+            "test_newcomer_wait_does_not_depend_on_its_name",
+            "test_capped_tenant_leaves_the_active_set_until_a_lease_ends",
+            "test_rate_with_burst_parks_the_tenant_until_its_next_start",
+            "test_a_paused_tenant_is_skipped_within_one_claim",
+            "test_counters_after_a_scenario",
+            "test_gauges_equal_tenant_sizes_and_counters_add_up",
+            "test_real_structures_match_the_gauges",
+        ),
+        _CROSS_TENANT_ORDER,
+    ),
+    **dict.fromkeys(
+        (
+            "test_two_queues_never_share_keys",
+            "test_child_deferred_until_parent_finishes",
+            "test_child_waits_for_every_parent",
+            "test_retried_parent_keeps_child_waiting",
+            "test_delayed_child_is_scheduled_once_parent_finishes",
+            "test_child_canceled_when_parent_goes_to_the_dlq",
+            "test_child_canceled_when_parent_is_canceled",
+            "test_child_canceled_when_parent_lease_expires_too_often",
+            "test_push_after_parent_failed_is_canceled_at_once",
+            "test_push_after_parent_finished_is_ready",
+            "test_requeued_parent_from_dlq_does_not_revive_canceled_child",
+            "test_every_kind_of_stored_push_lists_the_tenant",
+        ),
+        _CROSS_TENANT_DEPS,
+    ),
+    "test_queue_wide_max_running": _PER_PARTITION_LIMIT,
+    "test_queue_wide_rate": _PER_PARTITION_LIMIT,
+    "test_a_duplicate_push_adds_nothing": "a task id is unique per partition (ADR 34)",
+    "test_the_script_checks_offset_and_limit_itself": "reads the one-slot backend's planner",
+}
 
 # Commands that a probe (or a cluster client's topology refresh) sends, never the backend
 # under test on its own behalf.
@@ -70,11 +126,15 @@ def _require_async_redis_backend() -> Any:
 class RedisProbe:
     """A raw client beside the backend, to read the server's real structures and counters."""
 
-    def __init__(self, client: Any, queue: str, *, cluster: bool) -> None:
+    def __init__(
+        self, client: Any, queue: str, *, cluster: bool, partitioned: bool = False
+    ) -> None:
         self.client = client
         self.queue = queue
         self.cluster = cluster
-        self.prefix = f"fq:{{{queue}}}:"
+        self.partitioned = partitioned
+        # a partitioned queue's keys: fq:{<queue>}:partitions and fq:{<queue>:<n>...}:...
+        self.prefix = f"fq:{{{queue}" if partitioned else f"fq:{{{queue}}}:"
 
     def _nodes(self) -> list[Any]:
         return list(self.client.get_nodes()) if self.cluster else [None]
@@ -193,7 +253,12 @@ def _raw_client(cache: dict[str, Any], url: str, *, cluster: bool) -> Any:
 
 @pytest.fixture(params=BACKEND_PARAMS)
 def backend_kind(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+    kind = str(request.param)
+    if kind in PARTITIONED_KINDS:
+        reason = ONE_SLOT_ONLY.get(getattr(request.node, "originalname", ""))
+        if reason is not None:
+            pytest.skip(f"not promised by a partitioned queue: {reason}")
+    return kind
 
 
 @pytest.fixture
@@ -242,7 +307,7 @@ def make_backend(
         else:
             assert server_url is not None
             url = server_url
-            cluster = backend_kind in ("cluster", "cluster-async")
+            cluster = backend_kind in ("cluster", "cluster-async", "cluster-p3")
             options: dict[str, Any] = {
                 "queue": queue,
                 "cluster": cluster,
@@ -250,14 +315,21 @@ def make_backend(
                 "clock": clock,
                 "token_source": tokens,
             }
-            if backend_kind.endswith("-async"):
+            if backend_kind in PARTITIONED_KINDS:
+                from fairque_redis.partitioned import PartitionedBackend
+
+                backend = PartitionedBackend.from_url(url, partitions=3, **options)
+            elif backend_kind.endswith("-async"):
                 async_backend = _require_async_redis_backend()
                 # Built on the facade's loop, so the async client's connections belong to it.
                 backend = SyncOverAsync(lambda: async_backend.from_url(url, **options))
             else:
                 backend = _require_redis_backend().from_url(url, **options)
             probe = RedisProbe(
-                _raw_client(_raw_clients, server_url, cluster=cluster), queue, cluster=cluster
+                _raw_client(_raw_clients, server_url, cluster=cluster),
+                queue,
+                cluster=cluster,
+                partitioned=backend_kind in PARTITIONED_KINDS,
             )
         made.append((backend, probe))
         return backend
@@ -285,6 +357,8 @@ def probe(
     """The raw-client probe of ``backend``'s queue (Redis params only)."""
     if backend_kind in MODEL_KINDS:
         pytest.skip("needs a real server: the in-memory model has no keys or command counters")
+    if backend_kind in PARTITIONED_KINDS:
+        pytest.skip("a partitioned queue's keys live under P hash tags: the probe reads one")
     for made, made_probe in make_backend.made:  # type: ignore[attr-defined]
         if made is backend:
             assert made_probe is not None
@@ -293,8 +367,13 @@ def probe(
 
 
 def probe_of(make_backend: Callable[..., QueueBackend], backend: QueueBackend) -> RedisProbe | None:
-    """The probe of any backend ``make_backend`` made (None for the model)."""
+    """The probe of any backend ``make_backend`` made (None for the model; a partitioned
+    queue's skips the test: its keys live under P hash tags)."""
     for made, made_probe in make_backend.made:  # type: ignore[attr-defined]
         if made is backend:
+            if made_probe is not None and made_probe.partitioned:
+                pytest.skip(
+                    "a partitioned queue's keys live under P hash tags: the probe reads one"
+                )
             return made_probe
     raise AssertionError("backend was not made by make_backend")
