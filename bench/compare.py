@@ -1,0 +1,309 @@
+"""fairque against the Python peers, each on a fresh server, same N, same no-op task (issue 17).
+
+    uv run --no-sync python bench/compare.py [--n 20000] [--rounds 3] [--peers huey,rq,...]
+        [--quick] [--json out.json]
+
+Every measurement runs in its own process against its own new embedded Valkey
+(``EmbeddedValkey``): ``python bench/peers/<lib>_peer.py '<spec>'`` (the harness is
+bench/peers/_common.py, which says what each measure does). fairque runs in this environment;
+each peer runs in an environment of its own, made on demand by ``uv run --no-project --with
+<peer>==<version>`` (not a project dependency). A peer that does not install, or whose run fails,
+is reported as skipped with the reason. Rounds alternate the order of the libraries; the
+median of the rounds is printed. ``--peers none`` runs fairque alone. ``--quick``: N 1,000, one
+round, 100 latency samples, huey alone unless ``--peers`` says otherwise.
+
+The first table is the issue's: per measure, fairque, the best peer, their ratio (above 1:
+fairque ahead; for latency and server CPU, lower is better, so the ratio is peer / fairque),
+the issue's target and whether this run met it. Ratios are printed, never asserted. The
+second table has every library's figures. Server CPU is Valkey's ``used_cpu_sys +
+used_cpu_user`` (INFO cpu) from the worker's start to its stop, per drained task.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from fairque_redis.embedded import EmbeddedValkey
+
+HERE = Path(__file__).resolve().parent
+PEERS: dict[str, list[str]] = {
+    "huey": ["huey==3.5.4", "redis==8.1.0", "hiredis"],
+    "rq": ["rq==2.12.0", "hiredis"],
+    "dramatiq": ["dramatiq[redis]==2.2.1", "hiredis"],
+    "taskiq": ["taskiq==0.13.0", "taskiq-redis==1.2.4", "hiredis"],
+    "arq": ["arq==0.28.0"],  # arq pins redis[hiredis] < 6
+    "celery": ["celery[redis]==5.7.0", "hiredis"],
+}
+#: peers whose only worker is an asyncio one: their default drain is their AsyncWorker figure
+ASYNC_NATIVE = {"taskiq", "arq"}
+#: key -> (measure, worker mode)
+MEASURES: dict[str, tuple[str, str | None]] = {
+    "enqueue_one": ("enqueue_one", None),
+    "enqueue_bulk": ("enqueue_bulk", None),
+    "drain_defaults": ("drain", "defaults"),
+    "drain_tuned": ("drain", "tuned"),
+    "drain_async": ("drain", "async"),
+    "async_push": ("async_push", None),
+    "latency": ("latency", None),
+}
+TIMEOUT = 900
+
+
+def command(lib: str) -> list[str]:
+    if lib == "fairque":
+        return [sys.executable]
+    uv = shutil.which("uv") or str(Path.home() / ".local/bin/uv")
+    withs = [arg for spec in PEERS[lib] for arg in ("--with", spec)]
+    return [uv, "run", "--no-project", "--quiet", *withs, "python"]
+
+
+def child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("VIRTUAL_ENV", None)  # the peers' uv environments are not this project's
+    return env
+
+
+def install(lib: str) -> str | None:
+    """None when the library's environment is ready, else why not."""
+    if lib == "fairque":
+        return None
+    if not Path(command(lib)[0]).exists():
+        return "uv not found"
+    module = "taskiq_redis" if lib == "taskiq" else lib
+    try:
+        out = subprocess.run(
+            [*command(lib), "-c", f"import {module}"],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            env=child_env(),
+        )
+    except subprocess.TimeoutExpired:
+        return f"install timed out after {TIMEOUT} s"
+    if out.returncode:
+        return "install failed: " + (out.stderr.strip().splitlines() or ["?"])[-1][:200]
+    return None
+
+
+def run_one(lib: str, key: str, n: int, latency_n: int) -> dict[str, Any]:
+    measure, mode = MEASURES[key]
+    if key == "drain_async" and lib != "fairque" and lib not in ASYNC_NATIVE:
+        return {"skip": "no asyncio worker"}
+    if key == "drain_async" and lib in ASYNC_NATIVE:
+        return {"same_as": "drain_defaults"}
+    with EmbeddedValkey() as server:
+        spec = {"measure": measure, "url": server.url, "n": latency_n if key == "latency" else n}
+        if mode:
+            spec["mode"] = mode
+        adapter = str(HERE / "peers" / f"{lib}_peer.py")
+        try:
+            out = subprocess.run(
+                [*command(lib), adapter, json.dumps(spec)],
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT,
+                env=child_env(),
+            )
+        except subprocess.TimeoutExpired:
+            return {"error": f"timed out after {TIMEOUT} s"}
+    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+    if out.returncode or not lines:
+        return {"error": (out.stderr.strip().splitlines() or ["no output"])[-1][:200]}
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median per field of the rounds; a skip or an error in any round wins."""
+    for run in runs:
+        if "skip" in run or "error" in run:
+            return run
+    fields = [k for k in runs[0] if isinstance(runs[0][k], (int, float))]
+    return {k: statistics.median(float(r[k]) for r in runs) for k in fields}
+
+
+def measure_all(libs: list[str], n: int, latency_n: int, rounds: int) -> dict[str, Any]:
+    raw: dict[str, dict[str, list[dict[str, Any]]]] = {lib: {} for lib in libs}
+    for round_no in range(rounds):
+        order = libs if round_no % 2 == 0 else libs[::-1]
+        for key in MEASURES:
+            for lib in order:
+                result = run_one(lib, key, n, latency_n)
+                raw[lib].setdefault(key, []).append(result)
+                print(f"round {round_no + 1} {lib:<9} {key:<15} {json.dumps(result)}", flush=True)
+    med = {lib: {key: median_of(runs) for key, runs in per.items()} for lib, per in raw.items()}
+    for per in med.values():
+        if per.get("drain_async", {}).get("same_as"):
+            per["drain_async"] = per["drain_defaults"]
+    return {"raw": raw, "median": med}
+
+
+def fmt(result: dict[str, Any] | None, key: str) -> str:
+    if result is None:
+        return "not run"
+    if "skip" in result:
+        return f"n/a ({result['skip']})"
+    if "error" in result:
+        return f"failed ({result['error']})"
+    if key == "latency":
+        return f"{result['p50']:.2f} / {result['p99']:.2f} ms"
+    if key == "server_us":
+        return f"{result['server_us']:.1f} µs"
+    cell = f"{result['rate']:,.0f}/s"
+    if "server_us" in result:
+        cell += f" ({result['server_us']:.0f} µs srv)"
+    return cell
+
+
+def ok(result: dict[str, Any] | None) -> bool:
+    return result is not None and "skip" not in result and "error" not in result
+
+
+def rows(med: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, str]]:
+    fq = med["fairque"]
+    peers = {lib: per for lib, per in med.items() if lib != "fairque"}
+    huey = peers.get("huey", {})
+
+    def best(key: str, field: str, low: bool = False) -> tuple[str, dict[str, Any] | None]:
+        # tuned: each peer at its better setting, its defaults or its tuned one
+        keys = ["drain_defaults", key] if key == "drain_tuned" else [key]
+        found = [(lib, per[k]) for lib, per in peers.items() for k in keys if ok(per.get(k))]
+        if not found:
+            return "", None
+        pick = min if low else max
+        return pick(found, key=lambda item: float(item[1][field]))
+
+    def vs_huey(key: str, factor: float, value: float) -> tuple[str, str]:
+        ref = huey.get(key)
+        if not ok(ref):
+            return f">= {factor:g}x huey", "n/a (huey not run)"
+        assert ref is not None
+        goal = factor * float(ref["rate"])
+        return f">= {factor:g}x huey ({goal:,.0f}/s)", "yes" if value >= goal else "no"
+
+    def absolute(value: float, goal: float, low: bool, text: str) -> tuple[str, str]:
+        met = value <= goal if low else value >= goal
+        return text, "yes" if met else "no"
+
+    spec: list[tuple[str, str, str, Any]] = [
+        ("enqueue one by one", "enqueue_one", "rate", lambda v: vs_huey("enqueue_one", 0.9, v)),
+        ("enqueue bulk (batches of 1000)", "enqueue_bulk", "rate",
+         lambda v: absolute(v, 40_000, False, ">= 40,000/s")),
+        ("drain, defaults", "drain_defaults", "rate", lambda v: vs_huey("drain_defaults", 2, v)),
+        ("drain, tuned (cap 100, prefetch 50)", "drain_tuned", "rate",
+         lambda v: absolute(v, 20_000, False, ">= 20,000/s")),
+        ("drain, AsyncWorker defaults", "drain_async", "rate",
+         lambda v: vs_huey("drain_defaults", 1.5, v)),
+        ("async producer, 100 concurrent pushes", "async_push", "rate",
+         lambda v: vs_huey("enqueue_one", 3, v)),
+    ]  # fmt: skip
+    out: list[dict[str, str]] = []
+    for label, key, field, target in spec:
+        mine = fq.get(key)
+        name, peer = best(key, field)
+        row = {"measure": label, "fairque": fmt(mine, key), "best peer": "none ran"}
+        row.update({"ratio": "", "target": "", "met": ""})
+        if peer is not None:
+            row["best peer"] = f"{name} {fmt(peer, key)}"
+        if ok(mine):
+            assert mine is not None
+            if peer is not None:
+                row["ratio"] = f"{float(mine[field]) / float(peer[field]):.2f}x"
+            row["target"], row["met"] = target(float(mine[field]))
+        out.append(row)
+    mine = fq.get("latency")
+    name, peer = best("latency", "p50", low=True)
+    row = {"measure": "latency at 200/s, p50 / p99", "fairque": fmt(mine, "latency")}
+    row.update({"best peer": f"{name} {fmt(peer, 'latency')}" if peer else "none ran"})
+    row.update({"ratio": "", "target": "p50 <= 0.5 ms, p99 <= 1.5 ms", "met": ""})
+    if ok(mine):
+        assert mine is not None
+        if peer is not None:
+            row["ratio"] = f"{peer['p50'] / mine['p50']:.2f}x"
+        row["met"] = "yes" if mine["p50"] <= 0.5 and mine["p99"] <= 1.5 else "no"
+    out.append(row)
+    for label, key in (("defaults", "drain_defaults"), ("tuned", "drain_tuned")):
+        mine = fq.get(key)
+        name, peer = best(key, "server_us", low=True)
+        row = {"measure": f"server CPU per drained task, {label}"}
+        row.update({"fairque": fmt(mine, "server_us"), "target": "<= 25 µs", "met": ""})
+        row.update({"best peer": f"{name} {fmt(peer, 'server_us')}" if peer else "none ran"})
+        row["ratio"] = ""
+        if ok(mine):
+            assert mine is not None
+            if peer is not None:
+                row["ratio"] = f"{peer['server_us'] / mine['server_us']:.2f}x"
+            row["met"] = "yes" if mine["server_us"] <= 25 else "no"
+        out.append(row)
+    return out
+
+
+def table(header: list[str], body: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in body]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, help="tasks per measurement (default 20,000)")
+    parser.add_argument("--latency-n", type=int, help="latency samples (default 1,000)")
+    parser.add_argument("--rounds", type=int, help="median of this many rounds (default 3)")
+    parser.add_argument("--peers", help=f"comma-separated, or none (default: {','.join(PEERS)})")
+    parser.add_argument("--quick", action="store_true", help="N 1,000, one round, huey only")
+    parser.add_argument("--json", metavar="PATH", help="write every figure here")
+    opts = parser.parse_args()
+    n = opts.n or (1_000 if opts.quick else 20_000)
+    latency_n = opts.latency_n or (100 if opts.quick else 1_000)
+    rounds = opts.rounds or (1 if opts.quick else 3)
+    wanted = opts.peers if opts.peers is not None else ("huey" if opts.quick else ",".join(PEERS))
+    names = [p.strip() for p in wanted.split(",") if p.strip() and p.strip() != "none"]
+    unknown = [p for p in names if p not in PEERS]
+    if unknown:
+        parser.error(f"unknown peers {unknown}; known: {', '.join(PEERS)}")
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(f"{started}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.2f}", flush=True)
+    skipped = {}
+    for lib in names:
+        reason = install(lib)
+        if reason:
+            skipped[lib] = reason
+            print(f"skipping {lib}: {reason}", flush=True)
+    libs = ["fairque", *(p for p in names if p not in skipped)]
+    with EmbeddedValkey() as server:
+        info = redis.Redis.from_url(server.url).info("server")
+    version = info.get("valkey_version") or info.get("redis_version")
+    results = measure_all(libs, n, latency_n, rounds)
+    med = results["median"]
+    for lib, reason in skipped.items():
+        med[lib] = {key: {"skip": reason} for key in MEASURES}
+    summary = rows(med)
+    print(f"\n{n:,} no-op tasks, median of {rounds} round(s), a fresh Valkey {version} each")
+    cols = ["measure", "fairque", "best peer", "ratio", "target", "met"]
+    print(table(cols, [[row[c] for c in cols] for row in summary]))
+    every = [[lib] + [fmt(per.get(key), key) for key in MEASURES] for lib, per in med.items()]
+    print("\nevery library (drains: rate and server CPU per task)")
+    print(table(["library", *MEASURES], every))
+    print(f"load at the end {os.getloadavg()[0]:.2f}")
+    if opts.json:
+        doc = {"started": started, "cpus": os.cpu_count(), "server": f"valkey {version}"}
+        doc.update({"n": n, "latency_n": latency_n, "rounds": rounds, "pins": PEERS})
+        doc.update({"skipped": skipped, "rows": summary, **results})
+        Path(opts.json).write_text(json.dumps(doc, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""bench/compare.py (issue 17): its quick run for fairque alone prints every row of the table,
+and its report picks the best peer only among peers that ran.
+
+The smoke run installs no peer (``--peers none``) and uses a few hundred tasks, so it takes a few
+seconds; it checks that each measurement produced a figure, never how large one is.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from fairque_redis.embedded import EmbeddedValkey
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "bench" / "compare.py"
+
+ROWS = [
+    "enqueue one by one",
+    "enqueue bulk (batches of 1000)",
+    "drain, defaults",
+    "drain, tuned (cap 100, prefetch 50)",
+    "drain, AsyncWorker defaults",
+    "async producer, 100 concurrent pushes",
+    "latency at 200/s, p50 / p99",
+    "server CPU per drained task, defaults",
+    "server CPU per drained task, tuned",
+]
+
+
+def _compare() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_compare", SCRIPT)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.redis
+@pytest.mark.timeout(60)
+def test_quick_run_for_fairque_alone_prints_every_row(
+    valkey_server: EmbeddedValkey, tmp_path: Path
+) -> None:
+    out_file = tmp_path / "out.json"
+    args = ["--quick", "--peers", "none", "--n", "400", "--latency-n", "20"]
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), *args, "--json", str(out_file)],
+        capture_output=True,
+        text=True,
+        timeout=55,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    for label in ROWS:
+        assert f"| {label} |" in run.stdout
+    doc = json.loads(out_file.read_text())
+    assert [row["measure"] for row in doc["rows"]] == ROWS
+    for row in doc["rows"]:
+        assert row["fairque"][0].isdigit(), row  # a figure, not "failed (...)" or "n/a"
+        assert row["met"] in ("yes", "no", "n/a (huey not run)"), row
+        assert row["best peer"] == "none ran"
+    fq = doc["median"]["fairque"]
+    assert all(fq[key]["rate"] > 0 for key in ("enqueue_one", "drain_defaults", "async_push"))
+    assert 0 < fq["latency"]["p50"] <= fq["latency"]["p99"]
+
+
+def test_the_best_peer_is_taken_among_peers_that_ran() -> None:
+    compare = _compare()
+    fairque = {
+        "enqueue_one": {"rate": 5000.0},
+        "drain_defaults": {"rate": 8000.0, "server_us": 40.0},
+        "drain_tuned": {"rate": 21000.0, "server_us": 20.0},
+        "latency": {"p50": 0.4, "p99": 1.4},
+    }
+    med = {
+        "fairque": fairque,
+        "huey": {
+            "enqueue_one": {"rate": 10000.0},
+            "drain_defaults": {"rate": 5000.0, "server_us": 30.0},
+            "drain_tuned": {"skip": "slower than its defaults"},
+            "latency": {"p50": 0.5, "p99": 1.0},
+        },
+        "rq": {
+            "enqueue_one": {"error": "boom"},
+            "drain_defaults": {"rate": 9000.0, "server_us": 300.0},
+        },
+        "celery": {key: {"skip": "install failed: no network"} for key in fairque},
+    }
+    rows = {row["measure"]: row for row in compare.rows(med)}
+    one = rows["enqueue one by one"]
+    assert one["best peer"] == "huey 10,000/s"  # rq's error is not a figure
+    assert (one["ratio"], one["met"]) == ("0.50x", "no")  # 5,000 < 0.9 x 10,000
+    drain = rows["drain, defaults"]
+    assert drain["best peer"].startswith("rq 9,000/s")
+    assert (drain["ratio"], drain["met"]) == ("0.89x", "no")  # 8,000 < 2 x huey's 5,000
+    # tuned: each peer at its better setting; huey's tuned was skipped, its defaults count
+    assert rows["drain, tuned (cap 100, prefetch 50)"]["best peer"].startswith("rq 9,000/s")
+    assert rows["drain, tuned (cap 100, prefetch 50)"]["met"] == "yes"
+    assert rows["latency at 200/s, p50 / p99"]["met"] == "yes"
+    cpu = rows["server CPU per drained task, defaults"]
+    assert cpu["best peer"] == "huey 30.0 µs"
+    assert (cpu["ratio"], cpu["met"]) == ("0.75x", "no")
+    assert rows["enqueue bulk (batches of 1000)"]["fairque"] == "not run"
