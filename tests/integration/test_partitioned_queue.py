@@ -1,0 +1,217 @@
+"""Partitioned queues (ADR 34) on real servers: the 3-master cluster and one Valkey.
+
+- P=3 on the cluster, 30 equally weighted backlogged tenants (10 per partition, chosen by
+  ``partition_for``): at a cut point while every tenant is still backlogged Jain's index over
+  the served counts is >= 0.98, each master served a third of the claims (+-10 %), every
+  tenant's tasks came in push order, and the drain loses nothing;
+- the partitions of a queue lie on three different masters (the slot-range placement);
+- a different P on a non-empty queue is refused (ConfigurationError), on an empty one accepted;
+- P=1 is the one-slot layout: no key outside ``fq:{<queue>}:``, no partitions record;
+- the asyncio face (``aconnect(partitions=3)``) pushes, claims and finishes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import Counter, defaultdict
+from typing import Any
+
+import pytest
+from redis.cluster import RedisCluster
+
+from fairque_core import Message, Priority
+from fairque_core.domain.errors import ConfigurationError
+from fairque_redis import aconnect, connect
+from fairque_redis.keys import KeySpace, partition_for
+from fairque_redis.partitioned import PartitionedBackend
+
+pytestmark = [pytest.mark.redis]
+
+P = 3
+TENANTS_PER_PARTITION = 10
+TASKS_PER_TENANT = 40
+CLAIM_COUNT = 5
+
+
+def _queue() -> str:
+    return "part-" + uuid.uuid4().hex[:12]
+
+
+def _tenants(counts: tuple[int, ...] = (TENANTS_PER_PARTITION,) * P) -> list[str]:
+    """``counts[n]`` tenant ids in partition n of P=3 (tenants hash where they hash: the ids
+    are picked, not moved)."""
+    chosen: dict[int, list[str]] = defaultdict(list)
+    k = 0
+    while any(len(chosen[n]) < counts[n] for n in range(P)):
+        name = f"tenant-{k}"
+        k += 1
+        n = partition_for(name, P)
+        if len(chosen[n]) < counts[n]:
+            chosen[n].append(name)
+    return [name for n in range(P) for name in chosen[n]]
+
+
+def _jain(values: list[int]) -> float:
+    return sum(values) ** 2 / (len(values) * sum(v * v for v in values))
+
+
+def _message(task_id: str, tenant: str) -> Message:
+    return Message(task_id=task_id, user_id=tenant, priority=Priority.NORMAL, body=b"{}")
+
+
+def _drop(client: Any, backend: PartitionedBackend) -> None:
+    for keys in [KeySpace(backend.queue), *backend.partition_keys()]:
+        node = client.get_node_from_key(keys.meta)
+        found = list(client.scan_iter(match=keys.prefix + "*", count=1000, target_nodes=node))
+        for key in found:
+            client.delete(key)
+
+
+@pytest.mark.cluster
+def test_three_partitions_on_the_cluster_are_fair_spread_ordered_and_lose_nothing(
+    valkey_cluster: Any,
+) -> None:
+    raw = RedisCluster.from_url(valkey_cluster.url)
+    backend = PartitionedBackend.from_url(
+        valkey_cluster.url, queue=_queue(), cluster=True, partitions=P
+    )
+    try:
+        masters = [raw.get_node_from_key(keys.meta).name for keys in backend.partition_keys()]
+        assert len(set(masters)) == P  # each partition on its own master
+
+        tenants = _tenants()
+        pushed: dict[str, list[str]] = {
+            t: [f"{t}.{i}" for i in range(TASKS_PER_TENANT)] for t in tenants
+        }
+        for i in range(TASKS_PER_TENANT):  # interleaved, in batches of one task per tenant
+            assert all(backend.push_batch([_message(pushed[t][i], t) for t in tenants]))
+
+        served: Counter[str] = Counter()
+        per_master: Counter[str] = Counter()
+        order: dict[str, list[str]] = defaultdict(list)
+        cut: dict[str, int] | None = None
+        cut_masters: Counter[str] | None = None
+        total = len(tenants) * TASKS_PER_TENANT
+        while sum(served.values()) < total:
+            got = backend.claim(count=CLAIM_COUNT)
+            assert got, "the queue ran dry before every task was served"
+            for claimed in got:
+                tenant = claimed.message.user_id
+                served[tenant] += 1
+                order[tenant].append(claimed.message.task_id)
+                per_master[masters[partition_for(tenant, P)]] += 1
+            assert backend.finish_batch([(c.message.task_id, c.lease.token, None) for c in got])
+            if cut is None and sum(served.values()) >= total // 2:
+                cut = {t: served[t] for t in tenants}
+                cut_masters = Counter(per_master)
+
+        assert cut is not None
+        assert cut_masters is not None
+        assert max(cut.values()) < TASKS_PER_TENANT  # everyone still backlogged at the cut
+        assert _jain(list(cut.values())) >= 0.98, cut
+        claims_at_cut = sum(cut_masters.values())
+        for master in set(masters):
+            share = cut_masters[master] / claims_at_cut
+            assert abs(share - 1 / 3) <= 0.1 / 3, (master, share)
+        assert order == pushed  # per-tenant FIFO, every task exactly once
+        stats = backend.stats()
+        assert stats["pushed"] == stats["claimed"] == stats["finished"] == total
+        assert (stats["ready"], stats["leased"], stats["scheduled"], stats["dlq"]) == (0, 0, 0, 0)
+    finally:
+        _drop(raw, backend)
+        backend.close()
+        raw.close()
+
+
+@pytest.mark.cluster
+def test_a_different_partition_count_is_refused_on_a_non_empty_queue(valkey_cluster: Any) -> None:
+    name = _queue()
+    url = valkey_cluster.url
+    with connect(url, queue=name, cluster=True, partitions=P) as queue:
+        queue.backend.push(_message_task("alice"))
+        for other in (1, 2, 4):
+            with pytest.raises(ConfigurationError, match="non-empty queue is refused"):
+                connect(url, queue=name, cluster=True, partitions=other).close()
+        [claimed] = queue.backend.claim()
+        queue.backend.finish(claimed.message.task_id, claimed.lease.token)
+    # empty now: another P re-creates it
+    with connect(url, queue=name, cluster=True, partitions=2) as again:
+        assert again.backend.partitions == 2  # type: ignore[attr-defined]
+        assert again.backend.stats()["pushed"] == 0
+    raw = RedisCluster.from_url(url)
+    try:
+        assert raw.get(KeySpace(name).partition_count) == b"2"
+    finally:
+        raw.close()
+
+
+def test_partitions_with_unequal_tenant_counts_are_served_by_their_active_weight(
+    valkey_server: Any,
+) -> None:
+    """4, 8 and 16 backlogged tenants in the three partitions: a picker that asked the
+    partitions in turn would give the 4 tenants 4x the share of the 16 (Jain about 0.7);
+    weighted by active tenants every tenant gets about 1/28."""
+    backend = PartitionedBackend.from_url(valkey_server.url, queue=_queue(), partitions=P)
+    try:
+        tenants = _tenants((4, 8, 16))
+        for i in range(20):
+            backend.push_batch([_message(f"{t}.{i}", t) for t in tenants])
+        served: Counter[str] = Counter()
+        while sum(served.values()) < 10 * len(tenants):
+            got = backend.claim(count=CLAIM_COUNT)
+            served.update(c.message.user_id for c in got)
+            backend.finish_batch([(c.message.task_id, c.lease.token, None) for c in got])
+        assert max(served.values()) < 20
+        assert _jain([served[t] for t in tenants]) >= 0.98, served
+        backend.purge_all()
+    finally:
+        backend.close()
+
+
+def _message_task(tenant: str) -> Message:
+    return _message("task-" + uuid.uuid4().hex[:8], tenant)
+
+
+def test_one_partition_is_the_one_slot_layout(valkey_server: Any) -> None:
+    import redis
+
+    name = _queue()
+    raw = redis.Redis.from_url(valkey_server.url)
+    try:
+        with connect(valkey_server.url, queue=name, partitions=1) as queue:
+            queue.backend.push(_message_task("alice"))
+            keys = {k.decode() for k in raw.scan_iter(match=f"fq:{{{name}*", count=1000)}
+            assert keys
+            assert all(k.startswith(f"fq:{{{name}}}:") for k in keys)
+            assert raw.get(KeySpace(name).partition_count) is None
+            with pytest.raises(ConfigurationError):
+                connect(valkey_server.url, queue=name, partitions=3).close()
+    finally:
+        for key in raw.scan_iter(match=f"fq:{{{name}*", count=1000):
+            raw.delete(key)
+        raw.close()
+
+
+def test_the_asyncio_face_pushes_claims_and_finishes(valkey_server: Any) -> None:
+    async def scenario() -> None:
+        queue = await aconnect(valkey_server.url, queue=_queue(), partitions=P)
+        try:
+            tenants = _tenants()[:: TENANTS_PER_PARTITION // 2]
+            for tenant in tenants:
+                await queue.backend.push(_message_task(tenant))
+            assert await queue.backend.wait_for_work(1.0)
+            seen: set[str] = set()
+            while len(seen) < len(tenants):
+                got = await queue.backend.claim(count=2)
+                assert got
+                for claimed in got:
+                    seen.add(claimed.message.user_id)
+                    await queue.backend.finish(claimed.message.task_id, claimed.lease.token)
+            assert seen == set(tenants)
+            assert (await queue.backend.stats())["finished"] == len(tenants)
+            await queue.backend.purge_all()
+        finally:
+            await queue.close()
+
+    asyncio.run(scenario())
