@@ -79,6 +79,8 @@ NAMES: dict[str, str] = {
     "AsyncPartition": "Partition",
     "partitioned_async": "partitioned",
     "partitioned_reads_async": "partitioned_reads",
+    "AsyncPushBatcher": "PushBatcher",
+    "batcher_async": "batcher",
 }
 
 # Regular expressions applied to the whole text after the token pass, in this order.

@@ -1,5 +1,8 @@
 """fairque core: the pure domain of a multi-tenant fair task queue (no I/O, no redis)."""
 
+from fairque_core.app.batcher import PendingPush, PushBatcher
+from fairque_core.app.batcher_async import AsyncPendingPush, AsyncPushBatcher
+from fairque_core.app.batching import BatcherClosedError, BatchPushError
 from fairque_core.app.config import (
     FairQueueConfig,
     QueueConfig,
@@ -66,6 +69,8 @@ __all__ = [
     "TRANSITIONS",
     "AsyncFairQueue",
     "AsyncInMemoryBackend",
+    "AsyncPendingPush",
+    "AsyncPushBatcher",
     "AsyncQueueBackend",
     "AsyncScheduler",
     "AsyncTaskHandle",
@@ -73,6 +78,8 @@ __all__ = [
     "BackendError",
     "BackendOutOfMemoryError",
     "BackendPermissionError",
+    "BatchPushError",
+    "BatcherClosedError",
     "Chain",
     "Chord",
     "Claimed",
@@ -98,8 +105,10 @@ __all__ = [
     "Misfire",
     "OutcomeUnknownError",
     "PayloadTooLargeError",
+    "PendingPush",
     "PluginError",
     "Priority",
+    "PushBatcher",
     "QueueBackend",
     "QueueConfig",
     "QueueSizes",

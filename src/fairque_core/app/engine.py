@@ -30,6 +30,7 @@ from fairque_core.app.arguments import (
     lease_of,
 )
 from fairque_core.app.backend_loading import open_backend
+from fairque_core.app.batcher import PushBatcher
 from fairque_core.app.config import FairQueueConfig, QueueConfig
 from fairque_core.app.deprecation import renamed_keyword, warn_renamed
 from fairque_core.app.engine_reads import ReadMixin
@@ -159,6 +160,15 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin):
         message = to_message(task, self._plugins, self._config)
         [handle] = self._store([task], [message])
         return handle
+
+    def batcher(self, *, max_size: int = 100, max_delay_ms: float = 5.0) -> PushBatcher:
+        """A producer buffer on this queue (ADR 35): its ``push`` takes a task as
+        :meth:`push` does and returns a pending push, whose handle is there once the buffer
+        was sent in one call: when it holds ``max_size`` tasks, ``max_delay_ms`` after its
+        first one, on ``flush()`` and at the end of its ``with`` block (also when the block
+        raised). Failed pushes raise BatchPushError from ``flush``/``close``. See
+        docs/delivery.md, "Batched pushes"."""
+        return PushBatcher(self, max_size=max_size, max_delay_ms=max_delay_ms)
 
     def push_batch(self, tasks: Sequence[Task]) -> list[TaskHandle]:
         """Store many tasks in one backend call; handles (ids) in the order given.

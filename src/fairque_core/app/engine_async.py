@@ -32,6 +32,7 @@ from fairque_core.app.arguments import (
     lease_of,
 )
 from fairque_core.app.backend_loading import open_async_backend
+from fairque_core.app.batcher_async import AsyncPushBatcher
 from fairque_core.app.config import FairQueueConfig, QueueConfig
 from fairque_core.app.deprecation import renamed_keyword, warn_renamed
 from fairque_core.app.engine_reads_async import AsyncReadMixin
@@ -45,6 +46,7 @@ from fairque_core.app.messages import (
     to_message,
     wait_seconds,
 )
+from fairque_core.app.push_coalescing import PushCoalescer  # unasync: remove
 from fairque_core.domain.deps import check_batch
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import (
@@ -72,6 +74,11 @@ class AsyncFairQueue(AsyncResultMixin, AsyncReadMixin, AsyncScheduleMixin):
     ConfigurationError), or stand in for it when the backend has none of its own.
     """
 
+    # coalesce_pushes (ADR 35): concurrent pushes share push calls  # unasync: remove
+    # (a group commit, push_coalescing.py); a lone push is sent at  # unasync: remove
+    # once as before. On by default; False (the argument or the  # unasync: remove
+    # attribute) sends every push on its own.  # unasync: remove
+
     def __init__(
         self,
         backend: AsyncQueueBackend,
@@ -79,12 +86,15 @@ class AsyncFairQueue(AsyncResultMixin, AsyncReadMixin, AsyncScheduleMixin):
         plugins: Sequence[object] = (),
         config: QueueConfig | None = None,
         plugin_host: common.PluginHostLike | None = None,
+        coalesce_pushes: bool = True,  # unasync: remove
     ) -> None:
         self._config = common.resolve_config(backend, config)
         self._backend = backend
         self._plugins = common.make_host(plugins, plugin_host, self._config)
         self._queue_name = backend.queue
         self._closed = False
+        self.coalesce_pushes = bool(coalesce_pushes)  # unasync: remove
+        self._coalescer = PushCoalescer(self)  # unasync: remove
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -94,6 +104,7 @@ class AsyncFairQueue(AsyncResultMixin, AsyncReadMixin, AsyncScheduleMixin):
         *,
         plugins: Sequence[object] = (),
         plugin_host: common.PluginHostLike | None = None,
+        coalesce_pushes: bool = True,  # unasync: remove
         **backend_options: Any,
     ) -> AsyncFairQueue:
         """A queue built from a config (or a YAML file path).
@@ -110,6 +121,7 @@ class AsyncFairQueue(AsyncResultMixin, AsyncReadMixin, AsyncScheduleMixin):
             config = FairQueueConfig.from_yaml(config_or_path)
         backend = open_async_backend(config, **backend_options)
         queue = cls(backend, plugins=plugins, plugin_host=plugin_host)
+        queue.coalesce_pushes = bool(coalesce_pushes)  # unasync: remove
         try:
             await queue.apply_tenant_config()
             for schedule in config.schedule_values():
@@ -161,8 +173,19 @@ class AsyncFairQueue(AsyncResultMixin, AsyncReadMixin, AsyncScheduleMixin):
         push); so is a task whose ``unique_key`` a live task holds: the handle is then that
         task's id, with ``duplicate`` True."""
         message = to_message(task, self._plugins, self._config)
+        if self.coalesce_pushes:  # unasync: remove
+            return await self._coalescer.push(task, message)  # unasync: remove
         [handle] = await self._store([task], [message])
         return handle
+
+    def batcher(self, *, max_size: int = 100, max_delay_ms: float = 5.0) -> AsyncPushBatcher:
+        """A producer buffer on this queue (ADR 35): its ``push`` takes a task as
+        :meth:`push` does and returns a pending push, whose handle is there once the buffer
+        was sent in one call: when it holds ``max_size`` tasks, ``max_delay_ms`` after its
+        first one, on ``flush()`` and at the end of its ``with`` block (also when the block
+        raised). Failed pushes raise BatchPushError from ``flush``/``close``. See
+        docs/delivery.md, "Batched pushes"."""
+        return AsyncPushBatcher(self, max_size=max_size, max_delay_ms=max_delay_ms)
 
     async def push_batch(self, tasks: Sequence[Task]) -> list[AsyncTaskHandle]:
         """Store many tasks in one backend call; handles (ids) in the order given.

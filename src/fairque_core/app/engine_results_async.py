@@ -23,26 +23,38 @@ from fairque_core.app.workflows import Chain, Chord, Group
 from fairque_core.domain.deps import check_batch
 from fairque_core.domain.enums import TaskState
 from fairque_core.domain.errors import (
+    DamagedKeyError,
     FairQueueError,
     ResultTimeoutError,
     TaskCanceledError,
     TaskFailedError,
     TaskNotFoundError,
     TaskSerializationError,
+    TaskValidationError,
     XComTooLargeError,
 )
+from fairque_core.domain.limits import TenantQueueFullError
 from fairque_core.domain.models import Message, Task
 from fairque_core.domain.outcomes import RETURN_VALUE, TaskOutcome, decode_error_record
 from fairque_core.domain.validation import check_wait_timeout, validate_id
 from fairque_core.ports import AsyncQueueBackend
 
-__all__ = ["AsyncResultMixin", "settle"]
+__all__ = ["PUSH_REFUSALS", "AsyncResultMixin", "settle"]
 
 # A wait without a timeout blocks in pieces this long, reading the state between them.
 _WAIT_PIECE_SECONDS = 30.0
 # An XCom value is stored as "<content type>\n<body>" (the queue's codec made the body).
 _XCOM_SEPARATOR = b"\n"
 _XCOM_FIELD = "value"
+
+#: Errors with which a push call refuses the whole call for one message's sake, before its
+#: first write (so sending the messages again one by one is safe).
+PUSH_REFUSALS: tuple[type[Exception], ...] = (
+    TaskValidationError,
+    TaskSerializationError,
+    TenantQueueFullError,
+    DamagedKeyError,
+)
 
 
 def settle(task_id: str, outcome: TaskOutcome) -> Any:
@@ -80,12 +92,44 @@ class AsyncResultMixin:
         self, tasks: Sequence[Task], messages: Sequence[Message]
     ) -> list[AsyncTaskHandle]:
         """Push ``messages`` (made from ``tasks``) in one call; a handle per task, in order."""
+        return self._handles(tasks, await self._send(messages))
+
+    async def _send(self, messages: Sequence[Message]) -> list[tuple[bool, str]]:
+        """One push call: per message ``(stored, holder)`` (the port's ``push_batch_detailed``)."""
         detailed = getattr(self._backend, "push_batch_detailed", None)
         if detailed is not None:
-            outcomes = list(await detailed(messages))
-        else:  # a third-party backend without it: a known id is its own holder
-            flags = await self._backend.push_batch(messages)
-            outcomes = [(bool(f), m.task_id) for f, m in zip(flags, messages, strict=True)]
+            return list(await detailed(messages))
+        # a third-party backend without it: a known id is its own holder
+        flags = await self._backend.push_batch(messages)
+        return [(bool(f), m.task_id) for f, m in zip(flags, messages, strict=True)]
+
+    async def _send_each(self, messages: Sequence[Message]) -> list[tuple[bool, str] | Exception]:
+        """Like :meth:`_send`, but every message gets its own outcome (ADR 35).
+
+        One call first. A push call is refused whole, before its first write, when one message
+        cannot be stored (PUSH_REFUSALS: a tenant over ``max_queued``, an unknown dependency,
+        a damaged key); then each message is sent again on its own, so that one message's
+        refusal is its exception in the list and the others are stored as single pushes would
+        store them. Any other error of the first call (the connection, the server) is raised:
+        it is every message's.
+        """
+        try:
+            return list(await self._send(messages))
+        except PUSH_REFUSALS as exc:
+            if len(messages) == 1:
+                return [exc]
+        out: list[tuple[bool, str] | Exception] = []
+        for message in messages:
+            try:
+                out.extend(await self._send([message]))
+            except Exception as exc:  # the message's own outcome
+                out.append(exc)
+        return out
+
+    def _handles(
+        self, tasks: Sequence[Task], outcomes: Sequence[tuple[bool, str]]
+    ) -> list[AsyncTaskHandle]:
+        """The handles of stored pushes (and their ``pushed`` events, when a plugin listens)."""
         handles: list[AsyncTaskHandle] = []
         listening = self._listening()  # no hook dispatch per task when no plugin listens
         for task, (stored, holder) in zip(tasks, outcomes, strict=True):

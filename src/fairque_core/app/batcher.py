@@ -1,0 +1,268 @@
+"""PushBatcher: a producer-side buffer that stores many pushes in one call (ADR 35).
+
+``queue.batcher(max_size=100, max_delay_ms=5)`` on :class:`~fairque_core.app.engine.FairQueue`.
+A buffered push is sent (``push_batch``, one round trip for the whole buffer) when the buffer
+holds ``max_size`` tasks, when ``max_delay_ms`` passed since its first task was buffered (a
+timer thread of the batcher sends it), on :meth:`PushBatcher.flush` and on close (the end of
+the ``with`` block, also when the block raised). The asyncio twin is
+:mod:`fairque_core.app.batcher_async`; it is written by hand, not generated, because the two
+wait differently (a thread and a condition here, a loop timer there).
+
+What a batched push means (docs/delivery.md, "Batched pushes"): a push is stored, and
+acknowledged, only once the push call of its batch returned; until then it is in this
+process's memory and is lost if the process dies.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from fairque_core.app.batching import BatcherClosedError, BatchPushError, check_batcher_settings
+from fairque_core.app.handles import TaskHandle
+from fairque_core.app.messages import to_message
+from fairque_core.domain.models import Message, Task
+
+if TYPE_CHECKING:
+    from fairque_core.app.engine import FairQueue
+
+__all__ = ["PendingPush", "PushBatcher"]
+
+log = logging.getLogger("fairque.batcher")
+
+
+class PendingPush:
+    """A push held by a :class:`PushBatcher`: its ``task_id`` at once, its outcome once the
+    push call of its batch returned."""
+
+    __slots__ = ("_error", "_handle", "_sent", "task_id")
+
+    def __init__(self, task_id: str, sent: threading.Event) -> None:
+        self.task_id = task_id
+        self._sent = sent  # shared by every push of the same batch
+        self._handle: TaskHandle | None = None
+        self._error: BaseException | None = None
+
+    def done(self) -> bool:
+        """True once the push call of this task's batch returned (or failed)."""
+        return self._sent.is_set()
+
+    def result(self, timeout: float | None = None) -> TaskHandle:
+        """The task's handle, as ``queue.push`` returns it (``duplicate``, ``get()``), once its
+        batch was sent; waits up to ``timeout`` seconds (None: until it is sent, which the
+        batcher's timer does within ``max_delay_ms``).
+
+        Raises the push's own exception when it failed (the error of its batch's call, or its
+        own refusal such as TenantQueueFullError), TimeoutError when it was not sent in time.
+        """
+        if not self._sent.wait(timeout):
+            raise TimeoutError(f"the batch of task {self.task_id} was not sent in {timeout} s")
+        if self._error is not None:
+            raise self._error
+        assert self._handle is not None
+        return self._handle
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """The push's exception (None when it was stored), waiting as :meth:`result` does."""
+        if not self._sent.wait(timeout):
+            raise TimeoutError(f"the batch of task {self.task_id} was not sent in {timeout} s")
+        return self._error
+
+    def __repr__(self) -> str:
+        state = "pending" if not self.done() else "failed" if self._error else "stored"
+        return f"PendingPush({self.task_id!r}, {state})"
+
+
+class PushBatcher:
+    """Buffers pushes and stores them ``max_size`` at a time, or after ``max_delay_ms``.
+
+    Use it as a context manager (``with queue.batcher() as b: b.push(task)``) or call
+    :meth:`close` yourself. ``push`` checks and encodes the task at once (a bad task raises
+    there and nothing is buffered) and returns a :class:`PendingPush`. Failures of a sent
+    batch never raise from ``push``: they are recorded on the pending pushes and raised
+    together, as :class:`~fairque_core.app.batching.BatchPushError`, by the next
+    :meth:`flush` or :meth:`close`. One batcher may be shared by threads: the buffer is
+    guarded by a lock, and batches are sent one at a time, in the order they were filled.
+    """
+
+    def __init__(self, queue: FairQueue, *, max_size: int = 100, max_delay_ms: float = 5.0) -> None:
+        self._queue = queue
+        self._max_size, self._max_delay = check_batcher_settings(max_size, max_delay_ms)
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)  # the timer thread waits on it
+        self._send_lock = threading.Lock()  # one batch in flight at a time, in buffer order
+        self._buffer: list[tuple[Task, Message, PendingPush]] = []
+        self._sent = threading.Event()  # the signal of the batch being filled
+        self._deadline: float | None = None  # when the buffer is due (monotonic)
+        self._failures: dict[str, BaseException] = {}  # not yet raised by flush/close
+        self._closed = False
+        self._timer: threading.Thread | None = None
+
+    @property
+    def max_size(self) -> int:
+        return self._max_size
+
+    @property
+    def max_delay_ms(self) -> float:
+        return self._max_delay * 1000.0
+
+    def __len__(self) -> int:
+        """How many pushes are buffered, not yet sent."""
+        with self._lock:
+            return len(self._buffer)
+
+    # ------------------------------------------------------------------ pushing
+    def push(self, task: Task) -> PendingPush:
+        """Buffer ``task``; its pending push. The same checks as ``queue.push`` run here (a
+        TaskValidationError, a PayloadTooLargeError ... raises now, and nothing is buffered).
+        When the buffer is full this call sends it and returns after the call returned."""
+        message = to_message(task, self._queue.plugins, self._queue.config)
+        with self._lock:
+            if self._closed:
+                raise BatcherClosedError()
+            pending = PendingPush(task.task_id, self._sent)
+            self._buffer.append((task, message, pending))
+            size = len(self._buffer)
+            if size == 1 and size < self._max_size:
+                self._deadline = time.monotonic() + self._max_delay
+                if self._timer is None:
+                    self._timer = threading.Thread(
+                        target=self._run_timer, name="fairque-batcher", daemon=True
+                    )
+                    self._timer.start()
+                self._wake.notify()
+        if size >= self._max_size:
+            self._send_buffered()
+        return pending
+
+    def flush(self) -> None:
+        """Send everything buffered now and wait for it; then raise BatchPushError for every
+        push that failed since the last flush (those the timer or a full buffer sent too)."""
+        self._send_buffered()
+        self._raise_failures()
+
+    def close(self) -> None:
+        """Refuse further pushes, send what is buffered, stop the timer thread; then raise
+        BatchPushError as :meth:`flush` does. Closing again does nothing more."""
+        with self._lock:
+            self._closed = True
+            timer, self._timer = self._timer, None
+            self._wake.notify_all()
+        try:
+            self._send_buffered()
+        finally:
+            if timer is not None and timer is not threading.current_thread():
+                timer.join()
+        self._raise_failures()
+
+    def __enter__(self) -> PushBatcher:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Close: what is buffered is sent also when the block raised. Then the block's own
+        exception goes on; a BatchPushError of that last send is logged and added to it as a
+        note instead of replacing it (each failed push's pending push still says why)."""
+        if exc is None:
+            self.close()
+            return
+        try:
+            self.close()
+        except BatchPushError as failed:
+            log.warning("sending the buffered pushes after an error failed: %s", failed)
+            add_note = getattr(exc, "add_note", None)  # Python 3.11+
+            if add_note is not None:
+                add_note(f"fairque batcher: {failed}")
+
+    def __repr__(self) -> str:
+        return (
+            f"PushBatcher(queue={self._queue.name!r}, max_size={self._max_size}, "
+            f"max_delay_ms={self.max_delay_ms:g}, buffered={len(self)})"
+        )
+
+    # ------------------------------------------------------------------ sending
+    def _run_timer(self) -> None:
+        """The timer thread: send the buffer when its first push has waited max_delay_ms."""
+        while True:
+            with self._lock:
+                while not self._closed:
+                    if self._deadline is None:
+                        self._wake.wait()
+                        continue
+                    left = self._deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._wake.wait(left)
+                if self._closed:
+                    return
+            try:
+                self._send_buffered()
+            except Exception:  # recorded on the pending pushes; the timer must go on
+                log.exception("the batcher's timer could not send its buffer")
+
+    def _send_buffered(self) -> None:
+        with self._send_lock:
+            with self._lock:
+                if not self._buffer:
+                    return
+                items, self._buffer = self._buffer, []
+                sent, self._sent = self._sent, threading.Event()
+                self._deadline = None
+            self._send(items, sent)
+
+    def _send(
+        self, items: Sequence[tuple[Task, Message, PendingPush]], sent: threading.Event
+    ) -> None:
+        failures: dict[str, BaseException] = {}
+        try:
+            for start in range(0, len(items), self._max_size):
+                self._send_chunk(items[start : start + self._max_size], failures)
+        except BaseException as exc:  # interrupted: what has no outcome yet fails with it
+            for _task, _message, pending in items:
+                if pending._handle is None and pending._error is None:
+                    pending._error = exc
+                    failures[pending.task_id] = exc
+            raise
+        finally:
+            if failures:
+                with self._lock:
+                    self._failures.update(failures)
+            sent.set()
+
+    def _send_chunk(
+        self,
+        chunk: Sequence[tuple[Task, Message, PendingPush]],
+        failures: dict[str, BaseException],
+    ) -> None:
+        outcomes: Sequence[tuple[bool, str] | Exception]
+        try:
+            outcomes = self._queue._send_each([message for _task, message, _p in chunk])
+        except Exception as exc:  # the whole call failed: every push of it fails with it
+            outcomes = [exc] * len(chunk)
+        tasks: list[Task] = []
+        stored: list[tuple[bool, str]] = []
+        waiting: list[PendingPush] = []
+        for (task, _message, pending), outcome in zip(chunk, outcomes, strict=True):
+            if isinstance(outcome, Exception):
+                pending._error = outcome
+                failures[task.task_id] = outcome
+            else:
+                tasks.append(task)
+                stored.append(outcome)
+                waiting.append(pending)
+        for pending, handle in zip(waiting, self._queue._handles(tasks, stored), strict=True):
+            pending._handle = handle
+
+    def _raise_failures(self) -> None:
+        with self._lock:
+            failures, self._failures = self._failures, {}
+        if failures:
+            raise BatchPushError(failures) from next(iter(failures.values()))

@@ -1,0 +1,125 @@
+"""Concurrent ``AsyncFairQueue.push`` calls share push calls: a group commit (ADR 35).
+
+A push that finds no push call of its queue in flight sends its own task at once, as before:
+a lone or sequential producer waits for nothing new. A push that arrives while one is in
+flight waits in a list instead; when the call in flight returns, one task sends everything
+that waited (up to :data:`MAX_GROUP` per call) with one ``push_batch``, and goes on as long
+as pushes keep arriving. Each caller still gets its own answer:
+
+- the task is checked and encoded in the caller's coroutine before it waits (a bad task raises
+  there and never joins a group);
+- a call refused whole for one task's sake (a tenant over ``max_queued``, an unknown
+  dependency, a damaged key) is sent again one task per call, so each caller gets the outcome
+  its own push would have had (``_send_each`` of the engine);
+- an error of the whole call (the connection, the server) is every caller's error, as it would
+  have been for each of their own calls;
+- the ``pushed`` event and the handle are made in the caller's coroutine (its context
+  variables), after its outcome arrived;
+- a caller canceled before its group was sent is left out of it (nothing stored), one canceled
+  while its group is in flight may be stored, as a canceled push call may be.
+
+The only visible difference from one call per push: a tenant refused by ``max_queued`` has one
+more refusal counted (the refused group call) than the same pushes one by one would count.
+Async only: the sync engine's callers are threads, whose pushes stay one call each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from fairque_core.app.handles_async import AsyncTaskHandle
+from fairque_core.domain.models import Message, Task
+
+if TYPE_CHECKING:
+    from fairque_core.app.engine_async import AsyncFairQueue
+
+__all__ = ["MAX_GROUP", "PushCoalescer"]
+
+#: The most waiting pushes one group call carries (the bulk size measured in bench_push).
+MAX_GROUP = 1000
+
+_Outcome = tuple[bool, str]
+
+
+class PushCoalescer:
+    """The group commit of one :class:`AsyncFairQueue` (used by its ``push``)."""
+
+    def __init__(self, queue: AsyncFairQueue, *, max_group: int = MAX_GROUP) -> None:
+        self._queue = queue
+        self._max_group = max_group
+        # The loop a push call is in flight on (None: none is). An AsyncFairQueue belongs to
+        # one event loop, as its client's connections do.
+        self._busy: asyncio.AbstractEventLoop | None = None
+        self._waiting: list[tuple[Message, asyncio.Future[_Outcome]]] = []
+        self._drainer: asyncio.Task[None] | None = None
+        #: push calls made and pushes they carried (leaders' single calls included)
+        self.calls = 0
+        self.pushes = 0
+
+    async def push(self, task: Task, message: Message) -> AsyncTaskHandle:
+        """Store ``task`` (already encoded as ``message``); its handle, or its own error."""
+        loop = asyncio.get_running_loop()
+        busy = self._busy
+        if busy is not loop:
+            if busy is not None and not busy.is_closed():  # used from another loop: no group
+                [handle] = await self._queue._store([task], [message])
+                return handle
+            self._busy = loop  # nothing in flight: this push is its own call, sent at once
+            self._waiting.clear()  # left by a loop that was closed mid-flight, if any
+            self.calls += 1
+            self.pushes += 1
+            try:
+                [handle] = await self._queue._store([task], [message])
+            finally:
+                self._hand_over(loop)
+            return handle
+        future: asyncio.Future[_Outcome] = loop.create_future()
+        self._waiting.append((message, future))
+        outcome = await future
+        [handle] = self._queue._handles([task], [outcome])
+        return handle
+
+    def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
+        """After the leader's call: a task sends what waited meanwhile, else none is busy."""
+        if self._waiting and not loop.is_closed():
+            self._drainer = loop.create_task(self._drain(), name="fairque-push-group")
+        else:
+            self._busy = None
+
+    async def _drain(self) -> None:
+        try:
+            while self._waiting:
+                group = self._waiting[: self._max_group]
+                del self._waiting[: self._max_group]
+                live = [(m, f) for m, f in group if not f.done()]  # a canceled caller is out
+                if live:
+                    await self._send(live)
+                    # let the callers just answered push again before the next group is cut
+                    await asyncio.sleep(0)
+        finally:
+            for _message, future in self._waiting:  # only when this task was canceled
+                future.cancel()
+            self._waiting.clear()
+            self._busy = None
+            self._drainer = None
+
+    async def _send(self, group: list[tuple[Message, asyncio.Future[_Outcome]]]) -> None:
+        self.calls += 1
+        self.pushes += len(group)
+        outcomes: list[_Outcome | Exception]
+        try:
+            outcomes = await self._queue._send_each([message for message, _f in group])
+        except Exception as exc:  # the whole call failed: every caller's error
+            outcomes = [exc] * len(group)
+        except BaseException:
+            for _message, future in group:
+                future.cancel()
+            raise
+        for (_message, future), outcome in zip(group, outcomes, strict=True):
+            if future.done():  # its caller was canceled meanwhile
+                continue
+            if isinstance(outcome, Exception):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)
