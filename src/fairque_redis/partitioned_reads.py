@@ -73,7 +73,12 @@ class Partition(RedisBackend):
             token_source=token_source,
             allow_eviction=allow_eviction,
         )
-        self._keys = KeySpace(queue, partition=partition, partitions=partitions)
+        # one partition is the plain one-slot layout
+        self._keys = (
+            KeySpace(queue, partition=partition, partitions=partitions)
+            if partitions > 1
+            else KeySpace(queue)
+        )
         self._planner = ScriptCalls(self._keys, self._config, clock, token_source)
         self._part_clock = clock
         self._summary: Script = client.register_script(SUMMARY_SOURCE)
