@@ -402,7 +402,6 @@ class PartitionedBackend(PartitionReads):
     ) -> None:
         part = self._task_part(task_id)
         part.finish(task_id, token, result, xcom)
-        self._picker.touch()  # a capped tenant may be active again
 
     def finish_batch(self, items: Sequence[FinishItem]) -> list[bool]:
         if not items:
@@ -415,7 +414,8 @@ class PartitionedBackend(PartitionReads):
             got = self._parts[n].finish_batch([items[i] for i in indexes])
             for i, done in zip(indexes, got, strict=True):
                 out[i] = done
-        self._picker.touch()
+        # no refresh forced: a capped tenant that a finish lets in again counts from the next
+        # periodic refresh (or at once when every known partition came back dry)
         return out
 
     def fail(
@@ -429,7 +429,7 @@ class PartitionedBackend(PartitionReads):
         error: str = "",
     ) -> TaskState:
         part = self._task_part(task_id)
-        state = part.fail(
+        return part.fail(
             task_id,
             token,
             retry_delay=retry_delay,
@@ -437,8 +437,6 @@ class PartitionedBackend(PartitionReads):
             reason=reason,
             error=error,
         )
-        self._picker.touch()
-        return state
 
     def release(self, task_id: str, token: str) -> None:
         part = self._task_part(task_id)

@@ -408,7 +408,6 @@ class AsyncPartitionedBackend(AsyncPartitionReads):
     ) -> None:
         part = await self._task_part(task_id)
         await part.finish(task_id, token, result, xcom)
-        self._picker.touch()  # a capped tenant may be active again
 
     async def finish_batch(self, items: Sequence[FinishItem]) -> list[bool]:
         if not items:
@@ -421,7 +420,8 @@ class AsyncPartitionedBackend(AsyncPartitionReads):
             got = await self._parts[n].finish_batch([items[i] for i in indexes])
             for i, done in zip(indexes, got, strict=True):
                 out[i] = done
-        self._picker.touch()
+        # no refresh forced: a capped tenant that a finish lets in again counts from the next
+        # periodic refresh (or at once when every known partition came back dry)
         return out
 
     async def fail(
@@ -435,7 +435,7 @@ class AsyncPartitionedBackend(AsyncPartitionReads):
         error: str = "",
     ) -> TaskState:
         part = await self._task_part(task_id)
-        state = await part.fail(
+        return await part.fail(
             task_id,
             token,
             retry_delay=retry_delay,
@@ -443,8 +443,6 @@ class AsyncPartitionedBackend(AsyncPartitionReads):
             reason=reason,
             error=error,
         )
-        self._picker.touch()
-        return state
 
     async def release(self, task_id: str, token: str) -> None:
         part = await self._task_part(task_id)
