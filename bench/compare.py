@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from compare_report import fmt, rows, table
 
 from fairque_redis.embedded import EmbeddedValkey
 
@@ -103,10 +104,16 @@ def run_one(lib: str, key: str, n: int, latency_n: int) -> dict[str, Any]:
         return {"skip": "no asyncio worker"}
     if key == "drain_async" and lib in ASYNC_NATIVE:
         return {"same_as": "drain_defaults"}
+    spec: dict[str, Any] = {"measure": measure, "n": latency_n if key == "latency" else n}
+    if mode:
+        spec["mode"] = mode
+    return run_spec(lib, spec)
+
+
+def run_spec(lib: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """One measurement of ``lib`` in its own process, against a new embedded Valkey."""
     with EmbeddedValkey() as server:
-        spec = {"measure": measure, "url": server.url, "n": latency_n if key == "latency" else n}
-        if mode:
-            spec["mode"] = mode
+        spec = {**spec, "url": server.url}
         adapter = str(HERE / "peers" / f"{lib}_peer.py")
         try:
             out = subprocess.run(
@@ -149,112 +156,6 @@ def measure_all(libs: list[str], n: int, latency_n: int, rounds: int) -> dict[st
         if per.get("drain_async", {}).get("same_as"):
             per["drain_async"] = per["drain_defaults"]
     return {"raw": raw, "median": med}
-
-
-def fmt(result: dict[str, Any] | None, key: str) -> str:
-    if result is None:
-        return "not run"
-    if "skip" in result:
-        return f"n/a ({result['skip']})"
-    if "error" in result:
-        return f"failed ({result['error']})"
-    if key == "latency":
-        return f"{result['p50']:.2f} / {result['p99']:.2f} ms"
-    if key == "server_us":
-        return f"{result['server_us']:.1f} µs"
-    cell = f"{result['rate']:,.0f}/s"
-    if "server_us" in result:
-        cell += f" ({result['server_us']:.0f} µs srv)"
-    return cell
-
-
-def ok(result: dict[str, Any] | None) -> bool:
-    return result is not None and "skip" not in result and "error" not in result
-
-
-def rows(med: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, str]]:
-    fq = med["fairque"]
-    peers = {lib: per for lib, per in med.items() if lib != "fairque"}
-    huey = peers.get("huey", {})
-
-    def best(key: str, field: str, low: bool = False) -> tuple[str, dict[str, Any] | None]:
-        # tuned: each peer at its better setting, its defaults or its tuned one
-        keys = ["drain_defaults", key] if key == "drain_tuned" else [key]
-        found = [(lib, per[k]) for lib, per in peers.items() for k in keys if ok(per.get(k))]
-        if not found:
-            return "", None
-        pick = min if low else max
-        return pick(found, key=lambda item: float(item[1][field]))
-
-    def vs_huey(key: str, factor: float, value: float) -> tuple[str, str]:
-        ref = huey.get(key)
-        if not ok(ref):
-            return f">= {factor:g}x huey", "n/a (huey not run)"
-        assert ref is not None
-        goal = factor * float(ref["rate"])
-        return f">= {factor:g}x huey ({goal:,.0f}/s)", "yes" if value >= goal else "no"
-
-    def absolute(value: float, goal: float, low: bool, text: str) -> tuple[str, str]:
-        met = value <= goal if low else value >= goal
-        return text, "yes" if met else "no"
-
-    spec: list[tuple[str, str, str, Any]] = [
-        ("enqueue one by one", "enqueue_one", "rate", lambda v: vs_huey("enqueue_one", 0.9, v)),
-        ("enqueue bulk (batches of 1000)", "enqueue_bulk", "rate",
-         lambda v: absolute(v, 40_000, False, ">= 40,000/s")),
-        ("drain, defaults", "drain_defaults", "rate", lambda v: vs_huey("drain_defaults", 2, v)),
-        ("drain, tuned (cap 100, prefetch 50)", "drain_tuned", "rate",
-         lambda v: absolute(v, 20_000, False, ">= 20,000/s")),
-        ("drain, AsyncWorker defaults", "drain_async", "rate",
-         lambda v: vs_huey("drain_defaults", 1.5, v)),
-        ("async producer, 100 concurrent pushes", "async_push", "rate",
-         lambda v: vs_huey("enqueue_one", 3, v)),
-    ]  # fmt: skip
-    out: list[dict[str, str]] = []
-    for label, key, field, target in spec:
-        mine = fq.get(key)
-        name, peer = best(key, field)
-        row = {"measure": label, "fairque": fmt(mine, key), "best peer": "none ran"}
-        row.update({"ratio": "", "target": "", "met": ""})
-        if peer is not None:
-            row["best peer"] = f"{name} {fmt(peer, key)}"
-        if ok(mine):
-            assert mine is not None
-            if peer is not None:
-                row["ratio"] = f"{float(mine[field]) / float(peer[field]):.2f}x"
-            row["target"], row["met"] = target(float(mine[field]))
-        out.append(row)
-    mine = fq.get("latency")
-    name, peer = best("latency", "p50", low=True)
-    row = {"measure": "latency at 200/s, p50 / p99", "fairque": fmt(mine, "latency")}
-    row.update({"best peer": f"{name} {fmt(peer, 'latency')}" if peer else "none ran"})
-    row.update({"ratio": "", "target": "p50 <= 0.5 ms, p99 <= 1.5 ms", "met": ""})
-    if ok(mine):
-        assert mine is not None
-        if peer is not None:
-            row["ratio"] = f"{peer['p50'] / mine['p50']:.2f}x"
-        row["met"] = "yes" if mine["p50"] <= 0.5 and mine["p99"] <= 1.5 else "no"
-    out.append(row)
-    for label, key in (("defaults", "drain_defaults"), ("tuned", "drain_tuned")):
-        mine = fq.get(key)
-        name, peer = best(key, "server_us", low=True)
-        row = {"measure": f"server CPU per drained task, {label}"}
-        row.update({"fairque": fmt(mine, "server_us"), "target": "<= 25 µs", "met": ""})
-        row.update({"best peer": f"{name} {fmt(peer, 'server_us')}" if peer else "none ran"})
-        row["ratio"] = ""
-        if ok(mine):
-            assert mine is not None
-            if peer is not None:
-                row["ratio"] = f"{peer['server_us'] / mine['server_us']:.2f}x"
-            row["met"] = "yes" if mine["server_us"] <= 25 else "no"
-        out.append(row)
-    return out
-
-
-def table(header: list[str], body: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cells) + " |" for cells in body]
-    return "\n".join(lines)
 
 
 def main() -> None:

@@ -27,8 +27,8 @@ from fairque_redis import aconnect, connect
 QUEUE = "compare"
 
 
-def _task(i: int, pushed_at: float) -> Task:
-    return Task.create(f"tenant-{i % TENANTS}", payload={"t": pushed_at})
+def _task(i: int, pushed_at: float, tenant: str | None = None) -> Task:
+    return Task.create(tenant or f"tenant-{i % TENANTS}", payload={"t": pushed_at})
 
 
 class SinkHandler(TaskHandler):
@@ -56,6 +56,12 @@ class Adapter(Base):
 
     def enqueue_bulk(self, items: list[tuple[int, float]]) -> None:
         self.queue.push_batch([_task(i, t) for i, t in items])
+
+    def enqueue_as(self, tenant: str, i: int, pushed_at: float) -> None:
+        self.queue.push(_task(i, pushed_at, tenant))
+
+    def enqueue_bulk_as(self, tenant: str, items: list[tuple[int, float]]) -> None:
+        self.queue.push_batch([_task(i, t, tenant) for i, t in items])
 
     def fill(self, n: int) -> None:
         fill(self.queue, n)

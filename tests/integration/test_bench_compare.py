@@ -20,6 +20,7 @@ from fairque_redis.embedded import EmbeddedValkey
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "compare.py"
+REPORT = ROOT / "bench" / "compare_report.py"
 
 ROWS = [
     "enqueue one by one",
@@ -35,7 +36,7 @@ ROWS = [
 
 
 def _compare() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_compare", SCRIPT)
+    spec = importlib.util.spec_from_file_location("compare_report", REPORT)
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
