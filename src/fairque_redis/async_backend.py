@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
@@ -41,13 +41,11 @@ from fairque_redis._client_options import (
 from fairque_redis._errors import translate_errors
 from fairque_redis._script_calls import Call, ScriptCalls
 from fairque_redis._script_calls.base import to_text
+from fairque_redis._script_loading import AsyncScript
 from fairque_redis.async_schedules import AsyncRedisScheduleStore
 from fairque_redis.keys import QUEUES_KEY, KeySpace
 from fairque_redis.scripts import SOURCES
 from fairque_redis.server_checks import check_memory_policy, memory_policies
-
-if TYPE_CHECKING:
-    from redis.commands.core import AsyncScript
 
 __all__ = ["AsyncRedisBackend"]
 
@@ -94,7 +92,7 @@ class AsyncRedisBackend:
             token_source if token_source is not None else random_token,
         )
         self._scripts: dict[str, AsyncScript] = {
-            name: client.register_script(source) for name, source in SOURCES.items()
+            name: AsyncScript(client, source) for name, source in SOURCES.items()
         }
         self._closed = False
         self._allow_eviction = allow_eviction

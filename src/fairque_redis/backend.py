@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from redis import Redis
 from redis.cluster import RedisCluster
@@ -39,13 +39,11 @@ from fairque_redis._client_options import (
 from fairque_redis._errors import translate_errors
 from fairque_redis._script_calls import Call, ScriptCalls
 from fairque_redis._script_calls.base import to_text
+from fairque_redis._script_loading import Script
 from fairque_redis.keys import QUEUES_KEY, KeySpace
 from fairque_redis.schedules import RedisScheduleStore
 from fairque_redis.scripts import SOURCES
 from fairque_redis.server_checks import check_memory_policy, memory_policies
-
-if TYPE_CHECKING:
-    from redis.commands.core import Script
 
 __all__ = ["RedisBackend"]
 
@@ -92,7 +90,7 @@ class RedisBackend:
             token_source if token_source is not None else random_token,
         )
         self._scripts: dict[str, Script] = {
-            name: client.register_script(source) for name, source in SOURCES.items()
+            name: Script(client, source) for name, source in SOURCES.items()
         }
         self._closed = False
         self._allow_eviction = allow_eviction

@@ -1,0 +1,290 @@
+"""R11, ``SCRIPT FLUSH`` under load: the server forgets every script while work flows.
+
+Three producer threads (one shared FairQueue: single pushes and batches of 5) and a worker
+process (``chaos_worker.py``, 8 handler threads) run while the test flushes the script cache
+every second (short: 6 s; slow: 20 s on a server with AOF ``always`` and a ``kill -9`` +
+restart half-way). Valkey 9 and Redis 7.
+
+What a reload is: fairque runs its scripts by ``EVALSHA`` and on ``NOSCRIPT`` sends the text
+once with ``SCRIPT LOAD`` (``fairque_redis._script_loading``); it never sends a script's text
+with ``EVAL``. So a reload is one ``SCRIPT LOAD`` (or ``EVAL``) call, read from ``INFO
+commandstats`` (``cmdstat_script|load``, ``cmdstat_eval``). The reading and the flush run in
+one MULTI/EXEC, together with ``SCRIPT EXISTS`` of fairque's script SHAs, so every interval
+between two flushes is counted exactly.
+
+Pass: no exception reaches a producer or the worker (its handler never fails, its backend
+records no error; slow: except typed connection errors while the server is down); ``lost = 0``
+after a drain; in every interval the reloads are at most the fairque scripts in the cache at its
+end, i.e. each script the run uses is loaded at most once per flush on the node, however many
+threads meet ``NOSCRIPT`` at once (the producers' scripts and the worker's are disjoint: push vs
+claim, finish, heartbeat, requeue_expired, next_due); invariants hold. ``CLIENT PAUSE`` makes
+eight callers meet ``NOSCRIPT`` together: one ``SCRIPT LOAD`` (redis-py's own ``Script``
+sends eight), threads and asyncio tasks alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fairque_core import FairQueue, QueueConfig, Task
+from fairque_core.app.engine_async import AsyncFairQueue
+from fairque_redis.async_backend import AsyncRedisBackend
+from fairque_redis.backend import RedisBackend
+from fairque_redis.scripts import SOURCES
+
+from .history import History, check, push_until_acknowledged, read_history
+from .invariants import check as check_invariants
+from .procs import WorkerProcs, wait_until
+from .servers import durable_server, wait_loaded
+
+pytestmark = [pytest.mark.chaos, pytest.mark.redis]
+
+KINDS = ["valkey", "redis7"]
+FIXTURES = {"valkey": "valkey_server", "redis7": "redis7_server"}
+SHAS = [hashlib.sha1(source.encode()).hexdigest() for source in SOURCES.values()]
+CONNECTION_ERRORS = {"OutcomeUnknownError", "RedisConnectionError"}
+
+
+def reading(raw: Any, *, flush: bool) -> tuple[int, int]:
+    """``(reloads so far, fairque scripts cached)``, then a SCRIPT FLUSH: one MULTI/EXEC."""
+    pipe = raw.pipeline(transaction=True)
+    pipe.info("commandstats")
+    pipe.script_exists(*SHAS)
+    if flush:
+        pipe.script_flush()
+    stats, cached, *_ = pipe.execute()
+    loads = sum(
+        int(stats.get(name, {}).get("calls", 0)) for name in ("cmdstat_script|load", "cmdstat_eval")
+    )
+    return loads, sum(bool(c) for c in cached)
+
+
+class Producer(threading.Thread):
+    """Pushes until stopped: a single task, then a batch of 5, ~50 tasks/s; each push retried
+    only after fairque's typed connection errors (``push_until_acknowledged``)."""
+
+    def __init__(self, name: str, queue: FairQueue, history: History) -> None:
+        super().__init__(name=name, daemon=True)
+        self.queue = queue
+        self.history = history
+        self.halt = threading.Event()
+        self.failure: BaseException | None = None
+        self.count = 0
+
+    def run(self) -> None:
+        try:
+            while not self.halt.is_set():
+                tasks = [
+                    Task.create(f"u{(self.count + k) % 7}", task_id=f"{self.name}-{self.count + k}")
+                    for k in range(1 if self.count % 2 == 0 else 5)
+                ]
+                if len(tasks) == 1:
+                    push_until_acknowledged(
+                        lambda t=tasks[0]: self.queue.push(t), tasks[0].task_id, self.history
+                    )
+                else:
+                    for task in tasks:
+                        self.history.record("push:invoke", task.task_id)
+                    push_until_acknowledged(
+                        lambda ts=tasks: self.queue.push_batch(ts), tasks[0].task_id, self.history
+                    )
+                    for task in tasks[1:]:
+                        self.history.record("push:ok", task.task_id)
+                self.count += len(tasks)
+                self.halt.wait(0.05)
+        except BaseException as exc:  # reported by the test
+            self.failure = exc
+
+
+def _scenario(kind: str, url: str, tmp_path: Path, *, seconds: float, restart: Any = None) -> None:
+    import redis
+
+    queue = f"r11-{kind}-{uuid.uuid4().hex[:8]}"
+    raw = redis.Redis.from_url(url)
+    config = QueueConfig(name=queue, lease_seconds=1.0)
+    fq = FairQueue(RedisBackend.from_url(url, queue=queue, config=config))
+    history_path = tmp_path / "history.jsonl"
+    history = History(history_path)
+    workers = WorkerProcs(url, queue, history_path)
+    producers: list[Producer] = []
+    intervals: list[tuple[int, int]] = []  # (reloads, fairque scripts cached) per interval
+    down: tuple[float, float] | None = None
+    try:
+        worker = workers.start(id="w1", lease=1.0, reaper=0.5, concurrency=8, socket_timeout=1.0)
+        base, _ = reading(raw, flush=True)
+        started = time.monotonic()
+        producers = [Producer(f"p{i}", fq, history) for i in range(3)]
+        for producer in producers:
+            producer.start()
+        flushes = 0
+        while time.monotonic() - started < seconds:
+            time.sleep(1.0)
+            if restart is not None and down is None and time.monotonic() - started > seconds / 2:
+                loads, cached = reading(raw, flush=False)
+                intervals.append((loads - base, cached))
+                down_at = time.time()
+                restart.kill()  # kill -9: the AOF (fsync always) keeps every acknowledged push
+                restart.start()
+                raw.connection_pool.disconnect()
+                wait_loaded(raw)
+                down = (down_at, time.time())
+                base = 0  # a restarted server counts from zero
+                continue
+            loads, cached = reading(raw, flush=True)
+            intervals.append((loads - base, cached))
+            base = loads
+            flushes += 1
+        for producer in producers:
+            producer.halt.set()
+        for producer in producers:
+            producer.join(30)
+        loads, cached = reading(raw, flush=False)
+        intervals.append((loads - base, cached))
+        for producer in producers:
+            assert producer.failure is None, f"{producer.name}: {producer.failure!r}"
+        records = read_history(history_path)
+        acknowledged = {r["id"] for r in records if r["ev"] == "push:ok"}
+        wait_until(
+            lambda: fq.get_stats()["finished"] >= len(acknowledged), 60, "the drain", step=0.1
+        )
+        health = workers.stop(worker)
+        records = read_history(history_path)
+        states = {i: str(fq.get_state(i)) for i in acknowledged}
+        verdict = check(records, states)
+        errors = [
+            r for r in records if r["ev"] == "error" or r["ev"] in ("push:fail", "push:unknown")
+        ]
+        per_flush = max(loads - cached for loads, cached in intervals)
+        print(
+            f"R11 {kind}: {seconds:.0f}s, {flushes} flushes"
+            f"{', kill -9 + restart' if restart is not None else ''}; "
+            f"{len(acknowledged)} tasks pushed, {health['processed']} processed; "
+            f"reloads per interval {[n for n, _ in intervals]}, fairque scripts cached at its "
+            f"end {[c for _, c in intervals]}, most reloads beyond one per script {per_flush}; "
+            f"errors {sorted({(r['ev'], r.get('error', '')) for r in errors})}; "
+            f"{verdict.summary()}"
+        )
+        if down is None:
+            assert errors == []
+        else:  # only the restart's typed connection errors, only around it
+            assert {r.get("error") for r in errors} <= CONNECTION_ERRORS, errors
+            assert all(down[0] - 1.0 <= r["t"] <= down[1] + 5.0 for r in errors), (down, errors)
+        if down is None:
+            assert health["backend_errors"] == 0
+        assert health["failed"] == 0
+        assert verdict.lost == set()
+        assert verdict.unexpected == set()
+        assert all(loads <= cached for loads, cached in intervals), intervals
+        # the flushes bit: after each one the scripts in use were loaded again
+        assert all(cached >= 2 for _, cached in intervals[:-1]), intervals
+        assert sum(loads for loads, _ in intervals) >= 2 * flushes
+        assert check_invariants(raw, queue) == []
+    finally:
+        for producer in producers:
+            producer.halt.set()
+        history.close()
+        workers.cleanup()
+        fq.close()
+        raw.close()
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("kind", KINDS)
+def test_r11_script_flush_under_load_short(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    server = request.getfixturevalue(FIXTURES[kind])
+    _scenario(kind, str(server.url), tmp_path, seconds=6.0)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("kind", KINDS)
+def test_r11_script_flush_under_load_with_a_restart(kind: str, tmp_path: Path) -> None:
+    server = durable_server(kind)
+    with server:
+        _scenario(kind, server.url, tmp_path, seconds=20.0, restart=server)
+
+
+# ---------------------------------------------------------------------- one load, many callers
+
+
+def _loads(raw: Any) -> int:
+    return reading(raw, flush=False)[0]
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("kind", KINDS)
+def test_eight_threads_meeting_noscript_load_the_script_once(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    import redis
+
+    url = str(request.getfixturevalue(FIXTURES[kind]).url)
+    raw = redis.Redis.from_url(url)
+    backend = RedisBackend.from_url(url, queue="r11-herd")
+    fq = FairQueue(backend)
+    try:
+        fq.get_stats()
+        pool = backend.client.connection_pool
+        held = [pool.get_connection() for _ in range(8)]  # eight connections, ready
+        for conn in held:
+            pool.release(conn)
+        before = _loads(raw)
+        raw.script_flush()
+        # every EVALSHA waits behind the pause, so all eight get NOSCRIPT before any reload
+        raw.execute_command("CLIENT", "PAUSE", 300, "ALL")
+        threads = [threading.Thread(target=fq.get_stats) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+        loads = _loads(raw) - before
+        print(f"R11 herd {kind}: 8 threads met NOSCRIPT, {loads} SCRIPT LOAD")
+        assert loads == 1
+    finally:
+        fq.close()
+        raw.close()
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("kind", KINDS)
+def test_eight_tasks_meeting_noscript_load_the_script_once(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    import redis
+
+    url = str(request.getfixturevalue(FIXTURES[kind]).url)
+    raw = redis.Redis.from_url(url)
+
+    async def run() -> int:
+        backend = AsyncRedisBackend.from_url(url, queue="r11-herd")
+        fq = AsyncFairQueue(backend)
+        try:
+            await fq.get_stats()
+            pool = backend.client.connection_pool
+            held = [await pool.get_connection() for _ in range(8)]
+            for conn in held:
+                await pool.release(conn)
+            before = _loads(raw)
+            raw.script_flush()
+            raw.execute_command("CLIENT", "PAUSE", 300, "ALL")
+            await asyncio.gather(*(fq.get_stats() for _ in range(8)))
+            return _loads(raw) - before
+        finally:
+            await fq.close()
+
+    try:
+        loads = asyncio.run(run())
+        print(f"R11 herd {kind} (asyncio): 8 tasks met NOSCRIPT, {loads} SCRIPT LOAD")
+        assert loads == 1
+    finally:
+        raw.close()
