@@ -219,7 +219,11 @@ def test_an_hour_down_follows_the_misfire_policy(open_queue: Callable[[], FairQu
 # ---------------------------------------------------------------------- the CLI, kill -9
 
 
-def _scheduler_process(url: str, queue: str) -> subprocess.Popen[bytes]:
+def _scheduler_process(
+    url: str, queue: str, stderr: Any = subprocess.DEVNULL
+) -> subprocess.Popen[bytes]:
+    """A ``fairque scheduler`` process (lock lease 2 s, rounds every 0.2 s); its stderr, where
+    it prints its token first, to ``stderr``."""
     return subprocess.Popen(
         [
             sys.executable,
@@ -236,7 +240,7 @@ def _scheduler_process(url: str, queue: str) -> subprocess.Popen[bytes]:
             "0.2",
         ],
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=stderr,
         env={**os.environ, "FAIRQUE_CONFIG": ""},
     )
 
