@@ -344,10 +344,15 @@ class AsyncRedisBackend:
     async def wait_done(self, task_id: str, timeout: float) -> bool:
         """Block on the task's end notification (``done:<id>``, one token the ending script
         leaves for the result TTL) with ``BLMOVE done done``: it rotates the list onto itself,
-        so the token stays and every waiter wakes. At most the client's socket timeout
-        allows (the caller waits again for the rest)."""
+        so the token stays and every waiter wakes. The token is left only for a task a waiter
+        armed first (watch.lua, one call before blocking): True at once when the task has
+        ended already. At most the client's socket timeout allows (the caller waits again for
+        the rest)."""
         validate_id(task_id, "task_id")
         seconds = blocking_seconds(check_wait_timeout(timeout), self._client)
+        ended = await self._run(self._planner.watch(task_id))
+        if ended or ended is None:
+            return bool(ended)
         key = self._keys.done(task_id)
         with translate_errors("wait_done", writes=False):
             if seconds < MIN_BLOCK_SECONDS:

@@ -207,6 +207,7 @@ SCRIPTS: Mapping[str, ScriptSpec] = {
         ScriptSpec("requeue_expired"),
         ScriptSpec("cancel"),
         ScriptSpec("get", writes=False),
+        ScriptSpec("watch"),
         ScriptSpec("xcom_get", writes=False),
         ScriptSpec("sizes", writes=False),
         ScriptSpec("stats", writes=False),

@@ -3,7 +3,7 @@
 The contract suite runs on an injected clock, where only the logical expiry (``exp``) applies;
 this file runs the Redis backend on the server's clock and reads the keys' PTTL directly. Every
 key that names a finished or canceled task (``task:<id>``, ``waits:<id>``, ``children:<id>``,
-and the ``done:<id>`` token result waiters block on)
+and the ``done:<id>`` token result waiters block on, left only for a task a waiter armed)
 must expire within the result TTL, whichever path closed it: a plain finish, a finished parent
 with children, a deferred child that ran after its parent, a deferred child canceled by hand,
 and the children canceled because their parent died.
@@ -46,6 +46,12 @@ def keys_of(client: redis.Redis, prefix: str, task_id: str) -> dict[str, int]:
     return found
 
 
+def watch(backend: RedisBackend, *task_ids: str) -> None:
+    """Arm each task's end notification, as a result waiter does before it blocks."""
+    for task_id in task_ids:
+        assert backend.wait_done(task_id, 0.0) is False  # alive: armed, not ended
+
+
 def run(backend: RedisBackend, task_id: str) -> None:
     [claimed] = backend.claim(count=1)
     assert claimed.message.task_id == task_id
@@ -72,8 +78,22 @@ def assert_all_expire(client: redis.Redis, prefix: str, task_id: str, kinds: set
 def test_finished_task_without_dependents(setup: tuple[RedisBackend, redis.Redis, str]) -> None:
     backend, client, prefix = setup
     backend.push(message("a"))
+    watch(backend, "a")
     run(backend, "a")
     assert_all_expire(client, prefix, "a", {"task", "done"})
+
+
+def test_no_token_for_a_task_nobody_waited_for(
+    setup: tuple[RedisBackend, redis.Redis, str],
+) -> None:
+    backend, client, prefix = setup
+    backend.push(message("a"))
+    run(backend, "a")
+    assert_all_expire(client, prefix, "a", {"task"})
+    # a waiter that comes after the end does not block: the record says it ended
+    assert backend.wait_done("a", 5.0) is True
+    assert client.exists(f"{prefix}done:a") == 0
+    assert backend.wait_done("never-pushed", 0.0) is False
 
 
 def test_finished_parent_and_its_deferred_child(
@@ -82,6 +102,7 @@ def test_finished_parent_and_its_deferred_child(
     backend, client, prefix = setup
     backend.push(message("p"))
     backend.push(message("c", "p"))
+    watch(backend, "p", "c")
     assert client.exists(f"{prefix}waits:c") == 1
     run(backend, "p")
     assert_all_expire(client, prefix, "p", {"task", "children", "done"})
@@ -95,6 +116,7 @@ def test_deferred_child_canceled_by_hand(setup: tuple[RedisBackend, redis.Redis,
     backend, client, prefix = setup
     backend.push(message("p"))
     backend.push(message("c", "p"))
+    watch(backend, "c")
     assert backend.cancel("c") is True
     assert_all_expire(client, prefix, "c", {"task", "waits", "done"})
 
@@ -104,6 +126,7 @@ def test_children_of_a_dead_parent(setup: tuple[RedisBackend, redis.Redis, str])
     backend.push(message("p"))
     backend.push(message("c1", "p"))
     backend.push(message("c2", "c1"))
+    watch(backend, "c1", "c2")
     [claimed] = backend.claim(count=1)
     backend.fail("p", claimed.lease.token, retry_delay=None)
     for child in ("c1", "c2"):

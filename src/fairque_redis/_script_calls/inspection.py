@@ -42,6 +42,19 @@ class InspectionCalls(CallsBase):
 
         return Call("get", [*self.header(), task_id], parse, writes=False)
 
+    def watch(self, task_id: str) -> Call[bool | None]:
+        """Arm the task's end notification (watch.lua): True when it has ended already (no
+        wait needed), False when armed (an end from now on leaves the token in ``done:<id>``),
+        None when there is no such task."""
+        validate_id(task_id, "task_id")
+
+        def parse(reply: Any) -> bool | None:
+            contract("watch", reply in (1, 0, -1), reply)
+            return None if reply == -1 else reply == 1
+
+        # writes=False: arming twice is harmless, so a lost reply is no unknown outcome
+        return Call("watch", [*self.header(), task_id], parse, writes=False)
+
     def get_message(self, task_id: str) -> Call[Message | None]:
         inner = self.get(task_id)
 

@@ -49,6 +49,7 @@ if limited then fq_unpark_due(q) end
 if q.paused then count = 0 end
 local out = {q.now, 0}
 local deadline = fq_int(q.now + lease_ms)
+local lease_flag = limited and '1' or '0'
 local n = 0
 local leases = {} -- deadline, id, ...: one ZADD for the batch below
 -- lease task `id` of tenant u (served from its queue); false when its key is of another type
@@ -58,7 +59,7 @@ local function lease(u, id, token)
   -- cdl: the claim's deadline; a lease that expires still at it never started (refund)
   -- lc: a lease of a queue with limits (its end looks at the tenant's cap)
   local set = redis.pcall('HSET', key, 'st', 'started', 'tok', token, 'wk', worker,
-    'dl', deadline, 'cdl', deadline, 'lc', limited and '1' or '0')
+    'dl', deadline, 'cdl', deadline, 'lc', lease_flag)
   if type(set) == 'table' then
     q.repaired[#q.repaired + 1] = key
     fq_bump(q, u, 'repaired', 1)
@@ -74,13 +75,9 @@ local function lease(u, id, token)
     fq_queue_started(q)
   end
   local v = redis.call('HMGET', key, 'p', 'rc', 'm', 'b', 'rec')
-  table.insert(out, id)
-  table.insert(out, u)
-  table.insert(out, v[1])
-  table.insert(out, v[2])
-  table.insert(out, v[3])
-  table.insert(out, v[4])
-  table.insert(out, v[5])
+  local o = #out
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4] = id, u, v[1], v[2]
+  out[o + 5], out[o + 6], out[o + 7] = v[3], v[4], v[5]
   return true
 end
 

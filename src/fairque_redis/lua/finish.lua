@@ -8,8 +8,8 @@
           error reply does not undo the items before it), 0 = report it
   ARGV[9] number of items N, then per item: task id, token, has result (0|1), result, X, then
           X pairs of XCom key and encoded value
-  A finished record drops its body and metadata (b, m) and counts its result's size in the
-  result_bytes counter. Its XCom values go to xcom:<tenant>:<id> in the same step (so a child
+  A finished record drops its body and metadata (b and m become empty, in the same HSET as
+  the state: no HDEL) and counts its result's size in the result_bytes counter. Its XCom values go to xcom:<tenant>:<id> in the same step (so a child
   never sees a finished parent without them), kept as long as the record; the task's end is
   notified (fq_ended: result waiters wake, its unique key is held for its window).
   Returns: array of N integers, 1 = finished, 0 = lease lost (item left unchanged). A finish
@@ -41,16 +41,16 @@ for k = 1, n do
     out[k] = 0
   else
     -- one HSET: lease fields cleared, state, logical expiry and result. `res` needs no HDEL
-    -- when there is no result: only finish writes it, and a finished task is never leased again
-    local fields = {'st', 'finished', 'exp', fq_int(q.now + q.result_ttl_ms)}
+    -- when there is no result: only finish writes it, and a finished task is never leased
+    -- again. The payload goes in the same HSET: the body and the message metadata only a run
+    -- needs become empty (the record keeps state, tenant, priority, retry count and result
+    -- for the result TTL; docs/delivery.md; no reader decodes a finished task's payload)
+    local fields = {'st', 'finished', 'exp', fq_int(q.now + q.result_ttl_ms), 'b', '', 'm', ''}
     if has == '1' then
-      fields[5] = 'res'
-      fields[6] = result
+      fields[9] = 'res'
+      fields[10] = result
     end
     fq_drop_lease(q, r, fields, unlease, true)
-    -- the payload goes: the body and the message metadata only a run needs (the record keeps
-    -- state, tenant, priority, retry count and result for the result TTL; docs/delivery.md)
-    redis.call('HDEL', fq_task_key(q, id), 'b', 'm')
     if nx > 0 then
       local xkey = fq_xcom_key(q, r.user, id)
       redis.call('DEL', xkey)

@@ -111,27 +111,35 @@ end
 
 -- pop the next task of tenant u (critical FIFO first), move the virtual time of u's tier to
 -- the tier's lowest pass (u's own unless `pinned`: the claim named its tenants), advance the
--- pass, keep u active or not
+-- pass, keep u active or not. Within one call nothing but these pops changes a tenant's
+-- queues, so what a serve learnt of them is kept on the tenant record for its next serve in
+-- the same call: an empty critical list is not popped again (t.no_critical) and the size of
+-- the scored set is counted down instead of read again (t.normal_left)
 local function fq_serve(q, u, pinned)
   local t = fq_tenant(q, u)
   local tier = fq_int(fq_tier(q, t))
-  local critical = fq_critical_key(q, u)
-  local normal = fq_normal_key(q, u)
+  if t.critical_key == nil then
+    t.critical_key, t.normal_key = fq_critical_key(q, u), fq_normal_key(q, u)
+  end
+  local critical, normal = t.critical_key, t.normal_key
   -- pcall: a queue of another type (damaged behind the client's back) fails no claim; an
   -- active tenant with neither queue readable or neither holding work is deactivated and
   -- counted (`repaired`), and the claim picks again (nil)
-  local id = redis.pcall('LPOP', critical)
-  local critical_left = true
-  if type(id) == 'table' then
-    if q.checked[critical] == nil then
-      q.checked[critical] = true
-      q.repaired[#q.repaired + 1] = critical
-      fq_bump(q, u, 'repaired', 1)
+  local id = false
+  local critical_left = false
+  if not t.no_critical then
+    id = redis.pcall('LPOP', critical)
+    if type(id) == 'table' then
+      if q.checked[critical] == nil then
+        q.checked[critical] = true
+        q.repaired[#q.repaired + 1] = critical
+        fq_bump(q, u, 'repaired', 1)
+      end
+      id = false
     end
-    id = false
+    if id then critical_left = true else t.no_critical = true end
   end
   if not id then
-    critical_left = false -- the critical list is empty: no LLEN below
     local popped = redis.pcall('ZPOPMIN', normal)
     if popped['err'] ~= nil or popped[1] == nil then
       if popped['err'] ~= nil and q.checked[normal] == nil then
@@ -140,9 +148,11 @@ local function fq_serve(q, u, pinned)
       end
       q.repaired[#q.repaired + 1] = u
       fq_bump(q, u, 'repaired', 1)
+      t.normal_left = nil
       fq_deactivate(q, u)
       return nil
     end
+    if t.normal_left ~= nil then t.normal_left = t.normal_left - 1 end
     id = string.sub(popped[1], FQ_SEQ_WIDTH + 1) -- the member without its sequence
   end
   q.ready_delta = q.ready_delta - 1
@@ -153,14 +163,28 @@ local function fq_serve(q, u, pinned)
   fq_set_vtime(q, tier, lowest)
   t.pass = t.pass + t.stride
   t.dirty = true
-  local normal_left = redis.pcall('ZCARD', normal)
-  if type(normal_left) == 'table' and q.checked[normal] == nil then
-    q.checked[normal] = true
-    q.repaired[#q.repaired + 1] = normal
-    fq_bump(q, u, 'repaired', 1)
+  -- work left: the critical list first (read only when this serve popped from it), then the
+  -- scored set's size (read once per call, see above)
+  local more = false
+  if critical_left then
+    if redis.call('LLEN', critical) > 0 then more = true else t.no_critical = true end
   end
-  if (critical_left and redis.call('LLEN', critical) > 0)
-    or (type(normal_left) == 'number' and normal_left > 0) then
+  if not more then
+    if t.normal_left == nil then
+      local left = redis.pcall('ZCARD', normal)
+      if type(left) == 'table' then
+        if q.checked[normal] == nil then
+          q.checked[normal] = true
+          q.repaired[#q.repaired + 1] = normal
+          fq_bump(q, u, 'repaired', 1)
+        end
+        left = 0
+      end
+      t.normal_left = left
+    end
+    more = t.normal_left > 0
+  end
+  if more then
     fq_place(q, u, t)
   else
     fq_deactivate(q, u)

@@ -4,9 +4,10 @@
   the client), rc retry count, seq push sequence, st state, rd ready ms, due due ms, dms delay
   ms, tok lease token, wk worker id, dl lease deadline ms, rec recoveries, ft failure type,
   rs reason, mv moved-to-DLQ ms, res result (absent = None), exp logical expiry ms, err the
-  failure record of a final failure, uk the unique key's Redis key and uw its window ms.
+  failure record of a final failure, uk the unique key's Redis key and uw its window ms, wt 1
+  once a result waiter armed the end notification (watch.lua).
   A record read into Lua (fq_rec) names them in full: id, state, user, priority, seq, ready_ms,
-  due_ms, delay_ms, token, recoveries, unique_key, unique_window.
+  due_ms, delay_ms, token, recoveries, unique_key, unique_window, limited, waited.
 ]]
 --- @include "limits"
 
@@ -14,7 +15,7 @@
 local function fq_rec(q, id)
   local v = redis.call('HMGET', fq_task_key(q, id),
     'st', 'u', 'p', 'seq', 'exp', 'rd', 'due', 'dms', 'tok', 'rec', 'uk', 'uw',
-    'lc')
+    'lc', 'wt')
   -- a hash without a state or a tenant (damaged behind the client's back) cannot be accounted
   -- for: it reads as absent (a lease on it is lost; the reaper drops its stray lease entry)
   if v[1] == false or v[2] == false then return nil end
@@ -26,6 +27,7 @@ local function fq_rec(q, id)
     delay_ms = tonumber(v[8]) or 0, token = v[9], recoveries = tonumber(v[10]) or 0,
     unique_key = v[11], unique_window = tonumber(v[12]) or 0,
     limited = v[13] == '1', -- lc: claimed while limits were in use (limits.lua)
+    waited = v[14] == '1', -- wt: a result waiter armed the end notification (watch.lua)
   }
 end
 
@@ -38,7 +40,8 @@ end
 -- the task ended (finished, failed for good, canceled). Its unique key, if it still holds
 -- it, becomes `<id>|<until ms>` for its window (read by push against the clock; on server
 -- time also a real PEXPIRE), or is freed; then the end notification: one token in
--- done:<id>, which result waiters block on (BLMOVE done done: they wake without taking it)
+-- done:<id>, which result waiters block on (BLMOVE done done: they wake without taking it),
+-- left only when a waiter armed it (`wt`, watch.lua): most tasks end with nobody waiting
 local function fq_ended(q, r)
   local ukey = r.unique_key
   if ukey and ukey ~= '' and redis.call('GET', ukey) == r.id then
@@ -49,6 +52,7 @@ local function fq_ended(q, r)
       redis.call('DEL', ukey)
     end
   end
+  if not r.waited then return end
   local done = fq_done_key(q, r.id)
   if redis.call('LLEN', done) == 0 then redis.call('RPUSH', done, '1') end
   redis.call('PEXPIRE', done, fq_int(math.max(q.result_ttl_ms, 1)))

@@ -92,10 +92,12 @@ local function fq_is_active(q, u)
   return on
 end
 
--- (re)score active tenant u at its pass
+-- (re)score active tenant u at its pass (its member string kept for the call: t.member_of)
 local function fq_place(q, u, t)
-  redis.call('ZADD', fq_active_key(q, fq_int(fq_tier(q, t))), fq_int(t.pass),
-    fq_active_member(u, t.act))
+  if t.member_of ~= t.act then
+    t.member, t.member_of = fq_active_member(u, t.act), t.act
+  end
+  redis.call('ZADD', fq_active_key(q, fq_int(fq_tier(q, t))), fq_int(t.pass), t.member)
 end
 
 -- a tenant with ready work joins its active set (a newcomer's entry), unless a limit holds
