@@ -11,7 +11,18 @@ encoding, checks, redis-py packing; not the wait for the reply) and the server's
 
 - ``backend one``: ``RedisBackend.push`` of a ready-made Message, one call per task;
 - ``backend batch``: ``push_batch`` of 1,000 Messages per call;
-- ``queue one``: ``FairQueue.push(Task.create(...))``, the whole client path per task.
+- ``queue one``: ``FairQueue.push(Task.create(...))``, the whole client path per task;
+- ``batcher``: the same tasks through ``FairQueue.batcher(max_size=100, max_delay_ms=5)``
+  (ADR 35), one thread;
+- ``async one``: ``await AsyncFairQueue.push(...)``, one coroutine, one task after the other;
+- ``async 100``: 100 coroutines pushing at once, each one task after the other (concurrent
+  pushes coalesced into shared calls, the default);
+- ``async 100 off``: the same with ``coalesce_pushes = False`` (one call per push, up to 100
+  connections);
+- ``async batcher``: ``AsyncFairQueue.batcher(max_size=100, max_delay_ms=5)``, one coroutine.
+
+Every row also prints its rate over ``queue one``'s in the same round (``x one``). A tree
+without a mode (``--compare`` with a tree from before ADR 35 has no batcher) prints ``n/a``.
 
 100 tenants, each already active when the timed part starts (a warm-up push each), no unique
 keys, no limits. ``--count`` also lists the commands one ``push`` runs inside its script
@@ -35,50 +46,102 @@ import redis
 from fairque_redis.embedded import EmbeddedValkey
 
 TENANTS = 100
+# Modes a tree from before ADR 35 cannot run (no batcher): n/a there instead of an error.
+OPTIONAL_MODES = frozenset({"batcher", "abatcher"})
 
 # Runs inside a child with the tree under test first on sys.path. Reads "go" on stdin after
 # its warm-up, runs, prints one JSON line. Uses only names both old and new trees export.
 CHILD = r"""
-import json, sys, time
+import asyncio, json, sys, time
 from fairque_core import FairQueue, Message, Priority, Task
 from fairque_redis.backend import RedisBackend
 
 url, queue, mode, n, tag = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 tenants = int(sys.argv[6])
-backend = RedisBackend.from_url(url, queue=queue)
-fq = FairQueue(backend)
+CONCURRENT = 100
 
 def msg(i, u):
     return Message(task_id=f"{tag}{i}", user_id=u, priority=Priority.NORMAL, body=b'{"n": 1}')
 
-# warm-up: scripts loaded, registry written, every tenant active
-backend.push_batch([msg(-1 - t, f"u{t}") for t in range(tenants)])
-if mode == "batch":
-    work = [[msg(i, f"u{i % tenants}") for i in range(s, s + 1000)] for s in range(0, n, 1000)]
-elif mode == "one":
-    work = [msg(i, f"u{i % tenants}") for i in range(n)]
+def go():
+    print("ready", flush=True)
+    sys.stdin.readline()
+    return time.process_time(), time.perf_counter()
+
+def done(c0, t0):
+    t1, c1 = time.perf_counter(), time.process_time()
+    print(json.dumps({"rate": n / (t1 - t0), "cpu_us": (c1 - c0) / n * 1e6}), flush=True)
+
+def run_sync():
+    backend = RedisBackend.from_url(url, queue=queue)
+    fq = FairQueue(backend)
+    # warm-up: scripts loaded, registry written, every tenant active
+    backend.push_batch([msg(-1 - t, f"u{t}") for t in range(tenants)])
+    if mode == "batch":
+        work = [[msg(i, f"u{i % tenants}") for i in range(s, s + 1000)] for s in range(0, n, 1000)]
+    elif mode == "one":
+        work = [msg(i, f"u{i % tenants}") for i in range(n)]
+    else:
+        work = [f"u{i % tenants}" for i in range(n)]
+        if mode == "batcher":
+            fq.batcher  # a tree without it fails here, before "ready"
+    c0, t0 = go()
+    if mode == "batch":
+        for b in work:
+            backend.push_batch(b)
+    elif mode == "one":
+        for m in work:
+            backend.push(m)
+    elif mode == "batcher":
+        with fq.batcher(max_size=100, max_delay_ms=5) as buf:
+            for u in work:
+                buf.push(Task.create(u, Priority.NORMAL, {"n": 1}))
+    else:
+        for u in work:
+            fq.push(Task.create(u, Priority.NORMAL, {"n": 1}))
+    done(c0, t0)
+
+async def run_async():
+    from fairque_core import AsyncFairQueue
+    from fairque_redis.async_backend import AsyncRedisBackend
+
+    backend = AsyncRedisBackend.from_url(url, queue=queue)
+    aq = AsyncFairQueue(backend)
+    await backend.push_batch([msg(-1 - t, f"u{t}") for t in range(tenants)])
+    # open the connections the concurrent modes use, outside the timed part
+    await asyncio.gather(*(backend.push(msg(-1000 - k, "u0")) for k in range(CONCURRENT)))
+    if mode == "async100off":
+        aq.coalesce_pushes = False
+    if mode == "abatcher":
+        aq.batcher  # a tree without it fails here, before "ready"
+    users = [f"u{i % tenants}" for i in range(n)]
+    c0, t0 = go()
+    if mode == "asyncone":
+        for u in users:
+            await aq.push(Task.create(u, Priority.NORMAL, {"n": 1}))
+    elif mode == "abatcher":
+        async with aq.batcher(max_size=100, max_delay_ms=5) as buf:
+            for u in users:
+                await buf.push(Task.create(u, Priority.NORMAL, {"n": 1}))
+    else:
+        async def producer(k):
+            for u in users[k::CONCURRENT]:
+                await aq.push(Task.create(u, Priority.NORMAL, {"n": 1}))
+        await asyncio.gather(*(producer(k) for k in range(CONCURRENT)))
+    done(c0, t0)
+    await aq.close()
+
+if mode in ("asyncone", "async100", "async100off", "abatcher"):
+    asyncio.run(run_async())
 else:
-    work = [f"u{i % tenants}" for i in range(n)]
-print("ready", flush=True)
-sys.stdin.readline()
-c0, t0 = time.process_time(), time.perf_counter()
-if mode == "batch":
-    for b in work:
-        backend.push_batch(b)
-elif mode == "one":
-    for m in work:
-        backend.push(m)
-else:
-    for u in work:
-        fq.push(Task.create(u, Priority.NORMAL, {"n": 1}))
-t1, c1 = time.perf_counter(), time.process_time()
-print(json.dumps({"rate": n / (t1 - t0), "cpu_us": (c1 - c0) / n * 1e6}), flush=True)
+    run_sync()
 """
 
 
 def _run_child(
     src: Path, url: str, client: redis.Redis, mode: str, n: int, tag: str
-) -> dict[str, float]:
+) -> dict[str, float] | None:
+    """The child's figures, or None when this tree cannot run ``mode``."""
     env = dict(os.environ, PYTHONPATH=str(src))
     proc = subprocess.Popen(
         [sys.executable, "-c", CHILD, url, f"q{tag}", mode, str(n), tag, str(TENANTS)],
@@ -92,6 +155,8 @@ def _run_child(
     line = proc.stdout.readline().strip()
     if line != "ready":
         proc.wait()
+        if mode in OPTIONAL_MODES:
+            return None
         raise RuntimeError(f"child for {src} failed to start ({line!r})")
     client.config_resetstat()
     proc.stdin.write("go\n")
@@ -103,6 +168,7 @@ def _run_child(
     tasks = n
     result["server_us"] = float(stats.get("usec", 0)) / tasks
     result["server_us_call"] = float(stats.get("usec", 0)) / calls
+    result["per_call"] = tasks / calls
     return result
 
 
@@ -143,13 +209,31 @@ def main() -> None:
     parser.add_argument("--compare", metavar="OLD_SRC", help="another tree's src/ to run beside")
     parser.add_argument("--new", metavar="NEW_SRC", help="this tree's src/ unless given")
     parser.add_argument("--count", action="store_true", help="list redis.call per push (MONITOR)")
+    parser.add_argument(
+        "--modes", help="comma-separated modes to run (default all): " + ",".join(LABELS)
+    )
     opts = parser.parse_args()
     here = Path(opts.new) if opts.new else Path(__file__).resolve().parents[1] / "src"
     trees = {"new": here}
     if opts.compare:
         trees = {"old": Path(opts.compare), "new": here}
     scale = 5 if opts.quick else 1
-    sizes = {"one": 4_000 // scale, "batch": 50_000 // scale, "queue": 4_000 // scale}
+    sizes = {
+        "one": 4_000 // scale,
+        "batch": 50_000 // scale,
+        "queue": 4_000 // scale,
+        "batcher": 20_000 // scale,
+        "asyncone": 4_000 // scale,
+        "async100": 20_000 // scale,
+        "async100off": 8_000 // scale,
+        "abatcher": 20_000 // scale,
+    }
+    if opts.modes:
+        wanted = [m.strip() for m in opts.modes.split(",") if m.strip()]
+        unknown = [m for m in wanted if m not in sizes]
+        if unknown:
+            parser.error(f"unknown mode(s) {unknown}; known: {', '.join(sizes)}")
+        sizes = {m: sizes[m] for m in wanted}
     results: dict[tuple[str, str], list[dict[str, float]]] = {}
     with EmbeddedValkey() as server:
         client = redis.Redis.from_url(server.url)
@@ -166,28 +250,65 @@ def main() -> None:
             for mode, n in sizes.items():
                 for name, src in order:
                     res = _run_child(src, server.url, client, mode, n, f"{name}{mode}{r}")
-                    results.setdefault((name, mode), []).append(res)
+                    if res is not None:
+                        results.setdefault((name, mode), []).append(res)
         client.close()
-    print(f"median of {opts.rounds} rounds, {TENANTS} active tenants, no unique keys/limits")
-    label = {"one": "backend one", "batch": "backend batch", "queue": "queue one"}
-    print(f"{'':<14} {'tree':<4} {'tasks/s':>9} {'client us/task':>15} {'server us/task':>15}")
+    _report(opts.rounds, trees, sizes, results)
+
+
+LABELS = {
+    "one": "backend one",
+    "batch": "backend batch",
+    "queue": "queue one",
+    "batcher": "batcher",
+    "asyncone": "async one",
+    "async100": "async 100",
+    "async100off": "async 100 off",
+    "abatcher": "async batcher",
+}
+
+
+def _report(
+    rounds: int,
+    trees: dict[str, Path],
+    sizes: dict[str, int],
+    results: dict[tuple[str, str], list[dict[str, float]]],
+) -> None:
+    print(f"median of {rounds} rounds, {TENANTS} active tenants, no unique keys/limits")
+    print(
+        f"{'':<14} {'tree':<4} {'tasks/s':>9} {'x one':>6} {'tasks/call':>10}"
+        f" {'client us/task':>15} {'server us/task':>15}"
+    )
     med: dict[tuple[str, str], dict[str, float]] = {}
     for mode in sizes:
         for name in trees:
-            rows = results[(name, mode)]
+            rows = results.get((name, mode))
+            if not rows:
+                print(f"{LABELS[mode]:<14} {name:<4} {'n/a':>9}")
+                continue
             m = {k: statistics.median(row[k] for row in rows) for k in rows[0]}
             med[(name, mode)] = m
-            low = min(row["server_us"] for row in rows)
+    for mode in sizes:
+        for name in trees:
+            m_ = med.get((name, mode))
+            if m_ is None:
+                continue
+            low = min(row["server_us"] for row in results[(name, mode)])
+            base = med.get((name, "queue"))
+            ratio = f"{m_['rate'] / base['rate']:.2f}" if base else "-"
             print(
-                f"{label[mode]:<14} {name:<4} {m['rate']:>9,.0f} {m['cpu_us']:>15.1f}"
-                f" {m['server_us']:>15.1f}  (least {low:.1f})"
+                f"{LABELS[mode]:<14} {name:<4} {m_['rate']:>9,.0f} {ratio:>6}"
+                f" {m_['per_call']:>10.1f} {m_['cpu_us']:>15.1f} {m_['server_us']:>15.1f}"
+                f"  (least {low:.1f})"
             )
     if "old" in trees:
         print("new / old:")
         for mode in sizes:
-            o, n_ = med[("old", mode)], med[("new", mode)]
+            o, n_ = med.get(("old", mode)), med.get(("new", mode))
+            if o is None or n_ is None:
+                continue
             print(
-                f"  {label[mode]:<14} rate x{n_['rate'] / o['rate']:.2f}"
+                f"  {LABELS[mode]:<14} rate x{n_['rate'] / o['rate']:.2f}"
                 f"  client us x{n_['cpu_us'] / o['cpu_us']:.2f}"
                 f"  server us x{n_['server_us'] / o['server_us']:.2f}"
             )

@@ -53,39 +53,37 @@ class PushCoalescer:
         self._busy: asyncio.AbstractEventLoop | None = None
         self._waiting: list[tuple[Message, asyncio.Future[_Outcome]]] = []
         self._drainer: asyncio.Task[None] | None = None
-        #: push calls made and pushes they carried (leaders' single calls included)
-        self.calls = 0
-        self.pushes = 0
+        #: group calls made (a leader's own call is not one) and the pushes they carried
+        self.groups = 0
+        self.grouped = 0
 
     async def push(self, task: Task, message: Message) -> AsyncTaskHandle:
         """Store ``task`` (already encoded as ``message``); its handle, or its own error."""
         loop = asyncio.get_running_loop()
         busy = self._busy
-        if busy is not loop:
-            if busy is not None and not busy.is_closed():  # used from another loop: no group
-                [handle] = await self._queue._store([task], [message])
-                return handle
-            self._busy = loop  # nothing in flight: this push is its own call, sent at once
-            self._waiting.clear()  # left by a loop that was closed mid-flight, if any
-            self.calls += 1
-            self.pushes += 1
+        if busy is None:  # nothing in flight: this push is its own call, sent at once
+            self._busy = loop
             try:
                 [handle] = await self._queue._store([task], [message])
             finally:
-                self._hand_over(loop)
+                if self._waiting and not loop.is_closed():  # arrived meanwhile: a task sends them
+                    self._drainer = loop.create_task(self._drain(), name="fairque-push-group")
+                else:
+                    self._busy = None
             return handle
-        future: asyncio.Future[_Outcome] = loop.create_future()
-        self._waiting.append((message, future))
-        outcome = await future
-        [handle] = self._queue._handles([task], [outcome])
-        return handle
-
-    def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
-        """After the leader's call: a task sends what waited meanwhile, else none is busy."""
-        if self._waiting and not loop.is_closed():
-            self._drainer = loop.create_task(self._drain(), name="fairque-push-group")
-        else:
+        if busy is loop:
+            future: asyncio.Future[_Outcome] = loop.create_future()
+            self._waiting.append((message, future))
+            outcome = await future
+            [handle] = self._queue._handles([task], [outcome])
+            return handle
+        if busy.is_closed():  # left busy by a loop closed mid-flight: start afresh
             self._busy = None
+            self._waiting.clear()
+            return await self.push(task, message)
+        # used from a second running loop (not supported for grouping): its own call
+        [handle] = await self._queue._store([task], [message])
+        return handle
 
     async def _drain(self) -> None:
         try:
@@ -105,8 +103,8 @@ class PushCoalescer:
             self._drainer = None
 
     async def _send(self, group: list[tuple[Message, asyncio.Future[_Outcome]]]) -> None:
-        self.calls += 1
-        self.pushes += len(group)
+        self.groups += 1
+        self.grouped += len(group)
         outcomes: list[_Outcome | Exception]
         try:
             outcomes = await self._queue._send_each([message for message, _f in group])
