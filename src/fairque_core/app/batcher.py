@@ -87,6 +87,8 @@ class PushBatcher:
     together, as :class:`~fairque_core.app.batching.BatchPushError`, by the next
     :meth:`flush` or :meth:`close`. One batcher may be shared by threads: the buffer is
     guarded by a lock, and batches are sent one at a time, in the order they were filled.
+    Close it (the ``with`` block does): until then its timer thread (a daemon, started by the
+    first push) stays, still sending what is buffered when it is due.
     """
 
     def __init__(self, queue: FairQueue, *, max_size: int = 100, max_delay_ms: float = 5.0) -> None:
