@@ -21,8 +21,10 @@ __all__ = [
     "check_batcher_settings",
 ]
 
-#: The largest ``max_size`` of a batcher: one push call must stay short on the server.
-MAX_BATCHER_SIZE = 10_000
+#: The largest ``max_size`` of a batcher: one push call must stay short on the server (a call
+#: of 1,000 tasks takes ~12 ms of server time, during which every other client waits; see the
+#: "Batch sizes" section of docs/operations.md, measured by the F5 chaos test: ~100 is best).
+MAX_BATCHER_SIZE = 1_000
 #: The longest ``max_delay_ms`` (one minute): a buffer is for milliseconds, not for storage.
 MAX_BATCHER_DELAY_MS = 60_000.0
 
