@@ -36,8 +36,9 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_GROUP", "PushCoalescer"]
 
-#: The most waiting pushes one group call carries (the bulk size measured in bench_push).
-MAX_GROUP = 1000
+#: The most waiting pushes one group call carries: ~1.3 ms of server time (docs/operations.md,
+#: "Batch sizes"), so a group never holds the server long enough to show in a 10 ms SLOWLOG.
+MAX_GROUP = 100
 
 _Outcome = tuple[bool, str]
 
