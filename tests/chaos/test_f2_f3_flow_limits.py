@@ -225,6 +225,7 @@ def _f3(
             all_starts = Counter(e["tenant"] for e in log)  # also those after the window
             in_window = Counter(e["tenant"] for e in log if e["t"] <= end)
             span = end - first
+            assert len(a_starts) > BURST, f"A started {len(a_starts)} times"
             a_rate = (len(a_starts) - BURST) / (end - a_starts[0])
             rates = {t: in_window[t] / span for t in OTHERS}
             combined = sum(in_window[t] for t in OTHERS) / span
