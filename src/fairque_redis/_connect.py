@@ -136,9 +136,22 @@ def _shared_url(target: str | None) -> str | None:
     return dev_server.ensure_running()[0].url
 
 
-def _allowing(redis_config: RedisConfig, allow_eviction: bool) -> RedisConfig:
-    """``allow_eviction=True`` of connect accepts an evicting server (see server_checks)."""
-    return attrs.evolve(redis_config, allow_eviction=True) if allow_eviction else redis_config
+def _allowing(
+    redis_config: RedisConfig, allow_eviction: bool, durability: str | None, partitions: int
+) -> RedisConfig:
+    """``allow_eviction=True`` of connect accepts an evicting server (see server_checks);
+    ``durability`` replaces the config's (ADR 33; not with partitions yet)."""
+    if allow_eviction:
+        redis_config = attrs.evolve(redis_config, allow_eviction=True)
+    if durability is not None:
+        redis_config = attrs.evolve(redis_config, durability=durability)
+    if redis_config.durability != "default" and partitions > 1:
+        raise ConfigurationError(
+            "durability='replicated' does not support a partitioned queue yet",
+            path="redis.durability",
+            value=redis_config.durability,
+        )
+    return redis_config
 
 
 def connect(
@@ -149,6 +162,7 @@ def connect(
     cluster: bool = False,
     config: FairQueueConfig | QueueConfig | None = None,
     allow_eviction: bool = False,
+    durability: str | None = None,
     **queue_opts: Any,
 ) -> FairQueue:
     """A :class:`FairQueue` on ``url`` (or ``$FAIRQUE_REDIS_URL``, or the shared local server).
@@ -158,7 +172,8 @@ def connect(
     checked at once (credentials, and a ``maxmemory-policy`` other than ``noeviction`` is an
     UnsafeServerConfigError unless ``allow_eviction=True``), and so is the queue's recorded
     number of partitions (``partitions=P``; ConfigurationError when it differs on a non-empty
-    queue).
+    queue). ``durability="replicated"`` makes every write wait for a replica to confirm it
+    (NotReplicatedError when none does within ``replication_timeout_ms``; ADR 33).
     """
     from fairque_redis.backend import RedisBackend
     from fairque_redis.partitioned import PartitionedBackend, settle_layout
@@ -168,7 +183,7 @@ def connect(
     server = _start_embedded(target)
     try:
         redis_config = attrs.evolve(full.redis, url=server.url if server else str(target))
-        redis_config = _allowing(redis_config, allow_eviction)
+        redis_config = _allowing(redis_config, allow_eviction, durability, full.queue.partitions)
         backend: RedisBackend | PartitionedBackend
         if full.queue.partitions > 1:
             backend = PartitionedBackend.from_config(redis_config, full.queue)
@@ -205,6 +220,7 @@ async def aconnect(
     cluster: bool = False,
     config: FairQueueConfig | QueueConfig | None = None,
     allow_eviction: bool = False,
+    durability: str | None = None,
     **queue_opts: Any,
 ) -> AsyncFairQueue:
     """The asyncio twin of :func:`connect`: an :class:`AsyncFairQueue`."""
@@ -216,7 +232,7 @@ async def aconnect(
     server = _start_embedded(target)
     try:
         redis_config = attrs.evolve(full.redis, url=server.url if server else str(target))
-        redis_config = _allowing(redis_config, allow_eviction)
+        redis_config = _allowing(redis_config, allow_eviction, durability, full.queue.partitions)
         backend: AsyncRedisBackend | AsyncPartitionedBackend
         if full.queue.partitions > 1:
             backend = AsyncPartitionedBackend.from_config(redis_config, full.queue)

@@ -36,6 +36,7 @@ from fairque_redis._client_options import (
     require_bytes_client,
     split_config,
 )
+from fairque_redis._durability import Durability, replica_waiter
 from fairque_redis._errors import translate_errors
 from fairque_redis._script_calls import Call, ScriptCalls
 from fairque_redis._script_calls.base import to_text
@@ -66,6 +67,9 @@ class RedisBackend:
     Before its first command the backend reads ``INFO memory`` once and refuses a server whose
     ``maxmemory-policy`` may evict keys (:class:`UnsafeServerConfigError`) unless
     ``allow_eviction`` is True; :meth:`check_server` runs that check (and a PING) at once.
+    With ``durability="replicated"`` (or a :class:`~fairque_redis._durability.Durability`)
+    every write but the work loop's claim, heartbeat and reap waits for a replica to confirm it
+    and raises NotReplicatedError when none does in time (ADR 33).
     """
 
     def __init__(
@@ -77,6 +81,7 @@ class RedisBackend:
         clock: Clock | None = None,
         token_source: TokenSource | None = None,
         allow_eviction: bool = False,
+        durability: Durability | str = "default",
     ) -> None:
         self._keys = KeySpace(queue)
         self._config = config if config is not None else QueueConfig(name=queue)
@@ -94,6 +99,8 @@ class RedisBackend:
         }
         self._closed = False
         self._allow_eviction = allow_eviction
+        # durability="replicated": writes wait for a replica (ADR 33); None waits for nothing
+        self._replicas = replica_waiter(client, Durability.of(durability), queue)
         self._checked = False
         self._polling = False
         self._registered = False
@@ -109,6 +116,7 @@ class RedisBackend:
         clock: Clock | None = None,
         token_source: TokenSource | None = None,
         allow_eviction: bool = False,
+        durability: Durability | str | None = None,
         **redis_opts: Any,
     ) -> RedisBackend:
         """A backend on a client of its own for ``redis://``, ``rediss://`` (TLS) or
@@ -121,6 +129,8 @@ class RedisBackend:
         url = normalize_url(url)
         if isinstance(config, FairQueueConfig) and config.redis.allow_eviction:
             allow_eviction = True
+        if durability is None:  # the config's redis section decides (ADR 33)
+            durability = Durability.of(config if isinstance(config, FairQueueConfig) else None)
         config, redis_opts = split_config(config, redis_opts)
         if queue is None:
             queue = config.name if config is not None else "default"
@@ -135,6 +145,7 @@ class RedisBackend:
             clock=clock,
             token_source=token_source,
             allow_eviction=allow_eviction,
+            durability=durability,
         )
         backend._owns_client = True
         return backend
@@ -158,6 +169,7 @@ class RedisBackend:
             clock=clock,
             token_source=token_source,
             allow_eviction=redis_config.allow_eviction,
+            durability=Durability.of(redis_config),
             **redis_options(redis_config),
         )
 
@@ -217,6 +229,8 @@ class RedisBackend:
         if call.writes and not self._registered:
             self._register_queue()
         script = self._scripts[call.script]
+        if call.writes and self._replicas and self._replicas.waits_after(call.script):
+            return self._replicas.run(call, script, self._planner.anchors)
         with translate_errors(call.script, writes=call.writes):
             reply = script(keys=self._planner.anchors, args=call.args)
         return call.parse(reply)

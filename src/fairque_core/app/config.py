@@ -237,6 +237,18 @@ _POSITIVE_INT = _number(1, integer=True)
 _NON_NEGATIVE_INT = _number(0, integer=True)
 _BOOL = _type(bool, "must be true or false")
 _OPTIONAL_STR = _optional(_type(str, "must be a string"))
+DURABILITY_MODES = ("default", "replicated")  # RedisConfig.durability (ADR 33)
+_REPLICATION_MS = _number(1, 60000, integer=True)
+
+
+def _choice(allowed: tuple[str, ...]) -> Validator:
+    rule = "must be one of " + ", ".join(repr(value) for value in allowed)
+
+    def check(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if value not in allowed:
+            raise _fail(inst, attribute, value, rule)
+
+    return check
 
 
 # ---------------------------------------------------------------------- the classes
@@ -267,6 +279,11 @@ class RedisConfig:
     # True accepts a server whose maxmemory-policy may evict keys (tasks can then be lost
     # silently); by default such a server is refused with UnsafeServerConfigError (ADR 26)
     allow_eviction: bool = attrs.field(default=False, validator=_BOOL)
+    # "replicated": writes wait for a replica (WAITAOF 0 1, else WAIT 1), NotReplicatedError
+    # after replication_timeout_ms; replica_fsync False waits with WAIT only (ADR 33)
+    durability: str = attrs.field(default="default", validator=_choice(DURABILITY_MODES))
+    replication_timeout_ms: int = attrs.field(default=500, validator=_REPLICATION_MS)
+    replica_fsync: bool = attrs.field(default=True, validator=_BOOL)
 
 
 @attrs.define(kw_only=True)

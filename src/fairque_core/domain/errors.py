@@ -22,6 +22,7 @@ __all__ = [
     "InvalidTransition",
     "LeaseLostError",
     "LuaScriptError",
+    "NotReplicatedError",
     "OutcomeUnknownError",
     "PayloadTooLargeError",
     "PluginError",
@@ -229,6 +230,47 @@ class OutcomeUnknownError(RedisConnectionError):
     fairque never retries a write blindly; a push can be retried safely with the same task id
     (push is idempotent by id), a claim's orphan lease is recovered by the reaper.
     """
+
+
+class NotReplicatedError(OutcomeUnknownError):
+    """The write WAS applied on the primary, but no replica confirmed it in time
+    (``durability="replicated"``, ADR 33): if the primary fails over now, the promoted replica
+    may not have it, so whether the write lasts is unknown.
+
+    ``operation`` is the call (``push``, ``finish`` ...), ``command`` the wait that ran out
+    (``WAIT`` or ``WAITAOF``), ``timeout_ms`` its budget, ``received`` whether a replica had at
+    least received the write (WAIT answered, WAITAOF did not), and ``result`` what the backend
+    call returned on the primary (``push``/``push_batch``: one "created" flag per task;
+    ``cancel``: whether it canceled). A push can be retried with the same task id, as after any
+    OutcomeUnknownError; the retry waits again.
+    """
+
+    def __init__(
+        self,
+        operation: str,
+        *,
+        command: str,
+        timeout_ms: int,
+        received: bool = False,
+        result: object = None,
+    ) -> None:
+        self.operation = operation
+        self.command = command
+        self.timeout_ms = timeout_ms
+        self.received = received
+        self.result = result
+        if received:
+            missing = (
+                "a replica received it but did not confirm writing it to its append-only file "
+                "(WAITAOF needs appendonly yes on the replica)"
+            )
+        else:
+            missing = "no replica acknowledged it"
+        super().__init__(
+            f"{operation} was applied on the primary but is not confirmed on a replica: "
+            f"{missing} within {timeout_ms} ms ({command}); it may be lost if the primary "
+            "fails over before the replica catches up"
+        )
 
 
 class BackendOutOfMemoryError(BackendError):
