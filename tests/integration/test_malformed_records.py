@@ -483,8 +483,13 @@ def test_worker_poisons_unreadable_records_and_finishes_good_tasks(valkey_server
         worker = Worker(config, RegistryHandler(registry), queue)
         worker.start()
         try:
-            deadline = time.monotonic() + 6
-            while time.monotonic() < deadline and not all(ft_of(queue, raw, b) for b in bad):
+            # until every bad record is poisoned and every good task finished (a stop before
+            # that releases the tasks still prefetched: they would read as queued)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not (
+                all(ft_of(queue, raw, b) for b in bad)
+                and all(queue.get_state(g) is TaskState.FINISHED for g in good)
+            ):
                 time.sleep(0.05)
         finally:
             assert worker.stop(5)
