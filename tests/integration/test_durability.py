@@ -24,6 +24,7 @@ from fairque_core import (
     BackendPermissionError,
     ConfigurationError,
     FairQueueConfig,
+    LeaseLostError,
     Message,
     NotReplicatedError,
     OutcomeUnknownError,
@@ -308,3 +309,81 @@ def test_cluster_waits_on_the_node_of_the_queue(valkey_cluster: Any) -> None:
     for client in nodes.values():
         client.close()
     probe.close()
+
+
+# ---------------------------------------------------------------------- replicated, healthy replica
+
+
+@pytest.fixture(scope="module")
+def valkey_pair() -> Any:
+    """A Valkey primary and a replica with ``appendonly yes`` + ``appendfsync always`` (the
+    replica WAITAOF counts), linked and in sync."""
+    from fairque_redis.embedded import EmbeddedValkey, ServerBinaryNotFoundError
+
+    try:
+        primary = EmbeddedValkey(extra_args=["--repl-diskless-sync-delay", "0"])
+    except ServerBinaryNotFoundError as exc:
+        pytest.skip(f"valkey unavailable: {exc}")
+    with primary:
+        replica = EmbeddedValkey(
+            appendonly=True,
+            extra_args=["--appendfsync", "always", "--replicaof", "127.0.0.1", str(primary.port)],
+        )
+        with replica:
+            raw = redis.Redis.from_url(replica.url)
+            deadline = time.monotonic() + 15
+            while raw.info("replication").get("master_link_status") != "up":
+                assert time.monotonic() < deadline, "the replica never synced"
+                time.sleep(0.02)
+            raw.close()
+            yield primary, replica
+
+
+@pytest.mark.redis
+def test_every_write_through_the_wait_acts_as_without_it(valkey_pair: Any) -> None:
+    """With a replica that confirms, every waited call returns what it returns without the
+    wait (the replies come over the held connection, not redis-py's command path), typed errors
+    stay typed, and the replica has the writes when the call returns."""
+    primary, replica = valkey_pair
+    queue = _queue()
+    raw_primary = redis.Redis.from_url(primary.url)
+    before = _waits(raw_primary)
+    replicated = Durability("replicated", timeout_ms=2000)
+    with (
+        RedisBackend.from_url(primary.url, queue=queue, durability=replicated) as backend,
+        RedisBackend.from_url(replica.url, queue=queue) as on_replica,
+    ):
+        assert backend.push(_msg("a")) is True
+        assert on_replica.get_state("a") is not None  # there when the push returned
+        assert backend.push(_msg("a")) is False  # a duplicate
+        assert backend.push_batch([_msg("b"), _msg("c"), _msg("d")]) == [True, True, True]
+        assert [c for c, _ in backend.push_batch_detailed([_msg("e"), _msg("a")])] == [True, False]
+        claimed = {c.message.task_id: c for c in backend.claim(worker_id="w", count=4)}
+        assert set(claimed) == {"a", "b", "c", "d"}
+        assert backend.heartbeat("a", claimed["a"].lease.token) > 0
+        with pytest.raises(LeaseLostError):
+            backend.finish("a", "not-the-token", b"x")
+        backend.finish("a", claimed["a"].lease.token, b"ok")
+        assert backend.finish_batch([("b", claimed["b"].lease.token, b"ok"), ("b", "x", None)]) == [
+            True,
+            False,
+        ]
+        backend.release("c", claimed["c"].lease.token)
+        assert str(backend.fail("d", claimed["d"].lease.token, retry_delay=None)) == "failed"
+        [entry] = backend.list_dlq()
+        assert backend.requeue_dlq([entry.entry_id]) == 1
+        assert backend.cancel("e") is True
+        assert backend.cancel("e") is False
+        backend.set_tenant_weight("u", 2.0)
+        backend.pause("u")
+        backend.resume("u")
+        backend.set_limits({"max_queued": 100}, tenant="u")
+        stats = backend.stats()
+        assert on_replica.get_result("a") == b"ok"
+        assert str(on_replica.get_state("e")) == "canceled"
+        assert on_replica.stats() == stats  # the replica had every write when it returned
+        assert backend.purge_tenant("u") >= 2
+    after = _waits(raw_primary)
+    assert after[0] - before[0] >= 15
+    assert after[1] - before[1] >= 15  # WAITAOF after each WAIT that was answered
+    raw_primary.close()
