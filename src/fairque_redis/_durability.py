@@ -148,7 +148,7 @@ class _WaiterBase:
         self._durability = durability
         self._queue = queue
         # "WAITAOF" or "WAIT" once detected; None before the first replicated write
-        self._command: str | None = None if durability.replica_fsync else "WAIT"
+        self._command: str | None = None
         self._logged = False
 
     @staticmethod
@@ -162,19 +162,21 @@ class _WaiterBase:
         return self._command
 
     def _probes(self) -> list[_Command]:
-        if self._command is None:
-            return [("WAITAOF", 0, 0, 0), ("WAIT", 0, 0)]
-        return []
+        if self._command is not None:
+            return []
+        if not self._durability.replica_fsync:
+            return [("WAIT", 0, 0)]
+        return [("WAIT", 0, 0), ("WAITAOF", 0, 0, 0)]
 
     def _detected(self, replies: list[Any]) -> None:
         """Take the probe replies: WAIT must work; WAITAOF is used when the server has it."""
         if not replies:
             return
-        waitaof, wait = replies
+        wait, *waitaof = replies
         if isinstance(wait, Exception):
             raise wait  # translated by the caller (BackendPermissionError for a NOPERM)
-        reason = str(waitaof) if isinstance(waitaof, Exception) else ""
-        self._command = "WAIT" if reason else "WAITAOF"
+        reason = str(waitaof[0]) if waitaof and isinstance(waitaof[0], Exception) else ""
+        self._command = "WAITAOF" if waitaof and not reason else "WAIT"
         self._log(reason)
 
     def _log(self, reason: str) -> None:

@@ -37,6 +37,7 @@ from fairque_redis import connect
 from fairque_redis._durability import Durability
 from fairque_redis.async_backend import AsyncRedisBackend
 from fairque_redis.backend import RedisBackend
+from fairque_redis.keys import KeySpace
 
 SESSION = {"valkey": "valkey_server", "redis7": "redis7_server"}
 SHORT_MS = 50  # the wait on a server that has no replica: every one runs out
@@ -258,7 +259,7 @@ def test_a_refused_wait_fails_before_the_write(valkey_server: Any) -> None:
         )
         with backend, pytest.raises(BackendPermissionError):
             backend.push(_msg("a"))
-        assert not raw.exists(f"fq:{{{queue}}}:t:a")
+        assert not raw.exists(KeySpace(queue).task("a"))
         with RedisBackend.from_url(valkey_server.url, queue=queue) as plain:
             assert plain.get_state("a") is None
     finally:
@@ -387,3 +388,32 @@ def test_every_write_through_the_wait_acts_as_without_it(valkey_pair: Any) -> No
     assert after[0] - before[0] >= 15
     assert after[1] - before[1] >= 15  # WAITAOF after each WAIT that was answered
     raw_primary.close()
+
+
+@pytest.mark.redis
+def test_wait_only_is_checked_before_the_write_too(valkey_server: Any) -> None:
+    """``replica_fsync=False`` skips WAITAOF but still probes WAIT before the first write."""
+    raw = redis.Redis.from_url(valkey_server.url)
+    user = f"r8-{uuid.uuid4().hex[:6]}"
+    raw.execute_command("ACL", "SETUSER", user, "on", ">pw", "~*", "&*", "+@all", "-wait")
+    queue = _queue()
+    before = _waits(raw)
+    try:
+        durability = Durability("replicated", timeout_ms=SHORT_MS, replica_fsync=False)
+        with (
+            RedisBackend.from_url(
+                valkey_server.url, queue=queue, username=user, password="pw", durability=durability
+            ) as backend,
+            pytest.raises(BackendPermissionError),
+        ):
+            backend.push(_msg("a"))
+        assert not raw.exists(KeySpace(queue).task("a"))
+        with RedisBackend.from_url(valkey_server.url, queue=queue, durability=durability) as ok:
+            with pytest.raises(NotReplicatedError) as caught:
+                ok.push(_msg("b"))
+            assert caught.value.command == "WAIT"
+        assert raw.exists(KeySpace(queue).task("b"))  # applied (and the lookup above can fail)
+        assert _waits(raw)[1] == before[1]  # no WAITAOF at all
+    finally:
+        raw.execute_command("ACL", "DELUSER", user)
+        raw.close()
