@@ -58,8 +58,7 @@ class _Pair:
             self.primary = KINDS[kind](extra_args=["--repl-diskless-sync-delay", "0"])
         except ServerBinaryNotFoundError as exc:
             missing_server(f"{kind} unavailable: {exc}")
-        self.primary.start()
-        self.proxy = FaultProxy(("127.0.0.1", self.primary.port)).start()
+        self.proxy = FaultProxy(("127.0.0.1", self.primary.start().port)).start()
         self.replica = KINDS[kind](
             appendonly=True,
             extra_args=[
@@ -69,13 +68,17 @@ class _Pair:
                 "127.0.0.1",
                 str(self.proxy.port),
             ],
-        ).start()
+        )
         self.raw_primary = redis.Redis(port=self.primary.port)
-        self.raw_replica = redis.Redis(port=self.replica.port)
-        deadline = time.monotonic() + 15
-        while not self._linked():
-            assert time.monotonic() < deadline, "the replica never finished its first sync"
-            time.sleep(0.02)
+        try:
+            self.raw_replica = redis.Redis(port=self.replica.start().port)
+            deadline = time.monotonic() + 15
+            while not self._linked():
+                assert time.monotonic() < deadline, "the replica never finished its first sync"
+                time.sleep(0.02)
+        except BaseException:
+            self.close()
+            raise
 
     def _linked(self) -> bool:
         mine = self.raw_replica.info("replication")
@@ -99,8 +102,9 @@ class _Pair:
         self.raw_replica.execute_command("REPLICAOF", "NO", "ONE")
 
     def close(self) -> None:
-        for client in (self.raw_primary, self.raw_replica):
-            client.close()
+        for client in (self.raw_primary, getattr(self, "raw_replica", None)):
+            if client is not None:
+                client.close()
         self.proxy.close()
         self.replica.stop()
         self.primary.stop()
