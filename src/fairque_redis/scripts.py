@@ -292,4 +292,10 @@ def translate_script_error(script: str, message: str) -> FairQueueError:
         if make is None:
             return ScriptContractError(script, f"unknown error code FQ_E_{code}")
         return make(detail.strip())
+    if "WRONGTYPE" in text:
+        # a script that writes nothing checks no types up front (ADR 29): a damaged key it reads
+        # fails the read itself. Still a damaged key, and nothing changed
+        return DamagedKeyError(
+            f"<a key the {script} script reads>", "value of another type", "structure"
+        )
     return LuaScriptError(script, text)

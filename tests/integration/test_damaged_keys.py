@@ -148,6 +148,17 @@ def test_a_damaged_queue_key_refuses_every_call_typed_and_writes_nothing(
     assert len(served) == len(set(served)) == len(TENANTS) * PER_TENANT
 
 
+def test_a_read_of_a_damaged_key_is_typed_too(setup: tuple[FairQueue, Any, str]) -> None:
+    """Read-only scripts check no types up front (ADR 29): the failing read itself is the
+    typed DamagedKeyError, never a bare LuaScriptError."""
+    queue, raw, name = setup
+    _damage(raw, name, "stats", "string")
+    with pytest.raises(DamagedKeyError) as err:
+        queue.get_stats()
+    assert "stats script" in err.value.key
+    assert "doctor --repair" in str(err.value)
+
+
 @pytest.mark.parametrize("suffix", ["n:dave", "c:dave", "tenant:dave", "task:dave-1"])
 def test_a_push_onto_a_damaged_key_stores_nothing(
     setup: tuple[FairQueue, Any, str], suffix: str
