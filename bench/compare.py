@@ -2,6 +2,7 @@
 
     uv run --no-sync python bench/compare.py [--n 20000] [--rounds 3] [--peers huey,rq,...]
         [--quick] [--json out.json]
+    uv run --no-sync python bench/compare.py --report out.json
 
 Every measurement runs in its own process against its own new embedded Valkey
 (``EmbeddedValkey``): ``python bench/peers/<lib>_peer.py '<spec>'`` (the harness is
@@ -10,7 +11,9 @@ each peer runs in an environment of its own, made on demand by ``uv run --no-pro
 <peer>==<version>`` (not a project dependency). A peer that does not install, or whose run fails,
 is reported as skipped with the reason. Rounds alternate the order of the libraries; the
 median of the rounds is printed. ``--peers none`` runs fairque alone. ``--quick``: N 1,000, one
-round, 100 latency samples, huey alone unless ``--peers`` says otherwise.
+round, 100 latency samples, huey alone unless ``--peers`` says otherwise. ``--json`` keeps
+every round's figures (written as soon as the last measurement ends); ``--report`` prints the
+tables of such a file again.
 
 The first table is the issue's: per measure, fairque, the best peer, their ratio (above 1:
 fairque ahead; for latency and server CPU, lower is better, so the ratio is peer / fairque),
@@ -134,15 +137,16 @@ def run_spec(lib: str, spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Median per field of the rounds; a skip or an error in any round wins."""
+    """Median per field of the rounds; a skip, an error or a ``same_as`` in any round wins."""
     for run in runs:
-        if "skip" in run or "error" in run:
+        if "skip" in run or "error" in run or "same_as" in run:
             return run
     fields = [k for k in runs[0] if isinstance(runs[0][k], (int, float))]
     return {k: statistics.median(float(r[k]) for r in runs) for k in fields}
 
 
 def measure_all(libs: list[str], n: int, latency_n: int, rounds: int) -> dict[str, Any]:
+    """Every round's result per library and measure (the orders alternate by round)."""
     raw: dict[str, dict[str, list[dict[str, Any]]]] = {lib: {} for lib in libs}
     for round_no in range(rounds):
         order = libs if round_no % 2 == 0 else libs[::-1]
@@ -151,11 +155,29 @@ def measure_all(libs: list[str], n: int, latency_n: int, rounds: int) -> dict[st
                 result = run_one(lib, key, n, latency_n)
                 raw[lib].setdefault(key, []).append(result)
                 print(f"round {round_no + 1} {lib:<9} {key:<15} {json.dumps(result)}", flush=True)
-    med = {lib: {key: median_of(runs) for key, runs in per.items()} for lib, per in raw.items()}
+    return raw
+
+
+def report(doc: dict[str, Any]) -> list[dict[str, str]]:
+    """Print both tables from a run's document (``raw`` and ``skipped``); returns the rows."""
+    med = {lib: {k: median_of(runs) for k, runs in per.items()} for lib, per in doc["raw"].items()}
     for per in med.values():
         if per.get("drain_async", {}).get("same_as"):
             per["drain_async"] = per["drain_defaults"]
-    return {"raw": raw, "median": med}
+    for lib, reason in doc["skipped"].items():
+        med[lib] = {key: {"skip": reason} for key in MEASURES}
+    doc["median"] = med
+    summary = rows(med)
+    print(
+        f"\n{doc['n']:,} no-op tasks, median of {doc['rounds']} round(s), a fresh "
+        f"{doc['server']} each, started {doc['started']}"
+    )
+    cols = ["measure", "fairque", "best peer", "ratio", "target", "met"]
+    print(table(cols, [[row[c] for c in cols] for row in summary]))
+    every = [[lib] + [fmt(per.get(key), key) for key in MEASURES] for lib, per in med.items()]
+    print("\nevery library (drains: rate and server CPU per task)")
+    print(table(["library", *MEASURES], every))
+    return summary
 
 
 def main() -> None:
@@ -166,7 +188,11 @@ def main() -> None:
     parser.add_argument("--peers", help=f"comma-separated, or none (default: {','.join(PEERS)})")
     parser.add_argument("--quick", action="store_true", help="N 1,000, one round, huey only")
     parser.add_argument("--json", metavar="PATH", help="write every figure here")
+    parser.add_argument("--report", metavar="PATH", help="print the tables of a --json file")
     opts = parser.parse_args()
+    if opts.report:
+        report(json.loads(Path(opts.report).read_text()))
+        return
     n = opts.n or (1_000 if opts.quick else 20_000)
     latency_n = opts.latency_n or (100 if opts.quick else 1_000)
     rounds = opts.rounds or (1 if opts.quick else 3)
@@ -187,22 +213,18 @@ def main() -> None:
     with EmbeddedValkey() as server:
         info = redis.Redis.from_url(server.url).info("server")
     version = info.get("valkey_version") or info.get("redis_version")
-    results = measure_all(libs, n, latency_n, rounds)
-    med = results["median"]
-    for lib, reason in skipped.items():
-        med[lib] = {key: {"skip": reason} for key in MEASURES}
-    summary = rows(med)
-    print(f"\n{n:,} no-op tasks, median of {rounds} round(s), a fresh Valkey {version} each")
-    cols = ["measure", "fairque", "best peer", "ratio", "target", "met"]
-    print(table(cols, [[row[c] for c in cols] for row in summary]))
-    every = [[lib] + [fmt(per.get(key), key) for key in MEASURES] for lib, per in med.items()]
-    print("\nevery library (drains: rate and server CPU per task)")
-    print(table(["library", *MEASURES], every))
+    doc: dict[str, Any] = {
+        "started": started,
+        "cpus": os.cpu_count(),
+        "server": f"Valkey {version}",
+    }
+    doc.update({"n": n, "latency_n": latency_n, "rounds": rounds, "pins": PEERS})
+    doc.update({"skipped": skipped, "raw": measure_all(libs, n, latency_n, rounds)})
+    if opts.json:  # before the report, so that a report bug never loses a run
+        Path(opts.json).write_text(json.dumps(doc, indent=1))
+    doc["rows"] = report(doc)
     print(f"load at the end {os.getloadavg()[0]:.2f}")
     if opts.json:
-        doc = {"started": started, "cpus": os.cpu_count(), "server": f"valkey {version}"}
-        doc.update({"n": n, "latency_n": latency_n, "rounds": rounds, "pins": PEERS})
-        doc.update({"skipped": skipped, "rows": summary, **results})
         Path(opts.json).write_text(json.dumps(doc, indent=1))
 
 
