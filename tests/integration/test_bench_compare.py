@@ -109,3 +109,34 @@ def test_the_best_peer_is_taken_among_peers_that_ran() -> None:
     assert cpu["best peer"] == "huey 30.0 µs"
     assert (cpu["ratio"], cpu["met"]) == ("0.75x", "no")
     assert rows["enqueue bulk (batches of 1000)"]["fairque"] == "not run"
+
+
+def test_report_of_a_saved_run_counts_an_asyncio_peer_drain_once(tmp_path: Path) -> None:
+    """taskiq's and arq's only worker is asyncio: their AsyncWorker row reuses their default
+    drain (``same_as``) instead of running it twice; ``--report`` reprints a saved run."""
+    drain = [{"rate": r, "server_us": 30.0} for r in (1000.0, 3000.0, 2000.0)]
+    doc = {
+        "started": "then",
+        "server": "Valkey 9",
+        "n": 10,
+        "rounds": 3,
+        "skipped": {"arq": "install failed: offline"},
+        "raw": {
+            "fairque": {"drain_async": [{"rate": 5000.0, "server_us": 60.0}] * 3},
+            "taskiq": {"drain_defaults": drain, "drain_async": [{"same_as": "drain_defaults"}] * 3},
+        },
+    }
+    saved = tmp_path / "run.json"
+    saved.write_text(json.dumps(doc))
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), "--report", str(saved)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    line = next(x for x in run.stdout.splitlines() if x.startswith("| drain, AsyncWorker"))
+    assert "taskiq 2,000/s" in line  # the median of its three default drains
+    assert "| 2.50x |" in line
+    assert "| arq | n/a (install failed: offline)" in run.stdout
