@@ -519,6 +519,22 @@ def test_graceful_deadline_is_respected() -> None:
     assert sim.released == []
 
 
+def test_a_task_that_ends_as_the_stop_begins_ends_the_stop_at_once() -> None:
+    """The last running task completes just before the stop: its ack is sent and the loop
+    stops in the same instant, not at the graceful deadline (it once slept until then)."""
+    sim = Sim(config(max_concurrent_tasks=1, graceful_shutdown_timeout=5.0))
+    sim.push(1)
+    sim.sleep()
+    sim.now = 1.0
+    sim.complete("t0")
+    sim.stop()
+    while not sim.stopped:
+        sim.sleep()
+        assert sim.now < 5.0
+    assert sim.now == pytest.approx(1.0)
+    assert sim.finished == ["t0"]
+
+
 def test_force_stop_skips_the_wait() -> None:
     sim = Sim(config(max_concurrent_tasks=1))
     sim.push(1)

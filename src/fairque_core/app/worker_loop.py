@@ -555,6 +555,8 @@ class WorkerLoop:
         backoff = self.backoff.waiting(now)
         if self._inbox:
             return 0.0
+        if stopping and self.drained:
+            return 0.0  # nothing left to wait for: the next cycle ends the stop
         if backoff > 0:
             deadline = now + backoff
         else:
