@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from fairque_core import RedisConnectionError, Task, WorkerConfig
 from fairque_core.app import worker_actions as wa
 from fairque_core.app import worker_pacing
+from fairque_core.app.worker_buffer import TurnBuffer
 from fairque_core.app.worker_loop import WorkerLoop
 from fairque_core.domain.errors import LeaseLostError, TaskTimeoutError, UnknownTaskError
 
@@ -62,14 +63,22 @@ class Sim:
         self.failed: list[str] = []
         self.released: list[str] = []
         self.claimed: list[str] = []
+        self.started: list[str] = []  # in the order the loop started them
+        self.started_before: dict[str, int] = {}  # task -> tasks started before its claim
         self.stop_at: float | None = None
         self.forced = False
         self.reaped: deque[int] = deque()  # what the next reaper calls report
         self.stopped = False
 
-    def push(self, n: int, prefix: str = "t") -> None:
+    def push(self, n: int, prefix: str = "t", *, tenant: str = "u", first: bool = False) -> None:
+        """``first``: the queue hands these out before what it holds (a fair queue does so for
+        a tenant that just became backlogged while another one floods)."""
         start = len(self.ready) + len(self.claimed)
-        self.ready.extend(Task.create("u", task_id=f"{prefix}{start + i}") for i in range(n))
+        tasks = [Task.create(tenant, task_id=f"{prefix}{start + i}") for i in range(n)]
+        if first:
+            self.ready.extendleft(reversed(tasks))
+        else:
+            self.ready.extend(tasks)
 
     def _call(self, action: wa.Action) -> Any:
         if self.errors:
@@ -77,6 +86,7 @@ class Sim:
         if isinstance(action, wa.Claim):
             tasks = [self.ready.popleft() for _ in range(min(action.count, len(self.ready)))]
             self.claimed.extend(t.task_id for t in tasks)
+            self.started_before.update((t.task_id, len(self.started)) for t in tasks)
             return tasks
         if isinstance(action, wa.Ack):
             flags = [t.task_id not in self.lost for t, _ in action.items]
@@ -109,6 +119,7 @@ class Sim:
             if isinstance(action, wa.Run):
                 for slot in action.slots:
                     self.running[slot.task.task_id] = slot
+                    self.started.append(slot.task.task_id)
             elif isinstance(action, wa.Expire):
                 pass
             elif isinstance(action, wa.Claim) and action.acks is not None:
@@ -570,6 +581,105 @@ def test_an_unstarted_worker_stops_at_once() -> None:
     assert isinstance(loop.next_action(0.0), wa.Stopped)
 
 
+# ------------------------------------------------------------------ turns in the buffer (ADR 37)
+
+
+def test_a_light_tenant_starts_ahead_of_the_flood_in_the_buffer() -> None:
+    # defaults on no-op tasks: the buffer fills with a flooding tenant's tasks; a light
+    # tenant's task, claimed later, starts after at most one of them, not behind all of them
+    sim = Sim(config(max_concurrent_tasks=10), prefetch=None, trip=0.001, run=1e-5)
+    sim.push(3000, "f", tenant="flood")
+    drain(sim, 10)
+    assert sim.loop.prefetch == worker_pacing.PREFETCH_MAX
+    sim.push(1, "light", tenant="light", first=True)  # the fair queue hands it out next
+    depth_at_claim = None
+    for _ in range(10):
+        drain(sim, 1)
+        if depth_at_claim is None and "light3000" in sim.claimed:
+            depth_at_claim = sim.loop.health(sim.now, 0.0)["buffered"]
+        if "light3000" in sim.started:
+            break
+    assert depth_at_claim is not None
+    assert depth_at_claim > 50  # it was claimed into a deep buffer of the flood's tasks
+    ahead = sim.started.index("light3000") - sim.started_before["light3000"]
+    assert ahead <= 1  # one buffered task of each other tenant at most
+
+
+def _slot(tenant: str, task_id: str) -> wa.Slot:
+    return wa.Slot(task=Task.create(tenant, task_id=task_id), claimed_at=0.0)
+
+
+def test_the_buffer_serves_tenants_in_turns_each_in_its_own_order() -> None:
+    buffer = TurnBuffer()
+    for tenant, n in (("a", 4), ("b", 2), ("c", 1)):
+        for i in range(n):
+            buffer.append(_slot(tenant, f"{tenant}{i}"))
+    assert [s.task.task_id for s in buffer] == ["a0", "b0", "c0", "a1", "b1", "a2", "a3"]
+    assert buffer.popleft().task.task_id == "a0"
+    buffer.append(_slot("a", "a4"))  # after its last buffered task
+    buffer.append(_slot("d", "d0"))  # nothing in hand: joins the turn being served
+    order = [buffer.popleft().task.task_id for _ in range(len(buffer))]
+    assert order == ["b0", "c0", "d0", "a1", "b1", "a2", "a3", "a4"]
+    assert not buffer
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    ops=st.lists(
+        st.one_of(
+            st.tuples(st.just("add"), st.integers(0, 3)),
+            st.tuples(st.just("pop"), st.just(0)),
+            st.tuples(st.just("lose"), st.integers(0, 50)),
+        ),
+        max_size=120,
+    )
+)
+def test_turns_keep_each_tenants_order_and_bound_a_newcomers_wait(
+    ops: list[tuple[str, int]],
+) -> None:
+    buffer = TurnBuffer()
+    held: dict[str, wa.Slot] = {}  # what the buffer should hold
+    added: dict[str, list[str]] = {}  # per tenant, in append order
+    popped: list[str] = []
+    # for a task appended while its tenant had nothing buffered: what was buffered then, and
+    # how many tasks had been popped
+    newcomer: dict[str, tuple[set[str], int]] = {}
+    for n, (op, arg) in enumerate(ops):
+        if op == "add":
+            tenant = f"u{arg}"
+            slot = _slot(tenant, f"{tenant}-{n}")
+            if not any(s.task.user_id == tenant for s in held.values()):
+                newcomer[slot.task.task_id] = (set(held), len(popped))
+            buffer.append(slot)
+            held[slot.task.task_id] = slot
+            added.setdefault(tenant, []).append(slot.task.task_id)
+        elif op == "pop" and held:
+            slot = buffer.popleft()
+            assert slot.task.task_id in held
+            del held[slot.task.task_id]
+            popped.append(slot.task.task_id)
+        elif op == "lose" and held:
+            victim = sorted(held)[arg % len(held)]
+            held[victim].lost = True
+            buffer.discard(lambda s: s.lost)
+            del held[victim]
+        assert len(buffer) == len(held)
+        assert {s.task.task_id for s in buffer} == set(held)
+    rest = list(buffer)
+    popped += [buffer.popleft().task.task_id for _ in range(len(buffer))]
+    assert popped[len(popped) - len(rest) :] == [s.task.task_id for s in rest]  # iter order
+    for ids in added.values():
+        kept = [i for i in ids if i in popped]
+        assert kept == [i for i in popped if i in set(ids)]  # each tenant's own order
+    for task_id, (there, before) in newcomer.items():
+        if task_id not in popped:
+            continue  # lost
+        ahead = popped[before : popped.index(task_id)]
+        assert set(ahead) <= there  # nothing that came later
+        tenants = [i.split("-")[0] for i in ahead]
+        assert len(tenants) == len(set(tenants))  # at most one of each other tenant
+
+
 # ------------------------------------------------------------------ random event sequences
 
 OPS = st.lists(
@@ -616,7 +726,7 @@ def test_random_event_sequences_keep_the_invariants(
         elif op == "lose" and sim.claimed:
             sim.lost.add(sim.claimed[arg % len(sim.claimed)])
         elif op == "push":
-            sim.push(arg)
+            sim.push(arg, tenant=f"u{arg % 3}")
         elif op == "stop":
             sim.stop(force=arg)
         health = sim.loop.health(sim.now, 0.0)

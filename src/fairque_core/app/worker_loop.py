@@ -18,7 +18,8 @@ One pass of the loop (a *cycle*) is written below as a generator that yields the
 the order the loop takes them (ADR 14): collect completions, expire overdue tasks, start what
 the buffer holds, releases, the ack batch, failures, heartbeats, the reaper, the claim, the
 dispatch, then a sleep. Prefetch depth, claim size and the ack batch adapt to how fast tasks
-finish (ADR 30).
+finish (ADR 30); the buffer of claimed, unstarted tasks starts them in turns across tenants
+(ADR 37).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections import deque
 from collections.abc import Generator, Sequence
 from typing import Any, NoReturn
 
@@ -35,6 +35,7 @@ import attrs
 from fairque_core.app import worker_actions as act
 from fairque_core.app.config import WorkerConfig
 from fairque_core.app.worker_actions import Action, Slot, Stats
+from fairque_core.app.worker_buffer import TurnBuffer
 from fairque_core.app.worker_pacing import (
     ACK_LINGER_SECONDS,
     CLAIM_LINGER_SECONDS,
@@ -120,7 +121,7 @@ class WorkerLoop:
         self.listening = False  # the last claim came back short and there is room
         self.shutdown_at: float | None = None
         self.held: dict[str, Slot] = {}  # every lease this worker holds
-        self.buffer: deque[Slot] = deque()  # claimed, not started
+        self.buffer = TurnBuffer()  # claimed, not started; served in turns across tenants
         self.running: dict[str, Slot] = {}  # started, handler not returned
         self.executing = 0  # places taken by running handlers
         self.stuck = 0  # timed-out handlers still running whose place was given back
@@ -455,8 +456,7 @@ class WorkerLoop:
                     slot.task = task
                 else:
                     self._lease_lost(slot)
-        if any(slot.lost for slot in self.buffer):
-            self.buffer = deque(slot for slot in self.buffer if not slot.lost)
+        self.buffer.discard(lambda slot: slot.lost)
 
     def _lease_lost(self, slot: Slot) -> None:
         """A heartbeat found the lease lost: a running task's outcome will be dropped; an
