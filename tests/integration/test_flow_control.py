@@ -198,7 +198,11 @@ def test_rate_limit_bounds_a_flooding_tenant(
     assert most_in_window(starts, 1.0) <= burst + rate  # <= 60 in any 1 s window
     # long run: after the burst, one start per interval
     measured = (len(starts) - burst) / (starts[-1] - starts[burst - 1])
-    assert abs(measured - rate) <= tolerance * rate, measured
+    assert measured <= (1 + tolerance) * rate, measured  # the limit: load can only lower it
+    # below the rate only when the machine cannot keep up: the short run (shared 2-core CI)
+    # allows that, the long run (slow) holds it to the tolerance both ways
+    floor = (1 - tolerance) * rate if seconds >= 10 else 0.5 * rate
+    assert measured >= floor, measured
     # the others kept being served the whole time A was throttled
     others = sorted(e["t"] for e in log if e["event"] == "start" and e["tenant"] != "A")
     span = starts[-1] - starts[0]

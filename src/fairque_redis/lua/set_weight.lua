@@ -18,11 +18,11 @@ if was_active then fq_deactivate(q, u) end
 local stride = tonumber(ARGV[9])
 -- the lag (never below 0) in turns of the old stride becomes as many turns of the new one:
 -- floor(lag / old * new) in doubles, as fairness.rescale_lag computes it
-local lag = math.max(0, t.pass - fq_vtime(q, fq_int(fq_tier(q, t))))
+local lag = math.max(0, t.pass - fq_vtime(q, fq_tier_key(q, t)))
 lag = math.floor(lag / t.stride * stride)
 t.stride = stride
 t.tier = tonumber(ARGV[10])
-local tier = fq_int(fq_tier(q, t))
+local tier = fq_tier_key(q, t)
 t.pass = fq_vtime(q, tier) + lag
 t.dirty = false -- written here with stride and tier
 local fields = {'pass', fq_int(t.pass), 'stride', fq_int(t.stride), 'tier', fq_int(t.tier)}

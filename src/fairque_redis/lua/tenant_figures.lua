@@ -57,7 +57,7 @@ for _, u in ipairs(tenants) do
   local ready = redis.call('LLEN', critical) + redis.call('ZCARD', normal)
   local ahead, waited = 0, -1
   if ready > 0 then
-    ahead = t.pass - fq_vtime(q, fq_int(fq_tier(q, t)))
+    ahead = t.pass - fq_vtime(q, fq_tier_key(q, t))
     local earliest = nil
     local head = redis.call('LINDEX', critical, 0)
     if head then earliest = ready_ms(head) end

@@ -40,8 +40,11 @@ local function fq_check_member(q, u, key, tier, member, score)
   elseif redis.call('ZSCORE', key, member) == false then
     return u -- an old bare member fq_tenant has just rewritten (fq_migrate_member)
   end
-  local right_tier = fq_int(fq_tier(q, t)) == tier
-  if act ~= nil and t.act == act and right_tier and not t.broken then return u end
+  local right_tier = fq_tier_key(q, t) == tier
+  if act ~= nil and t.act == act and right_tier and not t.broken then
+    t.member, t.member_of = member, act -- fq_place writes it back without formatting it
+    return u
+  end
   q.repaired[#q.repaired + 1] = u
   fq_bump(q, u, 'repaired', 1)
   if act ~= nil and t.act == nil and not t.broken then
@@ -117,7 +120,7 @@ end
 -- the scored set is counted down instead of read again (t.normal_left)
 local function fq_serve(q, u, pinned)
   local t = fq_tenant(q, u)
-  local tier = fq_int(fq_tier(q, t))
+  local tier = fq_tier_key(q, t)
   if t.critical_key == nil then
     t.critical_key, t.normal_key = fq_critical_key(q, u), fq_normal_key(q, u)
   end

@@ -5,7 +5,7 @@
   tenant or tier) always last. The prefix (`fq:{<queue>}:`, hash tag included) is derived from
   the anchor key KEYS[1] (`<prefix>meta`) by fq_prefix; the other anchors (stats, tiers,
   delayed, leases, dlq) come in as KEYS[2..6] and are never spelled here. Each builder is a
-  plain concatenation: no redis.call, nothing cached.
+  plain concatenation (the active-set key kept per call): no redis.call.
 ]]
 
 -- #'meta': the anchor key KEYS[1] is `<prefix>meta`
@@ -47,8 +47,19 @@ local function fq_tenant_stats_key(q, u)
 end
 
 -- per tier (KeySpace.active): `tier` is already a decimal string (fq_int, or a `tiers` member)
+-- built once per call and tier (a claim reaches it at every serve)
 local function fq_active_key(q, tier)
-  return q.prefix .. 'active:' .. tier
+  local cache = q.active_keys
+  if cache == nil then
+    cache = {}
+    q.active_keys = cache
+  end
+  local key = cache[tier]
+  if key == nil then
+    key = q.prefix .. 'active:' .. tier
+    cache[tier] = key
+  end
+  return key
 end
 
 -- per task, results (KeySpace.done, .xcom): the end notification list of a task, and the

@@ -24,6 +24,12 @@ local function fq_tier(q, t)
   return 0
 end
 
+-- fq_tier as the string keys and meta fields use ('0' without strict tiers: no formatting)
+local function fq_tier_key(q, t)
+  if q.strict_tiers then return fq_int(t.tier) end
+  return '0'
+end
+
 -- the member of tenant u (activation number act) in its active set
 local function fq_active_member(u, act)
   return string.format(FQ_SEQ_FORMAT, act) .. FQ_MEMBER_SEP .. u
@@ -40,7 +46,7 @@ end
 -- a tenant record without an activation number: if its bare id is in its active set (written
 -- before activation order existed), give it the next number and rewrite the member
 local function fq_migrate_member(q, u, t)
-  local key = fq_active_key(q, fq_int(fq_tier(q, t)))
+  local key = fq_active_key(q, fq_tier_key(q, t))
   local score = redis.call('ZSCORE', key, u)
   if score == false then
     q.active_cache[u] = false
@@ -86,7 +92,7 @@ local function fq_is_active(q, u)
   local t = fq_tenant(q, u)
   cached = q.active_cache[u]
   if cached ~= nil then return cached end
-  local on = t.act ~= nil and redis.call('ZSCORE', fq_active_key(q, fq_int(fq_tier(q, t))),
+  local on = t.act ~= nil and redis.call('ZSCORE', fq_active_key(q, fq_tier_key(q, t)),
     fq_active_member(u, t.act)) ~= false
   q.active_cache[u] = on
   return on
@@ -97,7 +103,7 @@ local function fq_place(q, u, t)
   if t.member_of ~= t.act then
     t.member, t.member_of = fq_active_member(u, t.act), t.act
   end
-  redis.call('ZADD', fq_active_key(q, fq_int(fq_tier(q, t))), fq_int(t.pass), t.member)
+  redis.call('ZADD', fq_active_key(q, fq_tier_key(q, t)), fq_int(t.pass), t.member)
 end
 
 -- a tenant with ready work joins its active set (a newcomer's entry), unless a limit holds
@@ -113,7 +119,7 @@ local function fq_activate(q, u)
     end
     return
   end
-  local tier = fq_int(fq_tier(q, t))
+  local tier = fq_tier_key(q, t)
   local vt = fq_vtime(q, tier)
   if vt > t.pass then t.pass = vt end
   t.act = fq_next_act(q)
@@ -126,7 +132,7 @@ end
 
 local function fq_deactivate(q, u)
   local t = fq_tenant(q, u)
-  local tier = fq_int(fq_tier(q, t))
+  local tier = fq_tier_key(q, t)
   local key = fq_active_key(q, tier)
   if t.act ~= nil then redis.call('ZREM', key, fq_active_member(u, t.act)) end
   if redis.call('ZCARD', key) == 0 then
@@ -140,7 +146,7 @@ end
 -- time of u's tier (FairState.refund; before the task is made ready again)
 local function fq_refund(q, u)
   local t = fq_tenant(q, u)
-  local floor = fq_vtime(q, fq_int(fq_tier(q, t)))
+  local floor = fq_vtime(q, fq_tier_key(q, t))
   t.pass = math.max(t.pass - t.stride, floor)
   t.dirty = true
   if fq_is_active(q, u) then fq_place(q, u, t) end
