@@ -170,6 +170,12 @@ class PartitionedBackend(PartitionReads):
     ) -> PartitionedBackend:
         """A backend from the ``redis`` and ``queue`` sections of a FairQueueConfig."""
         queue_config = queue_config if queue_config is not None else QueueConfig()
+        if redis_config.durability != "default":  # as connect() refuses it (ADR 33)
+            raise ConfigurationError(
+                "durability='replicated' does not support a partitioned queue yet",
+                path="redis.durability",
+                value=redis_config.durability,
+            )
         return cls.from_url(
             config_url(redis_config),
             queue=queue_config.name,

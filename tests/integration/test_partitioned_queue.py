@@ -215,3 +215,15 @@ def test_the_asyncio_face_pushes_claims_and_finishes(valkey_server: Any) -> None
             await queue.close()
 
     asyncio.run(scenario())
+
+
+def test_replicated_durability_is_refused_for_a_partitioned_queue(valkey_server: Any) -> None:
+    """Not supported yet (ADR 33): refused by connect and by from_config alike, never ignored."""
+    from fairque_core import QueueConfig, RedisConfig
+
+    name = f"pd{uuid.uuid4().hex[:8]}"
+    with pytest.raises(ConfigurationError, match="partitioned"):
+        connect(valkey_server.url, queue=name, partitions=3, durability="replicated")
+    redis_config = RedisConfig(url=valkey_server.url, durability="replicated")
+    with pytest.raises(ConfigurationError, match="partitioned"):
+        PartitionedBackend.from_config(redis_config, QueueConfig(name=name, partitions=3))
