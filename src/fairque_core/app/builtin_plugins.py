@@ -46,18 +46,29 @@ def media_type(content_type: str) -> str:
     return content_type.split(";", 1)[0].strip().lower()
 
 
+# Values that hold no mapping key: check_str_keys does not descend into them.
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
 def check_str_keys(value: object, path: str = "$") -> None:
     """TaskSerializationError unless every mapping key inside ``value`` is a ``str``."""
     # json.dumps turns int/float/bool/None keys into strings silently; a strict codec refuses
     # them, since the payload would not come back equal.
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):
         for key, item in value.items():
-            if not isinstance(key, str):
+            if type(key) is not str and not isinstance(key, str):
                 raise TaskSerializationError(f"payload key {key!r} at {path} is not a str")
-            check_str_keys(item, f"{path}.{key}")
+            if type(item) not in _LEAVES:  # a path is spelled only for what may hold keys
+                check_str_keys(item, f"{path}.{key}")
     elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
-            check_str_keys(item, f"{path}[{index}]")
+            if type(item) not in _LEAVES:
+                check_str_keys(item, f"{path}[{index}]")
+
+
+# One encoder and one decoder for every call: json.dumps/json.loads with arguments other than
+# their defaults build a new one per call (a measurable part of a push and of a claim).
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 def encode_json(payload: object) -> bytes:
@@ -66,11 +77,15 @@ def encode_json(payload: object) -> bytes:
     The top level must be a mapping; keys must be ``str``; NaN and infinities are refused
     (they are not JSON). Tuples are written as lists.
     """
-    if not isinstance(payload, Mapping):
-        raise TaskSerializationError(f"a payload must be a mapping, not {type(payload).__name__}")
+    if type(payload) is not dict:
+        if not isinstance(payload, Mapping):
+            raise TaskSerializationError(
+                f"a payload must be a mapping, not {type(payload).__name__}"
+            )
+        payload = dict(payload)
     check_str_keys(payload, "$")
     try:
-        text = json.dumps(dict(payload), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        text = _ENCODER.encode(payload)
     except (TypeError, ValueError, RecursionError) as exc:
         raise TaskSerializationError(f"payload is not JSON-serializable: {exc}") from exc
     try:
@@ -83,11 +98,16 @@ def _refuse_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not valid JSON")
 
 
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
 def decode_json(body: bytes) -> dict[str, Any]:
     """The dict encoded in ``body``; TaskSerializationError for anything else."""
     try:
-        text = bytes(body).decode("utf-8")
-        value = json.loads(text, parse_constant=_refuse_constant)
+        text = (body if type(body) is bytes else bytes(body)).decode("utf-8")
+        if text.startswith("\ufeff"):  # as json.loads refuses it
+            raise ValueError("Unexpected UTF-8 BOM")
+        value = _DECODER.decode(text)
     except (UnicodeDecodeError, ValueError, RecursionError, TypeError) as exc:
         raise TaskSerializationError(f"payload is not valid UTF-8 JSON: {exc}") from exc
     if not isinstance(value, dict):

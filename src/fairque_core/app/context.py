@@ -1,12 +1,14 @@
 """The running task's context: XCom values a handler publishes and reads (ADR 27).
 
 A handler reaches its context with :func:`current_task_context` (a contextvar, so
-``process_task(task)`` keeps its signature). The engine registers a context for every task it
-claims (:func:`register`); the plugin host's ``execute`` binds it around the handler call
-(:func:`bind`), on the worker's thread or event-loop task, and threads the async worker starts
-for sync handlers inherit it. ``finish`` takes the values pushed (:func:`take`), encoded
-already, and stores them in the same backend step as the result; ``fail`` and ``release``
-drop them (:func:`discard`).
+``process_task(task)`` keeps its signature). The engine records which queue (and event loop)
+claimed each task, once per claim call (:func:`register_all`); the plugin host's ``execute``
+makes the task current around the handler call (:func:`bind`), on the worker's thread or
+event-loop task, and threads the async worker starts for sync handlers inherit it. The
+:class:`TaskContext` itself is built the first time the handler asks for it, so a handler that
+never does costs no context (issue 17). ``finish`` takes the values pushed (:func:`take`),
+encoded already, and stores them in the same backend step as the result; ``fail`` and
+``release`` drop them (:func:`discard`).
 
 Reads go to the queue of the claim: with a synchronous :class:`FairQueue` they return the
 value; with an :class:`AsyncFairQueue` they return an awaitable on the event loop's thread
@@ -34,6 +36,7 @@ __all__ = [
     "current_task_context",
     "discard",
     "register",
+    "register_all",
     "take",
 ]
 
@@ -118,18 +121,34 @@ def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
         return False
 
 
-_CURRENT: contextvars.ContextVar[TaskContext | None] = contextvars.ContextVar(
+class _Current:
+    """What :func:`bind` makes current: the task, and its context once the handler asked."""
+
+    __slots__ = ("context", "task")
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        self.context: TaskContext | None = None
+
+
+# The queue and event loop that claimed a task: stands for its context until one is built.
+_Owner = tuple[XComQueue, asyncio.AbstractEventLoop | None]
+
+_CURRENT: contextvars.ContextVar[_Current | None] = contextvars.ContextVar(
     "fairque_task_context", default=None
 )
-_CONTEXTS: dict[tuple[str, str], TaskContext] = {}
+_CONTEXTS: dict[tuple[str, str], TaskContext | _Owner] = {}
 _LOCK = threading.Lock()
 
 
 def current_task_context() -> TaskContext:
     """The context of the task this handler runs; FairQueueError outside a handler."""
-    found = _CURRENT.get()
-    if found is None:
+    current = _CURRENT.get()
+    if current is None:
         raise FairQueueError("current_task_context() is only available inside a task handler")
+    found = current.context
+    if found is None:
+        found = current.context = _lookup(current.task)
     return found
 
 
@@ -138,33 +157,52 @@ def _key(task: Task) -> tuple[str, str] | None:
 
 
 def register(task: Task, queue: XComQueue) -> None:
-    """Give a claimed task its context (the engine calls this for each claim)."""
-    key = _key(task)
-    if key is None:
+    """Record that ``queue`` claimed ``task`` (:func:`register_all` of one task)."""
+    register_all([task], queue)
+
+
+def register_all(tasks: Sequence[Task], queue: XComQueue) -> None:
+    """Record that ``queue`` claimed ``tasks`` (the engine calls this once per claim call):
+    their contexts are built when a handler asks for one."""
+    if not tasks:
         return
     try:
         loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
     except RuntimeError:
         loop = None
+    owner: _Owner = (queue, loop)
     with _LOCK:
-        if len(_CONTEXTS) >= _MAX_CONTEXTS:
+        for task in tasks:
+            lease = task.lease
+            if lease is not None:
+                _CONTEXTS[(task.task_id, lease.token)] = owner
+        for _ in range(len(_CONTEXTS) - _MAX_CONTEXTS):  # the oldest go first
             del _CONTEXTS[next(iter(_CONTEXTS))]
-        _CONTEXTS[key] = TaskContext(task, queue, loop)
 
 
 def _lookup(task: Task) -> TaskContext:
+    """The task's context, built from its owner on first use (a task this process did not
+    claim gets one without a queue)."""
     key = _key(task)
+    if key is None:
+        return TaskContext(task, None, None)
     with _LOCK:
-        found = None if key is None else _CONTEXTS.get(key)
-    return found if found is not None else TaskContext(task, None, None)
+        found = _CONTEXTS.get(key)
+        if found is None:
+            return TaskContext(task, None, None)
+        if isinstance(found, tuple):
+            found = _CONTEXTS[key] = TaskContext(task, *found)
+        return found
 
 
 def take(task: Task) -> dict[str, bytes]:
     """The encoded values the task pushed, its context dropped (the engine's finish)."""
     key = _key(task)
+    if key is None:
+        return {}
     with _LOCK:
-        found = None if key is None else _CONTEXTS.pop(key, None)
-    return {} if found is None else dict(found._pushed)
+        found = _CONTEXTS.pop(key, None)
+    return dict(found._pushed) if isinstance(found, TaskContext) else {}
 
 
 def discard(task: Task) -> None:
@@ -173,25 +211,25 @@ def discard(task: Task) -> None:
 
 
 def bind(task: Task, call: Callable[[], object]) -> Callable[[], object]:
-    """``call`` with the task's context current while it runs (an awaitable it returns runs
-    with it too)."""
-    context = _lookup(task)
+    """``call`` with the task current while it runs (an awaitable it returns runs with it
+    too): :func:`current_task_context` inside it finds the task's context."""
+    current = _Current(task)
 
     def run() -> object:
-        token = _CURRENT.set(context)
+        token = _CURRENT.set(current)
         try:
             made = call()
         finally:
             _CURRENT.reset(token)
         if inspect.isawaitable(made):
-            return _awaiting(context, made)
+            return _awaiting(current, made)
         return made
 
     return run
 
 
-async def _awaiting(context: TaskContext, made: Awaitable[object]) -> object:
-    token = _CURRENT.set(context)
+async def _awaiting(current: _Current, made: Awaitable[object]) -> object:
+    token = _CURRENT.set(current)
     try:
         return await made
     finally:

@@ -282,10 +282,10 @@ class AsyncFairQueue(AsyncResultMixin, AsyncReadMixin, AsyncScheduleMixin):
                         recoveries=item.recoveries,
                         worker_id=worker_id,
                     )
-                context.register(task, self)  # the handler's XCom context (ADR 27)
                 out.append(task)
             if not poisoned or len(claimed) < want:
                 break
+        context.register_all(out, self)  # the handlers' XCom contexts (ADR 27), built on use
         return out
 
     async def _poison(self, message: Message, token: str, error: TaskSerializationError) -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from fairque_core.app.config import QueueConfig
+from fairque_core.domain.enums import Priority
 from fairque_core.domain.errors import (
     FairQueueError,
     PayloadTooLargeError,
@@ -23,10 +24,21 @@ from fairque_core.domain.errors import (
     TaskTypeError,
     TaskValidationError,
 )
-from fairque_core.domain.models import UNREADABLE_HEADER, Claimed, Lease, Message, Task
+from fairque_core.domain.models import (
+    UNREADABLE_HEADER,
+    Claimed,
+    Lease,
+    Message,
+    Task,
+    unchecked_message,
+    unchecked_task,
+)
+from fairque_core.domain.validation import MAX_EPOCH_SECONDS, MAX_RETRY_COUNT, is_valid_id
 
 if TYPE_CHECKING:
     from fairque_core.app.engine_support import PluginHostLike
+
+_FLOAT_MAX = 1.7976931348623157e308
 
 __all__ = [
     "decode_claimed",
@@ -68,7 +80,7 @@ def to_message(
     if size > config.max_payload_bytes:
         raise PayloadTooLargeError(size, config.max_payload_bytes)
     current = time.time() if now is None else now
-    return Message(
+    return unchecked_message(
         task_id=task.task_id,
         user_id=task.user_id,
         priority=task.priority,
@@ -92,8 +104,11 @@ def _utf8_len(text: str) -> int:
 
 def _extra_bytes(task: Task) -> int:
     """Bytes the record stores beside the payload: name, headers and dependency ids."""
-    size = _utf8_len(task.name) + sum(len(dep) for dep in task.depends_on)
-    for key, value in task.headers.items():
+    name, deps, headers = task.name, task.depends_on, task.headers
+    if not name and not deps and not headers:
+        return 0
+    size = _utf8_len(name) + sum(len(dep) for dep in deps)
+    for key, value in headers.items():
         size += _utf8_len(key) + _utf8_len(value)
     return size
 
@@ -101,7 +116,10 @@ def _extra_bytes(task: Task) -> int:
 def decode_message(message: Message, host: PluginHostLike, lease: Lease | None = None) -> Task:
     """The task stored in ``message``; TaskSerializationError when it cannot be rebuilt."""
     headers = message.headers
-    problem = headers.get(UNREADABLE_HEADER) if isinstance(headers, Mapping) else None
+    if type(headers) is dict:
+        problem = headers.get(UNREADABLE_HEADER)
+    else:
+        problem = headers.get(UNREADABLE_HEADER) if isinstance(headers, Mapping) else None
     if problem is not None:  # salvaged by the backend from a damaged record
         raise TaskSerializationError(problem)
     try:
@@ -110,11 +128,36 @@ def decode_message(message: Message, host: PluginHostLike, lease: Lease | None =
         raise TaskSerializationError(
             f"cannot decode the payload of {message.task_id} ({message.content_type}): {exc}"
         ) from exc
-    if not isinstance(payload, Mapping):
+    if type(payload) is not dict and not isinstance(payload, Mapping):
         raise TaskSerializationError(
             f"the payload of {message.task_id} decodes to {type(payload).__name__}, not a mapping"
         )
-    try:
+    created, delay = message.created_at, message.delay
+    if type(delay) is float or type(delay) is int:
+        try:
+            ready = created + (delay if delay > 0 else 0.0)  # created + max(0.0, delay)
+        except (TypeError, OverflowError):
+            ready = -1.0  # not a time: the validators below say why
+        if _plain_record(message, payload, lease, ready):
+            # every field is of a plain type and passes its validator's rule: built without
+            # the validators, which would check it all again (issue 17)
+            return unchecked_task(
+                task_id=message.task_id,
+                user_id=message.user_id,
+                priority=message.priority,
+                payload=payload,
+                retry_count=message.retry_count,
+                max_retries=message.max_retries,
+                created_at=created,
+                execute_after=ready,
+                depends_on=message.depends_on,
+                headers=dict(headers),
+                name=message.name,
+                unique_key=message.unique_key,
+                unique_window_seconds=message.unique_window,
+                lease=lease,
+            )
+    try:  # the validators say what is wrong with it
         return Task(
             task_id=message.task_id,
             user_id=message.user_id,
@@ -131,8 +174,45 @@ def decode_message(message: Message, host: PluginHostLike, lease: Lease | None =
             unique_window_seconds=message.unique_window,
             lease=lease,
         )
-    except (TaskValidationError, TypeError, ValueError) as exc:
+    except (TaskValidationError, TypeError, ValueError, OverflowError) as exc:
         raise TaskSerializationError(f"task {message.task_id} is malformed: {exc}") from exc
+
+
+def _is_count(value: object) -> bool:
+    return type(value) is int and 0 <= value <= MAX_RETRY_COUNT
+
+
+def _is_time(value: object) -> bool:
+    return (type(value) is float or type(value) is int) and 0.0 <= value <= MAX_EPOCH_SECONDS
+
+
+def _plain_record(message: Message, payload: object, lease: Lease | None, ready: float) -> bool:
+    """Whether ``Task(...)`` of this message's fields would pass every validator, judged on
+    plain types only (anything else, e.g. a str subclass, answers False: the validators then
+    decide)."""
+    headers = message.headers
+    unique_key, window = message.unique_key, message.unique_window
+    if not (
+        is_valid_id(message.task_id)
+        and is_valid_id(message.user_id)
+        and type(message.priority) is Priority
+        and type(payload) is dict
+        and _is_count(message.retry_count)
+        and _is_count(message.max_retries)
+        and _is_time(message.created_at)
+        and _is_time(ready)
+        and type(message.depends_on) is tuple
+        and type(headers) is dict
+        and type(message.name) is str
+        and ((unique_key == "" and type(unique_key) is str) or is_valid_id(unique_key))
+        and (type(window) is float or type(window) is int)
+        and 0.0 <= window <= _FLOAT_MAX
+        and (lease is None or type(lease) is Lease)
+    ):
+        return False
+    return all(is_valid_id(dep) for dep in message.depends_on) and all(
+        type(key) is str and type(item) is str for key, item in headers.items()
+    )
 
 
 def decode_claimed(claimed: Claimed, host: PluginHostLike) -> Task:

@@ -30,6 +30,7 @@ __all__ = [
     "check_tenant_page",
     "check_time",
     "check_wait_timeout",
+    "is_valid_id",
     "validate_id",
     "validate_queue_name",
 ]
@@ -45,6 +46,7 @@ MAX_EPOCH_SECONDS = 253_402_300_799.0
 MAX_RETRY_COUNT = 2**31 - 1
 
 _ID_RE = re.compile(r"[A-Za-z0-9_.:@/+=#-]+")
+_ID_FULL = _ID_RE.fullmatch
 _QUEUE_RE = re.compile(r"[A-Za-z0-9_.-]+")
 _ID_RULE = (
     f"must be 1-{MAX_ID_LENGTH} ASCII characters from letters, digits and _ . : @ / + = # - "
@@ -63,6 +65,12 @@ def validate_id(value: object, field: str = "id") -> str:
     if not value or len(value) > MAX_ID_LENGTH or _ID_RE.fullmatch(value) is None:
         raise TaskValidationError(field, value, _ID_RULE)
     return value
+
+
+def is_valid_id(value: object) -> bool:
+    """Whether ``value`` is a plain ``str`` that :func:`validate_id` accepts (a str subclass
+    answers False: ask :func:`validate_id` for the verdict and the error)."""
+    return type(value) is str and len(value) <= MAX_ID_LENGTH and _ID_FULL(value) is not None
 
 
 def validate_queue_name(value: object) -> str:

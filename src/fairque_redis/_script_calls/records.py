@@ -11,7 +11,7 @@ from typing import Any
 
 from fairque_core.domain.enums import Priority
 from fairque_core.domain.errors import TaskSerializationError, TaskValidationError
-from fairque_core.domain.models import UNREADABLE_HEADER, Message
+from fairque_core.domain.models import UNREADABLE_HEADER, Message, unchecked_message
 from fairque_core.domain.validation import validate_id
 from fairque_redis._script_calls.base import to_bytes, to_text
 
@@ -64,12 +64,13 @@ def encode_meta(message: Message) -> str:
 def decode_message(fields: Sequence[Any]) -> Message:
     """A Message from the six fields a script returns: id, user, priority, retries, meta, body."""
     task_id, user_id, priority, retry_count, meta, body = fields
-    content_type, max_retries, created_at, delay, deps, headers, name, *unique = json.loads(meta)
+    content_type, max_retries, created_at, delay, deps, headers, name, *unique = _meta(meta)
     unique_key, unique_window = unique if unique else ("", 0.0)
-    return Message(
+    prio = _PRIORITIES.get(priority)
+    return unchecked_message(
         task_id=to_text(task_id),
         user_id=to_text(user_id),
-        priority=Priority(int(priority)),
+        priority=prio if prio is not None else Priority(int(priority)),
         body=to_bytes(body),
         content_type=content_type,
         retry_count=int(retry_count),
@@ -82,6 +83,26 @@ def decode_message(fields: Sequence[Any]) -> Message:
         unique_key=unique_key,
         unique_window=unique_window,
     )
+
+
+# A priority as a script returns it (bytes of its number), to the member: no enum lookup.
+_PRIORITIES: dict[object, Priority] = {str(int(p)).encode(): p for p in Priority}
+
+
+def _meta(meta: Any) -> Any:
+    """The JSON value of a record's meta field (UTF-8 text, as :func:`encode_meta` writes it;
+    ``json.loads`` decides anything else, as it always did)."""
+    if type(meta) is bytes:
+        try:
+            text = meta.decode("utf-8")
+        except UnicodeDecodeError:
+            return json.loads(meta)
+        if not text.startswith("\ufeff"):
+            return _META_DECODER.decode(text)
+    return json.loads(meta)
+
+
+_META_DECODER = json.JSONDecoder()
 
 
 def read_message(fields: Sequence[Any]) -> Message:

@@ -13,7 +13,7 @@ from fairque_core.domain.errors import (
     TaskSerializationError,
     TaskValidationError,
 )
-from fairque_core.domain.models import Claimed, Lease, Message
+from fairque_core.domain.models import Claimed, Lease, Message, unchecked_lease
 from fairque_core.domain.scoring import to_ms
 from fairque_core.domain.validation import validate_id
 from fairque_redis._script_calls.base import Call, CallsBase, contract, int_reply, to_text
@@ -139,7 +139,11 @@ class TaskCalls(CallsBase):
                     recoveries = 0
                     problem = f"task {to_text(reply[i])} has an unreadable recovery count: {exc}"
                     message = salvage_message(fields, problem[:500])
-                lease = Lease(token=tokens[k], deadline=deadline, worker_id=worker_id)
+                token = tokens[k]
+                if type(token) is str:  # drawn here, worker_id checked above: no re-check
+                    lease = unchecked_lease(token=token, deadline=deadline, worker_id=worker_id)
+                else:  # a token source's odd value: the validators judge it
+                    lease = Lease(token=token, deadline=deadline, worker_id=worker_id)
                 out.append(Claimed(message=message, lease=lease, recoveries=recoveries))
             return out
 
