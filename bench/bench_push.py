@@ -19,7 +19,10 @@ encoding, checks, redis-py packing; not the wait for the reply) and the server's
   pushes coalesced into shared calls, the default);
 - ``async 100 off``: the same with ``coalesce_pushes = False`` (one call per push, up to 100
   connections);
-- ``async batcher``: ``AsyncFairQueue.batcher(max_size=100, max_delay_ms=5)``, one coroutine.
+- ``async batcher``: ``AsyncFairQueue.batcher(max_size=100, max_delay_ms=5)``, one coroutine;
+- ``claim 100``: the other side of the same tasks, for the client cost of a claimed task:
+  ``FairQueue.claim_batch(100)`` until the queue is empty (filled before the timed part, 100
+  tenants), decoding included; the tasks are not finished.
 
 Every row also prints its rate over ``queue one``'s in the same round (``x one``). A tree
 without a mode (``--compare`` with a tree from before ADR 35 has no batcher) prints ``n/a``.
@@ -68,9 +71,11 @@ def go():
     sys.stdin.readline()
     return time.process_time(), time.perf_counter()
 
-def done(c0, t0):
+def done(c0, t0, count=None):
     t1, c1 = time.perf_counter(), time.process_time()
-    print(json.dumps({"rate": n / (t1 - t0), "cpu_us": (c1 - c0) / n * 1e6}), flush=True)
+    count = n if count is None else count
+    cpu_us = (c1 - c0) / count * 1e6
+    print(json.dumps({"rate": count / (t1 - t0), "cpu_us": cpu_us, "tasks": count}), flush=True)
 
 def run_sync():
     backend = RedisBackend.from_url(url, queue=queue)
@@ -79,6 +84,10 @@ def run_sync():
     backend.push_batch([msg(-1 - t, f"u{t}") for t in range(tenants)])
     if mode == "batch":
         work = [[msg(i, f"u{i % tenants}") for i in range(s, s + 1000)] for s in range(0, n, 1000)]
+    elif mode == "claim":
+        fill = [Task.create(f"u{i % tenants}", Priority.NORMAL, {"n": i}) for i in range(n)]
+        for s in range(0, n, 1000):
+            fq.push_batch(fill[s : s + 1000])
     elif mode == "one":
         work = [msg(i, f"u{i % tenants}") for i in range(n)]
     else:
@@ -89,6 +98,14 @@ def run_sync():
     if mode == "batch":
         for b in work:
             backend.push_batch(b)
+    elif mode == "claim":  # the n tasks and the warm-up's one per tenant
+        claimed = 0
+        while True:
+            got = fq.claim_batch(100)
+            if not got:
+                break
+            claimed += len(got)
+        return done(c0, t0, claimed)
     elif mode == "one":
         for m in work:
             backend.push(m)
@@ -165,7 +182,7 @@ def _run_child(
     proc.wait()
     stats = client.info("commandstats").get("cmdstat_evalsha", {})
     calls = int(stats.get("calls", 0)) or 1
-    tasks = n
+    tasks = int(result.pop("tasks", n))
     result["server_us"] = float(stats.get("usec", 0)) / tasks
     result["server_us_call"] = float(stats.get("usec", 0)) / calls
     result["per_call"] = tasks / calls
@@ -227,6 +244,7 @@ def main() -> None:
         "async100": 20_000 // scale,
         "async100off": 8_000 // scale,
         "abatcher": 20_000 // scale,
+        "claim": 20_000 // scale,
     }
     if opts.modes:
         wanted = [m.strip() for m in opts.modes.split(",") if m.strip()]
@@ -265,6 +283,7 @@ LABELS = {
     "async100": "async 100",
     "async100off": "async 100 off",
     "abatcher": "async batcher",
+    "claim": "claim 100",
 }
 
 
@@ -295,7 +314,7 @@ def _report(
                 continue
             low = min(row["server_us"] for row in results[(name, mode)])
             base = med.get((name, "queue"))
-            ratio = f"{m_['rate'] / base['rate']:.2f}" if base else "-"
+            ratio = f"{m_['rate'] / base['rate']:.2f}" if base and mode != "claim" else "-"
             print(
                 f"{LABELS[mode]:<14} {name:<4} {m_['rate']:>9,.0f} {ratio:>6}"
                 f" {m_['per_call']:>10.1f} {m_['cpu_us']:>15.1f} {m_['server_us']:>15.1f}"

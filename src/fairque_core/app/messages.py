@@ -224,6 +224,10 @@ def wait_seconds(message: Message, now: float) -> float:
     return max(0.0, now - (message.created_at + max(0.0, message.delay)))
 
 
+# json.dumps with arguments other than its defaults builds an encoder per call: one for all.
+_RESULT_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
 def encode_result(task_id: str, result: object, limit: int | None = None) -> bytes | None:
     """A handler's result as compact JSON bytes (None stays None).
 
@@ -234,7 +238,7 @@ def encode_result(task_id: str, result: object, limit: int | None = None) -> byt
     if result is None:
         return None
     try:
-        body = json.dumps(result, separators=(",", ":"), allow_nan=False).encode()
+        body = _RESULT_ENCODER.encode(result).encode()
     except (TypeError, ValueError) as exc:
         raise TaskSerializationError(
             f"the result of {task_id} is not JSON-serializable: {exc}"
