@@ -273,17 +273,24 @@ def _child(src: str, url: str, kind: str, n: int, seconds: float) -> dict[str, A
     return result
 
 
-def _medians(runs: list[dict[str, Any]]) -> str:
+PARTS = ("wait", "push", "queued", "buffer", "handoff")
+
+
+def _medians(runs: list[dict[str, Any]]) -> list[str]:
+    """Per phase, each part's p50/p99 in ms: the median over the rounds."""
+
     def med(phase: str, key: str, i: int) -> float:
         return statistics.median(r[phase][key][i] for r in runs)
 
-    return (
-        f"during p50 {med('during', 'wait', 0):.1f} ms, p99 {med('during', 'wait', 1):.1f} ms "
-        f"(buffer p50 {med('during', 'buffer', 0):.1f}, p99 {med('during', 'buffer', 1):.1f}; "
-        f"draining p50 {med('draining', 'wait', 0):.1f}, p99 {med('draining', 'wait', 1):.1f}); "
-        f"before p99 {med('before', 'wait', 1):.1f}, after p99 {med('after', 'wait', 1):.1f}; "
-        f"flood drain {statistics.median(r['flood_rate'] for r in runs):.0f}/s"
-    )
+    lines = [
+        f"    {phase:<9}"
+        + "  ".join(f"{k} {med(phase, k, 0):5.1f}/{med(phase, k, 1):5.1f}" for k in PARTS)
+        for phase in ("before", "during", "pushing", "draining", "after")
+    ]
+    rate = statistics.median(r["flood_rate"] for r in runs)
+    depth = statistics.median(r["buffered_mean"] for r in runs)
+    lines.append(f"    flood done at {rate:.0f} tasks/s, buffered mean {depth:.1f}")
+    return lines
 
 
 def main() -> None:
@@ -293,6 +300,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--kinds", default="thread,async")
     parser.add_argument("--compare", metavar="OLD_SRC", help="side by side with another build")
+    parser.add_argument("--json", metavar="PATH", help="write every run's figures there")
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a child of --compare
     parser.add_argument("--produce", nargs=4, help=argparse.SUPPRESS)
@@ -324,9 +332,13 @@ def main() -> None:
                         run = one_run(server.url, kind, opts.n, opts.seconds)
                     results.setdefault((label, kind), []).append(run)
                     print(_line(f"r{r + 1} {label} {kind}", run), flush=True)
-    print("medians:")
+    print(f"medians of {opts.rounds} rounds, p50/p99 in ms:")
     for (label, kind), runs in results.items():
-        print(f"  {label:<4} {kind:<6} {_medians(runs)}")
+        print(f"  {label} {kind}")
+        print("\n".join(_medians(runs)))
+    if opts.json:
+        rows = [{"build": b, "kind": k, "runs": runs} for (b, k), runs in results.items()]
+        Path(opts.json).write_text(json.dumps(rows))
 
 
 if __name__ == "__main__":
