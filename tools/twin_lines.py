@@ -29,6 +29,15 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("fairque_core/app/worker.py", "fairque_core/app/worker_async.py"),
     ("fairque_redis/backend.py", "fairque_redis/async_backend.py"),
     ("fairque_core/memory/model.py", "fairque_core/memory/async_model.py"),
+    ("fairque_core/app/scheduler.py", "fairque_core/app/scheduler_async.py"),
+    ("fairque_core/app/engine_reads.py", "fairque_core/app/engine_reads_async.py"),
+    ("fairque_core/app/engine_schedules.py", "fairque_core/app/engine_schedules_async.py"),
+    ("fairque_core/app/engine_results.py", "fairque_core/app/engine_results_async.py"),
+    ("fairque_core/app/handles.py", "fairque_core/app/handles_async.py"),
+    ("fairque_core/app/batcher.py", "fairque_core/app/batcher_async.py"),
+    ("fairque_redis/schedules.py", "fairque_redis/async_schedules.py"),
+    ("fairque_redis/partitioned.py", "fairque_redis/partitioned_async.py"),
+    ("fairque_redis/partitioned_reads.py", "fairque_redis/partitioned_reads_async.py"),
 )
 
 HEADER_LINES = 5  # how far down a "generated" marker is looked for
