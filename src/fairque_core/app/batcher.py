@@ -22,7 +22,16 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from fairque_core.app.batching import BatcherClosedError, BatchPushError, check_batcher_settings
+from fairque_core.app.batching import (
+    BatcherClosedError,
+    BatcherSettings,
+    BatchPushError,
+    PendingState,
+    fail_unsettled,
+    note_failed_close,
+    raise_failures,
+    settle_chunk,
+)
 from fairque_core.app.handles import TaskHandle
 from fairque_core.app.messages import to_message
 from fairque_core.domain.models import Message, Task
@@ -35,17 +44,15 @@ __all__ = ["PendingPush", "PushBatcher"]
 log = logging.getLogger("fairque.batcher")
 
 
-class PendingPush:
+class PendingPush(PendingState[TaskHandle]):
     """A push held by a :class:`PushBatcher`: its ``task_id`` at once, its outcome once the
     push call of its batch returned."""
 
-    __slots__ = ("_error", "_handle", "_sent", "task_id")
+    __slots__ = ("_sent",)
 
     def __init__(self, task_id: str, sent: threading.Event) -> None:
-        self.task_id = task_id
+        super().__init__(task_id)
         self._sent = sent  # shared by every push of the same batch
-        self._handle: TaskHandle | None = None
-        self._error: BaseException | None = None
 
     def done(self) -> bool:
         """True once the push call of this task's batch returned (or failed)."""
@@ -61,10 +68,7 @@ class PendingPush:
         """
         if not self._sent.wait(timeout):
             raise TimeoutError(f"the batch of task {self.task_id} was not sent in {timeout} s")
-        if self._error is not None:
-            raise self._error
-        assert self._handle is not None
-        return self._handle
+        return self._outcome()
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """The push's exception (None when it was stored), waiting as :meth:`result` does."""
@@ -72,12 +76,8 @@ class PendingPush:
             raise TimeoutError(f"the batch of task {self.task_id} was not sent in {timeout} s")
         return self._error
 
-    def __repr__(self) -> str:
-        state = "pending" if not self.done() else "failed" if self._error else "stored"
-        return f"PendingPush({self.task_id!r}, {state})"
 
-
-class PushBatcher:
+class PushBatcher(BatcherSettings):
     """Buffers pushes and stores them ``max_size`` at a time, or after ``max_delay_ms``.
 
     Use it as a context manager (``with queue.batcher() as b: b.push(task)``) or call
@@ -93,7 +93,7 @@ class PushBatcher:
 
     def __init__(self, queue: FairQueue, *, max_size: int = 100, max_delay_ms: float = 5.0) -> None:
         self._queue = queue
-        self._max_size, self._max_delay = check_batcher_settings(max_size, max_delay_ms)
+        super().__init__(max_size, max_delay_ms)
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)  # the timer thread waits on it
         self._send_lock = threading.Lock()  # one batch in flight at a time, in buffer order
@@ -103,14 +103,6 @@ class PushBatcher:
         self._failures: dict[str, BaseException] = {}  # not yet raised by flush/close
         self._closed = False
         self._timer: threading.Thread | None = None
-
-    @property
-    def max_size(self) -> int:
-        return self._max_size
-
-    @property
-    def max_delay_ms(self) -> float:
-        return self._max_delay * 1000.0
 
     def __len__(self) -> int:
         """How many pushes are buffered, not yet sent."""
@@ -179,10 +171,7 @@ class PushBatcher:
         try:
             self.close()
         except BatchPushError as failed:
-            log.warning("sending the buffered pushes after an error failed: %s", failed)
-            add_note = getattr(exc, "add_note", None)  # Python 3.11+
-            if add_note is not None:
-                add_note(f"fairque batcher: {failed}")
+            note_failed_close(exc, failed, log)
 
     def __repr__(self) -> str:
         return (
@@ -228,10 +217,7 @@ class PushBatcher:
             for start in range(0, len(items), self._max_size):
                 self._send_chunk(items[start : start + self._max_size], failures)
         except BaseException as exc:  # interrupted: what has no outcome yet fails with it
-            for _task, _message, pending in items:
-                if pending._handle is None and pending._error is None:
-                    pending._error = exc
-                    failures[pending.task_id] = exc
+            fail_unsettled(items, exc, failures)
             raise
         finally:
             if failures:
@@ -249,22 +235,11 @@ class PushBatcher:
             outcomes = self._queue._send_each([message for _task, message, _p in chunk])
         except Exception as exc:  # the whole call failed: every push of it fails with it
             outcomes = [exc] * len(chunk)
-        tasks: list[Task] = []
-        stored: list[tuple[bool, str]] = []
-        waiting: list[PendingPush] = []
-        for (task, _message, pending), outcome in zip(chunk, outcomes, strict=True):
-            if isinstance(outcome, Exception):
-                pending._error = outcome
-                failures[task.task_id] = outcome
-            else:
-                tasks.append(task)
-                stored.append(outcome)
-                waiting.append(pending)
+        tasks, stored, waiting = settle_chunk(chunk, outcomes, failures)
         for pending, handle in zip(waiting, self._queue._handles(tasks, stored), strict=True):
             pending._handle = handle
 
     def _raise_failures(self) -> None:
         with self._lock:
             failures, self._failures = self._failures, {}
-        if failures:
-            raise BatchPushError(failures) from next(iter(failures.values()))
+        raise_failures(failures)

@@ -15,7 +15,16 @@ from collections.abc import Generator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from fairque_core.app.batching import BatcherClosedError, BatchPushError, check_batcher_settings
+from fairque_core.app.batching import (
+    BatcherClosedError,
+    BatcherSettings,
+    BatchPushError,
+    PendingState,
+    fail_unsettled,
+    note_failed_close,
+    raise_failures,
+    settle_chunk,
+)
 from fairque_core.app.handles_async import AsyncTaskHandle
 from fairque_core.app.messages import to_message
 from fairque_core.domain.models import Message, Task
@@ -28,17 +37,15 @@ __all__ = ["AsyncPendingPush", "AsyncPushBatcher"]
 log = logging.getLogger("fairque.batcher")
 
 
-class AsyncPendingPush:
+class AsyncPendingPush(PendingState[AsyncTaskHandle]):
     """A push held by an :class:`AsyncPushBatcher`: its ``task_id`` at once; ``await`` it for
     its handle, available once the push call of its batch returned."""
 
-    __slots__ = ("_error", "_handle", "_sent", "task_id")
+    __slots__ = ("_sent",)
 
     def __init__(self, task_id: str, sent: asyncio.Event) -> None:
-        self.task_id = task_id
+        super().__init__(task_id)
         self._sent = sent  # shared by every push of the same batch
-        self._handle: AsyncTaskHandle | None = None
-        self._error: BaseException | None = None
 
     def done(self) -> bool:
         """True once the push call of this task's batch returned (or failed)."""
@@ -49,10 +56,7 @@ class AsyncPendingPush:
         exception when it failed, ``asyncio.InvalidStateError`` while it is not sent yet."""
         if not self._sent.is_set():
             raise asyncio.InvalidStateError(f"the batch of task {self.task_id} is not sent yet")
-        if self._error is not None:
-            raise self._error
-        assert self._handle is not None
-        return self._handle
+        return self._outcome()
 
     def exception(self) -> BaseException | None:
         """The push's exception (None when stored), without waiting, as :meth:`result`."""
@@ -69,12 +73,8 @@ class AsyncPendingPush:
     def __await__(self) -> Generator[Any, None, AsyncTaskHandle]:
         return self.wait().__await__()
 
-    def __repr__(self) -> str:
-        state = "pending" if not self.done() else "failed" if self._error else "stored"
-        return f"AsyncPendingPush({self.task_id!r}, {state})"
 
-
-class AsyncPushBatcher:
+class AsyncPushBatcher(BatcherSettings):
     """Buffers pushes and stores them ``max_size`` at a time, or after ``max_delay_ms``.
 
     ``async with aqueue.batcher() as b: pending = await b.push(task)``. ``push`` checks and
@@ -90,7 +90,7 @@ class AsyncPushBatcher:
         self, queue: AsyncFairQueue, *, max_size: int = 100, max_delay_ms: float = 5.0
     ) -> None:
         self._queue = queue
-        self._max_size, self._max_delay = check_batcher_settings(max_size, max_delay_ms)
+        super().__init__(max_size, max_delay_ms)
         self._send_lock: asyncio.Lock | None = None  # made on first use, in the running loop
         self._buffer: list[tuple[Task, Message, AsyncPendingPush]] = []
         self._sent: asyncio.Event | None = None  # the signal of the batch being filled
@@ -98,14 +98,6 @@ class AsyncPushBatcher:
         self._background: set[asyncio.Task[None]] = set()  # sends the timer started
         self._failures: dict[str, BaseException] = {}  # not yet raised by flush/close
         self._closed = False
-
-    @property
-    def max_size(self) -> int:
-        return self._max_size
-
-    @property
-    def max_delay_ms(self) -> float:
-        return self._max_delay * 1000.0
 
     def __len__(self) -> int:
         """How many pushes are buffered, not yet sent."""
@@ -164,10 +156,7 @@ class AsyncPushBatcher:
         try:
             await self.close()
         except BatchPushError as failed:
-            log.warning("sending the buffered pushes after an error failed: %s", failed)
-            add_note = getattr(exc, "add_note", None)  # Python 3.11+
-            if add_note is not None:
-                add_note(f"fairque batcher: {failed}")
+            note_failed_close(exc, failed, log)
 
     def __repr__(self) -> str:
         return (
@@ -211,10 +200,7 @@ class AsyncPushBatcher:
             for start in range(0, len(items), self._max_size):
                 await self._send_chunk(items[start : start + self._max_size], failures)
         except BaseException as exc:  # canceled: what has no outcome yet fails with it
-            for _task, _message, pending in items:
-                if pending._handle is None and pending._error is None:
-                    pending._error = exc
-                    failures[pending.task_id] = exc
+            fail_unsettled(items, exc, failures)
             raise
         finally:
             self._failures.update(failures)
@@ -230,21 +216,10 @@ class AsyncPushBatcher:
             outcomes = await self._queue._send_each([message for _t, message, _p in chunk])
         except Exception as exc:  # the whole call failed: every push of it fails with it
             outcomes = [exc] * len(chunk)
-        tasks: list[Task] = []
-        stored: list[tuple[bool, str]] = []
-        waiting: list[AsyncPendingPush] = []
-        for (task, _message, pending), outcome in zip(chunk, outcomes, strict=True):
-            if isinstance(outcome, Exception):
-                pending._error = outcome
-                failures[task.task_id] = outcome
-            else:
-                tasks.append(task)
-                stored.append(outcome)
-                waiting.append(pending)
+        tasks, stored, waiting = settle_chunk(chunk, outcomes, failures)
         for pending, handle in zip(waiting, self._queue._handles(tasks, stored), strict=True):
             pending._handle = handle
 
     def _raise_failures(self) -> None:
         failures, self._failures = self._failures, {}
-        if failures:
-            raise BatchPushError(failures) from next(iter(failures.values()))
+        raise_failures(failures)
