@@ -8,6 +8,7 @@ import logging
 from typing import Any
 from urllib.parse import urlsplit
 
+import attrs
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -78,6 +79,40 @@ def split_config(
     if isinstance(config, FairQueueConfig):
         return config.queue, {**redis_options(config.redis), **opts}
     return config, opts
+
+
+@attrs.frozen
+class ClientPlan:
+    """What a backend's ``from_url`` builds its client and itself from (:func:`plan_client`)."""
+
+    url: str
+    queue: str
+    config: QueueConfig | None
+    options: dict[str, Any]
+    allow_eviction: bool
+
+
+def plan_client(
+    url: str,
+    *,
+    queue: str | None,
+    cluster: bool,
+    config: QueueConfig | FairQueueConfig | None,
+    allow_eviction: bool,
+    redis_opts: dict[str, Any],
+) -> ClientPlan:
+    """The normalized URL, the queue name (the queue config's, else ``"default"``), the queue
+    section, redis-py options (a FairQueueConfig's redis section under explicit ``redis_opts``,
+    fairque's fixed choices applied) and whether eviction is allowed (also when the config's
+    redis section says so): the part of ``from_url`` every Redis backend shares."""
+    url = normalize_url(url)
+    if isinstance(config, FairQueueConfig) and config.redis.allow_eviction:
+        allow_eviction = True
+    queue_config, opts = split_config(config, redis_opts)
+    if queue is None:
+        queue = queue_config.name if queue_config is not None else "default"
+    options = client_options(url, opts, cluster=cluster)
+    return ClientPlan(url, queue, queue_config, options, allow_eviction)
 
 
 def client_options(url: str | None, opts: dict[str, Any], *, cluster: bool) -> dict[str, Any]:

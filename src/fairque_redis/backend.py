@@ -29,12 +29,10 @@ from fairque_core.ports import Clock, FinishItem, QueueBackend, TokenSource, ran
 from fairque_redis._client_options import (
     MIN_BLOCK_SECONDS,
     blocking_seconds,
-    client_options,
     config_url,
-    normalize_url,
+    plan_client,
     redis_options,
     require_bytes_client,
-    split_config,
 )
 from fairque_redis._durability import Durability, replica_waiter
 from fairque_redis._errors import translate_errors
@@ -126,25 +124,28 @@ class RedisBackend:
         ``queue`` defaults to the queue config's name (``"default"`` without a config).
         ``allow_eviction`` (or the config's ``redis.allow_eviction``) accepts a server whose
         ``maxmemory-policy`` may evict keys."""
-        url = normalize_url(url)
-        if isinstance(config, FairQueueConfig) and config.redis.allow_eviction:
-            allow_eviction = True
         if durability is None:  # the config's redis section decides (ADR 33)
             durability = Durability.of(config if isinstance(config, FairQueueConfig) else None)
-        config, redis_opts = split_config(config, redis_opts)
-        if queue is None:
-            queue = config.name if config is not None else "default"
-        opts = client_options(url, redis_opts, cluster=cluster)
+        plan = plan_client(
+            url,
+            queue=queue,
+            cluster=cluster,
+            config=config,
+            allow_eviction=allow_eviction,
+            redis_opts=redis_opts,
+        )
         client: Redis | RedisCluster = (
-            RedisCluster.from_url(url, **opts) if cluster else Redis.from_url(url, **opts)
+            RedisCluster.from_url(plan.url, **plan.options)
+            if cluster
+            else Redis.from_url(plan.url, **plan.options)
         )
         backend = cls(
             client,
-            queue=queue,
-            config=config,
+            queue=plan.queue,
+            config=plan.config,
             clock=clock,
             token_source=token_source,
-            allow_eviction=allow_eviction,
+            allow_eviction=plan.allow_eviction,
             durability=durability,
         )
         backend._owns_client = True

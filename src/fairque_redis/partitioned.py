@@ -42,11 +42,9 @@ from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.validation import check_wait_timeout, validate_id
 from fairque_core.ports import Clock, FinishItem, QueueBackend, TokenSource, random_token
 from fairque_redis._client_options import (
-    client_options,
     config_url,
-    normalize_url,
+    plan_client,
     redis_options,
-    split_config,
 )
 from fairque_redis._partition_pick import PartitionPicker
 from fairque_redis.backend import RedisBackend
@@ -135,26 +133,27 @@ class PartitionedBackend(PartitionReads):
         **redis_opts: Any,
     ) -> PartitionedBackend:
         """A backend on a client of its own (as ``RedisBackend.from_url``)."""
-        url = normalize_url(url)
-        if isinstance(config, FairQueueConfig) and config.redis.allow_eviction:
-            allow_eviction = True
-        queue_config, redis_opts = split_config(config, redis_opts)
-        if queue is None:
-            queue = queue_config.name if queue_config is not None else "default"
-        if queue_config is None:
-            queue_config = QueueConfig(name=queue)
-        opts = client_options(url, redis_opts, cluster=cluster)
+        plan = plan_client(
+            url,
+            queue=queue,
+            cluster=cluster,
+            config=config,
+            allow_eviction=allow_eviction,
+            redis_opts=redis_opts,
+        )
         client: Redis | RedisCluster = (
-            RedisCluster.from_url(url, **opts) if cluster else Redis.from_url(url, **opts)
+            RedisCluster.from_url(plan.url, **plan.options)
+            if cluster
+            else Redis.from_url(plan.url, **plan.options)
         )
         backend = cls(
             client,
-            queue=queue,
+            queue=plan.queue,
             partitions=partitions,
-            config=queue_config,
+            config=plan.config if plan.config is not None else QueueConfig(name=plan.queue),
             clock=clock,
             token_source=token_source,
-            allow_eviction=allow_eviction,
+            allow_eviction=plan.allow_eviction,
         )
         backend._owns_client = True
         return backend
