@@ -15,48 +15,27 @@ process's memory and is lost if the process dies.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from fairque_core.app.batching import (
-    BatcherClosedError,
-    BatcherSettings,
-    BatchPushError,
-    PendingState,
-    fail_unsettled,
-    note_failed_close,
-    raise_failures,
-    settle_chunk,
-)
+from fairque_core.app.batching import PendingState, PushBuffer, closing_after, log
 from fairque_core.app.handles import TaskHandle
-from fairque_core.app.messages import to_message
-from fairque_core.domain.models import Message, Task
+from fairque_core.domain.models import Task
 
 if TYPE_CHECKING:
     from fairque_core.app.engine import FairQueue
 
 __all__ = ["PendingPush", "PushBatcher"]
 
-log = logging.getLogger("fairque.batcher")
 
-
-class PendingPush(PendingState[TaskHandle]):
+class PendingPush(PendingState[TaskHandle, threading.Event]):
     """A push held by a :class:`PushBatcher`: its ``task_id`` at once, its outcome once the
     push call of its batch returned."""
 
-    __slots__ = ("_sent",)
-
-    def __init__(self, task_id: str, sent: threading.Event) -> None:
-        super().__init__(task_id)
-        self._sent = sent  # shared by every push of the same batch
-
-    def done(self) -> bool:
-        """True once the push call of this task's batch returned (or failed)."""
-        return self._sent.is_set()
+    __slots__ = ()
 
     def result(self, timeout: float | None = None) -> TaskHandle:
         """The task's handle, as ``queue.push`` returns it (``duplicate``, ``get()``), once its
@@ -77,7 +56,7 @@ class PendingPush(PendingState[TaskHandle]):
         return self._error
 
 
-class PushBatcher(BatcherSettings):
+class PushBatcher(PushBuffer["FairQueue", PendingPush, threading.Event]):
     """Buffers pushes and stores them ``max_size`` at a time, or after ``max_delay_ms``.
 
     Use it as a context manager (``with queue.batcher() as b: b.push(task)``) or call
@@ -92,44 +71,19 @@ class PushBatcher(BatcherSettings):
     """
 
     def __init__(self, queue: FairQueue, *, max_size: int = 100, max_delay_ms: float = 5.0) -> None:
-        self._queue = queue
-        super().__init__(max_size, max_delay_ms)
-        self._lock = threading.Lock()
+        super().__init__(queue, max_size, max_delay_ms, pending=PendingPush, signal=threading.Event)
         self._wake = threading.Condition(self._lock)  # the timer thread waits on it
         self._send_lock = threading.Lock()  # one batch in flight at a time, in buffer order
-        self._buffer: list[tuple[Task, Message, PendingPush]] = []
-        self._sent = threading.Event()  # the signal of the batch being filled
         self._deadline: float | None = None  # when the buffer is due (monotonic)
-        self._failures: dict[str, BaseException] = {}  # not yet raised by flush/close
-        self._closed = False
         self._timer: threading.Thread | None = None
-
-    def __len__(self) -> int:
-        """How many pushes are buffered, not yet sent."""
-        with self._lock:
-            return len(self._buffer)
 
     # ------------------------------------------------------------------ pushing
     def push(self, task: Task) -> PendingPush:
         """Buffer ``task``; its pending push. The same checks as ``queue.push`` run here (a
         TaskValidationError, a PayloadTooLargeError ... raises now, and nothing is buffered).
         When the buffer is full this call sends it and returns after the call returned."""
-        message = to_message(task, self._queue.plugins, self._queue.config)
-        with self._lock:
-            if self._closed:
-                raise BatcherClosedError()
-            pending = PendingPush(task.task_id, self._sent)
-            self._buffer.append((task, message, pending))
-            size = len(self._buffer)
-            if size == 1 and size < self._max_size:
-                self._deadline = time.monotonic() + self._max_delay
-                if self._timer is None:
-                    self._timer = threading.Thread(
-                        target=self._run_timer, name="fairque-batcher", daemon=True
-                    )
-                    self._timer.start()
-                self._wake.notify()
-        if size >= self._max_size:
+        pending, full = self._add(task)
+        if full:
             self._send_buffered()
         return pending
 
@@ -163,23 +117,24 @@ class PushBatcher(BatcherSettings):
         tb: TracebackType | None,
     ) -> None:
         """Close: what is buffered is sent also when the block raised. Then the block's own
-        exception goes on; a BatchPushError of that last send is logged and added to it as a
-        note instead of replacing it (each failed push's pending push still says why)."""
-        if exc is None:
+        exception goes on (see :func:`~fairque_core.app.batching.closing_after`)."""
+        with closing_after(exc):
             self.close()
-            return
-        try:
-            self.close()
-        except BatchPushError as failed:
-            note_failed_close(exc, failed, log)
-
-    def __repr__(self) -> str:
-        return (
-            f"PushBatcher(queue={self._queue.name!r}, max_size={self._max_size}, "
-            f"max_delay_ms={self.max_delay_ms:g}, buffered={len(self)})"
-        )
 
     # ------------------------------------------------------------------ sending
+    def _start_delay(self) -> None:
+        """The first push of a batch (``_lock`` held): the timer thread sends it when due."""
+        self._deadline = time.monotonic() + self._max_delay
+        if self._timer is None:
+            self._timer = threading.Thread(
+                target=self._run_timer, name="fairque-batcher", daemon=True
+            )
+            self._timer.start()
+        self._wake.notify()
+
+    def _stop_delay(self) -> None:
+        self._deadline = None
+
     def _run_timer(self) -> None:
         """The timer thread: send the buffer when its first push has waited max_delay_ms."""
         while True:
@@ -200,46 +155,11 @@ class PushBatcher(BatcherSettings):
                 log.exception("the batcher's timer could not send its buffer")
 
     def _send_buffered(self) -> None:
-        with self._send_lock:
-            with self._lock:
-                if not self._buffer:
-                    return
-                items, self._buffer = self._buffer, []
-                sent, self._sent = self._sent, threading.Event()
-                self._deadline = None
-            self._send(items, sent)
-
-    def _send(
-        self, items: Sequence[tuple[Task, Message, PendingPush]], sent: threading.Event
-    ) -> None:
-        failures: dict[str, BaseException] = {}
-        try:
-            for start in range(0, len(items), self._max_size):
-                self._send_chunk(items[start : start + self._max_size], failures)
-        except BaseException as exc:  # interrupted: what has no outcome yet fails with it
-            fail_unsettled(items, exc, failures)
-            raise
-        finally:
-            if failures:
-                with self._lock:
-                    self._failures.update(failures)
-            sent.set()
-
-    def _send_chunk(
-        self,
-        chunk: Sequence[tuple[Task, Message, PendingPush]],
-        failures: dict[str, BaseException],
-    ) -> None:
-        outcomes: Sequence[tuple[bool, str] | Exception]
-        try:
-            outcomes = self._queue._send_each([message for _task, message, _p in chunk])
-        except Exception as exc:  # the whole call failed: every push of it fails with it
-            outcomes = [exc] * len(chunk)
-        tasks, stored, waiting = settle_chunk(chunk, outcomes, failures)
-        for pending, handle in zip(waiting, self._queue._handles(tasks, stored), strict=True):
-            pending._handle = handle
-
-    def _raise_failures(self) -> None:
-        with self._lock:
-            failures, self._failures = self._failures, {}
-        raise_failures(failures)
+        with self._send_lock, self._sending() as chunks:
+            for chunk in chunks:
+                outcomes: Sequence[tuple[bool, str] | Exception] | Exception
+                try:
+                    outcomes = self._queue._send_each(chunk.messages)
+                except Exception as exc:  # the whole call failed: every push of it fails
+                    outcomes = exc
+                chunk.settle(outcomes)

@@ -10,46 +10,25 @@ the two wait differently. A batcher belongs to the event loop it was first used 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Generator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from fairque_core.app.batching import (
-    BatcherClosedError,
-    BatcherSettings,
-    BatchPushError,
-    PendingState,
-    fail_unsettled,
-    note_failed_close,
-    raise_failures,
-    settle_chunk,
-)
+from fairque_core.app.batching import PendingState, PushBuffer, closing_after, log
 from fairque_core.app.handles_async import AsyncTaskHandle
-from fairque_core.app.messages import to_message
-from fairque_core.domain.models import Message, Task
+from fairque_core.domain.models import Task
 
 if TYPE_CHECKING:
     from fairque_core.app.engine_async import AsyncFairQueue
 
 __all__ = ["AsyncPendingPush", "AsyncPushBatcher"]
 
-log = logging.getLogger("fairque.batcher")
 
-
-class AsyncPendingPush(PendingState[AsyncTaskHandle]):
+class AsyncPendingPush(PendingState[AsyncTaskHandle, asyncio.Event]):
     """A push held by an :class:`AsyncPushBatcher`: its ``task_id`` at once; ``await`` it for
     its handle, available once the push call of its batch returned."""
 
-    __slots__ = ("_sent",)
-
-    def __init__(self, task_id: str, sent: asyncio.Event) -> None:
-        super().__init__(task_id)
-        self._sent = sent  # shared by every push of the same batch
-
-    def done(self) -> bool:
-        """True once the push call of this task's batch returned (or failed)."""
-        return self._sent.is_set()
+    __slots__ = ()
 
     def result(self) -> AsyncTaskHandle:
         """The task's handle, as ``queue.push`` returns it, without waiting: raises the push's
@@ -74,7 +53,7 @@ class AsyncPendingPush(PendingState[AsyncTaskHandle]):
         return self.wait().__await__()
 
 
-class AsyncPushBatcher(BatcherSettings):
+class AsyncPushBatcher(PushBuffer["AsyncFairQueue", AsyncPendingPush, asyncio.Event]):
     """Buffers pushes and stores them ``max_size`` at a time, or after ``max_delay_ms``.
 
     ``async with aqueue.batcher() as b: pending = await b.push(task)``. ``push`` checks and
@@ -89,38 +68,21 @@ class AsyncPushBatcher(BatcherSettings):
     def __init__(
         self, queue: AsyncFairQueue, *, max_size: int = 100, max_delay_ms: float = 5.0
     ) -> None:
-        self._queue = queue
-        super().__init__(max_size, max_delay_ms)
+        super().__init__(
+            queue, max_size, max_delay_ms, pending=AsyncPendingPush, signal=asyncio.Event
+        )
         self._send_lock: asyncio.Lock | None = None  # made on first use, in the running loop
-        self._buffer: list[tuple[Task, Message, AsyncPendingPush]] = []
-        self._sent: asyncio.Event | None = None  # the signal of the batch being filled
         self._timer: asyncio.TimerHandle | None = None
         self._background: set[asyncio.Task[None]] = set()  # sends the timer started
-        self._failures: dict[str, BaseException] = {}  # not yet raised by flush/close
-        self._closed = False
-
-    def __len__(self) -> int:
-        """How many pushes are buffered, not yet sent."""
-        return len(self._buffer)
 
     # ------------------------------------------------------------------ pushing
     async def push(self, task: Task) -> AsyncPendingPush:
         """Buffer ``task``; its pending push. The same checks as ``queue.push`` run here (a
         TaskValidationError, a PayloadTooLargeError ... raises now, and nothing is buffered).
         When the buffer is full this call sends it and returns after the call returned."""
-        message = to_message(task, self._queue.plugins, self._queue.config)
-        if self._closed:
-            raise BatcherClosedError()
-        if self._sent is None:
-            self._sent = asyncio.Event()
-        pending = AsyncPendingPush(task.task_id, self._sent)
-        self._buffer.append((task, message, pending))
-        size = len(self._buffer)
-        if size >= self._max_size:
+        pending, full = self._add(task)
+        if full:
             await self._send_buffered()
-        elif size == 1:
-            loop = asyncio.get_running_loop()
-            self._timer = loop.call_later(self._max_delay, self._on_timer)
         return pending
 
     async def flush(self) -> None:
@@ -148,23 +110,20 @@ class AsyncPushBatcher(BatcherSettings):
         tb: TracebackType | None,
     ) -> None:
         """Close: what is buffered is sent also when the block raised. Then the block's own
-        exception goes on; a BatchPushError of that last send is logged and added to it as a
-        note instead of replacing it (each failed push's pending push still says why)."""
-        if exc is None:
+        exception goes on (see :func:`~fairque_core.app.batching.closing_after`)."""
+        with closing_after(exc):
             await self.close()
-            return
-        try:
-            await self.close()
-        except BatchPushError as failed:
-            note_failed_close(exc, failed, log)
-
-    def __repr__(self) -> str:
-        return (
-            f"AsyncPushBatcher(queue={self._queue.name!r}, max_size={self._max_size}, "
-            f"max_delay_ms={self.max_delay_ms:g}, buffered={len(self)})"
-        )
 
     # ------------------------------------------------------------------ sending
+    def _start_delay(self) -> None:
+        """The first push of a batch: a loop timer sends it when due."""
+        self._timer = asyncio.get_running_loop().call_later(self._max_delay, self._on_timer)
+
+    def _stop_delay(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
     def _on_timer(self) -> None:
         self._timer = None
         if not self._buffer:
@@ -182,44 +141,11 @@ class AsyncPushBatcher(BatcherSettings):
         if self._send_lock is None:
             self._send_lock = asyncio.Lock()
         async with self._send_lock:
-            if not self._buffer:
-                return
-            items, self._buffer = self._buffer, []
-            sent, self._sent = self._sent, None
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            assert sent is not None
-            await self._send(items, sent)
-
-    async def _send(
-        self, items: Sequence[tuple[Task, Message, AsyncPendingPush]], sent: asyncio.Event
-    ) -> None:
-        failures: dict[str, BaseException] = {}
-        try:
-            for start in range(0, len(items), self._max_size):
-                await self._send_chunk(items[start : start + self._max_size], failures)
-        except BaseException as exc:  # canceled: what has no outcome yet fails with it
-            fail_unsettled(items, exc, failures)
-            raise
-        finally:
-            self._failures.update(failures)
-            sent.set()
-
-    async def _send_chunk(
-        self,
-        chunk: Sequence[tuple[Task, Message, AsyncPendingPush]],
-        failures: dict[str, BaseException],
-    ) -> None:
-        outcomes: Sequence[tuple[bool, str] | Exception]
-        try:
-            outcomes = await self._queue._send_each([message for _t, message, _p in chunk])
-        except Exception as exc:  # the whole call failed: every push of it fails with it
-            outcomes = [exc] * len(chunk)
-        tasks, stored, waiting = settle_chunk(chunk, outcomes, failures)
-        for pending, handle in zip(waiting, self._queue._handles(tasks, stored), strict=True):
-            pending._handle = handle
-
-    def _raise_failures(self) -> None:
-        failures, self._failures = self._failures, {}
-        raise_failures(failures)
+            with self._sending() as chunks:
+                for chunk in chunks:
+                    outcomes: Sequence[tuple[bool, str] | Exception] | Exception
+                    try:
+                        outcomes = await self._queue._send_each(chunk.messages)
+                    except Exception as exc:  # the whole call failed: every push of it fails
+                        outcomes = exc
+                    chunk.settle(outcomes)
