@@ -33,17 +33,13 @@ from types import FrameType
 from typing import Any
 
 from fairque_core.app import worker_actions as wa
-from fairque_core.app import worker_loop as wl
-from fairque_core.app.config import WorkerConfig
 from fairque_core.app.engine import FairQueue
-from fairque_core.app.handlers import TaskHandler
 from fairque_core.app.messages import encode_result
-from fairque_core.app.worker_pacing import listener_pause
+from fairque_core.app.worker_driver import WorkerDriver
+from fairque_core.app.worker_loop import logger
 from fairque_core.domain.models import Task
 
 __all__ = ["Worker"]
-
-logger = wl.logger
 
 
 class _Pool:
@@ -86,47 +82,34 @@ class _Pool:
             self._jobs.put(None)
 
 
-class Worker:
+class Worker(WorkerDriver[FairQueue]):
     """Claims tasks fairly and runs them with ``handler`` on up to ``max_concurrent_tasks``
     threads. ``start()`` runs it in the background, ``run()`` in the foreground with signal
     handling, ``stop()`` shuts it down gracefully, ``health()`` reports its state.
 
-    ``prefetch`` claims that many tasks beyond the free places, to hide claim latency; they
-    are heartbeated while they wait and released at once on stop. None (the default) adapts it
-    to how fast tasks finish: deep for fast tasks, none for tasks much slower than a claim
-    round trip, and bounded by a fraction of the lease (ADR 30).
+    ``Worker(config, handler, queue, *, prefetch=None)``: ``prefetch`` claims that many tasks
+    beyond the free places, to hide claim latency; they are heartbeated while they wait and
+    released at once on stop. None (the default) adapts it to how fast tasks finish: deep for
+    fast tasks, none for tasks much slower than a claim round trip, and bounded by a fraction
+    of the lease (ADR 30).
 
     Every decision is the :class:`~fairque_core.app.worker_loop.WorkerLoop`'s; this class only
     carries its actions out on threads.
     """
 
-    def __init__(
-        self,
-        config: WorkerConfig,
-        handler: TaskHandler,
-        queue: FairQueue,
-        *,
-        prefetch: int | None = None,
-    ) -> None:
-        self._loop = wl.WorkerLoop(
-            config, lease_seconds=queue.config.lease_seconds, prefetch=prefetch
-        )
-        self.config = config
-        self.handler = handler
-        self.queue = queue
-        self.prefetch = prefetch
-        self._assigned = list(config.assigned_tenants) or None
-        self._steal = list(config.steal_targets) or None
-        self._run_task: Callable[[Task], object] = getattr(handler, "run_sync", None) or (
-            handler.process_task
+    _wake: threading.Event
+    _listen: threading.Event
+
+    def _init_driver(self) -> None:
+        self._run_task: Callable[[Task], object] = getattr(self.handler, "run_sync", None) or (
+            self.handler.process_task
         )
         self._wake = threading.Event()
         self._stop_requested = threading.Event()
         self._done = threading.Event()
-        self._force = False
         self._thread: threading.Thread | None = None
         self._completions: SimpleQueue[tuple[wa.Slot, bool, Any, float]] = SimpleQueue()
-        self._pool = _Pool(self._execute, f"fairque-{config.id}")
+        self._pool = _Pool(self._execute, f"fairque-{self.config.id}")
         self._acker: ThreadPoolExecutor | None = None
         # set while the loop's last claim came back short and there is room: then the listener
         # thread waits on the queue's wake signal and wakes the loop when it comes
@@ -136,9 +119,7 @@ class Worker:
     # ------------------------------------------------------------------ public
     def start(self) -> None:
         """Start the worker threads and return."""
-        if self._thread is not None:
-            raise RuntimeError("this worker was already started")
-        self._loop.start()
+        self._begin()
         self._thread = threading.Thread(
             target=self._main, name=f"fairque-{self.config.id}-loop", daemon=True
         )
@@ -164,8 +145,7 @@ class Worker:
             self._loop.stop(time.monotonic())
             self._done.set()
             return True
-        wait = self.config.graceful_shutdown_timeout + 5.0 if timeout is None else timeout
-        return self._done.wait(wait)
+        return self._done.wait(self._stop_wait(timeout))
 
     def run(self) -> None:
         """Run until stopped; on the main thread SIGTERM/SIGINT trigger a graceful stop
@@ -186,14 +166,9 @@ class Worker:
 
     def health(self) -> dict[str, Any]:
         """A snapshot: state, sizes, counters, last error and last claim time."""
-        out = self._loop.health(time.monotonic(), time.time())
-        out["worker_id"] = self.config.id
+        out = super().health()
         out["waiting_for_work"] = out["waiting_for_work"] and not self._stop_requested.is_set()
         return out
-
-    @property
-    def state(self) -> str:
-        return self._loop.state
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self._stop_requested.is_set():
@@ -216,14 +191,14 @@ class Worker:
             ok = True
         except BaseException as exc:
             value = exc
-        if not slot.timed_out:
-            if ok:
-                wl.safe_callback("on_task_success", self.handler.on_task_success, task, value)
-            else:
-                wl.safe_callback("on_task_failure", self.handler.on_task_failure, task, value)
+        self._task_ended(slot, ok, value)
         self._completions.put((slot, ok, value, time.perf_counter() - started))
         if not self._wake.is_set():
             self._wake.set()
+
+    def _cancel(self, slot: wa.Slot) -> None:
+        """A thread cannot be cancelled: a timed-out task's thread runs on, its result dropped
+        (its place is given back as the loop decides)."""
 
     # ------------------------------------------------------------------ wake listener
     def _listen_for_work(self) -> None:
@@ -233,22 +208,18 @@ class Worker:
         the loop keeps its timers. Errors are the loop's to report (it meets the same outage
         on its next call); here they only pause listening.
         """
-        failures = 0
         while not self._stop_requested.is_set():
             self._listen.wait()
             if self._stop_requested.is_set():
                 return
+            woke: bool | Exception
             try:
                 woke = self.queue.wait_for_work(self.config.poll_interval_seconds)
             except Exception as exc:  # an outage (or a closed queue): pause, then listen again
-                logger.debug("worker %s: wake listener: %s", self.config.id, exc)
-                failures += 1
-                self._stop_requested.wait(listener_pause(failures))
-                continue
-            failures = 0
-            if woke:
-                self._listen.clear()
-                self._wake.set()
+                woke = exc
+            pause = self._listened(woke)
+            if pause is not None:
+                self._stop_requested.wait(pause)
 
     # ------------------------------------------------------------------ control thread
     def _main(self) -> None:
@@ -272,9 +243,8 @@ class Worker:
                     break
                 else:
                     self._perform(action)
-        except BaseException as exc:  # a bug, not an outage: report it, never hang
-            logger.exception("worker %s: control loop crashed", self.config.id)
-            loop.crashed(exc, time.monotonic())
+        except BaseException as exc:
+            self._crashed(exc)
         finally:
             self._listen.set()  # the listener sees the stop and ends
             if self._acker is not None:
@@ -294,52 +264,29 @@ class Worker:
         self._wake.clear()  # before the completions are read: a later one sets it again
 
     def _perform(self, action: wa.Action) -> None:
-        """Carry out one queue call of the loop and report its outcome."""
+        """Carry out one action of the loop that is not a sleep or a run: its queue call (its
+        outcome reported to the loop), or the callbacks of timed-out tasks."""
         loop = self._loop
-        queue = self.queue
         try:
-            if isinstance(action, wa.Claim):
-                if action.acks is not None:
-                    loop.done(self._claim_and_ack(action, action.acks))
-                    return
-                loop.done(self._pop(action.count))
-            elif isinstance(action, wa.Ack):
-                loop.done(queue.finish_batch(action.items, run_seconds=action.run_seconds))
-            elif isinstance(action, wa.Fail):
-                slot = action.slot
-                loop.done(queue.fail(slot.task, action.error, run_seconds=slot.run_seconds))
-            elif isinstance(action, wa.Release):
-                queue.release(action.slot.task)
-                loop.done(None)
-            elif isinstance(action, wa.Heartbeat):
-                loop.done(queue.heartbeat_batch(action.tasks))
-            elif isinstance(action, wa.Reap):
-                loop.done(queue.requeue_expired(action.limit))
-            elif isinstance(action, wa.Expire):
-                for slot in action.slots:
-                    wl.safe_callback("on_task_timeout", self.handler.on_task_timeout, slot.task)
-            else:  # pragma: no cover - every action is handled above
-                raise TypeError(f"unknown worker action {action!r}")
+            if isinstance(action, wa.Expire):
+                self._timed_out(action.slots)
+            elif isinstance(action, wa.Claim) and action.acks is not None:
+                loop.done(self._claim_and_ack(action, action.acks))
+            else:
+                loop.done(self._queue_call(action)())
         except Exception as exc:
             loop.failed(exc)
-
-    def _pop(self, count: int) -> list[Task]:
-        return self.queue.claim_batch(
-            count, self._assigned, steal=self._steal, worker_id=self.config.id
-        )
 
     def _claim_and_ack(self, claim: wa.Claim, ack: wa.Ack) -> tuple[Any, Any]:
         """The ack batch on a helper thread while this thread claims: the two round trips (and
         the decoding of the claimed tasks) overlap."""
         if self._acker is None:
             self._acker = ThreadPoolExecutor(1, thread_name_prefix=f"fairque-{self.config.id}-ack")
-        sent: Future[list[bool]] = self._acker.submit(
-            self.queue.finish_batch, ack.items, run_seconds=ack.run_seconds
-        )
+        sent: Future[list[bool]] = self._acker.submit(self._queue_call(ack))
         tasks: Any
         flags: Any
         try:
-            tasks = self._pop(claim.count)
+            tasks = self._queue_call(claim)()
         except Exception as exc:
             tasks = exc
         try:

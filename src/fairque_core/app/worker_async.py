@@ -30,68 +30,46 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fairque_core.app import worker_actions as wa
-from fairque_core.app import worker_loop as wl
-from fairque_core.app.config import WorkerConfig
 from fairque_core.app.engine_async import AsyncFairQueue
 from fairque_core.app.handlers import TaskHandler
 from fairque_core.app.messages import encode_result
-from fairque_core.app.worker_pacing import listener_pause
-from fairque_core.domain.models import Task
+from fairque_core.app.worker_driver import WorkerDriver
 
 __all__ = ["AsyncWorker"]
 
-logger = wl.logger
 
-
-class AsyncWorker:
+class AsyncWorker(WorkerDriver[AsyncFairQueue]):
     """Runs tasks of an :class:`AsyncFairQueue` as asyncio tasks, at most
     ``max_concurrent_tasks`` at once. ``await start()`` / ``await stop()`` / ``await run()``
     / ``health()``, as :class:`~fairque_core.app.worker.Worker` (``prefetch`` too: None, the
     default, adapts it)."""
 
-    def __init__(
-        self,
-        config: WorkerConfig,
-        handler: TaskHandler,
-        queue: AsyncFairQueue,
-        *,
-        prefetch: int | None = None,
-    ) -> None:
-        self._loop = wl.WorkerLoop(
-            config, lease_seconds=queue.config.lease_seconds, prefetch=prefetch
-        )
-        self.config = config
-        self.handler = handler
-        self.queue = queue
-        self.prefetch = prefetch
-        self._assigned = list(config.assigned_tenants) or None
-        self._steal = list(config.steal_targets) or None
+    _wake: asyncio.Event
+    _listen: asyncio.Event
+
+    def _init_driver(self) -> None:
+        handler = self.handler
         # a plain sync handler runs on a thread this worker starts, so that it sees the thread
         # end even after a timeout (stuck threads); any other handler runs as it says
         self._in_thread = type(handler).process_task_async is TaskHandler.process_task_async and (
             not inspect.iscoroutinefunction(handler.process_task)
         )
-        self._force = False
         self._stop_requested = False
-        self._wake: asyncio.Event | None = None
-        self._done: asyncio.Event | None = None
+        # the events bind to the event loop that first waits on them: the one of start()
+        self._wake = asyncio.Event()
+        self._done = asyncio.Event()
         self._main_task: asyncio.Task[None] | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._threads: dict[str, bool] = {}  # task id -> its thread was left running
         # set while the loop's last claim came back short: the listener task then waits on the
         # queue's wake signal and wakes the loop when it comes (see Worker)
-        self._listen: asyncio.Event | None = None
+        self._listen = asyncio.Event()
         self._listener: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ public
     async def start(self) -> None:
         """Start the control loop on the running event loop and return."""
-        if self._main_task is not None:
-            raise RuntimeError("this worker was already started")
-        self._wake = asyncio.Event()
-        self._done = asyncio.Event()
-        self._listen = asyncio.Event()
-        self._loop.start()
+        self._begin()
         self._main_task = asyncio.create_task(self._main(), name=f"fairque-{self.config.id}")
         self._listener = asyncio.create_task(
             self._listen_for_work(), name=f"fairque-{self.config.id}-wake"
@@ -99,7 +77,7 @@ class AsyncWorker:
 
     def request_stop(self) -> None:
         """Ask for a graceful stop (call from the event loop's thread)."""
-        if self._wake is None:
+        if self._main_task is None:  # not started
             self._loop.stop(time.monotonic())
             return
         if self._stop_requested:
@@ -110,11 +88,10 @@ class AsyncWorker:
     async def stop(self, timeout: float | None = None) -> bool:
         """Stop gracefully; wait up to ``timeout`` (default: shutdown timeout + 5 s)."""
         self.request_stop()
-        if self._main_task is None or self._done is None:
+        if self._main_task is None:
             return True
-        wait = self.config.graceful_shutdown_timeout + 5.0 if timeout is None else timeout
         try:
-            await asyncio.wait_for(self._done.wait(), wait)
+            await asyncio.wait_for(self._done.wait(), self._stop_wait(timeout))
         except asyncio.TimeoutError:
             return False
         return True
@@ -132,22 +109,12 @@ class AsyncWorker:
                 installed.append(sig)
         try:
             await self.start()
-            assert self._done is not None
             await self._done.wait()
         finally:
-            if self._done is not None and not self._done.is_set():
+            if not self._done.is_set():
                 await self.stop()
             for sig in installed:
                 loop.remove_signal_handler(sig)
-
-    def health(self) -> dict[str, Any]:
-        out = self._loop.health(time.monotonic(), time.time())
-        out["worker_id"] = self.config.id
-        return out
-
-    @property
-    def state(self) -> str:
-        return self._loop.state
 
     # ------------------------------------------------------------------ task side
     async def _execute(self, slot: wa.Slot) -> None:
@@ -168,10 +135,7 @@ class AsyncWorker:
         finally:
             self._tasks.pop(task.task_id, None)
         seconds = time.perf_counter() - started
-        if ok and not slot.timed_out:
-            wl.safe_callback("on_task_success", self.handler.on_task_success, task, value)
-        elif not slot.timed_out:
-            wl.safe_callback("on_task_failure", self.handler.on_task_failure, task, value)
+        self._task_ended(slot, ok, value)
         if self._threads.get(task.task_id) is False:
             self._threads[task.task_id] = True  # its thread runs on: it reports when it ends
             return
@@ -180,8 +144,13 @@ class AsyncWorker:
 
     def _report(self, slot: wa.Slot, ok: bool, value: Any, seconds: float) -> None:
         self._loop.task_done(slot, ok, value, seconds)
-        assert self._wake is not None
         self._wake.set()
+
+    def _cancel(self, slot: wa.Slot) -> None:
+        """Cancel a timed-out task's asyncio task (a sync handler's thread runs on)."""
+        running = self._tasks.get(slot.task.task_id)
+        if running is not None:
+            running.cancel()
 
     async def _invoke(self, slot: wa.Slot) -> object:
         task = slot.task
@@ -227,27 +196,19 @@ class AsyncWorker:
         interval; the loop keeps its timers. Errors only pause listening (the loop reports the
         outage on its next call). Cancelled when the loop ends.
         """
-        assert self._listen is not None
-        assert self._wake is not None
-        failures = 0
         while True:
             await self._listen.wait()
+            woke: bool | Exception
             try:
                 woke = await self.queue.wait_for_work(self.config.poll_interval_seconds)
             except Exception as exc:  # an outage (or a closed queue): pause, then listen again
-                logger.debug("worker %s: wake listener: %s", self.config.id, exc)
-                failures += 1
-                await asyncio.sleep(listener_pause(failures))
-                continue
-            failures = 0
-            if woke:
-                self._listen.clear()
-                self._wake.set()
+                woke = exc
+            pause = self._listened(woke)
+            if pause is not None:
+                await asyncio.sleep(pause)
 
     # ------------------------------------------------------------------ control loop
     async def _main(self) -> None:
-        assert self._wake is not None
-        assert self._listen is not None
         loop = self._loop
         try:
             while True:
@@ -275,58 +236,32 @@ class AsyncWorker:
         except asyncio.CancelledError:
             loop.crashed(None, time.monotonic())
             raise
-        except BaseException as exc:  # a bug, not an outage: report it, never hang
-            logger.exception("worker %s: control loop crashed", self.config.id)
-            loop.crashed(exc, time.monotonic())
+        except BaseException as exc:
+            self._crashed(exc)
         finally:
             self._listen.clear()
             if self._listener is not None:
                 self._listener.cancel()
             for running in list(self._tasks.values()):
                 running.cancel()
-            if self._done is not None:
-                self._done.set()
+            self._done.set()
 
     async def _perform(self, action: wa.Action) -> None:
-        """Carry out one queue call of the loop and report its outcome."""
+        """Carry out one action of the loop that is not a sleep or a run: its queue call (its
+        outcome reported to the loop), or the callbacks and cancellation of timed-out tasks."""
         loop = self._loop
-        queue = self.queue
         try:
-            if isinstance(action, wa.Claim):
-                if action.acks is not None:
-                    ack = action.acks
-                    tasks, flags = await asyncio.gather(
-                        self._pop(action.count),
-                        queue.finish_batch(ack.items, run_seconds=ack.run_seconds),
-                        return_exceptions=True,
-                    )
-                    loop.done((tasks, flags))
-                    return
-                loop.done(await self._pop(action.count))
-            elif isinstance(action, wa.Ack):
-                loop.done(await queue.finish_batch(action.items, run_seconds=action.run_seconds))
-            elif isinstance(action, wa.Fail):
-                slot = action.slot
-                loop.done(await queue.fail(slot.task, action.error, run_seconds=slot.run_seconds))
-            elif isinstance(action, wa.Release):
-                await queue.release(action.slot.task)
-                loop.done(None)
-            elif isinstance(action, wa.Heartbeat):
-                loop.done(await queue.heartbeat_batch(action.tasks))
-            elif isinstance(action, wa.Reap):
-                loop.done(await queue.requeue_expired(action.limit))
-            elif isinstance(action, wa.Expire):
-                for slot in action.slots:
-                    wl.safe_callback("on_task_timeout", self.handler.on_task_timeout, slot.task)
-                    running = self._tasks.get(slot.task.task_id)
-                    if running is not None:
-                        running.cancel()
-            else:  # pragma: no cover - every action is handled above
-                raise TypeError(f"unknown worker action {action!r}")
+            if isinstance(action, wa.Expire):
+                self._timed_out(action.slots)
+            elif isinstance(action, wa.Claim) and action.acks is not None:
+                # the claim and the ack batch at once: the two round trips overlap
+                both = await asyncio.gather(
+                    self._queue_call(action)(),
+                    self._queue_call(action.acks)(),
+                    return_exceptions=True,
+                )
+                loop.done(tuple(both))  # (tasks or error, flags or error)
+            else:
+                loop.done(await self._queue_call(action)())
         except Exception as exc:
             loop.failed(exc)
-
-    async def _pop(self, count: int) -> list[Task]:
-        return await self.queue.claim_batch(
-            count, self._assigned, steal=self._steal, worker_id=self.config.id
-        )

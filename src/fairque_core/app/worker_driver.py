@@ -1,0 +1,223 @@
+"""What the two worker drivers share (ADR 20): their settings, ``health``, the handler
+callbacks they make, and which queue call each action of the loop means.
+
+:class:`~fairque_core.app.worker.Worker` (threads) and
+:class:`~fairque_core.app.worker_async.AsyncWorker` (asyncio) carry out the actions of the same
+:class:`~fairque_core.app.worker_loop.WorkerLoop`; they differ in how they wait and run
+handlers. :func:`queue_call` turns an action that calls the queue into that call, ready to
+make: the driver makes it (a plain call, or awaited) and hands its result to the loop. No I/O
+here.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, Protocol, TypeVar
+
+import attrs
+
+from fairque_core.app import worker_actions as wa
+from fairque_core.app import worker_loop as wl
+from fairque_core.app.config import QueueConfig, WorkerConfig
+from fairque_core.app.handlers import TaskHandler
+from fairque_core.app.worker_loop import logger
+from fairque_core.app.worker_pacing import listener_pause
+from fairque_core.domain.models import Task
+
+__all__ = ["ClaimScope", "DrivenQueue", "WorkerDriver", "queue_call"]
+
+
+class Flag(Protocol):
+    """A threading or an asyncio event, as far as the shared code uses it."""
+
+    def set(self) -> None: ...
+
+    def clear(self) -> None: ...
+
+    def is_set(self) -> bool: ...
+
+
+class DrivenQueue(Protocol):
+    """The queue calls a worker makes: those of a FairQueue, or of an AsyncFairQueue (whose
+    calls return awaitables)."""
+
+    @property
+    def config(self) -> QueueConfig: ...
+
+    def claim_batch(
+        self,
+        count: int,
+        assigned: Sequence[str] | None = None,
+        *,
+        steal: Sequence[str] | None = None,
+        worker_id: str = "",
+    ) -> Any: ...
+
+    def finish_batch(
+        self, items: Sequence[tuple[Task, object]], *, run_seconds: Sequence[float] | None = None
+    ) -> Any: ...
+
+    def fail(
+        self, task: Task, error: BaseException, *, run_seconds: float | None = None
+    ) -> Any: ...
+
+    def release(self, task: Task) -> Any: ...
+
+    def heartbeat_batch(self, tasks: Sequence[Task]) -> Any: ...
+
+    def requeue_expired(self, limit: int = 100) -> Any: ...
+
+    def wait_for_work(self, timeout: float) -> Any: ...
+
+
+@attrs.frozen
+class ClaimScope:
+    """Whose tasks a worker claims: its ``assigned_tenants`` first, then its ``steal_targets``
+    (None: no list, any tenant), and the worker id its claims carry."""
+
+    assigned: list[str] | None
+    steal: list[str] | None
+    worker_id: str
+
+    @classmethod
+    def of(cls, config: WorkerConfig) -> ClaimScope:
+        return cls(
+            list(config.assigned_tenants) or None, list(config.steal_targets) or None, config.id
+        )
+
+
+def queue_call(queue: DrivenQueue, action: wa.Action, scope: ClaimScope) -> Callable[[], Any]:
+    """The queue call ``action`` asks for, with its arguments, not yet made. Its return value
+    (awaited, for an async queue) is what the loop's ``done`` gets. A :class:`wa.Claim` means
+    the claim alone: the ack batch it may carry is the driver's to send alongside.
+    TypeError for an action that does not call the queue."""
+    if isinstance(action, wa.Claim):
+        return functools.partial(
+            queue.claim_batch,
+            action.count,
+            scope.assigned,
+            steal=scope.steal,
+            worker_id=scope.worker_id,
+        )
+    if isinstance(action, wa.Ack):
+        return functools.partial(queue.finish_batch, action.items, run_seconds=action.run_seconds)
+    if isinstance(action, wa.Fail):
+        slot = action.slot
+        return functools.partial(queue.fail, slot.task, action.error, run_seconds=slot.run_seconds)
+    if isinstance(action, wa.Release):
+        return functools.partial(queue.release, action.slot.task)  # returns None
+    if isinstance(action, wa.Heartbeat):
+        return functools.partial(queue.heartbeat_batch, action.tasks)
+    if isinstance(action, wa.Reap):
+        return functools.partial(queue.requeue_expired, action.limit)
+    raise TypeError(f"not a queue call: worker action {action!r}")
+
+
+Q = TypeVar("Q", bound=DrivenQueue)
+
+
+class WorkerDriver(Generic[Q]):
+    """The part of a worker driver that does not depend on how it waits.
+
+    ``__init__`` takes the settings every worker takes, then calls :meth:`_init_driver` for the
+    driver's own state, which sets ``_wake`` (set to wake the control loop) and ``_listen``
+    (set while the loop wants the queue's wake signal listened for). A driver starts its loop
+    with :meth:`_begin`, reports a crash of its control loop with :meth:`_crashed`, makes the
+    handler callbacks of an ended task with :meth:`_task_ended` and of timed-out ones with
+    :meth:`_timed_out` (which calls its :meth:`_cancel`), makes each queue call as
+    :meth:`_queue_call` says, and hands what its wake listener heard to :meth:`_listened`.
+    """
+
+    _wake: Flag
+    _listen: Flag
+
+    def __init__(
+        self,
+        config: WorkerConfig,
+        handler: TaskHandler,
+        queue: Q,
+        *,
+        prefetch: int | None = None,
+    ) -> None:
+        self._loop = wl.WorkerLoop(
+            config, lease_seconds=queue.config.lease_seconds, prefetch=prefetch
+        )
+        self.config = config
+        self.handler = handler
+        self.queue = queue
+        self.prefetch = prefetch
+        self._scope = ClaimScope.of(config)
+        self._force = False  # a second stop request: do not wait for running tasks
+        self._started = False
+        self._listen_failures = 0  # failed waits for the wake signal in a row
+        self._init_driver()
+
+    def _init_driver(self) -> None:
+        """The driver's own state (called at the end of ``__init__``)."""
+        raise NotImplementedError
+
+    def _cancel(self, slot: wa.Slot) -> None:
+        """Cancel the handler of a timed-out task, where the runtime can."""
+        raise NotImplementedError
+
+    def health(self) -> dict[str, Any]:
+        """A snapshot: state, sizes, counters, last error and last claim time."""
+        out = self._loop.health(time.monotonic(), time.time())
+        out["worker_id"] = self.config.id
+        return out
+
+    @property
+    def state(self) -> str:
+        return self._loop.state
+
+    def _begin(self) -> None:
+        """Start the loop; RuntimeError when this worker was already started."""
+        if self._started:
+            raise RuntimeError("this worker was already started")
+        self._started = True
+        self._loop.start()
+
+    def _stop_wait(self, timeout: float | None) -> float:
+        """How long ``stop`` waits: ``timeout``, by default the shutdown timeout + 5 s."""
+        return self.config.graceful_shutdown_timeout + 5.0 if timeout is None else timeout
+
+    def _queue_call(self, action: wa.Action) -> Callable[[], Any]:
+        return queue_call(self.queue, action, self._scope)
+
+    def _crashed(self, exc: BaseException) -> None:
+        """The control loop raised ``exc``: a bug, not an outage. Report it, never hang."""
+        logger.exception("worker %s: control loop crashed", self.config.id)
+        self._loop.crashed(exc, time.monotonic())
+
+    def _task_ended(self, slot: wa.Slot, ok: bool, value: Any) -> None:
+        """The success or failure callback of a task whose handler returned ``value`` or
+        raised it; none for a task that timed out (it had ``on_task_timeout``)."""
+        if slot.timed_out:
+            return
+        if ok:
+            wl.safe_callback("on_task_success", self.handler.on_task_success, slot.task, value)
+        else:
+            wl.safe_callback("on_task_failure", self.handler.on_task_failure, slot.task, value)
+
+    def _timed_out(self, slots: Sequence[wa.Slot]) -> None:
+        """These running tasks passed their timeout (a :class:`wa.Expire`)."""
+        for slot in slots:
+            wl.safe_callback("on_task_timeout", self.handler.on_task_timeout, slot.task)
+            self._cancel(slot)
+
+    def _listened(self, woke: bool | Exception) -> float | None:
+        """What the wake listener's wait for the queue's wake signal came to: ``woke`` (the
+        signal came: wake the loop, stop listening), or the exception it raised (an outage, a
+        closed queue: the loop reports it on its own next call). How long the listener pauses
+        before it listens again: None when it need not."""
+        if isinstance(woke, Exception):
+            self._listen_failures += 1
+            logger.debug("worker %s: wake listener: %s", self.config.id, woke)
+            return listener_pause(self._listen_failures)
+        self._listen_failures = 0
+        if woke:
+            self._listen.clear()
+            self._wake.set()
+        return None
