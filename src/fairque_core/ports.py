@@ -36,7 +36,9 @@ from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.tenant_figures import TenantFairness
 
 __all__ = [
+    "AsyncClaimsWhenReady",
     "AsyncQueueBackend",
+    "ClaimsWhenReady",
     "Clock",
     "FinishItem",
     "QueueBackend",
@@ -480,3 +482,42 @@ class AsyncQueueBackend(Protocol):
     async def wait_for_work(self, timeout: float) -> bool: ...
 
     async def close(self) -> None: ...
+
+
+class ClaimsWhenReady(Protocol):
+    """An optional capability of a backend (ADR 38): :meth:`QueueBackend.wait_for_work` and
+    :meth:`QueueBackend.claim` in one round trip. The engine checks for the method and, on a
+    backend without it, waits and then claims (two calls, the same result)."""
+
+    def claim_when_ready(
+        self,
+        timeout: float,
+        *,
+        worker_id: str = "",
+        assigned: Sequence[str] | None = None,
+        steal: Sequence[str] | None = None,
+        count: int = 1,
+        lease_seconds: float | None = None,
+    ) -> list[Claimed]:
+        """Wait as ``wait_for_work(timeout)`` does, then claim as ``claim`` does, the claim made
+        when the wait ends, whether a wake token (or a due task) ended it or the timeout did.
+        A claim that finds nothing after a wake (another worker was faster) or a schedule
+        signal waits again for the time left. The claimed tasks (leased, exactly as by
+        ``claim``), empty when the time ran out with nothing ready. Bad arguments raise
+        ``TaskValidationError`` before any I/O, as ``claim`` and ``wait_for_work`` do."""
+        ...
+
+
+class AsyncClaimsWhenReady(Protocol):
+    """The asynchronous twin of :class:`ClaimsWhenReady`."""
+
+    async def claim_when_ready(
+        self,
+        timeout: float,
+        *,
+        worker_id: str = "",
+        assigned: Sequence[str] | None = None,
+        steal: Sequence[str] | None = None,
+        count: int = 1,
+        lease_seconds: float | None = None,
+    ) -> list[Claimed]: ...

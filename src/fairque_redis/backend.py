@@ -9,9 +9,10 @@ Lua scripts, and redis-py exceptions are translated at one edge (:mod:`fairque_r
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from redis import Redis
@@ -39,6 +40,14 @@ from fairque_redis._errors import translate_errors
 from fairque_redis._script_calls import Call, ScriptCalls
 from fairque_redis._script_calls.base import to_text
 from fairque_redis._script_loading import Script
+from fairque_redis._wake_claim import (
+    POLL_SECONDS,
+    Refused,
+    claim_missed,
+    note_polling,
+    queue_round,
+    read_pop,
+)
 from fairque_redis.keys import QUEUES_KEY, KeySpace
 from fairque_redis.schedules import RedisScheduleStore
 from fairque_redis.scripts import SOURCES
@@ -49,9 +58,6 @@ __all__ = ["RedisBackend"]
 T = TypeVar("T")
 
 log = logging.getLogger("fairque.redis")
-
-# Without BLPOP (an ACL that denies it) wait_for_work polls the wake signal this often.
-_POLL_SECONDS = 0.05
 
 
 class RedisBackend:
@@ -99,6 +105,9 @@ class RedisBackend:
         self._allow_eviction = allow_eviction
         # durability="replicated": writes wait for a replica (ADR 33); None waits for nothing
         self._replicas = replica_waiter(client, Durability.of(durability), queue)
+        self._pipelines_claims = not isinstance(client, RedisCluster) and not (
+            self._replicas and self._replicas.waits_after("claim")
+        )
         self._checked = False
         self._polling = False
         self._registered = False
@@ -474,54 +483,100 @@ class RedisBackend:
             return int(self._client.hdel(self._keys.workers, *worker_ids))
 
     def wait_for_work(self, timeout: float) -> bool:
-        """Wait for the wake signal or the first scheduled task coming due; see the port.
+        """Wait for the wake signal or the first scheduled task coming due (see the port): one
+        ``next_due`` script call, then a BLPOP on the wake and schedule signals for the time
+        left or until that due time, whichever is shorter (LPOP of the wake signal under 1 ms).
+        A schedule signal (an earlier due time) sends it round again."""
+        woke, _ = self._wait(check_wait_timeout(timeout), None)
+        return woke
 
-        One ``next_due`` script call, then a BLPOP on the wake and schedule signals for at
-        most the time left or the time until that due time, whichever is shorter (LPOP of
-        the wake signal when under 1 ms is left). A schedule signal (a task scheduled before
-        the due time we were waiting for) sends it round again.
-        """
-        seconds = blocking_seconds(check_wait_timeout(timeout), self._client)
-        deadline = time.monotonic() + seconds
-        wake = self._keys.wake
+    def claim_when_ready(
+        self,
+        timeout: float,
+        *,
+        worker_id: str = "",
+        assigned: Sequence[str] | None = None,
+        steal: Sequence[str] | None = None,
+        count: int = 1,
+        lease_seconds: float | None = None,
+    ) -> list[Claimed]:
+        """:meth:`wait_for_work`, then :meth:`claim`, with no round trip between them (ADR 38):
+        the claim is pipelined behind the BLPOP and runs when it returns (woken or timed out);
+        an empty claim after a wake or a schedule signal waits again for the time left. On a
+        cluster, or when a claim waits for replicas: each pop, then the claim."""
+        plan = functools.partial(
+            self._planner.claim,
+            worker_id=worker_id,
+            assigned=assigned,
+            steal=steal,
+            count=count,
+            lease_seconds=lease_seconds,
+        )
+        first = [plan()]  # bad arguments raise here, before any command is sent
+        seconds = check_wait_timeout(timeout)
+        return (self._wait(seconds, lambda: first.pop() if first else plan()))[1]
+
+    def _wait(
+        self, timeout: float, plan: Callable[[], Call[list[Claimed]]] | None
+    ) -> tuple[bool, list[Claimed]]:
+        """The wait for work; with ``plan`` (a claim's builder) each pop carries a claim, until
+        one leases tasks or time is up. ``(woken or due, claimed)``."""
+        deadline = time.monotonic() + blocking_seconds(timeout, self._client)
+        wake = self._keys.wake.encode()
         while True:
             due_in = self._run(self._planner.next_due())
             if due_in is not None and due_in <= 0:
-                return True
+                return True, [] if plan is None else self._run(plan())
             left = deadline - time.monotonic()
             block = left if due_in is None else min(left, due_in)
             if self._polling:
-                if self._poll_wake(block):
-                    return True
-                if time.monotonic() >= deadline:
-                    return False
+                woke = self._poll_wake(block)
+                if woke or time.monotonic() >= deadline:
+                    return woke, [] if plan is None else self._run(plan())
                 continue
+            got, claimed = self._pop_and_claim(block, None if plan is None else plan())
+            if isinstance(got, Refused):
+                self._polling, got = note_polling(got.error), None
+                if not claimed:
+                    continue
+            woke = got is not None and (block < MIN_BLOCK_SECONDS or got[0] == wake)
+            late = woke if plan is None else time.monotonic() >= deadline
+            if claimed or block < MIN_BLOCK_SECONDS or late:
+                return woke, claimed
+
+    def _pop_and_claim(self, block: float, call: Call[list[Claimed]] | None) -> Any:
+        """The pop of the signals and ``call``'s claim in one round trip (``_wake_claim``)."""
+        keys = self._keys
+        if call is None or not self._pipelines_claims:  # the pop, then (if any) the claim
             try:
                 with translate_errors("wait_for_work", writes=False):
                     if block < MIN_BLOCK_SECONDS:
-                        return self._client.lpop(wake) is not None
-                    got = self._client.blpop([wake, self._keys.sched], timeout=block)
+                        popped: Any = self._client.lpop(keys.wake)
+                    else:
+                        popped = self._client.blpop([keys.wake, keys.sched], timeout=block)
             except BackendPermissionError as exc:
-                self._polling = True
-                log.warning(
-                    "the server's ACL refuses a command of the wait for work (%s); this backend "
-                    "polls for work every %g s instead (grant +blpop and +lpop to wake at once)",
-                    exc.command or "blpop",
-                    _POLL_SECONDS,
-                )
-                continue
-            if got is not None and got[0] == wake.encode():
-                return True
+                popped = Refused(exc)
+            return popped, [] if call is None else self._run(call)
+        if not self._registered:
+            self._register_queue()
+        script = self._scripts[call.script]
+        anchors = self._planner.anchors
+        pipe = self._client.pipeline(transaction=False)
+        queue_round(pipe, keys, block, sha=script.sha, anchors=anchors, args=call.args)
+        with translate_errors(call.script, writes=True):
+            popped, reply = pipe.execute(raise_on_error=False)
+        if claim_missed(reply):  # NOSCRIPT: the claim did not run; send it alone
+            with translate_errors(call.script, writes=True):
+                reply = script(keys=anchors, args=call.args)
+        return read_pop(popped), call.parse(reply)
 
-    def _poll_wake(self, block: float) -> bool:
-        """The wait without BLPOP: sleep a poll interval, then take a pending wake token with
-        LPOP (or, when that is refused too, report possible work)."""
-        time.sleep(max(0.0, min(block, _POLL_SECONDS)))
+    def _poll_wake(self, block: float) -> bool:  # the wait without BLPOP: sleep, LPOP
+        time.sleep(max(0.0, min(block, POLL_SECONDS)))
         try:
             with translate_errors("wait_for_work", writes=False):
                 return self._client.lpop(self._keys.wake) is not None
         except BackendPermissionError:
-            return block <= _POLL_SECONDS
+            return block <= POLL_SECONDS
 
     def close(self) -> None:
         """Close the client if this backend made it (``from_url``/``from_config``)."""

@@ -54,7 +54,7 @@ from fairque_core.domain.errors import (
     TaskSerializationError,
 )
 from fairque_core.domain.limits import LIMIT_FIELDS, LimitStatus
-from fairque_core.domain.models import Message, Task
+from fairque_core.domain.models import Claimed, Message, Task
 from fairque_core.domain.outcomes import error_record
 from fairque_core.domain.validation import check_wait_timeout
 from fairque_core.ports import AsyncQueueBackend, FinishItem
@@ -255,7 +255,6 @@ class AsyncFairQueue(AsyncResultMixin, AsyncReadMixin, AsyncScheduleMixin):
         ``count`` is clamped to ``arguments.MAX_CLAIM_BATCH``)."""
         count, assigned, steal, worker_id = check_claim(count, assigned, steal, worker_id)
         out: list[Task] = []
-        listening = self._listening()
         for _ in range(_MAX_POISON_ROUNDS):
             want = count - len(out)
             claimed = await self._backend.claim(
@@ -265,28 +264,73 @@ class AsyncFairQueue(AsyncResultMixin, AsyncReadMixin, AsyncScheduleMixin):
                 count=want,
                 lease_seconds=self._config.lease_seconds,
             )
-            now = time.time()
-            poisoned = 0
-            for item in claimed:
-                try:
-                    task = decode_claimed(item, self._plugins)
-                except TaskSerializationError as exc:
-                    poisoned += 1
-                    await self._poison(item.message, item.lease.token, exc)
-                    continue
-                if listening:
-                    self._event(
-                        "started",
-                        task,
-                        wait_seconds=wait_seconds(item.message, now),
-                        recoveries=item.recoveries,
-                        worker_id=worker_id,
-                    )
-                out.append(task)
+            poisoned = await self._decode_into(out, claimed, worker_id)
             if not poisoned or len(claimed) < want:
                 break
         context.register_all(out, self)  # the handlers' XCom contexts (ADR 27), built on use
         return out
+
+    async def claim_when_ready(
+        self,
+        count: int,
+        assigned: Sequence[str] | None = None,
+        *,
+        steal: Sequence[str] | None = None,
+        worker_id: str = "",
+        timeout: float,
+    ) -> list[Task]:
+        """Wait up to ``timeout`` s for work (:meth:`wait_for_work`), then claim up to ``count``
+        tasks as :meth:`claim_batch` does, the claim made when the wait ends, woken or not:
+        in one round trip on a backend that has ``claim_when_ready`` (ADR 38), else as the
+        wait and then the claim. Empty when the time ran out with nothing ready."""
+        count, assigned, steal, worker_id = check_claim(count, assigned, steal, worker_id)
+        check_wait_timeout(timeout)
+        both = getattr(self._backend, "claim_when_ready", None)
+        if both is None:
+            await self.wait_for_work(timeout)
+            return await self.claim_batch(count, assigned, steal=steal, worker_id=worker_id)
+        claimed = await both(
+            timeout,
+            worker_id=worker_id,
+            assigned=assigned or None,
+            steal=steal or None,
+            count=count,
+            lease_seconds=self._config.lease_seconds,
+        )
+        out: list[Task] = []
+        poisoned = await self._decode_into(out, claimed, worker_id)
+        context.register_all(out, self)
+        if poisoned and len(claimed) == count:  # poison took places: claim the rest as usual
+            out += await self.claim_batch(
+                count - len(out), assigned, steal=steal, worker_id=worker_id
+            )
+        return out
+
+    async def _decode_into(
+        self, out: list[Task], claimed: Sequence[Claimed], worker_id: str
+    ) -> int:
+        """Decode ``claimed`` into ``out`` (with the ``started`` events); a message that
+        cannot be decoded goes to the DLQ as POISONED. How many did."""
+        listening = self._listening()
+        now = time.time()
+        poisoned = 0
+        for item in claimed:
+            try:
+                task = decode_claimed(item, self._plugins)
+            except TaskSerializationError as exc:
+                poisoned += 1
+                await self._poison(item.message, item.lease.token, exc)
+                continue
+            if listening:
+                self._event(
+                    "started",
+                    task,
+                    wait_seconds=wait_seconds(item.message, now),
+                    recoveries=item.recoveries,
+                    worker_id=worker_id,
+                )
+            out.append(task)
+        return poisoned
 
     async def _poison(self, message: Message, token: str, error: TaskSerializationError) -> None:
         reason = common.describe(error)

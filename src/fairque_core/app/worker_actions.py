@@ -8,7 +8,9 @@ Those that call the queue expect the driver to report the call's outcome with
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
@@ -21,6 +23,7 @@ __all__ = [
     "Claim",
     "Expire",
     "Fail",
+    "Handoff",
     "Heartbeat",
     "Reap",
     "Release",
@@ -29,7 +32,18 @@ __all__ = [
     "Slot",
     "Stats",
     "Stopped",
+    "safe_callback",
 ]
+
+logger = logging.getLogger("fairque.worker")
+
+
+def safe_callback(name: str, call: Any, *args: Any) -> None:
+    """Run a handler callback; its exceptions are logged, never propagated."""
+    try:
+        call(*args)
+    except Exception:
+        logger.exception("handler callback %s raised", name)
 
 
 @attrs.define
@@ -152,14 +166,62 @@ class Expire(Action):
 
 class Sleep(Action):
     """Wait until ``until`` (the driver's clock) or a wake-up (a completion, a stop, the wake
-    signal), whichever comes first. ``listen``: whether the driver should wait on the queue's
-    wake signal meanwhile (ADR 16)."""
+    signal, a listener's claim), whichever comes first. ``listen``: whether the driver should
+    wait on the queue's wake signal meanwhile (ADR 16).
 
-    __slots__ = ("listen", "until")
+    ``claim`` > 0 hands the loop's next claim to the driver's listener (ADR 38): it waits for
+    work and claims up to ``claim`` tasks in one go (``claim_when_ready``, its wait ending by
+    ``claim_by`` at the latest), and reports what came back with
+    :meth:`WorkerLoop.listener_claimed` (the tasks, the exception, or None when it did not
+    claim). Until then the loop claims nothing itself. A driver without a listener must not
+    build its loop with ``listener_claims``."""
 
-    def __init__(self, until: float, listen: bool) -> None:
+    __slots__ = ("claim", "claim_by", "listen", "until")
+
+    def __init__(self, until: float, listen: bool, claim: int = 0, claim_by: float = 0.0) -> None:
         self.until = until
         self.listen = listen
+        self.claim = claim
+        self.claim_by = claim_by
+
+
+class Handoff:
+    """The claim a loop hands to its driver's listener (see :class:`Sleep`): at most one out at
+    a time. ``grace``: after that long without an answer the loop stops waiting for one (a
+    listener that hangs must not stop the worker claiming); a late answer is still booked."""
+
+    __slots__ = ("_answers", "_last", "asked", "enabled", "grace", "since")
+
+    def __init__(self, enabled: bool, grace: float) -> None:
+        self.enabled = enabled
+        self.grace = grace
+        self.asked = 0  # tasks the claim out asks for; 0 when none is out
+        self.since = 0.0
+        self._last = 0
+        self._answers: list[object] = []
+
+    def offer(self, count: int, now: float) -> int:
+        """Hand out a claim of ``count`` tasks unless one is out (or ``count`` < 1); how many."""
+        if not self.enabled or count < 1 or self.out(now):
+            return 0
+        self.asked = self._last = count
+        self.since = now
+        return count
+
+    def out(self, now: float) -> bool:
+        if self.asked and now - self.since > self.grace:
+            self.asked = 0
+        return self.asked > 0
+
+    def answer(self, result: object) -> None:
+        self._answers.append(result)
+
+    def take(self) -> tuple[int, list[object]]:
+        """What the listener brought since the last call, and how many tasks it was asked for."""
+        answers, self._answers = self._answers, []
+        if answers:
+            self.asked = 0
+        return self._last, answers
 
 
 class Stopped(Action):

@@ -34,7 +34,7 @@ import attrs
 
 from fairque_core.app import worker_actions as act
 from fairque_core.app.config import WorkerConfig
-from fairque_core.app.worker_actions import Action, Slot, Stats
+from fairque_core.app.worker_actions import Action, Slot, Stats, safe_callback
 from fairque_core.app.worker_buffer import TurnBuffer
 from fairque_core.app.worker_pacing import (
     ACK_LINGER_SECONDS,
@@ -67,15 +67,6 @@ REAPER_ROUNDS = 10
 REAPER_LIMIT = 100
 
 
-# ---------------------------------------------------------------------------- helpers
-def safe_callback(name: str, call: Any, *args: Any) -> None:
-    """Run a handler callback; its exceptions are logged, never propagated."""
-    try:
-        call(*args)
-    except Exception:
-        logger.exception("handler callback %s raised", name)
-
-
 class _Outage(Exception):
     """A queue call failed: the rest of this cycle's queue work is skipped."""
 
@@ -92,6 +83,8 @@ class WorkerLoop:
     that times out gives its place back at once while fewer than ``stuck_limit`` (by default
     ``max_concurrent_tasks``) timed-out handlers are still running; past that its place is freed
     only when its handler returns. ``rng`` makes the backoff jitter reproducible.
+    ``listener_claims``: the driver's listener can claim (see :class:`~.worker_actions.Sleep`):
+    while the loop listens, it hands its claims to the listener (ADR 38).
     """
 
     def __init__(
@@ -102,6 +95,7 @@ class WorkerLoop:
         prefetch: int | None = None,
         stuck_limit: int | None = None,
         rng: random.Random | None = None,
+        listener_claims: bool = False,
     ) -> None:
         check_worker_config(config)
         if prefetch is not None and prefetch < 0:
@@ -117,6 +111,7 @@ class WorkerLoop:
         self.stats = Stats()
         self.backoff = Backoff(rng=rng)
         self.idle_poll = IdlePoll(config.poll_interval_seconds)
+        self.handoff = act.Handoff(listener_claims, 2 * config.poll_interval_seconds + 10.0)
         self.state = "new"  # running, stopping, stopped
         self.listening = False  # the last claim came back short and there is room
         self.shutdown_at: float | None = None
@@ -146,6 +141,11 @@ class WorkerLoop:
     def task_done(self, slot: Slot, ok: bool, value: Any, run_seconds: float) -> None:
         """A handler returned: ``value`` is its result (``ok``) or the exception it raised."""
         self._inbox.append((slot, ok, value, run_seconds))
+
+    def listener_claimed(self, result: object) -> None:
+        """The listener's claim (a :class:`~.worker_actions.Sleep`'s ``claim``) came back:
+        the tasks it leased, the exception it raised, or None when it made no claim."""
+        self.handoff.answer(result)
 
     def stop(self, now: float, *, force: bool = False) -> None:
         """Begin the graceful stop: claiming stops, unstarted claims are released, running tasks
@@ -224,6 +224,7 @@ class WorkerLoop:
 
     # ------------------------------------------------------------------ one cycle
     def _cycle(self, now: float) -> _Steps:
+        handed = self._take_handed()
         if self.state == "stopping":
             assert self.shutdown_at is not None
             if self.drained or now >= self.shutdown_at:
@@ -238,10 +239,12 @@ class WorkerLoop:
         if self.buffer and self.executing < self.cap:
             # start what is in hand first: those tasks run while the queue calls below are out
             yield act.Run(self._dispatch(now))
-        idle = True
+        idle = True if handed is None else handed
         if self.backoff.waiting(now) <= 0:
             try:
-                claim = self.state == "running" and self._worth_claiming(now)
+                # a claim the listener made (or has out) stands for this cycle's claim
+                delegated = handed is not None or self.handoff.out(now)
+                claim = self.state == "running" and not delegated and self._worth_claiming(now)
                 if claim and self._acks and now < self.heartbeat_due and now < self.reap_due:
                     idle = yield from self._flush_and_claim()
                 else:
@@ -250,8 +253,8 @@ class WorkerLoop:
                         yield from self._heartbeat(now)
                     if now >= self.reap_due:
                         yield from self._reap(now)
-                    idle = (yield from self._claim()) if claim else False
-                if not claim:
+                    idle = (yield from self._claim()) if claim else delegated and idle
+                if not claim and not delegated:
                     self.listening = False  # no room: leave the signal to idle workers
                 self.backoff.ok()
             except _Outage:
@@ -259,7 +262,10 @@ class WorkerLoop:
         if self.buffer and self.executing < self.cap:
             yield act.Run(self._dispatch(self._now))
         now = self._now
-        yield act.Sleep(now + self._next_wait(now, idle=idle), self.listening)
+        ready = self.listening and self.state == "running" and self.backoff.waiting(now) <= 0
+        handing = self.handoff.offer(self._claim_size() if ready else 0, now)
+        until = now + self._next_wait(now, idle=idle)
+        yield act.Sleep(until, self.listening, handing, now + self.idle_poll.wait)
 
     def _final_flush(self) -> _Steps:
         self._collect()
@@ -518,6 +524,15 @@ class WorkerLoop:
         self.gauge.tripped(self._now - sent)
         return self._claimed(tasks, count)
 
+    def _take_handed(self) -> bool | None:
+        """Book the listener's claims: was the last short? None: none (the loop claims)."""
+        asked, answers = self.handoff.take()
+        short: bool | None = None
+        for answer in answers:
+            if isinstance(answer, list):
+                short = self._claimed(answer, asked)
+        return short
+
     def _claimed(self, tasks: list[Task], asked: int) -> bool:
         now = self._now
         self.stats.last_claim_at = now
@@ -574,6 +589,8 @@ class WorkerLoop:
             # the queue had less than asked: poll again soon after work was found, backing
             # off to poll_interval_seconds while it stays empty (woken early by completions)
             poll = self.idle_poll.wait if idle else self.config.poll_interval_seconds
+            if self.handoff.out(now):
+                poll = math.inf  # the listener claims at the poll time
             deadline = min(self.heartbeat_due, self.reap_due, now + poll, acks_at)
         for slot in self.running.values():
             if not slot.timed_out and slot.started_at is not None:
