@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from fairque_core import FairQueueConfig, Priority, ScheduleValidationError
@@ -261,6 +261,7 @@ def test_tick_ids_are_valid_deterministic_and_distinct(name: str, tick: int) -> 
 
 
 @given(tick=st.integers(min_value=0, max_value=4_000_000_000), jitter=st.floats(0, 3600))
+@example(tick=1, jitter=5e-324)  # a subnormal jitter: the product rounded up to it once
 def test_jitter_is_deterministic_and_in_range(tick: int, jitter: float) -> None:
     offset = jitter_offset("n", tick, jitter)
     assert offset == jitter_offset("n", tick, jitter)

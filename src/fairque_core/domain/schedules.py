@@ -441,4 +441,7 @@ def jitter_offset(name: str, at: float, jitter: float) -> float:
     if jitter <= 0:
         return 0.0
     digest = hashlib.sha256(f"{name}\0{math.floor(at)}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2.0**64 * jitter
+    # 53 bits: a fraction in [0, 1) that a double holds exactly (64 bits could round to 1.0)
+    fraction = (int.from_bytes(digest[:8], "big") >> 11) / 2.0**53
+    # the product still rounds up to ``jitter`` when it is tiny (a subnormal): stay below it
+    return min(fraction * jitter, math.nextafter(jitter, 0.0))
