@@ -516,8 +516,7 @@ class AsyncRedisBackend:
             count=count,
             lease_seconds=lease_seconds,
         )
-        first = [plan()]  # bad arguments raise here, before any command is sent
-        seconds = check_wait_timeout(timeout)
+        first, seconds = [plan()], check_wait_timeout(timeout)  # bad arguments raise here
         return (await self._wait(seconds, lambda: first.pop() if first else plan()))[1]
 
     async def _wait(
@@ -527,8 +526,9 @@ class AsyncRedisBackend:
         one leases tasks or time is up. ``(woken or due, claimed)``."""
         deadline = time.monotonic() + blocking_seconds(timeout, self._client)
         wake = self._keys.wake.encode()
-        while True:
-            due_in = await self._run(self._planner.next_due())
+        while True:  # (no next_due when a claim follows at once: it moves due tasks itself)
+            quick = plan and self._checked and deadline - time.monotonic() < MIN_BLOCK_SECONDS
+            due_in = None if quick else await self._run(self._planner.next_due())
             if due_in is not None and due_in <= 0:
                 return True, [] if plan is None else await self._run(plan())
             left = deadline - time.monotonic()

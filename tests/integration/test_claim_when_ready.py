@@ -130,6 +130,9 @@ def test_a_timed_out_wait_claims_once_and_returns_nothing(env: Any) -> None:
         assert waiter.claim_when_ready(0.2) == []
         assert 0.15 < time.monotonic() - started < 2.0
         assert sends.count - sent == 2  # next_due, then the pop with the claim behind it
+        sent = sends.count
+        assert waiter.claim_when_ready(0) == []
+        assert sends.count - sent == 1  # no wait: no next_due (the claim moves due tasks)
     finally:
         waiter.close()
         waiter.client.close()
@@ -307,3 +310,197 @@ def test_on_a_cluster_the_wait_then_the_claim(valkey_cluster: Any) -> None:
     finally:
         backend.purge_all()
         backend.close()
+
+
+# ---------------------------------------------------------------------------- in the workers
+
+WORKER_POLL = 30.0  # the idle wait: only a push (or a stop) can end it within a test
+
+
+def worker_config(worker_id: str) -> Any:
+    """One place and no prefetch: a claim of one task fills the worker, so nothing more is
+    sent (no further claim or wait) until its handler has started."""
+    from fairque_core import WorkerConfig
+
+    return WorkerConfig(
+        id=worker_id,
+        poll_interval_seconds=WORKER_POLL,
+        max_concurrent_tasks=1,
+        graceful_shutdown_timeout=5.0,
+        reaper_interval_seconds=WORKER_POLL,
+    )
+
+
+class SendsAtStart:
+    """A handler that notes how many round trips its worker's client had sent when it ran."""
+
+    def __init__(self, sends: Sends) -> None:
+        from fairque_core import TaskHandler
+
+        outer = self
+        self.sends = sends
+        self.at_start: dict[str, int] = {}
+        self.ran = threading.Event()
+
+        class Handler(TaskHandler):
+            def process_task(self, task: Task) -> object:
+                outer.at_start[task.task_id] = outer.sends.count
+                outer.ran.set()
+                return None
+
+            async def process_task_async(self, task: Task) -> object:
+                return self.process_task(task)
+
+        self.handler = Handler()
+
+
+@pytest.fixture
+def no_adaptive_poll(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The idle poll starts at the whole poll interval: no claim of the loop's own can start a
+    task within the tests below; only the listener's wait can."""
+    from fairque_core.app import worker_pacing
+
+    monkeypatch.setenv("FAIRQUE_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setattr(worker_pacing, "IDLE_POLL_MIN_SECONDS", WORKER_POLL)
+
+
+@pytest.mark.usefixtures("no_adaptive_poll")
+@pytest.mark.parametrize("listener_claims", [True, False], ids=["one-trip", "wake-then-claim"])
+def test_an_idle_thread_workers_first_task_needs_no_claim_round_trip(
+    env: Any, monkeypatch: pytest.MonkeyPatch, listener_claims: bool
+) -> None:
+    from fairque_core.app.worker import Worker
+
+    server, queue, sends, admin = env
+    monkeypatch.setattr(Worker, "listener_claims", listener_claims)
+    fq = FairQueue(counted_backend(server.url, queue, sends), config=QueueConfig(name=queue))
+    pusher = RedisBackend.from_url(server.url, queue=queue)
+    probe = SendsAtStart(sends)
+    worker = Worker(worker_config("w1"), probe.handler, fq, prefetch=0)
+    try:
+        before = blocked(admin)
+        worker.start()
+        wait_until(lambda: blocked(admin) > before and worker.health()["waiting_for_work"])
+        time.sleep(0.05)  # anything the loop still had to send after going idle
+        sent = sends.count
+        pusher.push(msg("t1"))
+        assert probe.ran.wait(5.0), "the push woke the idle worker"
+        extra = probe.at_start["t1"] - sent
+        if listener_claims:
+            assert extra == 0, "the task came back with the wait's own reply"
+        else:
+            assert extra >= 1, "the loop's claim after the wake"
+    finally:
+        assert worker.stop(10)
+        pusher.close()
+        fq.close()
+        fq.backend.client.close()  # type: ignore[attr-defined]
+
+
+@pytest.mark.usefixtures("no_adaptive_poll")
+def test_an_idle_async_workers_first_task_needs_no_claim_round_trip(env: Any) -> None:
+    from fairque_core import AsyncFairQueue
+    from fairque_core.app.worker_async import AsyncWorker
+
+    server, queue, sends, admin = env
+    probe = SendsAtStart(sends)
+
+    async def scenario() -> int:
+        pool = redis.asyncio.ConnectionPool.from_url(server.url, connection_class=sends.async_class)
+        client = redis.asyncio.Redis(connection_pool=pool)
+        fq = AsyncFairQueue(AsyncRedisBackend(client, queue=queue), config=QueueConfig(name=queue))
+        pusher = AsyncRedisBackend.from_url(server.url, queue=queue)
+        worker = AsyncWorker(worker_config("w1"), probe.handler, fq, prefetch=0)
+        try:
+            before = await asyncio.to_thread(blocked, admin)
+            await worker.start()
+            while not (
+                await asyncio.to_thread(blocked, admin) > before
+                and worker.health()["waiting_for_work"]
+            ):
+                await asyncio.sleep(0.005)
+            await asyncio.sleep(0.05)
+            sent = sends.count
+            await pusher.push(msg("t1"))
+            for _ in range(500):
+                if probe.ran.is_set():
+                    break
+                await asyncio.sleep(0.01)
+            assert probe.ran.is_set()
+            return probe.at_start["t1"] - sent
+        finally:
+            assert await worker.stop(10)
+            await pusher.close()
+            await client.aclose()
+
+    assert asyncio.run(scenario()) == 0
+
+
+@pytest.mark.usefixtures("no_adaptive_poll")
+def test_an_idle_worker_stops_at_once_and_loses_nothing(env: Any) -> None:
+    """The listener's wait (30 s here) holds a connection; the stop does not wait for it. A
+    push that ends that wait after the stop is claimed by it and given straight back."""
+    from fairque_core import TaskHandler
+    from fairque_core.app.worker import Worker
+
+    server, queue, _sends, admin = env
+    fq = FairQueue(RedisBackend.from_url(server.url, queue=queue), config=QueueConfig(name=queue))
+    worker = Worker(worker_config("w1"), TaskHandler(), fq)
+    try:
+        before = blocked(admin)
+        worker.start()
+        wait_until(lambda: blocked(admin) > before and worker.health()["waiting_for_work"])
+        started = time.monotonic()
+        assert worker.stop(10)
+        assert time.monotonic() - started < 1.0
+        pusher = RedisBackend.from_url(server.url, queue=queue)
+        try:
+            pusher.push(msg("late"))
+            # the stopped worker's pending wait claims it and releases it at once
+            wait_until(lambda: blocked(admin) == before, 5.0)
+            wait_until(lambda: pusher.get_state("late") == TaskState.QUEUED, 5.0)
+            stats = pusher.stats()
+            assert (stats["claimed"], stats["released"]) == (1, 1)
+            [got] = pusher.claim()
+            assert got.message.task_id == "late"
+        finally:
+            pusher.close()
+    finally:
+        fq.close()
+
+
+@pytest.mark.usefixtures("no_adaptive_poll")
+def test_an_idle_async_worker_stops_at_once_and_loses_nothing(env: Any) -> None:
+    from fairque_core import AsyncFairQueue, TaskHandler
+    from fairque_core.app.worker_async import AsyncWorker
+
+    server, queue, _sends, admin = env
+
+    async def scenario() -> float:
+        fq = AsyncFairQueue(
+            AsyncRedisBackend.from_url(server.url, queue=queue), config=QueueConfig(name=queue)
+        )
+        worker = AsyncWorker(worker_config("w1"), TaskHandler(), fq)
+        try:
+            before = await asyncio.to_thread(blocked, admin)
+            await worker.start()
+            while not (
+                await asyncio.to_thread(blocked, admin) > before
+                and worker.health()["waiting_for_work"]
+            ):
+                await asyncio.sleep(0.005)
+            started = time.monotonic()
+            assert await worker.stop(10)
+            return time.monotonic() - started
+        finally:
+            await fq.close()
+
+    assert asyncio.run(scenario()) < 1.0
+    pusher = RedisBackend.from_url(server.url, queue=queue)
+    try:
+        pusher.push(msg("late"))
+        time.sleep(0.2)
+        [got] = pusher.claim()  # nobody took it: the stopped worker's wait was dropped
+        assert got.message.task_id == "late"
+    finally:
+        pusher.close()

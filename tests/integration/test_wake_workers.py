@@ -192,6 +192,12 @@ def test_without_the_signal_the_same_worker_waits_its_poll(
     monkeypatch.setattr(
         sync_queue, "wait_for_work", lambda timeout: time.sleep(min(timeout, 0.05)) or False
     )
+    # the listener's claims (ADR 38) wait on the same signal: silenced, they bring nothing
+    monkeypatch.setattr(
+        sync_queue,
+        "claim_when_ready",
+        lambda count, *args, timeout, **kwargs: time.sleep(min(timeout, 0.05)) or [],
+    )
     handler = Starts()
     worker = Worker(_config("w1"), handler, sync_queue)
     worker.start()

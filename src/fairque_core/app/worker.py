@@ -112,9 +112,13 @@ class Worker(WorkerDriver[FairQueue]):
         self._pool = _Pool(self._execute, f"fairque-{self.config.id}")
         self._acker: ThreadPoolExecutor | None = None
         # set while the loop's last claim came back short and there is room: then the listener
-        # thread waits on the queue's wake signal and wakes the loop when it comes
+        # thread waits on the queue's wake signal and wakes the loop when it comes (or, with
+        # listener_claims, makes the claim the loop handed it, ADR 38)
         self._listen = threading.Event()
         self._listener: threading.Thread | None = None
+        self._claims: SimpleQueue[object] = SimpleQueue()  # what the listener's claims brought
+        self._claims_lock = threading.Lock()
+        self._ended = False  # the control loop is over: the listener releases what it brings
 
     # ------------------------------------------------------------------ public
     def start(self) -> None:
@@ -214,12 +218,45 @@ class Worker(WorkerDriver[FairQueue]):
                 return
             woke: bool | Exception
             try:
-                woke = self.queue.wait_for_work(self.config.poll_interval_seconds)
+                if self._claiming:
+                    woke = self._claim_for_loop()
+                else:
+                    woke = self.queue.wait_for_work(self.config.poll_interval_seconds)
             except Exception as exc:  # an outage (or a closed queue): pause, then listen again
                 woke = exc
             pause = self._listened(woke)
             if pause is not None:
                 self._stop_requested.wait(pause)
+
+    def _claim_for_loop(self) -> bool:
+        """Make the claim the loop handed out (ADR 38) and hand the loop what it brought (an
+        error too: the loop then claims itself); after the loop's end, release it."""
+        handed = self._take_hand_out()
+        if handed is None:
+            return False
+        got: object
+        try:
+            got = self._listener_claim(handed)()
+        except Exception as exc:
+            got = exc
+        with self._claims_lock:
+            if not self._ended:
+                self._claims.put(got)
+                self._wake.set()
+                got = None
+        if isinstance(got, list):
+            self._release(got)
+        if isinstance(got, Exception):
+            raise got
+        return False
+
+    def _release(self, tasks: list[Task]) -> None:
+        """Give back tasks claimed for a loop that has ended (each back at its queue's head)."""
+        for task in tasks:
+            try:
+                self.queue.release(task)
+            except Exception as exc:  # its lease expires and the reaper hands it on
+                logger.warning("worker %s: release of %s: %s", self.config.id, task.task_id, exc)
 
     # ------------------------------------------------------------------ control thread
     def _main(self) -> None:
@@ -233,6 +270,8 @@ class Worker(WorkerDriver[FairQueue]):
                     loop.stop(now, force=self._force)
                 while not completions.empty():
                     loop.task_done(*completions.get())
+                while not self._claims.empty():
+                    loop.listener_claimed(self._claims.get())
                 action = loop.next_action(now)
                 if isinstance(action, wa.Sleep):
                     self._sleep(action)
@@ -247,6 +286,11 @@ class Worker(WorkerDriver[FairQueue]):
             self._crashed(exc)
         finally:
             self._listen.set()  # the listener sees the stop and ends
+            with self._claims_lock:
+                self._ended = True
+            while not self._claims.empty():
+                loop.listener_claimed(self._claims.get())
+            self._release(loop.unbooked())
             if self._acker is not None:
                 self._acker.shutdown(wait=False)
             self._pool.shutdown()
@@ -254,7 +298,11 @@ class Worker(WorkerDriver[FairQueue]):
 
     def _sleep(self, action: wa.Sleep) -> None:
         if not self._stop_requested.is_set():
-            if action.listen:
+            if action.claim:
+                self._hand_out(action)
+            elif self._claiming:
+                pass  # the listener only makes the claims the loop hands it
+            elif action.listen:
                 self._listen.set()
             elif self._listen.is_set():
                 self._listen.clear()

@@ -34,6 +34,8 @@ from fairque_core.app.engine_async import AsyncFairQueue
 from fairque_core.app.handlers import TaskHandler
 from fairque_core.app.messages import encode_result
 from fairque_core.app.worker_driver import WorkerDriver
+from fairque_core.app.worker_loop import logger
+from fairque_core.domain.models import Task
 
 __all__ = ["AsyncWorker"]
 
@@ -200,12 +202,41 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
             await self._listen.wait()
             woke: bool | Exception
             try:
-                woke = await self.queue.wait_for_work(self.config.poll_interval_seconds)
+                if self._claiming:
+                    woke = await self._claim_for_loop()
+                else:
+                    woke = await self.queue.wait_for_work(self.config.poll_interval_seconds)
             except Exception as exc:  # an outage (or a closed queue): pause, then listen again
                 woke = exc
             pause = self._listened(woke)
             if pause is not None:
                 await asyncio.sleep(pause)
+
+    async def _claim_for_loop(self) -> bool:
+        """Make the claim the loop handed out (ADR 38) and hand the loop what it brought (an
+        error too: the loop then claims itself). Cancelled with the listener when the loop
+        ends: the connection is dropped, so a claim still waiting behind its pop never runs."""
+        handed = self._take_hand_out()
+        if handed is None:
+            return False
+        got: object
+        try:
+            got = await self._listener_claim(handed)()
+        except Exception as exc:
+            got = exc
+        self._loop.listener_claimed(got)
+        self._wake.set()
+        if isinstance(got, Exception):
+            raise got
+        return False
+
+    async def _release(self, tasks: list[Task]) -> None:
+        """Give back tasks claimed for a loop that has ended (each back at its queue's head)."""
+        for task in tasks:
+            try:
+                await self.queue.release(task)
+            except Exception as exc:  # its lease expires and the reaper hands it on
+                logger.warning("worker %s: release of %s: %s", self.config.id, task.task_id, exc)
 
     # ------------------------------------------------------------------ control loop
     async def _main(self) -> None:
@@ -217,7 +248,11 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
                     loop.stop(now, force=self._force)
                 action = loop.next_action(now)
                 if isinstance(action, wa.Sleep):
-                    if action.listen and loop.state == "running":
+                    if action.claim and loop.state == "running":
+                        self._hand_out(action)
+                    elif self._claiming:
+                        pass  # the listener only makes the claims the loop hands it
+                    elif action.listen and loop.state == "running":
                         self._listen.set()
                     else:
                         self._listen.clear()
@@ -244,6 +279,9 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
                 self._listener.cancel()
             for running in list(self._tasks.values()):
                 running.cancel()
+            if leftover := loop.unbooked():  # brought after the loop's last cycle
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._release(leftover))
             self._done.set()
 
     async def _perform(self, action: wa.Action) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import attrs
 
@@ -70,6 +70,16 @@ class DrivenQueue(Protocol):
     def requeue_expired(self, limit: int = 100) -> Any: ...
 
     def wait_for_work(self, timeout: float) -> Any: ...
+
+    def claim_when_ready(
+        self,
+        count: int,
+        assigned: Sequence[str] | None = None,
+        *,
+        steal: Sequence[str] | None = None,
+        worker_id: str = "",
+        timeout: float,
+    ) -> Any: ...
 
 
 @attrs.frozen
@@ -128,7 +138,16 @@ class WorkerDriver(Generic[Q]):
     handler callbacks of an ended task with :meth:`_task_ended` and of timed-out ones with
     :meth:`_timed_out` (which calls its :meth:`_cancel`), makes each queue call as
     :meth:`_queue_call` says, and hands what its wake listener heard to :meth:`_listened`.
+
+    While :attr:`listener_claims` is on (the default) the listener does not wake the loop to
+    claim: the loop hands it the claim (a :class:`wa.Sleep` with ``claim``; the driver passes
+    it on with :meth:`_hand_out`) and the listener makes it with ``claim_when_ready``
+    (:meth:`_listener_claim`): the wait for work and the claim in one round trip (ADR 38).
     """
+
+    #: The listener claims for the idle loop (ADR 38); False: it only wakes the loop, which
+    #: then claims (the way before, kept for the A/B benchmark ``bench/bench_wake_claim.py``).
+    listener_claims: ClassVar[bool] = True
 
     _wake: Flag
     _listen: Flag
@@ -141,8 +160,13 @@ class WorkerDriver(Generic[Q]):
         *,
         prefetch: int | None = None,
     ) -> None:
+        # the listener claims (ADR 38) unless switched off or the queue cannot
+        self._claiming = type(self).listener_claims and hasattr(queue, "claim_when_ready")
         self._loop = wl.WorkerLoop(
-            config, lease_seconds=queue.config.lease_seconds, prefetch=prefetch
+            config,
+            lease_seconds=queue.config.lease_seconds,
+            prefetch=prefetch,
+            listener_claims=self._claiming,
         )
         self.config = config
         self.handler = handler
@@ -152,6 +176,7 @@ class WorkerDriver(Generic[Q]):
         self._force = False  # a second stop request: do not wait for running tasks
         self._started = False
         self._listen_failures = 0  # failed waits for the wake signal in a row
+        self._handed: wa.Sleep | None = None  # the claim the loop handed to the listener
         self._init_driver()
 
     def _init_driver(self) -> None:
@@ -206,6 +231,32 @@ class WorkerDriver(Generic[Q]):
         for slot in slots:
             wl.safe_callback("on_task_timeout", self.handler.on_task_timeout, slot.task)
             self._cancel(slot)
+
+    def _hand_out(self, action: wa.Sleep) -> None:
+        """The loop's sleep hands its claim to the listener (``action.claim`` > 0): keep it
+        for the listener and let it run. One is out at a time (the loop hands out no other
+        before its answer), so the listener never misses one."""
+        self._handed = action
+        self._listen.set()
+
+    def _take_hand_out(self) -> wa.Sleep | None:
+        """The claim handed to the listener, if one waits (the listener takes it)."""
+        self._listen.clear()
+        handed, self._handed = self._handed, None
+        return handed
+
+    def _listener_claim(self, handed: wa.Sleep) -> Callable[[], Any]:
+        """The listener's call for ``handed``: ``claim_when_ready`` of ``handed.claim`` tasks,
+        its wait ending by ``handed.claim_by`` (the loop's idle poll), within a poll interval."""
+        left = handed.claim_by - time.monotonic()
+        return functools.partial(
+            self.queue.claim_when_ready,
+            handed.claim,
+            self._scope.assigned,
+            steal=self._scope.steal,
+            worker_id=self._scope.worker_id,
+            timeout=min(max(0.0, left), self.config.poll_interval_seconds),
+        )
 
     def _listened(self, woke: bool | Exception) -> float | None:
         """What the wake listener's wait for the queue's wake signal came to: ``woke`` (the

@@ -83,8 +83,7 @@ class WorkerLoop:
     that times out gives its place back at once while fewer than ``stuck_limit`` (by default
     ``max_concurrent_tasks``) timed-out handlers are still running; past that its place is freed
     only when its handler returns. ``rng`` makes the backoff jitter reproducible.
-    ``listener_claims``: the driver's listener can claim (see :class:`~.worker_actions.Sleep`):
-    while the loop listens, it hands its claims to the listener (ADR 38).
+    ``listener_claims``: the loop hands its claims to the listener while it listens (ADR 38).
     """
 
     def __init__(
@@ -143,9 +142,12 @@ class WorkerLoop:
         self._inbox.append((slot, ok, value, run_seconds))
 
     def listener_claimed(self, result: object) -> None:
-        """The listener's claim (a :class:`~.worker_actions.Sleep`'s ``claim``) came back:
-        the tasks it leased, the exception it raised, or None when it made no claim."""
+        """The listener's claim came back: its tasks, its exception, or None (not made)."""
         self.handoff.answer(result)
+
+    def unbooked(self) -> list[Task]:
+        """Tasks the listener brought after the loop stopped (the driver releases them)."""
+        return [t for got in self.handoff.take()[1] if isinstance(got, list) for t in got]
 
     def stop(self, now: float, *, force: bool = False) -> None:
         """Begin the graceful stop: claiming stops, unstarted claims are released, running tasks
@@ -242,7 +244,6 @@ class WorkerLoop:
         idle = True if handed is None else handed
         if self.backoff.waiting(now) <= 0:
             try:
-                # a claim the listener made (or has out) stands for this cycle's claim
                 delegated = handed is not None or self.handoff.out(now)
                 claim = self.state == "running" and not delegated and self._worth_claiming(now)
                 if claim and self._acks and now < self.heartbeat_due and now < self.reap_due:
@@ -525,13 +526,11 @@ class WorkerLoop:
         return self._claimed(tasks, count)
 
     def _take_handed(self) -> bool | None:
-        """Book the listener's claims: was the last short? None: none (the loop claims)."""
+        """Book the listener's claims, which stand for the cycle's claim: was the last short?
+        None when none brought tasks (an error, or no claim made): the loop claims itself."""
         asked, answers = self.handoff.take()
-        short: bool | None = None
-        for answer in answers:
-            if isinstance(answer, list):
-                short = self._claimed(answer, asked)
-        return short
+        shorts = [self._claimed(got, asked) for got in answers if isinstance(got, list)]
+        return shorts[-1] if shorts else None
 
     def _claimed(self, tasks: list[Task], asked: int) -> bool:
         now = self._now
