@@ -84,8 +84,18 @@ def _scenario(url: str, tmp_path: Path, *, ticks: int, kill_at: tuple[int, ...])
         kills: list[dict[str, Any]] = []
         for at in kill_at:
             wait_until(lambda at=at: pushed() >= at, 3 * at + 30, f"tick {at}", step=0.05)
+            # a loaded leader may push several ticks at once before it was killed: the lock
+            # then still names it for up to its lease, so wait for a live one to hold it
+            killed = {k["token"] for k in kills}
+            wait_until(
+                lambda killed=killed: admin.schedules.lock_holder() not in killed,
+                3 * LOCK_SECONDS + 30,
+                "a live lock holder",
+                step=0.05,
+            )
             holder = admin.schedules.lock_holder()
             assert holder in by_token, (holder, list(by_token))
+            assert holder not in killed, (holder, killed)
             duplicates = int(admin.get_stats()["duplicates"])
             os.kill(by_token[holder].pid, signal.SIGKILL)
             by_token[holder].wait(10)

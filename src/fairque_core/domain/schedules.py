@@ -413,9 +413,12 @@ def due_ticks(
             return Due()
         behind = any(now - t.at > grace or t.in_gap for t in ticks)
         return Due(fire=tuple(ticks), advance_to=ticks[-1].at, missed=behind)
-    cutoff = now - grace
-    on_time = next_ticks(schedule.cron, zone, max(start, cutoff), now, limit)
-    late = last_tick(schedule.cron, zone, cutoff, start)
+    # on time: now - grace <= tick <= now. Ticks are whole seconds and the windows below are
+    # open at their start, so they start at the last whole second before now - grace (a tick
+    # exactly at now - grace is on time)
+    before_cutoff = math.ceil(now - grace) - 1
+    on_time = next_ticks(schedule.cron, zone, max(start, before_cutoff), now, limit)
+    late = last_tick(schedule.cron, zone, before_cutoff, start)
     fire = [t for t in on_time if not t.in_gap]
     gaps = [t for t in on_time if t.in_gap]
     newest = on_time[-1] if on_time else late
