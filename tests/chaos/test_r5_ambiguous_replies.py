@@ -169,9 +169,9 @@ def test_r5_swallowed_push_and_claim_replies(
             # retries off: every swallowed call raised a typed error, none passed silently
             assert len(unknown_pushes) == len(pushes)
             assert verdict.failed_pushes == 0
-            assert [(e["op"], e["error"]) for e in errors] == [
-                ("claim", "OutcomeUnknownError")
-            ] * len(claims)
+            # a claim is the loop's own or, for an idle worker, its listener's (ADR 38)
+            assert {e["op"] for e in errors} <= {"claim", "claim_when_ready"}
+            assert [e["error"] for e in errors] == ["OutcomeUnknownError"] * len(claims)
             assert health["backend_errors"] == len(claims)
         else:
             # redis-py's retries hide every swallowed reply: no error reaches fairque

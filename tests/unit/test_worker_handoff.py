@@ -95,14 +95,27 @@ def test_an_empty_answer_hands_the_next_claim_with_a_longer_wait() -> None:
     assert waits[-1] == pytest.approx(1.0)  # the idle poll's cap
 
 
-@pytest.mark.parametrize(
-    "answer", [RedisConnectionError("down"), None], ids=["listener-error", "not-claimed"]
-)
-def test_an_answer_without_tasks_makes_the_loop_claim_itself(answer: object) -> None:
+def test_an_answer_without_a_claim_makes_the_loop_claim_itself() -> None:
     sim = Handed()
     sim.cycle()
     sim.push(1)
-    sim.answer(answer)
+    sim.answer(None)  # the listener gave the claim back unmade
+    sim.cycle()
+    assert sim.claims() == 2
+    assert sim.started == ["t0"]
+
+
+def test_a_listener_error_is_booked_as_the_claims_and_backs_off() -> None:
+    sim = Handed()
+    sim.cycle()
+    sim.push(1)
+    sim.answer(RedisConnectionError("down"))
+    sleep = sim.cycle()
+    assert isinstance(sleep, wa.Sleep)
+    assert sim.loop.health(sim.now, 0.0)["backend_errors"] == 1
+    assert sleep.claim == 0  # no claim handed out while backing off
+    assert sim.claims() == 1
+    sim.now = sleep.until  # the backoff is over: the loop claims itself
     sim.cycle()
     assert sim.claims() == 2
     assert sim.started == ["t0"]

@@ -290,7 +290,7 @@ class Worker(WorkerDriver[FairQueue]):
                 self._ended = True
             while not self._claims.empty():
                 loop.listener_claimed(self._claims.get())
-            self._release(loop.unbooked())
+            self._release(loop.handoff.unbooked())
             if self._acker is not None:
                 self._acker.shutdown(wait=False)
             self._pool.shutdown()

@@ -216,6 +216,10 @@ class Handoff:
     def answer(self, result: object) -> None:
         self._answers.append(result)
 
+    def unbooked(self) -> list[Task]:
+        """Tasks brought after the loop stopped (never booked: the driver releases them)."""
+        return [t for got in self.take()[1] if isinstance(got, list) for t in got]
+
     def take(self) -> tuple[int, list[object]]:
         """What the listener brought since the last call, and how many tasks it was asked for."""
         answers, self._answers = self._answers, []

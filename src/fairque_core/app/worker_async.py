@@ -279,7 +279,7 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
                 self._listener.cancel()
             for running in list(self._tasks.values()):
                 running.cancel()
-            if leftover := loop.unbooked():  # brought after the loop's last cycle
+            if leftover := loop.handoff.unbooked():  # brought after the loop's last cycle
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self._release(leftover))
             self._done.set()

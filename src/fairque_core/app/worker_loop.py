@@ -24,6 +24,7 @@ finish (ADR 30); the buffer of claimed, unstarted tasks starts them in turns acr
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import random
@@ -144,10 +145,6 @@ class WorkerLoop:
     def listener_claimed(self, result: object) -> None:
         """The listener's claim came back: its tasks, its exception, or None (not made)."""
         self.handoff.answer(result)
-
-    def unbooked(self) -> list[Task]:
-        """Tasks the listener brought after the loop stopped (the driver releases them)."""
-        return [t for got in self.handoff.take()[1] if isinstance(got, list) for t in got]
 
     def stop(self, now: float, *, force: bool = False) -> None:
         """Begin the graceful stop: claiming stops, unstarted claims are released, running tasks
@@ -529,6 +526,9 @@ class WorkerLoop:
         """Book the listener's claims, which stand for the cycle's claim: was the last short?
         None when none brought tasks (an error, or no claim made): the loop claims itself."""
         asked, answers = self.handoff.take()
+        for error in (got for got in answers if isinstance(got, BaseException)):
+            with contextlib.suppress(_Outage):
+                self._outage(error)  # the error of the loop's own claim: booked, backs off
         shorts = [self._claimed(got, asked) for got in answers if isinstance(got, list)]
         return shorts[-1] if shorts else None
 
