@@ -218,10 +218,7 @@ class Worker(WorkerDriver[FairQueue]):
                 return
             woke: bool | Exception
             try:
-                if self._claiming:
-                    woke = self._claim_for_loop()
-                else:
-                    woke = self.queue.wait_for_work(self.config.poll_interval_seconds)
+                woke = self._listen_call()()
             except Exception as exc:  # an outage (or a closed queue): pause, then listen again
                 woke = exc
             pause = self._listened(woke)
@@ -229,8 +226,7 @@ class Worker(WorkerDriver[FairQueue]):
                 self._stop_requested.wait(pause)
 
     def _claim_for_loop(self) -> bool:
-        """Make the claim the loop handed out (ADR 38) and hand the loop what it brought (an
-        error too: the loop then claims itself); after the loop's end, release it."""
+        """See ``_listen_call``; what comes after the loop's end is released here."""
         handed = self._take_hand_out()
         if handed is None:
             return False
@@ -250,13 +246,12 @@ class Worker(WorkerDriver[FairQueue]):
             raise got
         return False
 
-    def _release(self, tasks: list[Task]) -> None:
-        """Give back tasks claimed for a loop that has ended (each back at its queue's head)."""
+    def _release(self, tasks: list[Task]) -> None:  # back at the head of their queues
         for task in tasks:
             try:
                 self.queue.release(task)
-            except Exception as exc:  # its lease expires and the reaper hands it on
-                logger.warning("worker %s: release of %s: %s", self.config.id, task.task_id, exc)
+            except Exception as exc:
+                self._release_failed(task, exc)
 
     # ------------------------------------------------------------------ control thread
     def _main(self) -> None:

@@ -34,7 +34,6 @@ from fairque_core.app.engine_async import AsyncFairQueue
 from fairque_core.app.handlers import TaskHandler
 from fairque_core.app.messages import encode_result
 from fairque_core.app.worker_driver import WorkerDriver
-from fairque_core.app.worker_loop import logger
 from fairque_core.domain.models import Task
 
 __all__ = ["AsyncWorker"]
@@ -202,10 +201,7 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
             await self._listen.wait()
             woke: bool | Exception
             try:
-                if self._claiming:
-                    woke = await self._claim_for_loop()
-                else:
-                    woke = await self.queue.wait_for_work(self.config.poll_interval_seconds)
+                woke = await self._listen_call()()
             except Exception as exc:  # an outage (or a closed queue): pause, then listen again
                 woke = exc
             pause = self._listened(woke)
@@ -213,9 +209,8 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
                 await asyncio.sleep(pause)
 
     async def _claim_for_loop(self) -> bool:
-        """Make the claim the loop handed out (ADR 38) and hand the loop what it brought (an
-        error too: the loop then claims itself). Cancelled with the listener when the loop
-        ends: the connection is dropped, so a claim still waiting behind its pop never runs."""
+        """See ``_listen_call``. Cancelled with the listener when the loop ends: redis-py drops
+        the connection, so a claim still waiting behind its pop never runs."""
         handed = self._take_hand_out()
         if handed is None:
             return False
@@ -230,13 +225,12 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
             raise got
         return False
 
-    async def _release(self, tasks: list[Task]) -> None:
-        """Give back tasks claimed for a loop that has ended (each back at its queue's head)."""
+    async def _release(self, tasks: list[Task]) -> None:  # back at the head of their queues
         for task in tasks:
             try:
                 await self.queue.release(task)
-            except Exception as exc:  # its lease expires and the reaper hands it on
-                logger.warning("worker %s: release of %s: %s", self.config.id, task.task_id, exc)
+            except Exception as exc:
+                self._release_failed(task, exc)
 
     # ------------------------------------------------------------------ control loop
     async def _main(self) -> None:

@@ -245,6 +245,23 @@ class WorkerDriver(Generic[Q]):
         handed, self._handed = self._handed, None
         return handed
 
+    def _listen_call(self) -> Callable[[], Any]:
+        """The wake listener's next call: the claim the loop handed out (the driver's
+        ``_claim_for_loop``: it makes the claim and hands the loop what it brought, an error
+        too, which it then raises for :meth:`_listened`), or, without listener claims, the
+        wait for the wake signal (True: it came)."""
+        if self._claiming:
+            return self._claim_for_loop
+        return functools.partial(self.queue.wait_for_work, self.config.poll_interval_seconds)
+
+    def _claim_for_loop(self) -> Any:
+        raise NotImplementedError
+
+    def _release_failed(self, task: Task, exc: Exception) -> None:
+        """A task claimed for a loop that had ended could not be released: its lease expires
+        and the reaper hands it on."""
+        logger.warning("worker %s: release of %s: %s", self.config.id, task.task_id, exc)
+
     def _listener_claim(self, handed: wa.Sleep) -> Callable[[], Any]:
         """The listener's call for ``handed``: ``claim_when_ready`` of ``handed.claim`` tasks,
         its wait ending by ``handed.claim_by`` (the loop's idle poll), within a poll interval."""
