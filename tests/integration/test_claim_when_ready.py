@@ -281,9 +281,15 @@ def test_the_async_backend_wakes_and_claims_in_one_round_trip(env: Any) -> None:
 
 def test_the_engine_decodes_and_falls_back_on_a_backend_without_it(env: Any) -> None:
     from fairque_core import InMemoryBackend
+    from fairque_redis.partitioned import PartitionedBackend
 
     server, queue, _sends, _admin = env
-    for backend in (RedisBackend.from_url(server.url, queue=queue), InMemoryBackend()):
+    backends = (
+        RedisBackend.from_url(server.url, queue=queue),
+        InMemoryBackend(),
+        PartitionedBackend.from_url(server.url, queue=f"{queue}-p", partitions=3),
+    )
+    for backend in backends:
         fq = FairQueue(backend, config=QueueConfig(name=backend.queue))
         try:
             fq.push(Task.create("alice", task_id=f"e-{type(backend).__name__}"))
