@@ -26,10 +26,15 @@ local MAX_ID_LEN = 128
 -- ARGV values per message before its D parent ids: id, user, priority, delay, meta, body,
 -- unique key, unique window, D
 local MESSAGE_FIELDS = 9
+-- the priorities as the client spells them (fq_int): read without tonumber, which costs more
+-- than the lookup; anything else takes the checked path below. Likewise a delay, window or
+-- dependency count of '0' (the common case) is read without tonumber
+local PRIORITY_OF = {['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 5, ['6'] = 6}
 
--- meta: read now (fq_meta, as the push reads it anyway) and so type-checked; the sched list
--- only when this call may raise its signal (see below the checks)
-local q = fq_open(KEYS, ARGV, {meta = true, sched = false})
+-- meta: read now (fq_meta, as the push reads it anyway) and so type-checked, only the
+-- fairness fields and the limits flag (push reads no other); the sched list only when this
+-- call may raise its signal (see below the checks)
+local q = fq_open(KEYS, ARGV, {meta = 'fair', sched = false})
 local n = tonumber(ARGV[8])
 local now = q.now
 
@@ -52,6 +57,8 @@ local at = {}
 local state = {}
 local seen = {}
 local queues_checked = {}
+-- tenant_checked[u]: u's hash was type-checked (only when this call may write it)
+local tenant_checked = {}
 -- had_ready[u]: a queue of u checked here already held ready work (so, without limits, u is
 -- active: see the store loop)
 local had_ready = {}
@@ -60,16 +67,24 @@ local plain = true
 local i = 9
 for k = 1, n do
   local id, u, ps, dmss, body = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 5]
-  local p, dms, nd = tonumber(ps), tonumber(dmss), tonumber(ARGV[i + 8])
-  local uk, uw = ARGV[i + 6], tonumber(ARGV[i + 7])
+  local nds, uws = ARGV[i + 8], ARGV[i + 7]
+  local p = PRIORITY_OF[ps]
+  local dms = dmss == '0' and 0 or tonumber(dmss)
+  local nd = nds == '0' and 0 or tonumber(nds)
+  local uk, uw = ARGV[i + 6], uws == '0' and 0 or tonumber(uws)
   if not valid_id(id) then return fq_err('BAD_ID', 'task_id') end
   if uk ~= '' and not valid_id(uk) then return fq_err('BAD_ID', 'unique_key') end
   if uw == nil or uw < 0 or uw ~= math.floor(uw) then return fq_err('BAD_ARG', 'unique_window') end
   if not valid_id(u) then return fq_err('BAD_ID', 'user_id') end
-  if p == nil or p < FQ_MIN_PRIORITY or p > FQ_CRITICAL_PRIORITY or p ~= math.floor(p) then
-    return fq_err('BAD_ARG', 'priority')
+  if p == nil then
+    -- not a priority as the client spells it: the checks say why
+    p = tonumber(ps)
+    if p == nil or p < FQ_MIN_PRIORITY or p > FQ_CRITICAL_PRIORITY or p ~= math.floor(p) then
+      return fq_err('BAD_ARG', 'priority')
+    end
+    return fq_err('BAD_ARG', 'priority or delay') -- a priority, spelled otherwise
   end
-  if dms == nil or dms ~= math.floor(dms) or ps ~= fq_int(p) then
+  if dms == nil or dms ~= math.floor(dms) then
     return fq_err('BAD_ARG', 'priority or delay')
   end
   if dms > 0 or nd ~= 0 then plain = false end
@@ -86,7 +101,7 @@ for k = 1, n do
   if v['err'] ~= nil then fq_check_type(fq_task_key(q, id), 'hash') end
   state[k] = v
   if uk ~= '' then check(fq_unique_key(q, u, uk), 'GET', 'string') end
-  -- the tenant's queue for this priority and its hash, once per call
+  -- the tenant's queue for this priority, once per call
   local queue = p == FQ_CRITICAL_PRIORITY and fq_critical_key(q, u) or fq_normal_key(q, u)
   if not queues_checked[queue] then
     queues_checked[queue] = true
@@ -94,11 +109,14 @@ for k = 1, n do
     if p == FQ_CRITICAL_PRIORITY then size = check(queue, 'LLEN', 'list')
     else size = check(queue, 'ZCARD', 'zset') end
     if type(size) == 'number' and size > 0 then had_ready[u] = true end
-    local tenant = fq_tenant_key(q, u)
-    if not queues_checked[tenant] then
-      queues_checked[tenant] = true
-      check(tenant, 'HLEN', 'hash')
-    end
+  end
+  -- the tenant's hash, once per call, when this call may write it: it activates u (no ready
+  -- work seen yet, or limits on) or stores a delayed or dependent message of u. A ready
+  -- message of a tenant that already had ready work, without limits, leaves the hash alone
+  -- (the store loop skips the activation check for it, ADR 31): no check (ADR 39)
+  if not tenant_checked[u] and (q.lim_on or not had_ready[u] or dms > 0 or nd ~= 0) then
+    tenant_checked[u] = true
+    check(fq_tenant_key(q, u), 'HLEN', 'hash')
   end
   seen[id] = true
   at[k] = i
@@ -112,6 +130,7 @@ if not plain or q.lim_on then q.sched_len = fq_list_len(fq_sched_key(q)) end
 -- max_queued (flow control, _include/limits.lua): a push over a tenant's cap is refused whole
 local full = fq_limits_check_push(q, ARGV, at, n)
 if full ~= nil then return full end
+
 
 -- per call, not per task: the formatted clock, scores by priority, pushes by tenant
 local now_s = fq_int(now)
@@ -156,8 +175,11 @@ for k = 1, n do
   else
     written[id] = true
     if expired then fq_forget(q, id) end
-    local ps, dmss = ARGV[i + 2], ARGV[i + 3]
-    local p, dms, nd = tonumber(ps), tonumber(dmss), tonumber(ARGV[i + 8])
+    local ps, dmss, nds = ARGV[i + 2], ARGV[i + 3], ARGV[i + 8]
+    -- checked above: a priority as the client spells it, integers
+    local p = PRIORITY_OF[ps]
+    local dms = dmss == '0' and 0 or tonumber(dmss)
+    local nd = nds == '0' and 0 or tonumber(nds)
     local seq = fq_next_seq(q)
     if ukey ~= '' then
       redis.call('SET', ukey, id)

@@ -62,28 +62,49 @@ local function fq_list_len(key)
 end
 
 -- the queue's meta fields (virtual time, push sequence, ready gauge, activation sequence),
--- read once per call (at fq_open when the script asks for it: see fq_check_queue)
+-- read once per call (at fq_open when the script asks for it: see fq_check_queue). With
+-- q.meta_fair (fq_open's `meta = 'fair'`) only those four and the limits flag: the queue-wide
+-- limit state and the pause flag (q.qlim, q.qtat, q.qhold, q.paused) stay nil, for a script
+-- that never reads them (push). vtime and act are kept as read (q.vtime_read, q.act_read:
+-- false when absent) and made numbers on first use (fq_meta_numbers): a push of a tenant that
+-- is already active uses neither, and fq_close writes them back only when they changed
 local function fq_meta(q)
-  if q.vtime == nil then
+  if q.seq == nil then
     -- pcall: a wrong-type meta fails the call typed (this read is its type check when
     -- fq_open reads it first, see fq_check_queue)
-    local v = redis.pcall('HMGET', q.meta, 'vtime', 'seq', 'ready', 'act', 'lim', 'lim:q',
-      'qtat', 'qhold', 'pau')
+    local v
+    if q.meta_fair then
+      v = redis.pcall('HMGET', q.meta, 'vtime', 'seq', 'ready', 'act', 'lim')
+    else
+      v = redis.pcall('HMGET', q.meta, 'vtime', 'seq', 'ready', 'act', 'lim', 'lim:q',
+        'qtat', 'qhold', 'pau')
+    end
     if v['err'] ~= nil then
       fq_check_type(q.meta, 'hash')
       error(v)
     end
-    q.vtime = tonumber(v[1] or '0')
+    q.vtime_read = v[1]
     q.seq = tonumber(v[2] or '0')
     q.ready_base = tonumber(v[3] or '0')
-    q.act = tonumber(v[4] or '0')
+    q.act_read = v[4]
     -- flow control (limits.lua): any limit ever set, the queue-wide record, its GCRA state
     q.lim_on = v[5] == '1'
-    q.qlim = v[6] or ''
-    q.qtat = tonumber(v[7] or '0')
-    q.qhold = tonumber(v[8] or '0')
-    -- pause.lua: a paused queue leases nothing (claim.lua)
-    q.paused = v[9] == '1'
+    if not q.meta_fair then
+      q.qlim = v[6] or ''
+      q.qtat = tonumber(v[7] or '0')
+      q.qhold = tonumber(v[8] or '0')
+      -- pause.lua: a paused queue leases nothing (claim.lua)
+      q.paused = v[9] == '1'
+    end
+  end
+end
+
+-- q.vtime and q.act as numbers (fq_meta keeps them as read until the call uses them)
+local function fq_meta_numbers(q)
+  fq_meta(q)
+  if q.vtime == nil then
+    q.vtime = tonumber(q.vtime_read or '0')
+    q.act = tonumber(q.act_read or '0')
   end
 end
 
@@ -95,7 +116,8 @@ end
 -- `how` (fq_open's third argument, nil = everything):
 --   read = true     a script that writes nothing checks nothing
 --   meta = true     read the meta fields now (fq_meta, which the script reads anyway) with
---                   pcall instead of a separate HLEN: one command less
+--                   pcall instead of a separate HLEN: one command less; meta = 'fair' reads
+--                   only the fairness fields and the limits flag (see fq_meta)
 --   sched = false   the script raises no schedule signal on this call, so the sched list is
 --                   not checked (fq_close reads and checks it, late, should it be raised)
 -- The wake and sched lengths read here are kept (q.wake_len, q.sched_len) for fq_close, so a
@@ -139,6 +161,8 @@ local function fq_open(keys, argv, how)
     -- act: the queue's activation sequence; tier_vtimes: strict mode's virtual time per tier
     -- read so far (tier string -> number), those in tier_vtimes_changed written back by fq_close
     act = nil, tier_vtimes = {}, tier_vtimes_changed = {},
+    -- meta_fair: fq_meta reads only the fairness fields and the limits flag (see fq_meta)
+    meta_fair = how ~= nil and how.meta == 'fair',
   }
   fq_check_queue(q, how)
   return q
@@ -161,7 +185,7 @@ end
 -- the virtual time of `tier` (a decimal string; FairState.virtual_time): the `vtime` field
 -- without strict tiers, else `vtime:<tier>`, which reads as `vtime` until the tier is served
 local function fq_vtime(q, tier)
-  fq_meta(q)
+  fq_meta_numbers(q)
   if not q.strict_tiers then return q.vtime end
   local v = q.tier_vtimes[tier]
   if v == nil then
@@ -172,7 +196,7 @@ local function fq_vtime(q, tier)
 end
 
 local function fq_set_vtime(q, tier, v)
-  fq_meta(q)
+  fq_meta_numbers(q)
   if q.strict_tiers then
     q.tier_vtimes[tier] = v
     q.tier_vtimes_changed[tier] = true
@@ -180,13 +204,15 @@ local function fq_set_vtime(q, tier, v)
     q.vtime = v
   end
   q.meta_dirty = true
+  q.fair_dirty = true
 end
 
 -- the next number of the queue's activation sequence (the tie-break of equal passes)
 local function fq_next_act(q)
-  fq_meta(q)
+  fq_meta_numbers(q)
   q.act = q.act + 1
   q.meta_dirty = true
+  q.fair_dirty = true
   return q.act
 end
 
@@ -255,8 +281,16 @@ local function fq_close(q)
     q.meta_dirty = true
   end
   if q.meta_dirty then
-    redis.call('HSET', q.meta, 'vtime', fq_int(q.vtime), 'seq', fq_int(q.seq),
-      'ready', fq_int(q.ready_base + q.ready_delta), 'act', fq_int(q.act))
+    -- vtime and act only when this call changed them (q.fair_dirty) or they were absent, so
+    -- the hash ends the same as when all four are written
+    if q.fair_dirty or q.vtime_read == false or q.act_read == false then
+      fq_meta_numbers(q)
+      redis.call('HSET', q.meta, 'vtime', fq_int(q.vtime), 'seq', fq_int(q.seq),
+        'ready', fq_int(q.ready_base + q.ready_delta), 'act', fq_int(q.act))
+    else
+      redis.call('HSET', q.meta, 'seq', fq_int(q.seq),
+        'ready', fq_int(q.ready_base + q.ready_delta))
+    end
   end
   for tier, _ in pairs(q.tier_vtimes_changed) do
     redis.call('HSET', q.meta, 'vtime:' .. tier, fq_int(q.tier_vtimes[tier]))

