@@ -22,12 +22,24 @@ from fairque_redis._client_options import MIN_BLOCK_SECONDS
 from fairque_redis._errors import translate_errors
 from fairque_redis.keys import KeySpace
 
-__all__ = ["POLL_SECONDS", "Refused", "claim_missed", "note_polling", "queue_round", "read_pop"]
+__all__ = [
+    "DUE_CHECK_SECONDS",
+    "POLL_SECONDS",
+    "Refused",
+    "claim_missed",
+    "note_polling",
+    "queue_round",
+    "read_pop",
+]
 
 log = logging.getLogger("fairque.redis")
 
 #: Without BLPOP (an ACL that denies it) the wait for work polls the wake signal this often.
 POLL_SECONDS = 0.05
+#: A wait-and-claim with less than this left sends no ``next_due`` first: its claim comes
+#: within this long anyway and moves every scheduled task that has come due, so such a task
+#: starts at most this late (a round trip saved on each of the idle poll's short waits).
+DUE_CHECK_SECONDS = 0.01
 
 
 class Refused:

@@ -27,6 +27,7 @@ from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_core.domain.validation import check_wait_timeout, validate_id
 from fairque_core.ports import Clock, FinishItem, QueueBackend, TokenSource, random_token
+from fairque_redis import _wake_claim as wc
 from fairque_redis._client_options import (
     MIN_BLOCK_SECONDS,
     blocking_seconds,
@@ -40,14 +41,6 @@ from fairque_redis._errors import translate_errors
 from fairque_redis._script_calls import Call, ScriptCalls
 from fairque_redis._script_calls.base import to_text
 from fairque_redis._script_loading import Script
-from fairque_redis._wake_claim import (
-    POLL_SECONDS,
-    Refused,
-    claim_missed,
-    note_polling,
-    queue_round,
-    read_pop,
-)
 from fairque_redis.keys import QUEUES_KEY, KeySpace
 from fairque_redis.schedules import RedisScheduleStore
 from fairque_redis.scripts import SOURCES
@@ -522,8 +515,9 @@ class RedisBackend:
         one leases tasks or time is up. ``(woken or due, claimed)``."""
         deadline = time.monotonic() + blocking_seconds(timeout, self._client)
         wake = self._keys.wake.encode()
-        while True:  # (no next_due when a claim follows at once: it moves due tasks itself)
-            quick = plan and self._checked and deadline - time.monotonic() < MIN_BLOCK_SECONDS
+        while True:
+            # no next_due when the claim follows soon anyway: it moves what has come due
+            quick = plan and self._checked and deadline - time.monotonic() < wc.DUE_CHECK_SECONDS
             due_in = None if quick else self._run(self._planner.next_due())
             if due_in is not None and due_in <= 0:
                 return True, [] if plan is None else self._run(plan())
@@ -535,8 +529,8 @@ class RedisBackend:
                     return woke, [] if plan is None else self._run(plan())
                 continue
             got, claimed = self._pop_and_claim(block, None if plan is None else plan())
-            if isinstance(got, Refused):
-                self._polling, got = note_polling(got.error), None
+            if isinstance(got, wc.Refused):
+                self._polling, got = wc.note_polling(got.error), None
                 if not claimed:
                     continue
             woke = got is not None and (block < MIN_BLOCK_SECONDS or got[0] == wake)
@@ -555,28 +549,28 @@ class RedisBackend:
                     else:
                         popped = self._client.blpop([keys.wake, keys.sched], timeout=block)
             except BackendPermissionError as exc:
-                popped = Refused(exc)
+                popped = wc.Refused(exc)
             return popped, [] if call is None else self._run(call)
         if not self._registered:
             self._register_queue()
         script = self._scripts[call.script]
         anchors = self._planner.anchors
         pipe = self._client.pipeline(transaction=False)
-        queue_round(pipe, keys, block, sha=script.sha, anchors=anchors, args=call.args)
+        wc.queue_round(pipe, keys, block, sha=script.sha, anchors=anchors, args=call.args)
         with translate_errors(call.script, writes=True):
             popped, reply = pipe.execute(raise_on_error=False)
-        if claim_missed(reply):  # NOSCRIPT: the claim did not run; send it alone
+        if wc.claim_missed(reply):  # NOSCRIPT: the claim did not run; send it alone
             with translate_errors(call.script, writes=True):
                 reply = script(keys=anchors, args=call.args)
-        return read_pop(popped), call.parse(reply)
+        return wc.read_pop(popped), call.parse(reply)
 
     def _poll_wake(self, block: float) -> bool:  # the wait without BLPOP: sleep, LPOP
-        time.sleep(max(0.0, min(block, POLL_SECONDS)))
+        time.sleep(max(0.0, min(block, wc.POLL_SECONDS)))
         try:
             with translate_errors("wait_for_work", writes=False):
                 return self._client.lpop(self._keys.wake) is not None
         except BackendPermissionError:
-            return block <= POLL_SECONDS
+            return block <= wc.POLL_SECONDS
 
     def close(self) -> None:
         """Close the client if this backend made it (``from_url``/``from_config``)."""

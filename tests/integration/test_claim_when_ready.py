@@ -133,6 +133,9 @@ def test_a_timed_out_wait_claims_once_and_returns_nothing(env: Any) -> None:
         sent = sends.count
         assert waiter.claim_when_ready(0) == []
         assert sends.count - sent == 1  # no wait: no next_due (the claim moves due tasks)
+        sent = sends.count
+        assert waiter.claim_when_ready(0.005) == []
+        assert sends.count - sent == 1  # a claim within 10 ms anyway: no next_due either
     finally:
         waiter.close()
         waiter.client.close()
