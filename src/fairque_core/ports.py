@@ -37,10 +37,12 @@ from fairque_core.domain.tenant_figures import TenantFairness
 
 __all__ = [
     "AsyncClaimsWhenReady",
+    "AsyncFinishesAndClaims",
     "AsyncQueueBackend",
     "ClaimsWhenReady",
     "Clock",
     "FinishItem",
+    "FinishesAndClaims",
     "QueueBackend",
     "TokenSource",
     "random_token",
@@ -521,3 +523,42 @@ class AsyncClaimsWhenReady(Protocol):
         count: int = 1,
         lease_seconds: float | None = None,
     ) -> list[Claimed]: ...
+
+
+class FinishesAndClaims(Protocol):
+    """An optional capability of a backend (ADR 40): :meth:`QueueBackend.finish_batch` and then
+    :meth:`QueueBackend.claim` in one call, atomically, in that order. The engine checks for
+    the method and, on a backend without it, finishes and then claims (two calls)."""
+
+    def finish_and_claim(
+        self,
+        items: Sequence[FinishItem],
+        *,
+        worker_id: str = "",
+        assigned: Sequence[str] | None = None,
+        steal: Sequence[str] | None = None,
+        count: int = 1,
+        lease_seconds: float | None = None,
+    ) -> tuple[list[bool], list[Claimed]]:
+        """Finish ``items`` as ``finish_batch(items)`` does (a lost lease is False for its item
+        and changes nothing), then claim as ``claim`` does, the claim seeing what the finish
+        freed (a tenant's ``max_running``, the queue's, dependents made ready). Returns the
+        finish flags and the claimed tasks. Bad arguments raise ``TaskValidationError``
+        before any I/O, as ``claim`` does; an error fails both parts (neither took effect,
+        or, for ``OutcomeUnknownError``, it is not known whether both did)."""
+        ...
+
+
+class AsyncFinishesAndClaims(Protocol):
+    """The asynchronous twin of :class:`FinishesAndClaims`."""
+
+    async def finish_and_claim(
+        self,
+        items: Sequence[FinishItem],
+        *,
+        worker_id: str = "",
+        assigned: Sequence[str] | None = None,
+        steal: Sequence[str] | None = None,
+        count: int = 1,
+        lease_seconds: float | None = None,
+    ) -> tuple[list[bool], list[Claimed]]: ...

@@ -323,6 +323,12 @@ class AsyncRedisBackend:
             return []
         return await self._run(self._planner.finish(items, strict=False))
 
+    async def finish_and_claim(
+        self, items: Sequence[FinishItem], **claim: Any
+    ) -> tuple[list[bool], list[Claimed]]:
+        """``finish_batch(items)``, then ``claim(**claim)``, in one script call (ADR 40)."""
+        return await self._run(self._planner.finish_claim(items, self._planner.claim(**claim)))
+
     async def fail(
         self,
         task_id: str,

@@ -319,6 +319,12 @@ class RedisBackend:
             return []
         return self._run(self._planner.finish(items, strict=False))
 
+    def finish_and_claim(
+        self, items: Sequence[FinishItem], **claim: Any
+    ) -> tuple[list[bool], list[Claimed]]:
+        """``finish_batch(items)``, then ``claim(**claim)``, in one script call (ADR 40)."""
+        return self._run(self._planner.finish_claim(items, self._planner.claim(**claim)))
+
     def fail(
         self,
         task_id: str,

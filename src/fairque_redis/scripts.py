@@ -202,6 +202,7 @@ SCRIPTS: Mapping[str, ScriptSpec] = {
         ScriptSpec("claim"),
         ScriptSpec("heartbeat"),
         ScriptSpec("finish"),
+        ScriptSpec("finish_claim"),
         ScriptSpec("fail"),
         ScriptSpec("release"),
         ScriptSpec("requeue_expired"),

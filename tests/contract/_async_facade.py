@@ -118,6 +118,13 @@ class SyncOverAsync:
     def finish_batch(self, items: Sequence[FinishItem]) -> list[bool]:
         return self._call(self._backend.finish_batch(items))
 
+    def finish_and_claim(
+        self, items: Sequence[FinishItem], **claim: Any
+    ) -> tuple[list[bool], list[Claimed]]:
+        """The optional ``finish_and_claim`` (ADR 40): AttributeError on a backend without it
+        (tests look at ``wrapped`` to tell)."""
+        return self._call(self._backend.finish_and_claim(items, **claim))  # type: ignore[attr-defined]
+
     def fail(
         self,
         task_id: str,

@@ -23,9 +23,7 @@ from fairque_core.app import engine_support as common
 from fairque_core.app.arguments import (
     check_claim,
     check_error,
-    check_finish_items,
     check_run_seconds,
-    check_run_seconds_list,
     check_tasks,
     lease_of,
 )
@@ -33,13 +31,13 @@ from fairque_core.app.backend_loading import open_backend
 from fairque_core.app.batcher import PushBatcher
 from fairque_core.app.config import FairQueueConfig, QueueConfig
 from fairque_core.app.deprecation import renamed_keyword, warn_renamed
+from fairque_core.app.engine_acks import AckMixin
 from fairque_core.app.engine_reads import ReadMixin
 from fairque_core.app.engine_results import ResultMixin
 from fairque_core.app.engine_schedules import ScheduleMixin
 from fairque_core.app.handles import TaskHandle
 from fairque_core.app.messages import (
     decode_claimed,
-    encode_result,
     stub_task,
     to_message,
     wait_seconds,
@@ -54,7 +52,7 @@ from fairque_core.domain.limits import LIMIT_FIELDS, LimitStatus
 from fairque_core.domain.models import Claimed, Message, Task
 from fairque_core.domain.outcomes import error_record
 from fairque_core.domain.validation import check_wait_timeout
-from fairque_core.ports import FinishItem, QueueBackend
+from fairque_core.ports import QueueBackend
 
 __all__ = ["FairQueue"]
 
@@ -62,7 +60,7 @@ __all__ = ["FairQueue"]
 _MAX_POISON_ROUNDS = 16
 
 
-class FairQueue(ResultMixin, ReadMixin, ScheduleMixin):
+class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin):
     """A fair multi-tenant queue: push, claim with leases, finish, fail, inspect.
 
     ``plugins`` are hook implementations added to the defaults (JSON codec, retry policy);
@@ -280,6 +278,19 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin):
             count=count,
             lease_seconds=self._config.lease_seconds,
         )
+        return self._claimed_tasks(claimed, count, assigned, steal, worker_id)
+
+    def _claimed_tasks(
+        self,
+        claimed: Sequence[Claimed],
+        count: int,
+        assigned: Sequence[str] | None,
+        steal: Sequence[str] | None,
+        worker_id: str,
+    ) -> list[Task]:
+        """The tasks of a claim of ``count`` made by a combined call (``claim_when_ready``,
+        ``finish_and_claim``): decoded (poison to the DLQ), their XCom contexts registered;
+        when poison took places of a full claim, the rest claimed as :meth:`claim_batch` does."""
         out: list[Task] = []
         poisoned = self._decode_into(out, claimed, worker_id)
         context.register_all(out, self)
@@ -328,77 +339,6 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin):
             self._event("dead", stub, error=reason, failure_type=FailureType.POISONED)
 
     # ------------------------------------------------------------------ acknowledge
-    def finish(
-        self, task: Task, result: object = None, *, run_seconds: float | None = None
-    ) -> None:
-        """Mark a claimed task FINISHED with ``result`` (stored as JSON, at most
-        ``max_payload_bytes``: a longer one is a TaskSerializationError and changes nothing).
-
-        The task then keeps its state and result for ``result_ttl_seconds``; its payload is
-        dropped (``get_task`` returns None for it).
-        """
-        lease = lease_of(task)
-        run_seconds = check_run_seconds(run_seconds)
-        body = encode_result(task.task_id, result, self._config.max_payload_bytes)
-        xcom = context.take(task)  # the handler's XCom values, stored in the same step
-        if xcom:
-            self._backend.finish(task.task_id, lease.token, body, xcom)
-        else:
-            self._backend.finish(task.task_id, lease.token, body)
-        self._event("finished", task, run_seconds=run_seconds)
-
-    def finish_many(
-        self, items: Sequence[tuple[Task, object]], *, run_seconds: Sequence[float] | None = None
-    ) -> list[bool]:
-        """Deprecated alias of :meth:`finish_batch` (ADR 23)."""
-        warn_renamed(f"{type(self).__name__}.finish_many", "finish_batch")
-        return self.finish_batch(items, run_seconds=run_seconds)
-
-    def finish_batch(
-        self, items: Sequence[tuple[Task, object]], *, run_seconds: Sequence[float] | None = None
-    ) -> list[bool]:
-        """Finish many claimed tasks in one backend call; True per task finished.
-
-        A task whose lease is lost (or that carries none) gets False and changes nothing.
-        Results that are not JSON-serializable raise TaskSerializationError before any write.
-        """
-        items = check_finish_items(items)
-        times = check_run_seconds_list(run_seconds, len(items))
-        entries: list[FinishItem] = []
-        positions: list[int] = []
-        done = [False] * len(items)
-        for index, (task, result) in enumerate(items):
-            body = encode_result(task.task_id, result, self._config.max_payload_bytes)
-            if task.lease is None:
-                continue
-            xcom = context.take(task)  # the handler's XCom values, stored in the same step
-            if xcom:
-                entries.append((task.task_id, task.lease.token, body, xcom))
-            else:
-                entries.append((task.task_id, task.lease.token, body))
-            positions.append(index)
-        if not entries:
-            return done
-        batch = getattr(self._backend, "finish_batch", None)
-        if batch is not None:
-            flags = list(batch(entries))
-        else:  # a third-party backend without the batch call: one call per task
-            flags = []
-            for entry in entries:
-                try:
-                    self._backend.finish(*entry)
-                except LeaseLostError:
-                    flags.append(False)
-                else:
-                    flags.append(True)
-        listening = self._listening()
-        for index, ok in zip(positions, flags, strict=True):
-            done[index] = bool(ok)
-            if ok and listening:
-                seconds = None if times is None else times[index]
-                self._event("finished", items[index][0], run_seconds=seconds)
-        return done
-
     def fail(
         self, task: Task, error: BaseException, *, run_seconds: float | None = None
     ) -> TaskState:

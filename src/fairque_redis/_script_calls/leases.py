@@ -1,5 +1,5 @@
-"""Calls on a claimed task's lease: heartbeat, finish, fail (retry or DLQ), release, and the
-reaper's requeue of expired leases. No I/O."""
+"""Calls on a claimed task's lease: heartbeat, finish (alone or with the next claim), fail
+(retry or DLQ), release, and the reaper's requeue of expired leases. No I/O."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import TaskValidationError
+from fairque_core.domain.models import Claimed
 from fairque_core.domain.scoring import to_ms
 from fairque_core.ports import FinishItem
 from fairque_redis._script_calls.base import (
@@ -26,7 +27,7 @@ _STATES = {state.value: state for state in TaskState}
 
 
 class LeaseCalls(CallsBase):
-    """heartbeat, finish, fail, release, requeue_expired."""
+    """heartbeat, finish, finish_claim, fail, release, requeue_expired."""
 
     def heartbeat(
         self, items: Sequence[tuple[str, str]], lease_seconds: float | None, *, strict: bool
@@ -67,6 +68,22 @@ class LeaseCalls(CallsBase):
             return [f == 1 for f in flags]
 
         return Call("finish", args, parse)
+
+    def finish_claim(
+        self, items: Sequence[FinishItem], claim: Call[list[Claimed]]
+    ) -> Call[tuple[list[bool], list[Claimed]]]:
+        """finish_claim.lua (ADR 40): ``finish(items, strict=False)``, then ``claim`` (a call
+        built by ``claim``: its arguments and tokens), in one script call. Its reply is read
+        by the two calls' own parsers: per item finished or lease lost, then the claim's."""
+        finish = self.finish(items, strict=False)
+        head = len(self.header())  # ARGV[1..7]; finish's ARGV[8] (strict) is not sent
+        args = [*finish.args[:head], *finish.args[head + 1 :], *claim.args[head:]]
+
+        def parse(reply: Any) -> tuple[list[bool], list[Claimed]]:
+            contract("finish_claim", isinstance(reply, list) and len(reply) == 2, reply)
+            return finish.parse(reply[0]), claim.parse(reply[1])
+
+        return Call("finish_claim", args, parse)
 
     def fail(
         self,

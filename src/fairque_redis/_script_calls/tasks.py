@@ -85,12 +85,14 @@ class TaskCalls(CallsBase):
     def claim(
         self,
         *,
-        worker_id: str,
-        assigned: Sequence[str] | None,
-        steal: Sequence[str] | None,
-        count: int,
-        lease_seconds: float | None,
+        worker_id: str = "",
+        assigned: Sequence[str] | None = None,
+        steal: Sequence[str] | None = None,
+        count: int = 1,
+        lease_seconds: float | None = None,
     ) -> Call[list[Claimed]]:
+        """The claim's call; its defaults are the port's (``finish_and_claim`` passes only
+        the keywords it was given)."""
         for candidate in (*(assigned or ()), *(steal or ())):
             validate_id(candidate, "user_id")
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:

@@ -16,59 +16,12 @@
            repeated with the token that finished the task (a lost reply, sent again) is 1 and
            changes nothing: a finished task keeps its last lease token in `tok`.
   Errors: FQ_E_LEASE_LOST <id> (only when ARGV[8] is 1)
+  The work is fq_finish (_include/finish.lua), shared with finish_claim.lua.
 ]]
---- @include "_include/deps"
-
--- ids per ZREM of the finished tasks' leases: unpack has a stack limit
-local ZREM_CHUNK = 500
+--- @include "_include/finish"
 
 local q = fq_open(KEYS, ARGV)
-local strict = ARGV[8] == '1'
-local n = tonumber(ARGV[9])
-local out = {}
-local unlease = {}
-local i = 10
-for k = 1, n do
-  local id, token, has, result = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  local nx = tonumber(ARGV[i + 4])
-  local xat = i + 5
-  i = i + 5 + 2 * nx
-  local r = fq_rec(q, id)
-  if r ~= nil and r.state == 'finished' and token ~= '' and r.token == token then
-    out[k] = 1 -- a repeat of this lease's finish (its reply was lost): done, nothing changes
-  elseif r == nil or r.state ~= 'started' or r.token ~= token then
-    if strict then return fq_err('LEASE_LOST', id) end
-    out[k] = 0
-  else
-    -- one HSET: lease fields cleared, state, logical expiry and result. `res` needs no HDEL
-    -- when there is no result: only finish writes it, and a finished task is never leased
-    -- again. The payload goes in the same HSET: the body and the message metadata only a run
-    -- needs become empty (the record keeps state, tenant, priority, retry count and result
-    -- for the result TTL; docs/delivery.md; no reader decodes a finished task's payload)
-    local fields = {'st', 'finished', 'exp', fq_int(q.now + q.result_ttl_ms), 'b', '', 'm', ''}
-    if has == '1' then
-      fields[9] = 'res'
-      fields[10] = result
-    end
-    fq_drop_lease(q, r, fields, unlease, true)
-    if nx > 0 then
-      local xkey = fq_xcom_key(q, r.user, id)
-      redis.call('DEL', xkey)
-      redis.call('HSET', xkey, unpack(ARGV, xat, xat + 2 * nx - 1))
-      if q.server_time then redis.call('PEXPIRE', xkey, fq_int(math.max(q.result_ttl_ms, 1))) end
-    end
-    r.state = 'finished'
-    fq_bump(q, r.user, 'finished', 1)
-    if has == '1' then fq_bump(q, r.user, 'result_bytes', #result) end
-    local kids = fq_release_dependents(q, r)
-    fq_expire_record(q, r, kids > 0)
-    fq_ended(q, r)
-    out[k] = 1
-  end
-end
--- the leases of the finished tasks leave in one ZREM (chunked, see ZREM_CHUNK)
-for s = 1, #unlease, ZREM_CHUNK do
-  redis.call('ZREM', q.leases, unpack(unlease, s, math.min(s + ZREM_CHUNK - 1, #unlease)))
-end
+local out, rest = fq_finish(q, ARGV, 9, ARGV[8] == '1') -- rest: the error when out is nil
+if out == nil then return rest end
 fq_close(q)
 return out

@@ -194,3 +194,97 @@ local function fq_serve(q, u, pinned)
   end
   return id
 end
+
+-- values (deadline, id, ...) per ZADD of the new leases: unpack has a stack limit
+local FQ_ZADD_CHUNK = 1000
+
+-- lease up to `count` ready tasks, fairly, on the open queue `q` (claim.lua and the claim part
+-- of finish_claim.lua). Its arguments are read from argv from `at` on: worker id, lease ms,
+-- count, 1 = groups follow, 0 = all, then (groups) A, A assigned tenant ids, S, S steal
+-- tenant ids, then `count` lease tokens (the i-th claimed task gets the i-th token).
+-- Returns claim.lua's reply: {now_ms, n, then per claimed task: id, user, priority, retry
+-- count, meta, body, recoveries, then the tenants and task keys it repaired}. Raises the wake
+-- signal (q.wake) when it claimed and ready tasks remain; fq_close writes everything back
+local function fq_claim(q, argv, at)
+  -- checked: active-set members checked in this call (fq_pick); repaired: what was
+  q.checked, q.repaired = {}, {}
+  local worker = argv[at]
+  local lease_ms = tonumber(argv[at + 1])
+  local count = tonumber(argv[at + 2])
+  local groups = nil
+  local i = at + 4
+  if argv[at + 3] == '1' then
+    groups = {}
+    for g = 1, 2 do
+      local members = {}
+      local n = tonumber(argv[i])
+      for k = 1, n do members[k] = argv[i + k] end
+      i = i + 1 + n
+      groups[g] = members
+    end
+  end
+  local tokens_at = i
+
+  fq_move_due(q)
+  -- flow control (_include/limits.lua): parked tenants due again, then per start the
+  -- queue-wide limits, the tenant's rate and cap
+  local limited = fq_limits_on(q)
+  if limited then fq_unpark_due(q) end
+  -- a paused queue (pause.lua; meta `pau`, read with the meta fields) leases nothing
+  if q.paused then count = 0 end
+  local out = {q.now, 0}
+  local deadline = fq_int(q.now + lease_ms)
+  local lease_flag = limited and '1' or '0'
+  local n = 0
+  local leases = {} -- deadline, id, ...: one ZADD for the batch below
+  -- lease task `id` of tenant u (served from its queue); false when its key is of another
+  -- type (damaged behind the client's back): nothing to lease, the id has left the queue,
+  -- counted
+  local function lease(u, id, token)
+    local key = fq_task_key(q, id)
+    -- cdl: the claim's deadline; a lease that expires still at it never started (refund)
+    -- lc: a lease of a queue with limits (its end looks at the tenant's cap)
+    local set = redis.pcall('HSET', key, 'st', 'started', 'tok', token, 'wk', worker,
+      'dl', deadline, 'cdl', deadline, 'lc', lease_flag)
+    if type(set) == 'table' then
+      q.repaired[#q.repaired + 1] = key
+      fq_bump(q, u, 'repaired', 1)
+      return false
+    end
+    n = n + 1
+    leases[2 * n - 1] = deadline
+    leases[2 * n] = id
+    fq_bump(q, u, 'leased', 1)
+    fq_bump(q, u, 'claimed', 1)
+    if limited then
+      fq_limits_after_start(q, u)
+      fq_queue_started(q)
+    end
+    local v = redis.call('HMGET', key, 'p', 'rc', 'm', 'b', 'rec')
+    local o = #out
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = id, u, v[1], v[2]
+    out[o + 5], out[o + 6], out[o + 7] = v[3], v[4], v[5]
+    return true
+  end
+
+  while n < count do
+    if limited and not fq_queue_may_start(q, n) then break end
+    local u = fq_pick(q, groups)
+    if u == nil then break end
+    -- false: a damaged member was dropped; a nil id: a damaged tenant was deactivated. Either
+    -- way the loop picks again (each repair removes what was picked)
+    local id = u and fq_serve(q, u, groups ~= nil)
+    if id then lease(u, id, argv[tokens_at + n]) end
+  end
+  out[2] = n
+  for _, what in ipairs(q.repaired) do table.insert(out, what) end
+  for s = 1, #leases, FQ_ZADD_CHUNK do
+    redis.call('ZADD', q.leases, unpack(leases, s, math.min(s + FQ_ZADD_CHUNK - 1, #leases)))
+  end
+  -- ready work left behind: pass the wake signal on to the next idle worker
+  if n > 0 then
+    fq_meta(q)
+    if q.ready_base + q.ready_delta > 0 then q.wake = true end
+  end
+  return out
+end

@@ -1,0 +1,76 @@
+--[[ finish helpers: mark leased tasks FINISHED with their results (finish.lua and the finish
+  part of finish_claim.lua).
+
+  The items are read from argv from `at` on: their number N, then per item: task id, token,
+  has result (0|1), result, X, then X pairs of XCom key and encoded value.
+  A finished record drops its body and metadata (b and m become empty, in the same HSET as
+  the state: no HDEL) and counts its result's size in the result_bytes counter. Its XCom
+  values go to xcom:<tenant>:<id> in the same step (so a child never sees a finished parent
+  without them), kept as long as the record; the task's end is notified (fq_ended: result
+  waiters wake, its unique key is held for its window); its dependents are released.
+]]
+--- @include "deps"
+
+-- ids per ZREM of the finished tasks' leases: unpack has a stack limit
+local FQ_ZREM_CHUNK = 500
+
+-- finish the items of argv (see the docblock; `at` is where N is). Returns the flags (N
+-- integers: 1 = finished, 0 = lease lost, item left unchanged; a repeat of the finish that
+-- finished the task, same token, is 1 and changes nothing: a finished task keeps its last
+-- token in `tok`) and the index in argv after the items; or, with `strict`, nil and the
+-- FQ_E_LEASE_LOST error reply at the first lost lease (the caller sends one item then: an
+-- error reply undoes no item before it). The
+-- leases of the finished tasks leave in one ZREM before it returns, so a claim later in the
+-- same call counts them gone
+local function fq_finish(q, argv, at, strict)
+  local n = tonumber(argv[at])
+  local out = {}
+  local unlease = {}
+  local i = at + 1
+  for k = 1, n do
+    local id, token, has, result = argv[i], argv[i + 1], argv[i + 2], argv[i + 3]
+    local nx = tonumber(argv[i + 4])
+    local xat = i + 5
+    i = i + 5 + 2 * nx
+    local r = fq_rec(q, id)
+    if r ~= nil and r.state == 'finished' and token ~= '' and r.token == token then
+      out[k] = 1 -- a repeat of this lease's finish (its reply was lost): done, nothing changes
+    elseif r == nil or r.state ~= 'started' or r.token ~= token then
+      if strict then return nil, fq_err('LEASE_LOST', id) end
+      out[k] = 0
+    else
+      -- one HSET: lease fields cleared, state, logical expiry and result. `res` needs no HDEL
+      -- when there is no result: only finish writes it, and a finished task is never leased
+      -- again. The payload goes in the same HSET: the body and the message metadata only a
+      -- run needs become empty (the record keeps state, tenant, priority, retry count and
+      -- result for the result TTL; docs/delivery.md; no reader decodes a finished task's
+      -- payload)
+      local fields = {'st', 'finished', 'exp', fq_int(q.now + q.result_ttl_ms), 'b', '', 'm', ''}
+      if has == '1' then
+        fields[9] = 'res'
+        fields[10] = result
+      end
+      fq_drop_lease(q, r, fields, unlease, true)
+      if nx > 0 then
+        local xkey = fq_xcom_key(q, r.user, id)
+        redis.call('DEL', xkey)
+        redis.call('HSET', xkey, unpack(argv, xat, xat + 2 * nx - 1))
+        if q.server_time then
+          redis.call('PEXPIRE', xkey, fq_int(math.max(q.result_ttl_ms, 1)))
+        end
+      end
+      r.state = 'finished'
+      fq_bump(q, r.user, 'finished', 1)
+      if has == '1' then fq_bump(q, r.user, 'result_bytes', #result) end
+      local kids = fq_release_dependents(q, r)
+      fq_expire_record(q, r, kids > 0)
+      fq_ended(q, r)
+      out[k] = 1
+    end
+  end
+  -- the leases of the finished tasks leave in one ZREM (chunked, see FQ_ZREM_CHUNK)
+  for s = 1, #unlease, FQ_ZREM_CHUNK do
+    redis.call('ZREM', q.leases, unpack(unlease, s, math.min(s + FQ_ZREM_CHUNK - 1, #unlease)))
+  end
+  return out, i
+end
