@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import redis
 
-from fairque_cli.main import build_parser
+from fairque_cli.main import build_parser, main
 from fairque_cli.worker_cmd import default_worker_id
 from fairque_core import Priority, Task
 from fairque_redis import connect, dev_server
@@ -372,11 +372,25 @@ def test_cli_on_a_cluster_node_needs_the_cluster_flag(valkey_cluster: Any) -> No
         (["dlq", "list", "--offset", "-1"], "must be >= 0"),
     ],
 )
-def test_bad_values_are_one_line_errors(args: list[str], needle: str) -> None:
-    proc = run_cli(args)
-    assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
+def test_bad_values_are_one_line_errors(
+    args: list[str],
+    needle: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # in this process (a child costs a second of imports per case): the same main() the
+    # console script runs, with the environment a child gets (no FAIRQUE_ settings but the
+    # data dir); test_a_bad_url_in_the_environment_is_one_line covers the child process
+    for key in [k for k in os.environ if k.startswith("FAIRQUE_") and k != "FAIRQUE_DATA_DIR"]:
+        monkeypatch.delenv(key)
+    try:
+        code = main(args)
+    except SystemExit as exc:  # argparse refuses a value with exit status 2
+        code = exc.code
+    stderr = capsys.readouterr().err
+    assert code == 2
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
     assert needle in lines[0]
     assert "internal error" not in lines[0]
     assert not (Path(os.environ["FAIRQUE_DATA_DIR"]) / "server.json").exists()
