@@ -73,11 +73,14 @@ def claim_finish(backend: RedisBackend, cycles: int) -> float:
 
 
 def server_usec(client: redis.Redis, fn: Callable[[], float]) -> tuple[float, float]:
-    """Run ``fn`` (a rate) and also return the server's EVALSHA usec_per_call during it."""
+    """Run ``fn`` (a rate) and also return the server's usec per script call during it
+    (FCALL and EVALSHA together, ADR 41)."""
     client.config_resetstat()
     rate = fn()
-    stats = client.info("commandstats").get("cmdstat_evalsha", {})
-    return rate, float(stats.get("usec_per_call", 0.0))
+    info = client.info("commandstats")
+    stats = [info.get(f"cmdstat_{name}", {}) for name in ("fcall", "evalsha")]
+    calls = sum(int(s.get("calls", 0)) for s in stats)
+    return rate, sum(float(s.get("usec", 0)) for s in stats) / calls if calls else 0.0
 
 
 def hold_one_each(backend: RedisBackend, tenants: list[str]) -> None:

@@ -7,7 +7,7 @@ One embedded Valkey serves every measurement. Each measurement runs in a child p
 (PYTHONPATH = the tree's ``src``), so two builds can share the server and alternate round by
 round. Per measurement it prints the rate, the client's CPU time per task (``process_time``:
 encoding, checks, redis-py packing; not the wait for the reply) and the server's time per task
-(INFO commandstats of EVALSHA, reset just before the timed part):
+(INFO commandstats of FCALL and EVALSHA, reset just before the timed part):
 
 - ``backend one``: ``RedisBackend.push`` of a ready-made Message, one call per task;
 - ``backend batch``: ``push_batch`` of 1,000 Messages per call;
@@ -180,7 +180,10 @@ def _run_child(
     proc.stdin.flush()
     result: dict[str, float] = json.loads(proc.stdout.readline())
     proc.wait()
-    stats = client.info("commandstats").get("cmdstat_evalsha", {})
+    info = client.info("commandstats")  # script calls: FCALL and EVALSHA (ADR 41)
+    both = [info.get(f"cmdstat_{name}", {}) for name in ("fcall", "evalsha")]
+    stats = {"calls": sum(int(s.get("calls", 0)) for s in both)}
+    stats["usec"] = sum(float(s.get("usec", 0)) for s in both)
     calls = int(stats.get("calls", 0)) or 1
     tasks = int(result.pop("tasks", n))
     result["server_us"] = float(stats.get("usec", 0)) / tasks
@@ -211,7 +214,7 @@ def _count_calls(src: Path, url: str, client: redis.Redis, tag: str) -> list[str
     thread.join(timeout=2)
     pushes: list[list[str]] = []
     for c in seen:
-        if c.startswith("EVALSHA"):
+        if c.startswith(("EVALSHA", "FCALL")):
             pushes.append([])
         elif pushes and not c.startswith(("CONFIG", "INFO", "PING")):
             pushes[-1].append(c.split(" ")[0])

@@ -103,11 +103,14 @@ def push_batch(backend: RedisBackend, n: int, tag: str, size: int = 1000) -> flo
 
 
 def server_usec(client: redis.Redis, fn: Callable[[], float]) -> tuple[float, float]:
-    """Run ``fn`` (a rate) and also return the server's EVALSHA usec_per_call during it."""
+    """Run ``fn`` (a rate) and also return the server's usec per script call during it:
+    FCALL and EVALSHA together (functions by default, ADR 41; bench_functions.py for A/B)."""
     client.config_resetstat()
     rate = fn()
-    stats = client.info("commandstats").get("cmdstat_evalsha", {})
-    return rate, float(stats.get("usec_per_call", 0.0))
+    info = client.info("commandstats")
+    stats = [info.get(f"cmdstat_{name}", {}) for name in ("fcall", "evalsha")]
+    calls = sum(int(s.get("calls", 0)) for s in stats)
+    return rate, sum(float(s.get("usec", 0)) for s in stats) / calls if calls else 0.0
 
 
 def fill(url: str, tenants: int, total: int) -> RedisBackend:
@@ -195,7 +198,10 @@ def main() -> None:
     left = ", ".join(f"{active[t]:,}" for t in tenant_counts)
     print(f"active tenants left at the end: {left}")
     server = "  ".join(f"{t:,} tenants {usec[f'cf{t}']:.1f}" for t in tenant_counts)
-    print(f"server EVALSHA usec_per_call during claim+finish (claim and finish averaged): {server}")
+    print(
+        "server script usec_per_call (FCALL/EVALSHA) during claim+finish "
+        f"(claim and finish averaged): {server}"
+    )
     print()
     ratio = best[f"cf{tenant_counts[-1]}"] / best["cf10"]
     server_ratio = usec["cf10"] / usec[f"cf{tenant_counts[-1]}"]
@@ -206,7 +212,7 @@ def main() -> None:
     if opts.claims_only:
         print(f"{cf_line} (target >= 0.90)")
         return
-    print("server EVALSHA usec_per_call (INFO commandstats, best round):")
+    print("server script usec_per_call, FCALL/EVALSHA (INFO commandstats, best round):")
     print(f"  bare {usec['bare']:.1f}  push floor {usec['floor']:.1f}  ", end="")
     print(f"push one {usec['one']:.1f}  ", end="")
     print(f"push_batch {usec['batch']:.0f} per call = {usec['batch'] / 1000:.1f} per task")

@@ -13,7 +13,8 @@ case of ``bench_push.py``) for each script given:
   flattened by that tree's own resolver);
 - with ``--fcall``, this tree's ``push`` loaded as a function library (FUNCTION LOAD, called
   with FCALL): the include helpers are then made once per load instead of once per call,
-  which shows what the per-call closures cost (ADR 39).
+  which shows what the per-call closures cost (ADR 39); and the push function of the library
+  fairque loads by default (``fairque_redis._function_library.LIBRARY``, ADR 41).
 
 Each script runs on a queue of its own, filled the same way, so every variant sees the same
 data. Prints instructions per call and each variant's ratio to this tree's EVALSHA. Needs
@@ -38,6 +39,7 @@ from typing import Any
 import redis
 
 from fairque_core import Message, Priority
+from fairque_redis._function_library import LIBRARY
 from fairque_redis.backend import RedisBackend
 from fairque_redis.scripts import resolve
 
@@ -143,6 +145,11 @@ def main() -> None:
             client.function_load(as_library(variants["this tree"]), replace=True)
             runners["this tree, FCALL"] = lambda keys, args: client.fcall(
                 "fq_bench_push", len(keys), *keys, *args
+            )
+            # the library fairque itself loads (ADR 41): every script, helpers shared
+            client.function_load(LIBRARY.code, replace=True)
+            runners["fairque library"] = lambda keys, args: client.fcall(
+                LIBRARY.functions["push"], len(keys), *keys, *args
             )
         for k, (name, run) in enumerate(runners.items()):
             backend = RedisBackend.from_url(url, queue=f"ir{k}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import attrs
 from redis.backoff import NoBackoff
@@ -17,16 +17,22 @@ from fairque_core.domain.errors import ConfigurationError
 
 __all__ = [
     "MIN_BLOCK_SECONDS",
+    "SCRIPT_MODES",
     "blocking_seconds",
     "client_options",
     "config_url",
     "normalize_url",
     "redis_options",
     "require_bytes_client",
+    "script_mode",
     "split_config",
 ]
 
 log = logging.getLogger("fairque.redis")
+
+#: How a backend runs its scripts (ADR 41): as Redis Functions (FCALL; EVALSHA when the server
+#: or ACL refuses them) or always by EVALSHA.
+SCRIPT_MODES = ("functions", "eval")
 
 _SCHEMES = {"redis": "redis", "rediss": "rediss", "valkey": "redis", "valkeys": "rediss"}
 
@@ -81,6 +87,32 @@ def split_config(
     return config, opts
 
 
+def script_mode(mode: str | None) -> str:
+    """``mode`` checked (None: the default, ``"functions"``)."""
+    if mode is None:
+        return "functions"
+    if mode not in SCRIPT_MODES:
+        raise ConfigurationError(
+            f"scripts must be one of {', '.join(SCRIPT_MODES)}, not {mode!r}", path="scripts"
+        )
+    return mode
+
+
+def _split_scripts(url: str) -> tuple[str, str | None]:
+    """``url`` without its ``scripts=`` query parameter (fairque's, not redis-py's), and it."""
+    parts = urlsplit(url)
+    if "scripts=" not in parts.query:
+        return url, None
+    mode: str | None = None
+    rest: list[tuple[str, str]] = []
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key == "scripts":
+            mode = script_mode(value)
+        else:
+            rest.append((key, value))
+    return urlunsplit(parts._replace(query=urlencode(rest))), mode
+
+
 @attrs.frozen
 class ClientPlan:
     """What a backend's ``from_url`` builds its client and itself from (:func:`plan_client`)."""
@@ -90,6 +122,8 @@ class ClientPlan:
     config: QueueConfig | None
     options: dict[str, Any]
     allow_eviction: bool
+    #: ``scripts=functions|eval`` of the options or the URL (None when neither has it)
+    scripts: str | None = None
 
 
 def plan_client(
@@ -105,14 +139,17 @@ def plan_client(
     section, redis-py options (a FairQueueConfig's redis section under explicit ``redis_opts``,
     fairque's fixed choices applied) and whether eviction is allowed (also when the config's
     redis section says so): the part of ``from_url`` every Redis backend shares."""
-    url = normalize_url(url)
+    url, scripts = _split_scripts(normalize_url(url))
+    redis_opts = dict(redis_opts)
+    if "scripts" in redis_opts:  # fairque's option (ADR 41), not redis-py's; wins over the URL
+        scripts = script_mode(redis_opts.pop("scripts"))
     if isinstance(config, FairQueueConfig) and config.redis.allow_eviction:
         allow_eviction = True
     queue_config, opts = split_config(config, redis_opts)
     if queue is None:
         queue = queue_config.name if queue_config is not None else "default"
     options = client_options(url, opts, cluster=cluster)
-    return ClientPlan(url, queue, queue_config, options, allow_eviction)
+    return ClientPlan(url, queue, queue_config, options, allow_eviction, scripts)
 
 
 def client_options(url: str | None, opts: dict[str, Any], *, cluster: bool) -> dict[str, Any]:

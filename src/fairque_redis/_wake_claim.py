@@ -15,11 +15,10 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from redis.exceptions import NoScriptError
-
 from fairque_core.domain.errors import BackendPermissionError
 from fairque_redis._client_options import MIN_BLOCK_SECONDS
 from fairque_redis._errors import translate_errors
+from fairque_redis._script_loading import missing
 from fairque_redis.keys import KeySpace
 
 __all__ = [
@@ -56,23 +55,24 @@ def queue_round(
     keys: KeySpace,
     block: float,
     *,
-    sha: str,
+    script: Any,
     anchors: Sequence[str],
     args: Sequence[Any],
 ) -> None:
     """Queue the pop (BLPOP of the wake and schedule signals for ``block`` seconds, LPOP of
-    the wake signal under 1 ms) and then the claim's EVALSHA on ``pipe``."""
+    the wake signal under 1 ms) and then the claim on ``pipe`` (``script.queue``: its FCALL,
+    or its EVALSHA when functions are off)."""
     if block < MIN_BLOCK_SECONDS:
         pipe.lpop(keys.wake)
     else:
         pipe.blpop([keys.wake, keys.sched], timeout=block)
-    pipe.evalsha(sha, len(anchors), *anchors, *args)
+    script.queue(pipe, anchors, args)
 
 
 def claim_missed(reply: Any) -> bool:
-    """True when the pipelined claim met NOSCRIPT (it did not run: send it again alone);
-    raises the claim's other errors, typed."""
-    if isinstance(reply, NoScriptError):
+    """True when the pipelined claim met NOSCRIPT or a missing function (it did not run: send
+    it again alone, which loads it); raises the claim's other errors, typed."""
+    if missing(reply):
         return True
     if isinstance(reply, Exception):
         with translate_errors("claim", writes=True):

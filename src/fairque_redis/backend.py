@@ -54,20 +54,18 @@ log = logging.getLogger("fairque.redis")
 
 
 class RedisBackend:
-    """The queue backend on a ``redis.Redis`` or ``redis.cluster.RedisCluster``
-    client.
+    """The queue backend on a ``redis.Redis`` or ``redis.cluster.RedisCluster``.
 
     The client must return bytes (``decode_responses=False``). Build it with :meth:`from_url`
     or :meth:`from_config` to get fairque's settings (automatic retries off for scripts, TLS
     verification on). ``clock`` is for tests only: it replaces server ``TIME``.
-
     Before its first command the backend reads ``INFO memory`` once and refuses a server whose
     ``maxmemory-policy`` may evict keys (:class:`UnsafeServerConfigError`) unless
     ``allow_eviction`` is True; :meth:`check_server` runs that check (and a PING) at once.
     With ``durability="replicated"`` (or a :class:`~fairque_redis._durability.Durability`)
     every write but the work loop's claim, heartbeat and reap waits for a replica to confirm it
-    and raises NotReplicatedError when none does in time (ADR 33).
-    """
+    and raises NotReplicatedError when none does in time (ADR 33). ``scripts="functions"``
+    (default: Redis Functions, EVALSHA where refused) or ``"eval"`` (ADR 41; also ?scripts=)."""
 
     def __init__(
         self,
@@ -79,6 +77,7 @@ class RedisBackend:
         token_source: TokenSource | None = None,
         allow_eviction: bool = False,
         durability: Durability | str = "default",
+        scripts: str = "functions",
     ) -> None:
         self._keys = KeySpace(queue)
         self._config = config if config is not None else QueueConfig(name=queue)
@@ -91,8 +90,8 @@ class RedisBackend:
             clock,
             token_source if token_source is not None else random_token,
         )
-        self._scripts: dict[str, Script] = {
-            name: Script(client, source) for name, source in SOURCES.items()
+        self._scripts: dict[str, Script] = {  # Redis Functions or EVALSHA (ADR 41)
+            name: Script(client, source, mode=scripts) for name, source in SOURCES.items()
         }
         self._closed = False
         self._allow_eviction = allow_eviction
@@ -149,6 +148,7 @@ class RedisBackend:
             token_source=token_source,
             allow_eviction=plan.allow_eviction,
             durability=durability,
+            scripts=plan.scripts or "functions",
         )
         backend._owns_client = True
         return backend
@@ -562,10 +562,10 @@ class RedisBackend:
         script = self._scripts[call.script]
         anchors = self._planner.anchors
         pipe = self._client.pipeline(transaction=False)
-        wc.queue_round(pipe, keys, block, sha=script.sha, anchors=anchors, args=call.args)
+        wc.queue_round(pipe, keys, block, script=script, anchors=anchors, args=call.args)
         with translate_errors(call.script, writes=True):
             popped, reply = pipe.execute(raise_on_error=False)
-        if wc.claim_missed(reply):  # NOSCRIPT: the claim did not run; send it alone
+        if wc.claim_missed(reply):  # NOSCRIPT or no function: it did not run; send it alone
             with translate_errors(call.script, writes=True):
                 reply = script(keys=anchors, args=call.args)
         return wc.read_pop(popped), call.parse(reply)

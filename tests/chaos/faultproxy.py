@@ -141,12 +141,16 @@ class RespParser:
         return len(self._buf)
 
 
-def evalsha_of(sha: str) -> Predicate:
-    """A predicate matching ``EVALSHA <sha> ...`` (the calls of one registered script)."""
-    wanted = sha.encode()
+def evalsha_of(sha: str, function: str | None = None) -> Predicate:
+    """A predicate matching ``EVALSHA <sha> ...`` (the calls of one registered script) and,
+    given its function name, ``FCALL <function> ...`` (the same script as a Redis Function,
+    ADR 41)."""
+    wanted = {(b"EVALSHA", sha.encode())}
+    if function is not None:
+        wanted.add((b"FCALL", function.encode()))
 
     def pred(command: Command) -> bool:
-        return len(command) > 1 and command[0].upper() == b"EVALSHA" and command[1] == wanted
+        return len(command) > 1 and (command[0].upper(), command[1]) in wanted
 
     return pred
 

@@ -135,7 +135,9 @@ def test_e4_fairque_client_raises_outcome_unknown(proxy: FaultProxy, raw: Any) -
     backend = RedisBackend.from_url(proxy.url, queue="fp-e4")
     try:
         assert backend.push(_msg("warm")) is True
-        proxy.swallow_reply_if(evalsha_of(backend._scripts["push"].sha), limit=1)
+        proxy.swallow_reply_if(
+            evalsha_of(backend._scripts["push"].sha, backend._scripts["push"].function), limit=1
+        )
         with pytest.raises(OutcomeUnknownError):
             backend.push(_msg("t1"))
         assert len(proxy.swallowed) == 1
@@ -156,7 +158,9 @@ def test_e4_redis_py_default_retry_runs_the_script_twice(proxy: FaultProxy, raw:
     backend = RedisBackend(client, queue="fp-e4-retry")
     try:
         assert backend.push(_msg("warm")) is True
-        proxy.swallow_reply_if(evalsha_of(backend._scripts["push"].sha), limit=1)
+        proxy.swallow_reply_if(
+            evalsha_of(backend._scripts["push"].sha, backend._scripts["push"].function), limit=1
+        )
         assert backend.push(_msg("t1")) is False  # the retry found the first run's task
         assert len(proxy.swallowed) == 1
         stats = backend.stats()

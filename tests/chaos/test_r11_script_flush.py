@@ -5,6 +5,10 @@ process (``chaos_worker.py``, 8 handler threads) run while the test flushes the 
 every second (short: 6 s; slow: 20 s on a server with AOF ``always`` and a ``kill -9`` +
 restart half-way). Valkey 9 and Redis 7.
 
+The backends here run with ``?scripts=eval`` (ADR 41: by default the scripts are Redis Functions,
+which ``SCRIPT FLUSH`` does not touch; ``test_r11_function_flush.py`` flushes those): this is the
+EVALSHA path, which every backend still takes where the server or ACL refuses functions.
+
 What a reload is: fairque runs its scripts by ``EVALSHA`` and on ``NOSCRIPT`` sends the text
 once with ``SCRIPT LOAD`` (``fairque_redis._script_loading``); it never sends a script's text
 with ``EVAL``. So a reload is one ``SCRIPT LOAD`` (or ``EVAL``) call, read from ``INFO
@@ -51,6 +55,7 @@ KINDS = ["valkey", "redis7"]
 FIXTURES = {"valkey": "valkey_server", "redis7": "redis7_server"}
 SHAS = [hashlib.sha1(source.encode()).hexdigest() for source in SOURCES.values()]
 CONNECTION_ERRORS = {"OutcomeUnknownError", "RedisConnectionError"}
+EVAL = "?scripts=eval"  # the EVALSHA path (ADR 41), for the backends and the worker process
 
 
 def reading(raw: Any, *, flush: bool) -> tuple[int, int]:
@@ -109,6 +114,7 @@ def _scenario(kind: str, url: str, tmp_path: Path, *, seconds: float, restart: A
 
     queue = f"r11-{kind}-{uuid.uuid4().hex[:8]}"
     raw = redis.Redis.from_url(url)
+    url = url + EVAL
     config = QueueConfig(name=queue, lease_seconds=1.0)
     fq = FairQueue(RedisBackend.from_url(url, queue=queue, config=config))
     history_path = tmp_path / "history.jsonl"
@@ -230,7 +236,7 @@ def test_eight_threads_meeting_noscript_load_the_script_once(
 
     url = str(request.getfixturevalue(FIXTURES[kind]).url)
     raw = redis.Redis.from_url(url)
-    backend = RedisBackend.from_url(url, queue="r11-herd")
+    backend = RedisBackend.from_url(url + EVAL, queue="r11-herd")
     fq = FairQueue(backend)
     try:
         fq.get_stats()
@@ -266,7 +272,7 @@ def test_eight_tasks_meeting_noscript_load_the_script_once(
     raw = redis.Redis.from_url(url)
 
     async def run() -> int:
-        backend = AsyncRedisBackend.from_url(url, queue="r11-herd")
+        backend = AsyncRedisBackend.from_url(url + EVAL, queue="r11-herd")
         fq = AsyncFairQueue(backend)
         try:
             await fq.get_stats()

@@ -194,8 +194,8 @@ def _evalsha_calls(url: str) -> int:
     import redis
 
     with redis.Redis.from_url(url) as client:
-        stats = client.info("commandstats").get("cmdstat_evalsha", {})
-        return int(stats.get("calls", 0))
+        stats = client.info("commandstats")  # script calls: FCALL, or EVALSHA (ADR 41)
+        return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("fcall", "evalsha"))
 
 
 async def _redis_queue(url: str, **fields: Any) -> AsyncFairQueue:
