@@ -16,7 +16,8 @@ TOOL = ROOT / "tools" / "twin_lines.py"
 
 def load_tool() -> ModuleType:
     spec = importlib.util.spec_from_file_location("twin_lines", TOOL)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
