@@ -2,6 +2,7 @@
 
     uv run --no-sync python bench/bench_worker.py [--quick] [--rounds N] [--profile]
     uv run --no-sync python bench/bench_worker.py --compare OLD_SRC [--rounds N] [--quick]
+    uv run --no-sync python bench/bench_worker.py --combined-ab [--rounds N] [--quick]
 
 Throughput: 20,000 no-op tasks over 100 tenants are pushed beforehand (push_batch, 1,000 per
 call) into a fresh queue; a ``fairque_core.Worker`` (leases and fair claims, as always) is
@@ -9,8 +10,8 @@ started and timed until ``get_stats()["finished"]`` reaches 20,000 (polled every
 separate connection). Settings: max_concurrent_tasks 10 / 50 / 100, with the default prefetch
 (adaptive, "auto"), with none (0) and with a fixed one. The claim and finish round trips are
 counted on the worker's backend, and the server's time in scripts during the drain (INFO
-commandstats, EVALSHA usec) is printed per task: it is what every worker of a queue shares, so
-it sets the ceiling of the whole queue, not of one worker.
+commandstats, EVALSHA and FCALL usec) is printed per task: it is what every worker of a queue
+shares, so it sets the ceiling of the whole queue, not of one worker.
 
 Latency: a producer PROCESS (as in production: producers are other processes, and one sharing
 the worker's GIL would slow both) pushes one task every 5 ms (200 tasks/s) with its push time
@@ -27,6 +28,12 @@ Each drain runs in a child process with that build on its ``PYTHONPATH``, agains
 Valkey; the order of the builds alternates from round to round. Medians and ratios are printed
 (new/old per setting, defaults/tuned and async/thread per build): on a shared machine the ratios
 measured side by side mean more than the rates.
+``--combined-ab``: the same four settings and small batches (4 places, no prefetch) on this
+build, with the workers' combined
+finish-and-claim call (ADR 40: a claim that carries acknowledgements is one script call) off,
+on (the default: up to ``combined_acks_limit`` acks and places) and always (no limit), the
+order rotating; rate, server script us per task and the worker's queue calls, medians and
+the medians of the per-round ratios to off.
 """
 
 from __future__ import annotations
@@ -121,6 +128,7 @@ def drain(url: str, total: int, cap: int, prefetch: int | None) -> dict[str, Any
     claims = Counter(queue.backend, "claim")
     finishes = Counter(queue.backend, "finish_batch")
     heartbeats = Counter(queue.backend, "heartbeat")
+    both = Counter(queue.backend, "finish_and_claim") if combines(queue) else None
     config = WorkerConfig(id=f"bench-{cap}", max_concurrent_tasks=cap, poll_interval_seconds=0.1)
     worker = Worker(config, Noop(), queue, **prefetch_kw(prefetch))
     server = monitor.backend.client  # type: ignore[attr-defined]
@@ -136,7 +144,7 @@ def drain(url: str, total: int, cap: int, prefetch: int | None) -> dict[str, Any
     elapsed = time.perf_counter() - start
     worker.stop(10)
     # server time in scripts during the drain (claims, finishes, the monitor's stats reads)
-    evalsha = server.info("commandstats").get("cmdstat_evalsha", {})
+    script_us = scripts_usec(server.info("commandstats"))
     stats = worker.health()
     queue.close()
     monitor.close()
@@ -144,11 +152,36 @@ def drain(url: str, total: int, cap: int, prefetch: int | None) -> dict[str, Any
         "rate": total / elapsed,
         "claims": claims.calls,
         "finishes": finishes.calls,
+        "combined": 0 if both is None else both.calls,
         "heartbeats": heartbeats.calls,
         "processed": stats["processed"],
-        "server_us": float(evalsha.get("usec", 0)) / total,
+        "server_us": script_us / total,
         "load": load,
     }
+
+
+def combines(queue: Any) -> bool:
+    """Whether this build's backend has ``finish_and_claim`` (ADR 40; older builds: no)."""
+    return hasattr(queue.backend, "finish_and_claim")
+
+
+def scripts_usec(commandstats: dict[str, Any]) -> float:
+    """The server's time in scripts: EVALSHA and FCALL (Redis Functions, ADR 41)."""
+    calls = ("cmdstat_evalsha", "cmdstat_fcall")
+    return sum(float(commandstats.get(name, {}).get("usec", 0)) for name in calls)
+
+
+#: --combined-ab's modes: (combined_acks, combined_acks_limit); "on" is the default
+COMBINED_MODES = {"off": (False, None), "on": (True, 40), "always": (True, None)}
+
+
+def set_combined(mode: str) -> None:
+    """The workers' combined finish-and-claim call (ADR 40) as ``mode`` says, for the A/B."""
+    from fairque_core.app.worker_driver import WorkerDriver
+
+    on, limit = COMBINED_MODES[mode]
+    WorkerDriver.combined_acks = on  # type: ignore[misc]
+    WorkerDriver.combined_acks_limit = limit  # type: ignore[misc]
 
 
 async def drain_async(url: str, total: int, cap: int, prefetch: int | None) -> dict[str, Any]:
@@ -161,8 +194,11 @@ async def drain_async(url: str, total: int, cap: int, prefetch: int | None) -> d
     claims = Counter(queue.backend, "claim")
     finishes = Counter(queue.backend, "finish_batch")
     heartbeats = Counter(queue.backend, "heartbeat")
+    both = Counter(queue.backend, "finish_and_claim") if combines(queue) else None
     config = WorkerConfig(id=f"bench-a{cap}", max_concurrent_tasks=cap, poll_interval_seconds=0.1)
     worker = AsyncWorker(config, Noop(), queue, **prefetch_kw(prefetch))
+    server = connect(url, queue=filler.name).backend.client  # type: ignore[attr-defined]
+    server.config_resetstat()
     load = os.getloadavg()[0]
     start = time.perf_counter()
     await worker.start()
@@ -173,6 +209,8 @@ async def drain_async(url: str, total: int, cap: int, prefetch: int | None) -> d
         await asyncio.sleep(0.005)
     elapsed = time.perf_counter() - start
     await worker.stop(10)
+    script_us = scripts_usec(server.info("commandstats"))
+    server.close()
     stats = worker.health()
     await queue.close()
     await monitor.close()
@@ -180,9 +218,10 @@ async def drain_async(url: str, total: int, cap: int, prefetch: int | None) -> d
         "rate": total / elapsed,
         "claims": claims.calls,
         "finishes": finishes.calls,
+        "combined": 0 if both is None else both.calls,
         "heartbeats": heartbeats.calls,
         "processed": stats["processed"],
-        "server_us": 0.0,
+        "server_us": script_us / total,
         "load": load,
     }
 
@@ -193,6 +232,12 @@ COMPARE = [
     ("thread tuned", "thread", 100, 50),
     ("async defaults", "async", 10, None),
     ("async tuned", "async", 100, 50),
+]
+#: --combined-ab's settings: --compare's, and small batches (4 places, no prefetch)
+COMBINED_SETTINGS = [
+    *COMPARE,
+    ("thread small", "thread", 4, 0),
+    ("async small", "async", 4, 0),
 ]
 
 
@@ -243,6 +288,53 @@ def compare(old_src: str, rounds: int, total: int) -> None:
     ):
         cells = [med[(b, num)] / med[(b, den)] for b in ("old", "new")]
         print(f"{label:<34} {cells[0]:>6.2f} {cells[1]:>6.2f}")
+
+
+def combined_ab(rounds: int, total: int) -> None:
+    """``--combined-ab``: the workers' combined finish-and-claim call (ADR 40) off, on and
+    always, in one run of this build: each drain in a child process, the order of the modes
+    rotating from round to round. Drain rate and the server's script time (EVALSHA, FCALL) per
+    task (INFO commandstats: scripts of the drain and of the monitor's stats reads)."""
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    modes = list(COMBINED_MODES)
+    with EmbeddedValkey() as server:
+        for round_no in range(rounds):
+            order = modes[round_no % len(modes) :] + modes[: round_no % len(modes)]
+            for name, kind, cap, prefetch in COMBINED_SETTINGS:
+                for mode in order:
+                    spec = json.dumps([server.url, kind, total, cap, prefetch, mode])
+                    out = subprocess.run(
+                        [sys.executable, __file__, "--one", spec],
+                        check=True,
+                        capture_output=True,
+                        text=True,
+                    )
+                    result = json.loads(out.stdout.strip().splitlines()[-1])
+                    runs.setdefault((mode, name), []).append(result)
+                    print(
+                        f"round {round_no + 1} {mode:>6} {name:<16} {result['rate']:>8,.0f}/s "
+                        f"server {result['server_us']:5.1f} us/task claims {result['claims']:>5} "
+                        f"finishes {result['finishes']:>5} combined {result['combined']:>5} "
+                        f"load {result['load']:.2f}",
+                        flush=True,
+                    )
+    print(f"\nmedians of {rounds} rounds, {total:,} no-op tasks (2-core shared machine: noisy)")
+    head = ("setting", "mode", "tasks/s", "x off", "us/task", "x off", "calls")
+    print("{:<16} {:>6} {:>8} {:>6} {:>8} {:>6} {:>6}".format(*head))
+    for name, *_ in COMBINED_SETTINGS:
+        base = runs[("off", name)]
+        for mode in modes:
+            got = runs[(mode, name)]
+            rate = statistics.median(r["rate"] for r in got)
+            us = statistics.median(r["server_us"] for r in got)
+            calls = statistics.median(r["claims"] + r["finishes"] + r["combined"] for r in got)
+            rx = statistics.median(a["rate"] / b["rate"] for a, b in zip(got, base, strict=True))
+            ux = statistics.median(
+                a["server_us"] / b["server_us"] for a, b in zip(got, base, strict=True)
+            )
+            row = f"{name:<16} {mode:>6} {rate:>8,.0f} {rx:>6.2f} {us:>8.1f} {ux:>6.2f}"
+            print(f"{row} {calls:>6,.0f}")
+    print("(x off: median of the per-round ratios to the same round's off)")
 
 
 def produce(url: str, queue: str, count: int, start_at: float) -> None:
@@ -306,15 +398,25 @@ def main() -> None:
     parser.add_argument(
         "--compare", metavar="OLD_SRC", help="defaults vs tuned, this build vs OLD_SRC's"
     )
+    parser.add_argument(
+        "--combined-ab",
+        action="store_true",
+        help="the workers' combined finish-and-claim call on vs off (ADR 40), this build",
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a child of --compare
     opts = parser.parse_args()
     total = 4_000 if opts.quick else 20_000
     if opts.one:
-        url, kind, count, cap, prefetch = json.loads(opts.one)
+        url, kind, count, cap, prefetch, *combined = json.loads(opts.one)
+        if combined:  # --combined-ab's children only (older builds have no switch)
+            set_combined(combined[0])
         print(json.dumps(one_drain(url, kind, count, cap, prefetch)))
         return
     if opts.compare:
         compare(opts.compare, opts.rounds, total)
+        return
+    if opts.combined_ab:
+        combined_ab(opts.rounds, total)
         return
     lat_count = 300 if opts.quick else 1_000
     # prefetch None: the worker's default (adaptive, ADR 30)

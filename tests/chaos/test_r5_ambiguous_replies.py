@@ -1,6 +1,7 @@
 """R5, ambiguous replies: the proxy swallows ~1.5 % of push and claim replies (after the server
 ran the script) while 1,500 tasks are pushed one by one and worked off by a worker process, both
-through the proxy.
+through the proxy. A claim that carried the worker's acknowledgements (``finish_claim``, ADR 40)
+is a claim here too: its finish was applied, the worker sends it again (a repeat, ADR 19).
 
 Two clients (ADR 11):
 
@@ -47,9 +48,28 @@ BOUND = LEASE + REAPER + 1.0
 CLAIM_FIELDS = 7  # per claimed task in claim.lua's reply: id, user, prio, rc, meta, body, rec
 
 
+def script_ids(backend: Any, *names: str) -> set[bytes]:
+    """What names these scripts' calls in a command's second word: the EVALSHA sha and, where
+    the backend runs them as Redis Functions (ADR 41), the FCALL function name."""
+    ids: set[bytes] = set()
+    for name in names:
+        script = backend._scripts[name]
+        ids.add(script.sha.encode())
+        if script.function is not None:
+            ids.add(script.function.encode())
+    return ids
+
+
+def is_call(command: list[bytes], ids: set[bytes]) -> bool:
+    return command[0].upper() in (b"EVALSHA", b"FCALL") and command[1] in ids
+
+
 def orphans_of(claim: Swallowed) -> list[str]:
-    """The task ids a swallowed claim reply carried (claim.lua: {now, n, 7 fields per task})."""
+    """The task ids a swallowed claim reply carried (claim.lua: {now, n, 7 fields per task};
+    finish_claim.lua: {finish flags, that claim reply})."""
     reply = claim.reply
+    if len(reply) == 2 and isinstance(reply[0], list):  # finish_claim
+        reply = reply[1]
     count = int(reply[1])
     return [reply[2 + CLAIM_FIELDS * k].decode() for k in range(count)]
 
@@ -79,16 +99,12 @@ def test_r5_swallowed_push_and_claim_replies(
     config = QueueConfig(name=queue_name, lease_seconds=LEASE)
     backend = producer_backend(client, proxy.url, proxy.port, config)
     queue = FairQueue(backend)
-    push_sha = backend._scripts["push"].sha.encode()
-    claim_sha = backend._scripts["claim"].sha.encode()
+    push_ids = script_ids(backend, "push")
+    claim_ids = script_ids(backend, "claim", "finish_claim")
     rng = random.Random(seed)
 
     def ambiguous(command: list[bytes]) -> bool:
-        return (
-            command[0].upper() == b"EVALSHA"
-            and command[1] in (push_sha, claim_sha)
-            and rng.random() < RATE
-        )
+        return is_call(command, push_ids | claim_ids) and rng.random() < RATE
 
     history_path = tmp_path / "history.jsonl"
     workers = WorkerProcs(proxy.url, queue_name, history_path)
@@ -114,8 +130,8 @@ def test_r5_swallowed_push_and_claim_replies(
         health = workers.stop(worker)
 
         swallowed = proxy.swallowed
-        pushes = [s for s in swallowed if s.command[1] == push_sha]
-        claims = [s for s in swallowed if s.command[1] == claim_sha]
+        pushes = [s for s in swallowed if s.command[1] in push_ids]
+        claims = [s for s in swallowed if s.command[1] in claim_ids]
         # (id, when) of every lease a swallowed claim left behind; an id can be orphaned twice
         orphans = sorted((s.at, task_id) for s in claims for task_id in orphans_of(s))
         assert len(pushes) >= 5, "too few swallowed pushes to prove anything"
@@ -169,8 +185,9 @@ def test_r5_swallowed_push_and_claim_replies(
             # retries off: every swallowed call raised a typed error, none passed silently
             assert len(unknown_pushes) == len(pushes)
             assert verdict.failed_pushes == 0
-            # a claim is the loop's own or, for an idle worker, its listener's (ADR 38)
-            assert {e["op"] for e in errors} <= {"claim", "claim_when_ready"}
+            # a claim is the loop's own (alone or with its acks, ADR 40) or, for an idle
+            # worker, its listener's (ADR 38)
+            assert {e["op"] for e in errors} <= {"claim", "claim_when_ready", "finish_and_claim"}
             assert [e["error"] for e in errors] == ["OutcomeUnknownError"] * len(claims)
             assert health["backend_errors"] == len(claims)
         else:
@@ -196,16 +213,15 @@ def test_r5_swallowed_finish_replies(
     """A finish whose reply is lost was applied: the worker gets ``OutcomeUnknownError``,
     keeps the acknowledgement and sends it again, and the second finish is recognised as a
     repeat of the first (same lease token): success, nothing changes. No task runs twice, each
-    finishes once, and the worker books every one as ``processed``."""
+    finishes once, and the worker books every one as ``processed``. Most acknowledgements ride
+    on a claim (``finish_claim``, ADR 40): that claim's tasks are orphaned with the reply and
+    come back through the reaper (never run before, so still no task runs twice)."""
     config = QueueConfig(name=queue_name, lease_seconds=LEASE)
     queue = FairQueue(RedisBackend.from_url(valkey_server.url, queue=queue_name, config=config))
-    finish_sha = queue.backend._scripts["finish"].sha.encode()
+    finish_ids = script_ids(queue.backend, "finish", "finish_claim")
+    both_ids = script_ids(queue.backend, "finish_claim")
     rng = random.Random(seed)
-    proxy.swallow_reply_if(
-        lambda cmd: (
-            cmd[0].upper() == b"EVALSHA" and cmd[1] == finish_sha and rng.random() < FINISH_RATE
-        )
-    )
+    proxy.swallow_reply_if(lambda cmd: is_call(cmd, finish_ids) and rng.random() < FINISH_RATE)
     history_path = tmp_path / "history.jsonl"
     workers = WorkerProcs(proxy.url, queue_name, history_path)
     try:
@@ -218,21 +234,31 @@ def test_r5_swallowed_finish_replies(
         time.sleep(LEASE + REAPER)  # a wrongly reaped lease would be claimed again by now
         health = workers.stop(worker)
         swallowed = proxy.swallowed
-        applied = sum(1 for s in swallowed for flag in s.reply if flag == 1)
+        flags = [s.reply[0] if s.command[1] in both_ids else s.reply for s in swallowed]
+        applied = sum(1 for each in flags for flag in each if flag == 1)
+        orphans = [i for s in swallowed if s.command[1] in both_ids for i in orphans_of(s)]
         records = read_history(history_path)
         verdict = check(records, {i: str(queue.get_state(i)) for i in ids})
         errors = [(r["op"], r["error"]) for r in records if r["ev"] == "error"]
         stats = queue.get_stats()
         print(
             f"R5[finish] seed={seed} tasks={FINISH_TASKS} swallowed_finishes={len(swallowed)} "
-            f"items_applied_in_them={applied} executions={sum(verdict.executed.values())} "
+            f"items_applied_in_them={applied} orphans={len(orphans)} "
+            f"executions={sum(verdict.executed.values())} "
             f"worker={ {k: health[k] for k in ('processed', 'lease_lost', 'backend_errors')} }"
         )
         assert len(swallowed) >= 3, "too few swallowed finishes to prove anything"
-        assert errors == [("finish_batch", "OutcomeUnknownError")] * len(swallowed)
+        assert len(errors) == len(swallowed)
+        assert set(errors) <= {
+            ("finish_batch", "OutcomeUnknownError"),
+            ("finish_and_claim", "OutcomeUnknownError"),
+        }
         assert verdict.executed == dict.fromkeys(ids, 1)  # nothing ran twice
         assert stats["finished"] == FINISH_TASKS
-        assert (stats["claimed"], stats["recovered"]) == (FINISH_TASKS, 0)
+        assert (stats["claimed"], stats["recovered"]) == (
+            FINISH_TASKS + len(orphans),
+            len(orphans),
+        )
         assert applied >= 1, "no swallowed finish was applied: the repeat went untested"
         assert (health["processed"], health["lease_lost"]) == (FINISH_TASKS, 0)
         assert check_invariants(raw, queue_name) == []

@@ -35,7 +35,7 @@ from typing import Any
 from fairque_core.app import worker_actions as wa
 from fairque_core.app.engine import FairQueue
 from fairque_core.app.messages import encode_result
-from fairque_core.app.worker_driver import WorkerDriver
+from fairque_core.app.worker_driver import WorkerDriver, claim_and_acks
 from fairque_core.app.worker_loop import logger
 from fairque_core.domain.models import Task
 
@@ -321,8 +321,15 @@ class Worker(WorkerDriver[FairQueue]):
             loop.failed(exc)
 
     def _claim_and_ack(self, claim: wa.Claim, ack: wa.Ack) -> tuple[Any, Any]:
-        """The ack batch on a helper thread while this thread claims: the two round trips (and
-        the decoding of the claimed tasks) overlap."""
+        """The ack batch and the claim in one call where the queue makes them one (ADR 40);
+        else the ack batch on a helper thread while this thread claims: the two round trips
+        (and the decoding of the claimed tasks) overlap."""
+        both = self._combined_call(claim)
+        if both is not None:
+            try:
+                return claim_and_acks(both())
+            except Exception as exc:
+                return claim_and_acks(exc)
         if self._acker is None:
             self._acker = ThreadPoolExecutor(1, thread_name_prefix=f"fairque-{self.config.id}-ack")
         sent: Future[list[bool]] = self._acker.submit(self._queue_call(ack))

@@ -86,8 +86,9 @@ class Action:
 
 class Claim(Action):
     """``claim_batch(count, ...)`` and report the list of tasks. With ``acks`` (an :class:`Ack`),
-    send that batch at the same time (the two round trips overlap) and report
-    ``(tasks or error, flags or error)``: each part may be the exception it raised."""
+    send that batch with it (one ``finish_and_claim`` call where the queue makes it one, ADR
+    40; else the two calls at once, their round trips overlapping) and report ``(tasks or
+    error, flags or error)``: each part may be the exception it raised."""
 
     __slots__ = ("acks", "count")
 

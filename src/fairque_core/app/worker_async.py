@@ -33,7 +33,7 @@ from fairque_core.app import worker_actions as wa
 from fairque_core.app.engine_async import AsyncFairQueue
 from fairque_core.app.handlers import TaskHandler
 from fairque_core.app.messages import encode_result
-from fairque_core.app.worker_driver import WorkerDriver
+from fairque_core.app.worker_driver import WorkerDriver, claim_and_acks
 from fairque_core.domain.models import Task
 
 __all__ = ["AsyncWorker"]
@@ -278,6 +278,21 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
                     await asyncio.shield(self._release(leftover))
             self._done.set()
 
+    async def _claim_and_ack(self, claim: wa.Claim, ack: wa.Ack) -> tuple[Any, Any]:
+        """The ack batch and the claim in one call where the queue makes them one (ADR 40);
+        else both at once, the two round trips overlapping. ``(tasks or error, flags or
+        error)``."""
+        combined = self._combined_call(claim)
+        if combined is not None:
+            try:
+                return claim_and_acks(await combined())
+            except Exception as exc:
+                return claim_and_acks(exc)
+        both = await asyncio.gather(
+            self._queue_call(claim)(), self._queue_call(ack)(), return_exceptions=True
+        )
+        return both[0], both[1]
+
     async def _perform(self, action: wa.Action) -> None:
         """Carry out one action of the loop that is not a sleep or a run: its queue call (its
         outcome reported to the loop), or the callbacks and cancellation of timed-out tasks."""
@@ -286,13 +301,7 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
             if isinstance(action, wa.Expire):
                 self._timed_out(action.slots)
             elif isinstance(action, wa.Claim) and action.acks is not None:
-                # the claim and the ack batch at once: the two round trips overlap
-                both = await asyncio.gather(
-                    self._queue_call(action)(),
-                    self._queue_call(action.acks)(),
-                    return_exceptions=True,
-                )
-                loop.done(tuple(both))  # (tasks or error, flags or error)
+                loop.done(await self._claim_and_ack(action, action.acks))
             else:
                 loop.done(await self._queue_call(action)())
         except Exception as exc:

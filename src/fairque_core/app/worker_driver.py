@@ -24,9 +24,17 @@ from fairque_core.app.config import QueueConfig, WorkerConfig
 from fairque_core.app.handlers import TaskHandler
 from fairque_core.app.worker_loop import logger
 from fairque_core.app.worker_pacing import listener_pause
+from fairque_core.domain.errors import NotReplicatedError
 from fairque_core.domain.models import Task
 
-__all__ = ["ClaimScope", "DrivenQueue", "WorkerDriver", "queue_call"]
+__all__ = [
+    "ClaimScope",
+    "DrivenQueue",
+    "WorkerDriver",
+    "claim_and_acks",
+    "finish_and_claim_call",
+    "queue_call",
+]
 
 
 class Flag(Protocol):
@@ -57,6 +65,17 @@ class DrivenQueue(Protocol):
 
     def finish_batch(
         self, items: Sequence[tuple[Task, object]], *, run_seconds: Sequence[float] | None = None
+    ) -> Any: ...
+
+    def finish_and_claim(
+        self,
+        items: Sequence[tuple[Task, object]],
+        count: int,
+        assigned: Sequence[str] | None = None,
+        *,
+        steal: Sequence[str] | None = None,
+        worker_id: str = "",
+        run_seconds: Sequence[float] | None = None,
     ) -> Any: ...
 
     def fail(
@@ -125,6 +144,36 @@ def queue_call(queue: DrivenQueue, action: wa.Action, scope: ClaimScope) -> Call
     raise TypeError(f"not a queue call: worker action {action!r}")
 
 
+def finish_and_claim_call(
+    queue: DrivenQueue, action: wa.Claim, acks: wa.Ack, scope: ClaimScope
+) -> Callable[[], Any]:
+    """The one queue call for a :class:`wa.Claim` that carries ``acks`` (ADR 40):
+    ``finish_and_claim``, whose result (or exception) :func:`claim_and_acks` reads."""
+    return functools.partial(
+        queue.finish_and_claim,
+        acks.items,
+        action.count,
+        scope.assigned,
+        steal=scope.steal,
+        worker_id=scope.worker_id,
+        run_seconds=acks.run_seconds,
+    )
+
+
+def claim_and_acks(got: Any) -> tuple[Any, Any]:
+    """``finish_and_claim``'s result ``(flags, tasks)``, or the exception it raised, as the
+    loop's Claim with acks is answered: ``(tasks or error, flags or error)``. An error fails
+    both parts, except NotReplicatedError, raised after both were applied: its ``result``
+    holds the claimed tasks (leased: the loop books them) and the acknowledgements stay
+    unconfirmed (the loop sends them again; a repeated finish is idempotent, ADR 19)."""
+    if isinstance(got, NotReplicatedError) and isinstance(got.result, tuple):
+        return got.result[1], got
+    if isinstance(got, BaseException):
+        return got, got
+    flags, tasks = got
+    return tasks, flags
+
+
 Q = TypeVar("Q", bound=DrivenQueue)
 
 
@@ -148,6 +197,14 @@ class WorkerDriver(Generic[Q]):
     #: The listener claims for the idle loop (ADR 38); False: it only wakes the loop, which
     #: then claims (the way before, kept for the A/B benchmark ``bench/bench_wake_claim.py``).
     listener_claims: ClassVar[bool] = True
+    #: A claim that carries acknowledgements is one ``finish_and_claim`` call where the queue's
+    #: backend makes it one call (ADR 40); False: the claim and ``finish_batch`` go as two
+    #: calls at once (the way before, kept for the A/B benchmark ``bench/bench_worker.py``).
+    combined_acks: ClassVar[bool] = True
+    #: ... while its acks and claimed places number at most this (None: any). A larger pair
+    #: goes as two calls at once: the client reads one reply while the server runs the other
+    #: call, which outweighs the one call's saving there (ADR 40, bench_finish_claim.py).
+    combined_acks_limit: ClassVar[int | None] = 40
 
     _wake: Flag
     _listen: Flag
@@ -177,6 +234,11 @@ class WorkerDriver(Generic[Q]):
         self._started = False
         self._listen_failures = 0  # failed waits for the wake signal in a row
         self._handed: wa.Sleep | None = None  # the claim the loop handed to the listener
+        # acknowledgements ride on the claim in one call (ADR 40) unless switched off or the
+        # queue's backend would make it two calls anyway
+        self._combining = type(self).combined_acks and bool(
+            getattr(queue, "combines_finish_and_claim", False)
+        )
         self._init_driver()
 
     def _init_driver(self) -> None:
@@ -210,6 +272,16 @@ class WorkerDriver(Generic[Q]):
 
     def _queue_call(self, action: wa.Action) -> Callable[[], Any]:
         return queue_call(self.queue, action, self._scope)
+
+    def _combined_call(self, action: wa.Claim) -> Callable[[], Any] | None:
+        """The one call for a Claim with acks (its result read by :func:`claim_and_acks`),
+        or None: the claim and the acks go as two calls."""
+        limit = type(self).combined_acks_limit
+        if not self._combining or action.acks is None:
+            return None
+        if limit is not None and len(action.acks.items) + action.count > limit:
+            return None
+        return finish_and_claim_call(self.queue, action, action.acks, self._scope)
 
     def _crashed(self, exc: BaseException) -> None:
         """The control loop raised ``exc``: a bug, not an outage. Report it, never hang."""

@@ -399,8 +399,10 @@ class WorkerLoop:
             short = self._claimed(tasks, count)
         if isinstance(flags, BaseException):
             self._acks[:0] = acks  # kept for the next flush, as in _flush
-            self._outage(flags)
-        self._settle(ack, flags)
+            if flags is not tasks:  # one failed finish_and_claim (ADR 40) is booked once
+                self._outage(flags)
+        else:
+            self._settle(ack, flags)
         if outage is not None:
             raise outage
         return short
@@ -498,8 +500,7 @@ class WorkerLoop:
 
         While tasks are running (or wait in the buffer), places free up one by one; claiming for
         each alone would cost a round trip per task. A claim waits until a quarter of the places
-        are free, or at most ``CLAIM_LINGER_SECONDS``, whichever comes first.
-        """
+        are free, or at most ``CLAIM_LINGER_SECONDS``, whichever comes first."""
         room = self._room()
         if room <= 0:
             self._room_since = None
