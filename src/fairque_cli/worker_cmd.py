@@ -173,6 +173,17 @@ def _nothing_ready(queue: FairQueue) -> bool:
     return not int(stats.get("ready", 0))
 
 
+def _burst_idle(health: dict[str, Any], queue: FairQueue, idle_at: int | None) -> int | None:
+    """One burst check: None while the worker holds tasks or some are ready; its claim count
+    when it is first seen idle; -1 (stop) when it was idle at the previous check too and has
+    claimed nothing since. One idle sighting is not enough: a claim the idle worker's listener
+    made (ADR 38) leaves the queue's ready count before the worker has booked it."""
+    if health["in_flight"] or not _nothing_ready(queue):
+        return None
+    claimed = int(health["claimed"])
+    return -1 if idle_at == claimed else claimed
+
+
 def _banner(config: FairQueueConfig, queue: FairQueue, args: argparse.Namespace) -> str:
     w = config.worker
     q = queue.config
@@ -278,13 +289,16 @@ def _run_worker(args: argparse.Namespace, out: TextIO) -> int:
         try:
             worker.start()
             registry = _start_registry(queue, config, worker)
+            idle_at: int | None = None  # the worker's claim count when last seen idle
             while worker.state != "stopped" and not stop.is_set():
                 now = time.monotonic()
                 if args.max_seconds is not None and now - started >= args.max_seconds:
                     break
-                if args.burst and worker.health()["in_flight"] == 0 and _nothing_ready(queue):
-                    log.info("burst: no task is ready, stopping")
-                    break
+                if args.burst:
+                    idle_at = _burst_idle(worker.health(), queue, idle_at)
+                    if idle_at is not None and idle_at < 0:
+                        log.info("burst: no task is ready, stopping")
+                        break
                 if now >= next_status:
                     log.info("%s", _status_line(worker, started))
                     next_status = now + args.status_every

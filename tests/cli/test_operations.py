@@ -461,3 +461,24 @@ def test_docs_cli_mentions_every_flag() -> None:
     assert not missing, f"docs/cli.md does not mention: {missing}"
     assert "exit status 2" in doc
     assert "exit 3" in _section(doc, "server")
+
+
+def test_burst_stops_only_after_two_idle_sightings_with_no_new_claim() -> None:
+    from fairque_cli.worker_cmd import _burst_idle
+
+    class Ready:
+        def __init__(self, ready: int) -> None:
+            self.ready = ready
+
+        def get_stats(self) -> dict[str, int]:
+            return {"ready": self.ready}
+
+    empty, busy = Ready(0), Ready(3)
+    idle = {"in_flight": 0, "claimed": 7}
+    assert _burst_idle({"in_flight": 2, "claimed": 7}, empty, None) is None  # holds tasks
+    assert _burst_idle(idle, busy, None) is None  # work is ready
+    first = _burst_idle(idle, empty, None)
+    assert first == 7  # seen idle once: not yet
+    # the listener's claim was booked between the two checks: idle again, but not the same
+    assert _burst_idle({"in_flight": 0, "claimed": 8}, empty, first) == 8
+    assert _burst_idle(idle, empty, first) == -1  # stop
