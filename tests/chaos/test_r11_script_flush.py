@@ -203,7 +203,9 @@ def _scenario(kind: str, url: str, tmp_path: Path, *, seconds: float, restart: A
 
 
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize("kind", KINDS)
+# Redis 7 in the slow run only (test_r11_script_flush_under_load_with_a_restart runs it there
+# too); the scenario is the same client code on both servers
+@pytest.mark.parametrize("kind", ["valkey", pytest.param("redis7", marks=pytest.mark.slow)])
 def test_r11_script_flush_under_load_short(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
