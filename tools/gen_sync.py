@@ -46,6 +46,7 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("src/fairque_core/app/engine_acks_async.py", "src/fairque_core/app/engine_acks.py"),
     ("src/fairque_core/app/handles_async.py", "src/fairque_core/app/handles.py"),
     ("src/fairque_redis/partitioned_async.py", "src/fairque_redis/partitioned.py"),
+    ("src/fairque_redis/_script_objects_async.py", "src/fairque_redis/_script_objects.py"),
     ("src/fairque_redis/partitioned_reads_async.py", "src/fairque_redis/partitioned_reads.py"),
 )
 
@@ -84,6 +85,7 @@ NAMES: dict[str, str] = {
     "partitioned_reads_async": "partitioned_reads",
     "AsyncPushBatcher": "PushBatcher",
     "batcher_async": "batcher",
+    "_script_objects_async": "_script_objects",
 }
 
 # Regular expressions applied to the whole text after the token pass, in this order.
@@ -92,6 +94,7 @@ TEXT_RULES: tuple[tuple[str, str], ...] = (
     (r"\basyncio\.sleep\b", "time.sleep"),
     (r"\bredis\.asyncio\.cluster\b", "redis.cluster"),
     (r"\bredis\.asyncio\b", "redis"),
+    (r"\basynchronous=True\b", "asynchronous=False"),
     *((rf"\b{re.escape(old)}\b", new) for old, new in NAMES.items()),
 )
 

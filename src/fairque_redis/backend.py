@@ -40,7 +40,7 @@ from fairque_redis._durability import Durability, replica_waiter
 from fairque_redis._errors import translate_errors
 from fairque_redis._script_calls import Call, ScriptCalls
 from fairque_redis._script_calls.base import to_text
-from fairque_redis._script_loading import Script
+from fairque_redis._script_objects import Script
 from fairque_redis.keys import QUEUES_KEY, KeySpace
 from fairque_redis.schedules import RedisScheduleStore
 from fairque_redis.scripts import SOURCES

@@ -16,7 +16,8 @@ import redis
 
 from fairque_core import FairQueue, Task
 from fairque_redis._function_library import LIBRARY, script_flags
-from fairque_redis._script_loading import Script, missing
+from fairque_redis._script_loading import missing
+from fairque_redis._script_objects import Script
 from fairque_redis.backend import RedisBackend
 from fairque_redis.scripts import SOURCES
 

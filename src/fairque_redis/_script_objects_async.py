@@ -1,0 +1,134 @@
+"""The script objects of a backend (ADR 41): FCALL of the script's function, else EVALSHA, each
+with a single-flight reload (see :mod:`fairque_redis._script_loading`).
+
+Written once, here, for the asyncio backend; ``_script_objects.py`` (``Script``) is generated
+from it by ``tools/gen_sync.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from redis.commands import core
+from redis.exceptions import NoScriptError, ResponseError
+from redis.typing import EncodableT, KeyT
+
+from fairque_redis._client_options import script_mode
+from fairque_redis._function_library import LIBRARY
+from fairque_redis._script_loading import (
+    _DONE,
+    _EVAL,
+    _RETRY,
+    ATTEMPTS,
+    LibraryState,
+    _fcall_command,
+    _function_missing,
+    _functions_refused,
+    _target,
+    log,
+    reload_lock,
+)
+
+__all__ = ["AsyncScript"]
+
+
+class AsyncScript(core.AsyncScript):
+    """A script object of a backend: FCALL of its function (one FUNCTION LOAD per
+    missing-library episode), else EVALSHA and one SCRIPT LOAD per NOSCRIPT episode."""
+
+    def __init__(
+        self, registered_client: Any, script: str | bytes, *, mode: str = "functions"
+    ) -> None:
+        super().__init__(registered_client, script)
+        self.loads = 0  # SCRIPT LOADs this object sent (its reload generation)
+        self._reload_lock = reload_lock(asynchronous=True)
+        found = LIBRARY.by_source.get(script) if isinstance(script, str) else None
+        self.function: str | None = found if script_mode(mode) == "functions" else None
+        self.library = (
+            LibraryState.of(registered_client, asynchronous=True)
+            if self.function is not None
+            else None
+        )
+
+    @property
+    def uses_functions(self) -> bool:
+        """Whether a call now goes by FCALL."""
+        return self.library is not None and self.library.on
+
+    def queue(self, pipe: Any, keys: Sequence[Any], args: Sequence[Any]) -> None:
+        """Queue one call on ``pipe``, no load first: FCALL, or EVALSHA when functions are
+        off. An error reply for which :func:`missing` holds means it did not run: call the
+        script object alone then (it loads and retries)."""
+        if self.uses_functions:
+            assert self.function is not None
+            pipe.execute_command(*_fcall_command(self.function, list(keys), args))
+        else:
+            pipe.evalsha(self.sha, len(keys), *keys, *args)
+
+    async def __call__(
+        self,
+        keys: Sequence[KeyT] | None = None,
+        args: Iterable[EncodableT] | None = None,
+        client: Any = None,
+    ) -> Any:
+        if client is not None and client is not self.registered_client:
+            if self.uses_functions:  # a pipeline: FCALL queued; see ``missing``
+                assert self.function is not None
+                return client.execute_command(
+                    *_fcall_command(self.function, list(keys or []), args or [])
+                )
+            return await super().__call__(keys, args, client)  # a pipeline: redis-py's own path
+        keys = list(keys or [])
+        args = list(args or [])
+        by_eval = False  # this call only: the library could not be loaded now
+        for attempt in range(1, ATTEMPTS + 1):
+            if self.uses_functions and not by_eval:
+                state, reply = await self._fcall(keys, args, last=attempt == ATTEMPTS)
+                if state is _DONE:
+                    return reply
+                by_eval = state is _EVAL
+                continue
+            seen = self.loads
+            try:
+                return await self.registered_client.evalsha(self.sha, len(keys), *keys, *args)
+            except NoScriptError:
+                if attempt == ATTEMPTS:
+                    raise
+                async with self._reload_lock:
+                    if self.loads == seen:  # nobody reloaded it since this attempt began
+                        self.sha = await self.registered_client.script_load(self.script)
+                        self.loads += 1
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _fcall(self, keys: list[Any], args: list[Any], *, last: bool) -> tuple[str, Any]:
+        """``(_DONE, reply)`` of one FCALL; ``(_RETRY, None)`` when the library was loaded or
+        functions were refused (the next attempt runs EVALSHA); ``(_EVAL, None)`` when the
+        load failed otherwise (the server at maxmemory refuses FUNCTION LOAD): this call
+        runs by EVALSHA."""
+        library = self.library
+        assert library is not None
+        assert self.function is not None
+        client = self.registered_client
+        seen = library.loads
+        try:
+            command = _fcall_command(self.function, keys, args)
+            reply = await client.execute_command(*command, **_target(client, keys))  # type: ignore[no-untyped-call,unused-ignore]
+            return _DONE, reply
+        except ResponseError as exc:
+            if _functions_refused(exc):
+                library.refuse(exc)
+                return _RETRY, None
+            if not _function_missing(exc) or last:
+                raise
+        async with library.lock:
+            if library.loads == seen and library.on:  # nobody loaded it since this call began
+                try:
+                    await client.function_load(LIBRARY.code, replace=True)
+                except ResponseError as exc:
+                    if not _functions_refused(exc, loading=True):
+                        log.info("FUNCTION LOAD failed (%s); this call runs by EVALSHA", exc)
+                        return _EVAL, None
+                    library.refuse(exc)
+                library.loads += 1
+        return _RETRY, None
