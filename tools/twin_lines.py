@@ -5,8 +5,10 @@ For each pair (a sync module and its async twin) both files are normalised the s
 comment lines and import statements (all their lines, found with :mod:`ast`) are dropped.
 The lines common to both files are then counted from the matching blocks of
 :class:`difflib.SequenceMatcher` (so a line counts once, and only where the two files agree in
-order). A file whose first lines say it is GENERATED (written by ``tools/gen_sync.py`` and kept
-fresh by a CI check) holds no hand-written line, so its pair counts 0.
+order). Twins inside one module count too: a class ``AsyncX`` beside a class ``X`` (a sync
+protocol and its async twin, say) is measured the same way. A file whose first lines say it is
+GENERATED (written by ``tools/gen_sync.py`` and kept fresh by a CI check) holds no
+hand-written line, so its pair counts 0.
 
     uv run python tools/twin_lines.py            # per pair and the total
     uv run python tools/twin_lines.py --show     # also print the shared lines
@@ -107,6 +109,28 @@ def measure(sync_path: Path, async_path: Path) -> tuple[int, str, list[str]]:
     return len(common), "hand-written", common
 
 
+def in_file_twins(path: Path) -> list[tuple[str, int, list[str]]]:
+    """Twins inside one hand-written module: each class ``AsyncX`` beside a class ``X`` (a
+    sync protocol and its async twin, say), as (``X ~ AsyncX``, shared count, the lines)."""
+    text = path.read_text(encoding="utf-8")
+    if is_generated(text):
+        return []
+    lines = text.splitlines()
+    tree = ast.parse(text)
+    classes = {
+        node.name: "\n".join(lines[node.lineno - 1 : node.end_lineno])
+        for node in tree.body
+        if isinstance(node, ast.ClassDef)
+    }
+    out: list[tuple[str, int, list[str]]] = []
+    for name, body in classes.items():
+        twin = name.removeprefix("Async")
+        if name.startswith("Async") and twin in classes:
+            common = shared(normalised(classes[twin]), normalised(body))
+            out.append((f"{twin} ~ {name}", len(common), common))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--show", action="store_true", help="print the shared lines of each pair")
@@ -121,6 +145,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.show:
             for line in common:
                 print(f"         | {line}")
+    for path in sorted(ROOT.rglob("*.py")):
+        for label, count, common in in_file_twins(path):
+            total += count
+            print(f"{count:5d}  {path.relative_to(ROOT)}: {label}  (in one file)")
+            if args.show:
+                for line in common:
+                    print(f"         | {line}")
     print(f"{total:5d}  total shared hand-written lines")
     if args.max is not None and total >= args.max:
         print(f"FAIL: {total} >= {args.max}", file=sys.stderr)

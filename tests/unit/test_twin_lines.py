@@ -1,6 +1,7 @@
-"""The sync/async twins share fewer than 150 hand-written lines (issue 10), and the count
-covers every twin: each ``*_async`` module (and ``async_*`` of the Redis adapter) is in
-``tools/twin_lines.py``'s pairs, so a new hand-kept twin cannot slip past the measure."""
+"""What the sync/async twins share, measured (issue 10's target: fewer than 150 hand-written
+lines). The count covers every twin: each ``*_async`` module (and ``async_*`` of the Redis
+adapter) is in ``tools/twin_lines.py``'s pairs, and an ``AsyncX`` class beside an ``X`` class in
+one module is measured too, so a new hand-kept twin cannot slip past the measure."""
 
 from __future__ import annotations
 
@@ -39,13 +40,37 @@ def test_every_async_module_is_measured() -> None:
         assert (src / async_name).exists(), async_name
 
 
-def test_shared_hand_written_lines_stay_below_150() -> None:
+# Issue 10's target is fewer than 150. Measured with the twins inside one module (the ports'
+# sync and async protocols, the replica waiters, the schedule stores) it is 250 at this
+# writing, so the target is not met yet; this bound only keeps the figure from growing.
+# Lower it as twins go; set it to 150 when the target is met.
+SHARED_LINES_BOUND = 251
+
+
+def test_shared_hand_written_lines_do_not_grow() -> None:
     run = subprocess.run(
-        [sys.executable, str(TOOL), "--max", "150"], capture_output=True, text=True, check=False
+        [sys.executable, str(TOOL), "--max", str(SHARED_LINES_BOUND)],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert run.returncode == 0, run.stdout + run.stderr
     total = int(run.stdout.strip().splitlines()[-1].split()[0])
-    assert total < 150
+    assert total < SHARED_LINES_BOUND
+
+
+def test_twins_inside_one_module_are_measured(tmp_path: Path) -> None:
+    tool = load_tool()
+    body = "\n".join(f"        x{i} = compute({i})" for i in range(12))
+    module = tmp_path / "ports.py"
+    module.write_text(
+        f"class Port:\n    def f(self):\n{body}\n\n\n"
+        f"class AsyncPort:\n    async def f(self):\n{body}\n",
+        encoding="utf-8",
+    )
+    [(label, count, _lines)] = tool.in_file_twins(module)
+    assert label == "Port ~ AsyncPort"
+    assert count == 13  # def f and the 12 copied statements (the class lines differ)
 
 
 def test_the_measure_sees_a_copied_body(tmp_path: Path) -> None:
