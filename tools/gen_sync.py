@@ -48,6 +48,7 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("src/fairque_redis/partitioned_async.py", "src/fairque_redis/partitioned.py"),
     ("src/fairque_redis/_script_objects_async.py", "src/fairque_redis/_script_objects.py"),
     ("src/fairque_redis/partitioned_reads_async.py", "src/fairque_redis/partitioned_reads.py"),
+    ("src/fairque_core/ports/backend_async.py", "src/fairque_core/ports/backend.py"),
 )
 
 # Whole names, renamed in code (by unasync's tokenizer) and in prose (by TEXT_RULES).
@@ -55,6 +56,9 @@ PAIRS: tuple[tuple[str, str], ...] = (
 NAMES: dict[str, str] = {
     "AsyncFairQueue": "FairQueue",
     "AsyncQueueBackend": "QueueBackend",
+    "AsyncClaimsWhenReady": "ClaimsWhenReady",
+    "AsyncFinishesAndClaims": "FinishesAndClaims",
+    "backend_async": "backend",
     "AsyncRedisBackend": "RedisBackend",
     "AsyncInMemoryBackend": "InMemoryBackend",
     "AsyncScript": "Script",

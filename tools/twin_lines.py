@@ -42,6 +42,7 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("fairque_redis/schedules.py", "fairque_redis/async_schedules.py"),
     ("fairque_redis/partitioned.py", "fairque_redis/partitioned_async.py"),
     ("fairque_redis/partitioned_reads.py", "fairque_redis/partitioned_reads_async.py"),
+    ("fairque_core/ports/backend.py", "fairque_core/ports/backend_async.py"),
 )
 
 HEADER_LINES = 5  # how far down a "generated" marker is looked for

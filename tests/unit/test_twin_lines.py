@@ -40,11 +40,12 @@ def test_every_async_module_is_measured() -> None:
         assert (src / async_name).exists(), async_name
 
 
-# Issue 10's target is fewer than 150. Measured with the twins inside one module (the ports'
-# sync and async protocols, the replica waiters, the schedule stores) it is 250 at this
-# writing, so the target is not met yet; this bound only keeps the figure from growing.
-# Lower it as twins go; set it to 150 when the target is met.
-SHARED_LINES_BOUND = 251
+# Issue 10's target is fewer than 150. Measured with the twins inside one module too it was
+# 250; the backend port's protocols are now generated from their async source (ADR 21,
+# amended: 64 lines fewer), so it is 186 at this writing (the replica waiters and the schedule
+# stores are the in-file twins left). The target is not met yet; this bound only keeps the
+# figure from growing. Lower it as twins go; set it to 150 when the target is met.
+SHARED_LINES_BOUND = 187
 
 
 def test_shared_hand_written_lines_do_not_grow() -> None:

@@ -1,86 +1,41 @@
-"""Ports: what the engine needs from a queue backend, a clock and an id source.
-
-Backends satisfy these structurally (no inheritance). The contract suite in
-``tests/contract`` is what proves a backend conforms; the semantics every backend must share
-are written down here, method by method, and :class:`fairque_core.memory.model.InMemoryBackend` is
-their executable form.
-
-Shared rules:
-
-* Times inside a backend are integer milliseconds from the backend's clock (server ``TIME``
-  for Redis, or an injected :class:`Clock`); :func:`fairque_core.domain.scoring.to_ms` converts.
-* A tenant is *active* while it has ready work (critical list or scored set non-empty).
-  Claims pick the active tenant with the lowest virtual time ("pass"), ties by tenant id
-  (byte order). Serving a tenant sets the queue's virtual time to its pass and then adds the
-  tenant's stride (``scoring.stride_for(weight)``). A tenant that becomes active starts at
-  ``max(its stored pass, queue virtual time)``.
-* In strict-tier mode the highest tier with an active tenant is served first; weights order
-  tenants inside a tier. Otherwise tiers only carry weights. These fairness rules are code in
-  :mod:`fairque_core.domain.fairness`.
-* Inside a tenant, the critical FIFO comes first, then the lowest static score
-  (``scoring.static_score``), ties by the per-queue push sequence number.
-* Operations that need a lease (heartbeat, finish, fail, release) raise ``LeaseLostError``
-  and change nothing when the token is not the live one.
+"""The backend port and its two optional capabilities, as protocols: what the engine needs
+from a queue backend (:class:`AsyncQueueBackend`), the idle wait and claim in one round trip
+(:class:`AsyncClaimsWhenReady`, ADR 38) and a finish with the next claim in one call
+(:class:`AsyncFinishesAndClaims`, ADR 40). Import them from :mod:`fairque_core.ports`.
 """
+
+# backend.py (QueueBackend, ClaimsWhenReady, FinishesAndClaims) is generated  # unasync: remove
+# from this file by tools/gen_sync.py: edit here, then run it.  # unasync: remove
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Mapping, Sequence
-from typing import Protocol, TypeAlias
+from typing import Protocol
 
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.limits import LimitStatus
 from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
 from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.tenant_figures import TenantFairness
+from fairque_core.ports.values import FinishItem
 
-__all__ = [
-    "AsyncClaimsWhenReady",
-    "AsyncFinishesAndClaims",
-    "AsyncQueueBackend",
-    "ClaimsWhenReady",
-    "Clock",
-    "FinishItem",
-    "FinishesAndClaims",
-    "QueueBackend",
-    "TokenSource",
-    "random_token",
-]
-
-#: One item of ``finish_batch``: ``(task_id, token, result)``, or with the task's XCom values
-#: (key -> encoded value) as a fourth element.
-FinishItem: TypeAlias = (
-    tuple[str, str, bytes | None] | tuple[str, str, bytes | None, Mapping[str, bytes]]
-)
+__all__ = ["AsyncClaimsWhenReady", "AsyncFinishesAndClaims", "AsyncQueueBackend"]
 
 
-class Clock(Protocol):
-    """A source of the current time in epoch seconds."""
+class AsyncQueueBackend(Protocol):
+    """The backend port: what the engine needs from a queue's storage, method by method.
 
-    def __call__(self) -> float: ...
-
-
-class TokenSource(Protocol):
-    """Makes lease tokens (random by default; deterministic in tests)."""
-
-    def __call__(self) -> str: ...
-
-
-def random_token() -> str:
-    """The default :class:`TokenSource`: a 128-bit random lease token (32 hex digits)."""
-    return secrets.token_hex(16)
-
-
-class QueueBackend(Protocol):
-    """The synchronous backend port."""
+    The rules every method shares (times, fairness, order inside a tenant, leases) are in
+    :mod:`fairque_core.ports`; :class:`fairque_core.memory.model.InMemoryBackend` is their
+    executable form.
+    """
 
     @property
     def queue(self) -> str:
         """The queue's name."""
         ...
 
-    def push(self, message: Message) -> bool:
+    async def push(self, message: Message) -> bool:
         """Store ``message``; True if new, False if a task with this id already exists.
 
         A known id is a no-op (idempotent push). Ready now when ``delay <= 0`` (QUEUED), else
@@ -88,11 +43,11 @@ class QueueBackend(Protocol):
         """
         ...
 
-    def push_batch(self, messages: Sequence[Message]) -> list[bool]:
+    async def push_batch(self, messages: Sequence[Message]) -> list[bool]:
         """``push`` for many messages in one round trip, in order; one flag per message."""
         ...
 
-    def push_batch_detailed(self, messages: Sequence[Message]) -> list[tuple[bool, str]]:
+    async def push_batch_detailed(self, messages: Sequence[Message]) -> list[tuple[bool, str]]:
         """``push_batch``, telling per message ``(stored, holder)``: ``holder`` is the id of
         the task that now stands for it: its own id when stored or when that id was known,
         else the id of the live task with the same ``unique_key`` (same tenant), or of one
@@ -102,7 +57,7 @@ class QueueBackend(Protocol):
         """
         ...
 
-    def claim(
+    async def claim(
         self,
         *,
         worker_id: str = "",
@@ -120,11 +75,13 @@ class QueueBackend(Protocol):
         """
         ...
 
-    def heartbeat(self, task_id: str, token: str, lease_seconds: float | None = None) -> float:
+    async def heartbeat(
+        self, task_id: str, token: str, lease_seconds: float | None = None
+    ) -> float:
         """Extend the lease to now + lease; returns the new deadline (epoch seconds)."""
         ...
 
-    def heartbeat_batch(
+    async def heartbeat_batch(
         self, items: Sequence[tuple[str, str]], lease_seconds: float | None = None
     ) -> list[float | None]:
         """``heartbeat`` for many ``(task_id, token)`` in one round trip.
@@ -135,7 +92,7 @@ class QueueBackend(Protocol):
         """
         ...
 
-    def finish(
+    async def finish(
         self,
         task_id: str,
         token: str,
@@ -156,7 +113,7 @@ class QueueBackend(Protocol):
         """
         ...
 
-    def finish_batch(self, items: Sequence[FinishItem]) -> list[bool]:
+    async def finish_batch(self, items: Sequence[FinishItem]) -> list[bool]:
         """``finish`` for many ``(task_id, token, result[, xcom])`` in one round trip.
 
         One flag per item: True when finished, False when its lease was lost (that item is
@@ -164,7 +121,7 @@ class QueueBackend(Protocol):
         """
         ...
 
-    def fail(
+    async def fail(
         self,
         task_id: str,
         token: str,
@@ -183,11 +140,11 @@ class QueueBackend(Protocol):
         """
         ...
 
-    def release(self, task_id: str, token: str) -> None:
+    async def release(self, task_id: str, token: str) -> None:
         """Give a claimed, unstarted task back at once, in its old place; no attempt counted."""
         ...
 
-    def requeue_expired(self, limit: int = 100) -> int:
+    async def requeue_expired(self, limit: int = 100) -> int:
         """The reaper: expired leases (at most ``limit``) back to their tenant's queue.
 
         A task recovered more than ``max_recoveries`` times goes to the DLQ as EXPIRED.
@@ -195,43 +152,43 @@ class QueueBackend(Protocol):
         """
         ...
 
-    def cancel(self, task_id: str) -> bool:
+    async def cancel(self, task_id: str) -> bool:
         """Cancel a task that is not finished, failed or canceled; False otherwise."""
         ...
 
-    def get_message(self, task_id: str) -> Message | None: ...
+    async def get_message(self, task_id: str) -> Message | None: ...
 
-    def get_state(self, task_id: str) -> TaskState | None: ...
+    async def get_state(self, task_id: str) -> TaskState | None: ...
 
-    def get_result(self, task_id: str) -> bytes | None: ...
+    async def get_result(self, task_id: str) -> bytes | None: ...
 
-    def get_outcome(self, task_id: str) -> TaskOutcome | None:
+    async def get_outcome(self, task_id: str) -> TaskOutcome | None:
         """State, result, reason, failure type and failure record in one read; None for an
         unknown or expired task."""
         ...
 
-    def wait_done(self, task_id: str, timeout: float) -> bool:
-        """Block up to ``timeout`` seconds (> 0) for the notification that the task ended
+    async def wait_done(self, task_id: str, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds (> 0) for the notification that the task ended
         (finished, failed for good, canceled): True when it came (or had come within the
         result TTL), False on timeout. Every waiter is woken, not only one. A hint: read
         :meth:`get_outcome` after it."""
         ...
 
-    def xcom_get(self, tenant: str, items: Sequence[tuple[str, str]]) -> list[bytes | None]:
+    async def xcom_get(self, tenant: str, items: Sequence[tuple[str, str]]) -> list[bytes | None]:
         """The XCom values ``(task_id, key)`` of tasks of ``tenant``, encoded, in order; None
         for a value that is absent, expired, or belongs to a task of another tenant (which
         reads exactly as absent). Key ``return_value`` is the finished task's result."""
         ...
 
-    def queue_sizes(self, user_ids: Sequence[str]) -> dict[str, QueueSizes]: ...
+    async def queue_sizes(self, user_ids: Sequence[str]) -> dict[str, QueueSizes]: ...
 
-    def stats(self) -> dict[str, int]:
+    async def stats(self) -> dict[str, int]:
         """Queue counters (see ``scoring.STAT_COUNTERS``) and gauges, all keys present."""
         ...
 
-    def tenant_stats(self, user_id: str) -> dict[str, int]: ...
+    async def tenant_stats(self, user_id: str) -> dict[str, int]: ...
 
-    def list_tenants(self, *, limit: int = 100, offset: int = 0) -> tuple[list[str], int]:
+    async def list_tenants(self, *, limit: int = 100, offset: int = 0) -> tuple[list[str], int]:
         """A page of the tenants the queue has seen, and how many there are in all.
 
         A tenant is listed from its first stored message on (a push that counts in its
@@ -244,17 +201,17 @@ class QueueBackend(Protocol):
         """
         ...
 
-    def set_tenant_weight(self, user_id: str, weight: float, *, tier: int = 0) -> None: ...
+    async def set_tenant_weight(self, user_id: str, weight: float, *, tier: int = 0) -> None: ...
 
-    def list_dlq(
+    async def list_dlq(
         self, *, limit: int = 100, offset: int = 0, failure_type: FailureType | None = None
     ) -> list[DLQEntry]: ...
 
-    def requeue_dlq(self, entry_ids: Sequence[str] | None = None) -> int: ...
+    async def requeue_dlq(self, entry_ids: Sequence[str] | None = None) -> int: ...
 
-    def purge_dlq(self, entry_ids: Sequence[str] | None = None) -> int: ...
+    async def purge_dlq(self, entry_ids: Sequence[str] | None = None) -> int: ...
 
-    def purge_tenant(self, user_id: str) -> int:
+    async def purge_tenant(self, user_id: str) -> int:
         """Cancel every QUEUED and SCHEDULED task of ``user_id`` in one atomic step.
 
         Each is canceled as :meth:`cancel` cancels a task (state CANCELED, reason
@@ -265,11 +222,11 @@ class QueueBackend(Protocol):
         """
         ...
 
-    def purge_all(self) -> int:
+    async def purge_all(self) -> int:
         """:meth:`purge_tenant` for every tenant of the queue, in one atomic step."""
         ...
 
-    def set_limits(
+    async def set_limits(
         self,
         changes: Mapping[str, float | None],
         *,
@@ -283,33 +240,33 @@ class QueueBackend(Protocol):
         or lease end. Typed errors (TaskValidationError) name a bad field."""
         ...
 
-    def limit_status(self, tenant: str) -> LimitStatus:
+    async def limit_status(self, tenant: str) -> LimitStatus:
         """Where ``tenant`` stands against its limits (own and in force, running, queued,
         capped, next start time and tokens of its rate, cap hits, throttles, refusals)."""
         ...
 
-    def pause(self, tenant: str | None = None) -> None:
+    async def pause(self, tenant: str | None = None) -> None:
         """Hold ``tenant`` (or, None, the whole queue) out of claims from the next claim on:
         a paused tenant leaves its active set as a capped one does, a paused queue leases
         nothing. Pushes are still accepted and leased tasks run to their end. Idempotent."""
         ...
 
-    def resume(self, tenant: str | None = None) -> None:
+    async def resume(self, tenant: str | None = None) -> None:
         """Undo :meth:`pause`: a tenant with ready work enters its active set again like a
         newcomer (no credit for the paused time; unless a limit holds it); raises the wake
         signal. Idempotent."""
         ...
 
-    def is_paused(self, tenant: str | None = None) -> bool:
+    async def is_paused(self, tenant: str | None = None) -> bool:
         """Whether ``tenant`` (its own flag, not the queue's) or the queue is paused."""
         ...
 
-    def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]:
+    async def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]:
         """Each tenant's ``(weight, tier)`` as stored (the weight read back from its stride,
         ``scoring.weight_of``); ``(1.0, 0)`` for a tenant never given a weight."""
         ...
 
-    def tenant_fairness(
+    async def tenant_fairness(
         self, user_ids: Sequence[str] | None = None, *, limit: int = 100, offset: int = 0
     ) -> list[TenantFairness]:
         """Fairness figures (``domain.tenant_figures``) of ``user_ids`` in order (at most
@@ -317,26 +274,26 @@ class QueueBackend(Protocol):
         :meth:`list_tenants`; one read-only step that adds nothing to a claim."""
         ...
 
-    def list_queues(self) -> list[str]:
+    async def list_queues(self) -> list[str]:
         """The queue names known to this backend's server, sorted. A Redis backend registers
         its queue (one idempotent SADD to ``fq:queues``) before its first write; the memory
         model knows only its own queue."""
         ...
 
-    def register_worker(self, worker_id: str, record: str) -> None:
+    async def register_worker(self, worker_id: str, record: str) -> None:
         """Store ``worker_id``'s heartbeat record (opaque text, JSON by
         :mod:`fairque_core.app.worker_registry`), replacing its previous one."""
         ...
 
-    def list_workers(self) -> dict[str, str]:
+    async def list_workers(self) -> dict[str, str]:
         """Every stored heartbeat record of the queue: worker id -> record."""
         ...
 
-    def remove_workers(self, worker_ids: Sequence[str]) -> int:
+    async def remove_workers(self, worker_ids: Sequence[str]) -> int:
         """Drop these workers' records; how many existed."""
         ...
 
-    def wait_for_work(self, timeout: float) -> bool:
+    async def wait_for_work(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for the queue's wake signal and consume it.
 
         The signal is one pending token per queue, raised by every call that makes a task
@@ -355,143 +312,15 @@ class QueueBackend(Protocol):
         """
         ...
 
-    def close(self) -> None: ...
-
-
-class AsyncQueueBackend(Protocol):
-    """The asynchronous twin of :class:`QueueBackend`: same names and meaning, awaitable."""
-
-    @property
-    def queue(self) -> str: ...
-
-    async def push(self, message: Message) -> bool: ...
-
-    async def push_batch(self, messages: Sequence[Message]) -> list[bool]: ...
-
-    async def push_batch_detailed(self, messages: Sequence[Message]) -> list[tuple[bool, str]]: ...
-
-    async def claim(
-        self,
-        *,
-        worker_id: str = "",
-        assigned: Sequence[str] | None = None,
-        steal: Sequence[str] | None = None,
-        count: int = 1,
-        lease_seconds: float | None = None,
-    ) -> list[Claimed]: ...
-
-    async def heartbeat(
-        self, task_id: str, token: str, lease_seconds: float | None = None
-    ) -> float: ...
-
-    async def heartbeat_batch(
-        self, items: Sequence[tuple[str, str]], lease_seconds: float | None = None
-    ) -> list[float | None]: ...
-
-    async def finish(
-        self,
-        task_id: str,
-        token: str,
-        result: bytes | None = None,
-        xcom: Mapping[str, bytes] | None = None,
-    ) -> None: ...
-
-    async def finish_batch(self, items: Sequence[FinishItem]) -> list[bool]: ...
-
-    async def fail(
-        self,
-        task_id: str,
-        token: str,
-        *,
-        retry_delay: float | None,
-        failure_type: FailureType = FailureType.FAILED,
-        reason: str = "",
-        error: str = "",
-    ) -> TaskState: ...
-
-    async def release(self, task_id: str, token: str) -> None: ...
-
-    async def requeue_expired(self, limit: int = 100) -> int: ...
-
-    async def cancel(self, task_id: str) -> bool: ...
-
-    async def get_message(self, task_id: str) -> Message | None: ...
-
-    async def get_state(self, task_id: str) -> TaskState | None: ...
-
-    async def get_result(self, task_id: str) -> bytes | None: ...
-
-    async def get_outcome(self, task_id: str) -> TaskOutcome | None: ...
-
-    async def wait_done(self, task_id: str, timeout: float) -> bool: ...
-
-    async def xcom_get(
-        self, tenant: str, items: Sequence[tuple[str, str]]
-    ) -> list[bytes | None]: ...
-
-    async def queue_sizes(self, user_ids: Sequence[str]) -> dict[str, QueueSizes]: ...
-
-    async def stats(self) -> dict[str, int]: ...
-
-    async def tenant_stats(self, user_id: str) -> dict[str, int]: ...
-
-    async def list_tenants(self, *, limit: int = 100, offset: int = 0) -> tuple[list[str], int]: ...
-
-    async def set_tenant_weight(self, user_id: str, weight: float, *, tier: int = 0) -> None: ...
-
-    async def list_dlq(
-        self, *, limit: int = 100, offset: int = 0, failure_type: FailureType | None = None
-    ) -> list[DLQEntry]: ...
-
-    async def requeue_dlq(self, entry_ids: Sequence[str] | None = None) -> int: ...
-
-    async def purge_dlq(self, entry_ids: Sequence[str] | None = None) -> int: ...
-
-    async def purge_tenant(self, user_id: str) -> int: ...
-
-    async def purge_all(self) -> int: ...
-
-    async def set_limits(
-        self,
-        changes: Mapping[str, float | None],
-        *,
-        tenant: str | None = None,
-        tier: int | None = None,
-    ) -> None: ...
-
-    async def limit_status(self, tenant: str) -> LimitStatus: ...
-
-    async def pause(self, tenant: str | None = None) -> None: ...
-
-    async def resume(self, tenant: str | None = None) -> None: ...
-
-    async def is_paused(self, tenant: str | None = None) -> bool: ...
-
-    async def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]: ...
-
-    async def tenant_fairness(
-        self, user_ids: Sequence[str] | None = None, *, limit: int = 100, offset: int = 0
-    ) -> list[TenantFairness]: ...
-
-    async def list_queues(self) -> list[str]: ...
-
-    async def register_worker(self, worker_id: str, record: str) -> None: ...
-
-    async def list_workers(self) -> dict[str, str]: ...
-
-    async def remove_workers(self, worker_ids: Sequence[str]) -> int: ...
-
-    async def wait_for_work(self, timeout: float) -> bool: ...
-
     async def close(self) -> None: ...
 
 
-class ClaimsWhenReady(Protocol):
-    """An optional capability of a backend (ADR 38): :meth:`QueueBackend.wait_for_work` and
-    :meth:`QueueBackend.claim` in one round trip. The engine checks for the method and, on a
+class AsyncClaimsWhenReady(Protocol):
+    """An optional capability of a backend (ADR 38): :meth:`AsyncQueueBackend.wait_for_work` and
+    :meth:`AsyncQueueBackend.claim` in one round trip. The engine checks for the method and, on a
     backend without it, waits and then claims (two calls, the same result)."""
 
-    def claim_when_ready(
+    async def claim_when_ready(
         self,
         timeout: float,
         *,
@@ -510,27 +339,12 @@ class ClaimsWhenReady(Protocol):
         ...
 
 
-class AsyncClaimsWhenReady(Protocol):
-    """The asynchronous twin of :class:`ClaimsWhenReady`."""
-
-    async def claim_when_ready(
-        self,
-        timeout: float,
-        *,
-        worker_id: str = "",
-        assigned: Sequence[str] | None = None,
-        steal: Sequence[str] | None = None,
-        count: int = 1,
-        lease_seconds: float | None = None,
-    ) -> list[Claimed]: ...
-
-
-class FinishesAndClaims(Protocol):
-    """An optional capability of a backend (ADR 40): :meth:`QueueBackend.finish_batch` and then
-    :meth:`QueueBackend.claim` in one call, atomically, in that order. The engine checks for
+class AsyncFinishesAndClaims(Protocol):
+    """An optional capability of a backend (ADR 40): :meth:`AsyncQueueBackend.finish_batch` and then
+    :meth:`AsyncQueueBackend.claim` in one call, atomically, in that order. The engine checks for
     the method and, on a backend without it, finishes and then claims (two calls)."""
 
-    def finish_and_claim(
+    async def finish_and_claim(
         self,
         items: Sequence[FinishItem],
         *,
@@ -547,18 +361,3 @@ class FinishesAndClaims(Protocol):
         before any I/O, as ``claim`` does; an error fails both parts (neither took effect,
         or, for ``OutcomeUnknownError``, it is not known whether both did)."""
         ...
-
-
-class AsyncFinishesAndClaims(Protocol):
-    """The asynchronous twin of :class:`FinishesAndClaims`."""
-
-    async def finish_and_claim(
-        self,
-        items: Sequence[FinishItem],
-        *,
-        worker_id: str = "",
-        assigned: Sequence[str] | None = None,
-        steal: Sequence[str] | None = None,
-        count: int = 1,
-        lease_seconds: float | None = None,
-    ) -> tuple[list[bool], list[Claimed]]: ...
