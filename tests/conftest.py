@@ -22,6 +22,8 @@ from collections.abc import Callable, Collection, Iterator
 from typing import Any, NoReturn
 
 import pytest
+import redis
+import redis.asyncio
 from hypothesis import settings
 
 from fairque_redis.cluster import EmbeddedCluster
@@ -129,3 +131,27 @@ def _sum_commandstats(stats: dict[str, Any], ignored: set[str]) -> int:
 def command_counter() -> Callable[..., int]:
     """:func:`server_command_count`, for tests that prefer a fixture to an import."""
     return server_command_count
+
+
+class Sends:
+    """Connection classes that count what their client sends (one count per round trip: a
+    command, or a whole pipeline, is one ``send_packed_command``), the client side of
+    :func:`server_command_count`. Give ``sync_class`` or ``async_class`` to a connection pool
+    as its ``connection_class``; ``count`` is the total so far."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        counter = self
+
+        class Counting(redis.Connection):
+            def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+                counter.count += 1
+                super().send_packed_command(command, check_health)
+
+        class AsyncCounting(redis.asyncio.Connection):
+            async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+                counter.count += 1
+                await super().send_packed_command(command, check_health)
+
+        self.sync_class = Counting
+        self.async_class = AsyncCounting

@@ -6,7 +6,8 @@ process (``chaos_worker.py``, 8 handler threads) run their scripts as functions 
 while the test flushes every function library twice a second for 6 s, on Valkey 9 and Redis 7.
 A reload is one ``FUNCTION LOAD`` (``cmdstat_function|load``); the reading and the flush run in
 one MULTI/EXEC with ``FUNCTION LIST`` of this build's library, so each interval between two
-flushes is counted exactly.
+flushes is counted exactly. The run is test_r11_script_flush.py's (``flush_under_load``) with
+:data:`FUNCTIONS` for what it flushes, reads and judges.
 
 Pass: no exception reaches a producer or the worker (its handler never fails, its backend
 records no error); ``lost = 0`` after a drain; in every interval at most one load per client
@@ -20,28 +21,21 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fairque_core import FairQueue, QueueConfig
+from fairque_core import FairQueue
 from fairque_core.app.engine_async import AsyncFairQueue
 from fairque_redis._function_library import LIBRARY
 from fairque_redis.async_backend import AsyncRedisBackend
 from fairque_redis.backend import RedisBackend
 
-from .history import History, check, read_history
-from .invariants import check as check_invariants
-from .procs import WorkerProcs, wait_until
-from .test_r11_script_flush import Producer
+from .test_r11_script_flush import FIXTURES, KINDS, Flushing, Intervals, flush_under_load
 
 pytestmark = [pytest.mark.chaos, pytest.mark.redis]
 
-KINDS = ["valkey", "redis7"]
-FIXTURES = {"valkey": "valkey_server", "redis7": "redis7_server"}
 CLIENTS = 2  # the producers' backend and the worker process's
 
 
@@ -56,6 +50,16 @@ def reading(raw: Any, *, flush: bool) -> tuple[int, bool]:
     return int(stats.get("cmdstat_function|load", {}).get("calls", 0)), bool(listed)
 
 
+def _function_intervals(intervals: Intervals, flushes: int) -> None:
+    """At most one load per client in each interval, the flushes bit and were healed."""
+    assert all(n <= CLIENTS for n, _ in intervals), intervals
+    assert sum(n for n, _ in intervals) >= flushes  # the flushes bit, and were healed
+    assert all(listed for n, listed in intervals if n), intervals
+
+
+FUNCTIONS = Flushing("R11 functions", "", "r11f", 0.5, reading, _function_intervals)
+
+
 @pytest.mark.timeout(90)
 # Redis 7 in the slow run only: the same client code meets the same reply on both servers;
 # the quick tests below still load the library on Redis 7
@@ -63,71 +67,8 @@ def reading(raw: Any, *, flush: bool) -> tuple[int, bool]:
 def test_r11_function_flush_under_load(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    import redis
-
     url = str(request.getfixturevalue(FIXTURES[kind]).url)
-    queue = f"r11f-{kind}-{uuid.uuid4().hex[:8]}"
-    raw = redis.Redis.from_url(url)
-    fq = FairQueue(RedisBackend.from_url(url, queue=queue, config=QueueConfig(name=queue)))
-    history_path = tmp_path / "history.jsonl"
-    history = History(history_path)
-    workers = WorkerProcs(url, queue, history_path)
-    producers: list[Producer] = []
-    intervals: list[tuple[int, bool]] = []
-    try:
-        worker = workers.start(id="w1", lease=1.0, reaper=0.5, concurrency=8, socket_timeout=1.0)
-        base, _ = reading(raw, flush=True)
-        started = time.monotonic()
-        producers = [Producer(f"p{i}", fq, history) for i in range(3)]
-        for producer in producers:
-            producer.start()
-        flushes = 0
-        while time.monotonic() - started < 6.0:
-            time.sleep(0.5)
-            loads, listed = reading(raw, flush=True)
-            intervals.append((loads - base, listed))
-            base = loads
-            flushes += 1
-        for producer in producers:
-            producer.halt.set()
-        for producer in producers:
-            producer.join(30)
-        loads, listed = reading(raw, flush=False)
-        intervals.append((loads - base, listed))
-        for producer in producers:
-            assert producer.failure is None, f"{producer.name}: {producer.failure!r}"
-        records = read_history(history_path)
-        acknowledged = {r["id"] for r in records if r["ev"] == "push:ok"}
-        wait_until(
-            lambda: fq.get_stats()["finished"] >= len(acknowledged), 60, "the drain", step=0.1
-        )
-        health = workers.stop(worker)
-        records = read_history(history_path)
-        verdict = check(records, {i: str(fq.get_state(i)) for i in acknowledged})
-        errors = [
-            r for r in records if r["ev"] == "error" or r["ev"] in ("push:fail", "push:unknown")
-        ]
-        print(
-            f"R11 functions {kind}: {flushes} FUNCTION FLUSH in 6 s; {len(acknowledged)} "
-            f"pushed, {health['processed']} processed; loads per interval "
-            f"{[n for n, _ in intervals]}; {verdict.summary()}"
-        )
-        assert errors == []
-        assert health["backend_errors"] == 0
-        assert health["failed"] == 0
-        assert verdict.lost == set()
-        assert verdict.unexpected == set()
-        assert all(n <= CLIENTS for n, _ in intervals), intervals
-        assert sum(n for n, _ in intervals) >= flushes  # the flushes bit, and were healed
-        assert all(listed for n, listed in intervals if n), intervals
-        assert check_invariants(raw, queue) == []
-    finally:
-        for producer in producers:
-            producer.halt.set()
-        history.close()
-        workers.cleanup()
-        fq.close()
-        raw.close()
+    flush_under_load(kind, url, tmp_path, seconds=6.0, flushing=FUNCTIONS)
 
 
 def _loads(raw: Any) -> int:

@@ -7,7 +7,9 @@ restart half-way). Valkey 9 and Redis 7.
 
 The backends here run with ``?scripts=eval`` (ADR 41: by default the scripts are Redis Functions,
 which ``SCRIPT FLUSH`` does not touch; ``test_r11_function_flush.py`` flushes those): this is the
-EVALSHA path, which every backend still takes where the server or ACL refuses functions.
+EVALSHA path, which every backend still takes where the server or ACL refuses functions. The
+run (``flush_under_load``) takes what it flushes as a :class:`Flushing`; the function test
+passes its own.
 
 What a reload is: fairque runs its scripts by ``EVALSHA`` and on ``NOSCRIPT`` sends the text
 once with ``SCRIPT LOAD`` (``fairque_redis._script_loading``); it never sends a script's text
@@ -33,6 +35,8 @@ import hashlib
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +76,33 @@ def reading(raw: Any, *, flush: bool) -> tuple[int, int]:
     return loads, sum(bool(c) for c in cached)
 
 
+Intervals = list[tuple[int, int]]  # per interval between flushes: (reloads, what is cached)
+
+
+def _script_intervals(intervals: Intervals, flushes: int) -> None:
+    """Each script in use loaded at most once per flush, and the flushes bit."""
+    assert all(loads <= cached for loads, cached in intervals), intervals
+    # the flushes bit: after each one the scripts in use were loaded again
+    assert all(cached >= 2 for _, cached in intervals[:-1]), intervals
+    assert sum(loads for loads, _ in intervals) >= 2 * flushes
+
+
+@dataclass(frozen=True)
+class Flushing:
+    """What an R11 run under load flushes (the script cache here; the function library in
+    test_r11_function_flush.py) and how its intervals are read and judged."""
+
+    label: str  # the printed line's
+    url_suffix: str  # for the backends and the worker process
+    queue_prefix: str
+    period: float  # seconds between two flushes
+    reading: Callable[..., tuple[int, int]]  # (raw, *, flush): (reloads so far, cached)
+    check_intervals: Callable[[Intervals, int], None]  # (intervals, flushes): asserts
+
+
+SCRIPTS = Flushing("R11", EVAL, "r11", 1.0, reading, _script_intervals)
+
+
 class Producer(threading.Thread):
     """Pushes until stopped: a single task, then a batch of 5, ~50 tasks/s; each push retried
     only after fairque's typed connection errors (``push_until_acknowledged``)."""
@@ -109,32 +140,43 @@ class Producer(threading.Thread):
             self.failure = exc
 
 
-def _scenario(kind: str, url: str, tmp_path: Path, *, seconds: float, restart: Any = None) -> None:
+def flush_under_load(
+    kind: str,
+    url: str,
+    tmp_path: Path,
+    *,
+    seconds: float,
+    flushing: Flushing = SCRIPTS,
+    restart: Any = None,
+) -> None:
+    """The R11 run: producers and a worker process while ``flushing`` flushes what the server
+    keeps of fairque's scripts every ``flushing.period`` s for ``seconds`` (with a ``kill -9``
+    of ``restart`` and its restart half-way, when given), then the drain and the checks."""
     import redis
 
-    queue = f"r11-{kind}-{uuid.uuid4().hex[:8]}"
+    queue = f"{flushing.queue_prefix}-{kind}-{uuid.uuid4().hex[:8]}"
     raw = redis.Redis.from_url(url)
-    url = url + EVAL
+    url = url + flushing.url_suffix
     config = QueueConfig(name=queue, lease_seconds=1.0)
     fq = FairQueue(RedisBackend.from_url(url, queue=queue, config=config))
     history_path = tmp_path / "history.jsonl"
     history = History(history_path)
     workers = WorkerProcs(url, queue, history_path)
     producers: list[Producer] = []
-    intervals: list[tuple[int, int]] = []  # (reloads, fairque scripts cached) per interval
+    intervals: Intervals = []
     down: tuple[float, float] | None = None
     try:
         worker = workers.start(id="w1", lease=1.0, reaper=0.5, concurrency=8, socket_timeout=1.0)
-        base, _ = reading(raw, flush=True)
+        base, _ = flushing.reading(raw, flush=True)
         started = time.monotonic()
         producers = [Producer(f"p{i}", fq, history) for i in range(3)]
         for producer in producers:
             producer.start()
         flushes = 0
         while time.monotonic() - started < seconds:
-            time.sleep(1.0)
+            time.sleep(flushing.period)
             if restart is not None and down is None and time.monotonic() - started > seconds / 2:
-                loads, cached = reading(raw, flush=False)
+                loads, cached = flushing.reading(raw, flush=False)
                 intervals.append((loads - base, cached))
                 down_at = time.time()
                 restart.kill()  # kill -9: the AOF (fsync always) keeps every acknowledged push
@@ -144,7 +186,7 @@ def _scenario(kind: str, url: str, tmp_path: Path, *, seconds: float, restart: A
                 down = (down_at, time.time())
                 base = 0  # a restarted server counts from zero
                 continue
-            loads, cached = reading(raw, flush=True)
+            loads, cached = flushing.reading(raw, flush=True)
             intervals.append((loads - base, cached))
             base = loads
             flushes += 1
@@ -152,7 +194,7 @@ def _scenario(kind: str, url: str, tmp_path: Path, *, seconds: float, restart: A
             producer.halt.set()
         for producer in producers:
             producer.join(30)
-        loads, cached = reading(raw, flush=False)
+        loads, cached = flushing.reading(raw, flush=False)
         intervals.append((loads - base, cached))
         for producer in producers:
             assert producer.failure is None, f"{producer.name}: {producer.failure!r}"
@@ -168,13 +210,12 @@ def _scenario(kind: str, url: str, tmp_path: Path, *, seconds: float, restart: A
         errors = [
             r for r in records if r["ev"] == "error" or r["ev"] in ("push:fail", "push:unknown")
         ]
-        per_flush = max(loads - cached for loads, cached in intervals)
         print(
-            f"R11 {kind}: {seconds:.0f}s, {flushes} flushes"
+            f"{flushing.label} {kind}: {seconds:.0f}s, {flushes} flushes"
             f"{', kill -9 + restart' if restart is not None else ''}; "
             f"{len(acknowledged)} tasks pushed, {health['processed']} processed; "
-            f"reloads per interval {[n for n, _ in intervals]}, fairque scripts cached at its "
-            f"end {[c for _, c in intervals]}, most reloads beyond one per script {per_flush}; "
+            f"reloads per interval {[n for n, _ in intervals]}, cached at its "
+            f"end {[c for _, c in intervals]}; "
             f"errors {sorted({(r['ev'], r.get('error', '')) for r in errors})}; "
             f"{verdict.summary()}"
         )
@@ -188,10 +229,7 @@ def _scenario(kind: str, url: str, tmp_path: Path, *, seconds: float, restart: A
         assert health["failed"] == 0
         assert verdict.lost == set()
         assert verdict.unexpected == set()
-        assert all(loads <= cached for loads, cached in intervals), intervals
-        # the flushes bit: after each one the scripts in use were loaded again
-        assert all(cached >= 2 for _, cached in intervals[:-1]), intervals
-        assert sum(loads for loads, _ in intervals) >= 2 * flushes
+        flushing.check_intervals(intervals, flushes)
         assert check_invariants(raw, queue) == []
     finally:
         for producer in producers:
@@ -210,7 +248,7 @@ def test_r11_script_flush_under_load_short(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     server = request.getfixturevalue(FIXTURES[kind])
-    _scenario(kind, str(server.url), tmp_path, seconds=6.0)
+    flush_under_load(kind, str(server.url), tmp_path, seconds=6.0)
 
 
 @pytest.mark.slow
@@ -219,7 +257,7 @@ def test_r11_script_flush_under_load_short(
 def test_r11_script_flush_under_load_with_a_restart(kind: str, tmp_path: Path) -> None:
     server = durable_server(kind)
     with server:
-        _scenario(kind, server.url, tmp_path, seconds=20.0, restart=server)
+        flush_under_load(kind, server.url, tmp_path, seconds=20.0, restart=server)
 
 
 # ---------------------------------------------------------------------- one load, many callers

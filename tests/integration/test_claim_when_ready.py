@@ -2,10 +2,11 @@
 on a real Valkey.
 
 The round trips are counted on the client: its connections are a subclass that counts every
-``send_packed_command`` (a command, or a whole pipeline, is one). A wait that a push ends has
-sent everything before the push: the claim was pipelined behind the BLPOP, so the task comes
-back with the pop's reply and nothing more leaves the client. The two-step wait
-(``wait_for_work`` and then ``claim``) needs one more send, which the same counter sees.
+``send_packed_command`` (a command, or a whole pipeline, is one; ``Sends``, tests/conftest.py).
+A wait that a push ends has sent everything before the push: the claim was pipelined behind
+the BLPOP, so the task comes back with the pop's reply and nothing more leaves the client. The
+two-step wait (``wait_for_work`` and then ``claim``) needs one more send, which the same
+counter sees.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pytest
 import redis
 import redis.asyncio
 
+from conftest import Sends
 from fairque_core import FairQueue, QueueConfig, Task, TaskState, TaskValidationError
 from fairque_core.domain.enums import Priority
 from fairque_core.domain.models import Message
@@ -39,27 +41,6 @@ def msg(task_id: str, user: str = "alice", *, delay: float = 0.0) -> Message:
         delay=delay,
         created_at=time.time(),
     )
-
-
-class Sends:
-    """Connection classes that count what their client sends (one count per round trip)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        counter = self
-
-        class Counting(redis.Connection):
-            def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-                counter.count += 1
-                super().send_packed_command(command, check_health)
-
-        class AsyncCounting(redis.asyncio.Connection):
-            async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-                counter.count += 1
-                await super().send_packed_command(command, check_health)
-
-        self.sync_class = Counting
-        self.async_class = AsyncCounting
 
 
 def wait_until(cond: Callable[[], bool], timeout: float = 10.0) -> None:

@@ -5,7 +5,7 @@ and ``claim_batch`` have them; ``durability="replicated"`` still waits after the
 worker's acknowledgements ride on its claim (one round trip, where they were two).
 
 Round trips are counted on the client, as in test_claim_when_ready.py: its connections are
-a subclass that counts every ``send_packed_command``.
+a subclass that counts every ``send_packed_command`` (``Sends``, tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import pytest
 import redis
 import redis.asyncio
 
+from conftest import Sends
 from fairque_core import (
     AsyncFairQueue,
     FairQueue,
@@ -40,27 +41,6 @@ from fairque_redis.async_backend import AsyncRedisBackend
 from fairque_redis.backend import RedisBackend
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
-
-
-class Sends:
-    """Connection classes that count what their client sends (one count per round trip)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        counter = self
-
-        class Counting(redis.Connection):
-            def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-                counter.count += 1
-                super().send_packed_command(command, check_health)
-
-        class AsyncCounting(redis.asyncio.Connection):
-            async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-                counter.count += 1
-                await super().send_packed_command(command, check_health)
-
-        self.sync_class = Counting
-        self.async_class = AsyncCounting
 
 
 @pytest.fixture

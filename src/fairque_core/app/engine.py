@@ -16,7 +16,7 @@ import os
 import time
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from fairque_core.app import context
 from fairque_core.app import engine_support as common
@@ -58,6 +58,38 @@ __all__ = ["FairQueue"]
 
 # A claim that returns only poisoned messages is retried this many times in one pop.
 _MAX_POISON_ROUNDS = 16
+
+
+class MixinHost(Protocol):
+    """What the engine's mixins (the engine_* modules) use of the engine, declared once: each
+    mixin has it as its base for the type checker only (no runtime base), so mypy checks the
+    mixins' calls against it and the engine's members against it."""
+
+    _backend: QueueBackend
+    _config: QueueConfig
+    _plugins: common.PluginHostLike
+
+    def _event(self, event: str, task: Task, **info: Any) -> None: ...
+
+    def _listening(self) -> bool: ...
+
+    def claim_batch(
+        self,
+        count: int,
+        assigned: Sequence[str] | None = None,
+        *,
+        steal: Sequence[str] | None = None,
+        worker_id: str = "",
+    ) -> list[Task]: ...
+
+    def _claimed_tasks(
+        self,
+        claimed: Sequence[Claimed],
+        count: int,
+        assigned: Sequence[str] | None,
+        steal: Sequence[str] | None,
+        worker_id: str,
+    ) -> list[Task]: ...
 
 
 class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin):

@@ -12,7 +12,7 @@ short; the claim side (decoding, poison, the ``started`` events) is the engine's
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from fairque_core.app import context
 from fairque_core.app.arguments import (
@@ -22,47 +22,22 @@ from fairque_core.app.arguments import (
     check_run_seconds_list,
     lease_of,
 )
-from fairque_core.app.config import QueueConfig
 from fairque_core.app.deprecation import warn_renamed
 from fairque_core.app.messages import encode_result
 from fairque_core.domain.errors import LeaseLostError, NotReplicatedError
-from fairque_core.domain.models import Claimed, Task
-from fairque_core.ports import AsyncQueueBackend, FinishItem
+from fairque_core.domain.models import Task
+from fairque_core.ports import FinishItem
+
+if TYPE_CHECKING:  # the engine's members used here (MixinHost), a base for mypy only
+    from fairque_core.app.engine_async import MixinHost
+else:
+    MixinHost = object
 
 __all__ = ["AsyncAckMixin"]
 
 
-class AsyncAckMixin:
+class AsyncAckMixin(MixinHost):
     """finish, finish_batch and finish_and_claim (see the engine)."""
-
-    _backend: AsyncQueueBackend
-    _config: QueueConfig
-
-    def _event(self, event: str, task: Task, **info: Any) -> None:
-        raise NotImplementedError
-
-    def _listening(self) -> bool:
-        raise NotImplementedError
-
-    async def claim_batch(
-        self,
-        count: int,
-        assigned: Sequence[str] | None = None,
-        *,
-        steal: Sequence[str] | None = None,
-        worker_id: str = "",
-    ) -> list[Task]:
-        raise NotImplementedError
-
-    async def _claimed_tasks(
-        self,
-        claimed: Sequence[Claimed],
-        count: int,
-        assigned: Sequence[str] | None,
-        steal: Sequence[str] | None,
-        worker_id: str,
-    ) -> list[Task]:
-        raise NotImplementedError
 
     async def finish(
         self, task: Task, result: object = None, *, run_seconds: float | None = None

@@ -10,9 +10,8 @@ short; it uses the engine's backend and plugin host.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fairque_core.app import engine_support as common
 from fairque_core.app.arguments import check_entry_ids, check_failure_type, check_tenants
 from fairque_core.app.deprecation import renamed_keyword
 from fairque_core.app.messages import decode_message, decode_result
@@ -20,16 +19,17 @@ from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.models import DLQEntry, Task
 from fairque_core.domain.tenant_figures import TenantFairness, check_figure_tenants
 from fairque_core.domain.validation import check_tenant_page
-from fairque_core.ports import QueueBackend
+
+if TYPE_CHECKING:  # the engine's members used here (MixinHost), a base for mypy only
+    from fairque_core.app.engine import MixinHost
+else:
+    MixinHost = object
 
 __all__ = ["ReadMixin"]
 
 
-class ReadMixin:
+class ReadMixin(MixinHost):
     """Reads of the queue's state and the dead-letter queue (see the engine)."""
-
-    _backend: QueueBackend
-    _plugins: common.PluginHostLike
 
     # ------------------------------------------------------------------ reads
     def get_task(self, task_id: str) -> Task | None:

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fairque_core.app import engine_support as common
-from fairque_core.app.config import QueueConfig
 from fairque_core.app.handles_async import AsyncTaskHandle
 from fairque_core.app.messages import decode_result, to_message
 from fairque_core.app.workflows import Chain, Chord, Group
@@ -37,7 +36,11 @@ from fairque_core.domain.limits import TenantQueueFullError
 from fairque_core.domain.models import Message, Task
 from fairque_core.domain.outcomes import RETURN_VALUE, TaskOutcome, decode_error_record
 from fairque_core.domain.validation import check_wait_timeout, validate_id
-from fairque_core.ports import AsyncQueueBackend
+
+if TYPE_CHECKING:  # the engine's members used here (MixinHost), a base for mypy only
+    from fairque_core.app.engine_async import MixinHost
+else:
+    MixinHost = object
 
 __all__ = ["PUSH_REFUSALS", "AsyncResultMixin", "settle"]
 
@@ -74,18 +77,8 @@ def settle(task_id: str, outcome: TaskOutcome) -> Any:
     )
 
 
-class AsyncResultMixin:
+class AsyncResultMixin(MixinHost):
     """Handles, waiting for results, XCom values and workflow pushes (see the engine)."""
-
-    _backend: AsyncQueueBackend
-    _plugins: common.PluginHostLike
-    _config: QueueConfig
-
-    def _event(self, event: str, task: Task, **info: Any) -> None:
-        raise NotImplementedError
-
-    def _listening(self) -> bool:
-        raise NotImplementedError
 
     # ------------------------------------------------------------------ storing
     async def _store(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from fairque_core.app.schedule_port import ScheduleStore
 from fairque_core.domain.errors import ConfigurationError
@@ -24,15 +24,17 @@ from fairque_core.domain.schedules import (
     encode_schedule,
     next_tick,
 )
-from fairque_core.ports import QueueBackend
+
+if TYPE_CHECKING:  # the engine's members used here (MixinHost), a base for mypy only
+    from fairque_core.app.engine import MixinHost
+else:
+    MixinHost = object
 
 __all__ = ["ScheduleMixin"]
 
 
-class ScheduleMixin:
+class ScheduleMixin(MixinHost):
     """Add, replace, remove and list cron schedules (see the engine)."""
-
-    _backend: QueueBackend
 
     # ------------------------------------------------------------------ cron schedules
     @property
