@@ -12,7 +12,7 @@ import attrs
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from fairque_core.app.config import FairQueueConfig, QueueConfig, RedisConfig
+from fairque_core.app.config import SCRIPT_MODES, FairQueueConfig, QueueConfig, RedisConfig
 from fairque_core.domain.errors import ConfigurationError
 
 __all__ = [
@@ -29,10 +29,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("fairque.redis")
-
-#: How a backend runs its scripts (ADR 41): as Redis Functions (FCALL; EVALSHA when the server
-#: or ACL refuses them) or always by EVALSHA.
-SCRIPT_MODES = ("functions", "eval")
 
 _SCHEMES = {"redis": "redis", "rediss": "rediss", "valkey": "redis", "valkeys": "rediss"}
 
@@ -137,14 +133,17 @@ def plan_client(
 ) -> ClientPlan:
     """The normalized URL, the queue name (the queue config's, else ``"default"``), the queue
     section, redis-py options (a FairQueueConfig's redis section under explicit ``redis_opts``,
-    fairque's fixed choices applied) and whether eviction is allowed (also when the config's
-    redis section says so): the part of ``from_url`` every Redis backend shares."""
+    fairque's fixed choices applied), whether eviction is allowed (also when the config's
+    redis section says so) and how scripts run (ADR 41: the ``scripts`` option, else the URL's
+    ``?scripts=``, else a FairQueueConfig's ``redis.scripts``): the part of ``from_url`` every
+    Redis backend shares."""
     url, scripts = _split_scripts(normalize_url(url))
     redis_opts = dict(redis_opts)
     if "scripts" in redis_opts:  # fairque's option (ADR 41), not redis-py's; wins over the URL
         scripts = script_mode(redis_opts.pop("scripts"))
-    if isinstance(config, FairQueueConfig) and config.redis.allow_eviction:
-        allow_eviction = True
+    if isinstance(config, FairQueueConfig):
+        allow_eviction = allow_eviction or config.redis.allow_eviction
+        scripts = scripts or config.redis.scripts
     queue_config, opts = split_config(config, redis_opts)
     if queue is None:
         queue = queue_config.name if queue_config is not None else "default"

@@ -194,7 +194,13 @@ def connect(
             if not redis_config.cluster:
                 check_not_cluster_node(backend.client)
             if full.queue.partitions == 1:  # refuses a queue recorded with partitions
-                settle_layout(backend.client, full.queue.name, 1, config=full.queue)
+                settle_layout(
+                    backend.client,
+                    full.queue.name,
+                    1,
+                    config=full.queue,
+                    scripts=backend.script_mode,
+                )
         except BaseException:
             backend.close()
             raise
@@ -243,7 +249,13 @@ async def aconnect(
             if not redis_config.cluster:
                 await acheck_not_cluster_node(backend.client)
             if full.queue.partitions == 1:  # refuses a queue recorded with partitions
-                await settle_layout(backend.client, full.queue.name, 1, config=full.queue)
+                await settle_layout(
+                    backend.client,
+                    full.queue.name,
+                    1,
+                    config=full.queue,
+                    scripts=backend.script_mode,
+                )
         except BaseException:
             await backend.close()
             raise

@@ -33,7 +33,6 @@ from fairque_redis._client_options import (
     blocking_seconds,
     config_url,
     plan_client,
-    redis_options,
     require_bytes_client,
 )
 from fairque_redis._durability import Durability, replica_waiter
@@ -93,6 +92,7 @@ class RedisBackend:
         self._scripts: dict[str, Script] = {  # Redis Functions or EVALSHA (ADR 41)
             name: Script(client, source, mode=scripts) for name, source in SOURCES.items()
         }
+        self.script_mode = scripts  # "functions" or "eval" (ADR 41): what settle_layout uses
         self._closed = False
         self._allow_eviction = allow_eviction
         # durability="replicated": writes wait for a replica (ADR 33); None waits for nothing
@@ -121,7 +121,8 @@ class RedisBackend:
         """A backend on a client of its own for ``redis://``, ``rediss://`` (TLS) or
         ``valkey(s)://`` URLs. ``redis_opts`` go to redis-py (``password``, ``username``,
         ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``, timeouts ...). A whole
-        FairQueueConfig as ``config`` contributes its ``redis`` section's options too.
+        FairQueueConfig as ``config`` contributes its ``redis`` section too: options,
+        durability, ``scripts`` (under a ``scripts=`` option or the URL's ``?scripts=``).
         ``queue`` defaults to the queue config's name (``"default"`` without a config).
         ``allow_eviction`` (or the config's ``redis.allow_eviction``) accepts a server whose
         ``maxmemory-policy`` may evict keys."""
@@ -162,18 +163,15 @@ class RedisBackend:
         clock: Clock | None = None,
         token_source: TokenSource | None = None,
     ) -> RedisBackend:
-        """A backend from the ``redis`` and ``queue`` sections of a FairQueueConfig."""
+        """A backend from the ``redis`` and ``queue`` sections of a FairQueueConfig (the
+        redis section's options, eviction, durability and scripts: see :meth:`from_url`)."""
         queue_config = queue_config if queue_config is not None else QueueConfig()
         return cls.from_url(
             config_url(redis_config),
-            queue=queue_config.name,
             cluster=redis_config.cluster,
-            config=queue_config,
+            config=FairQueueConfig(redis=redis_config, queue=queue_config),
             clock=clock,
             token_source=token_source,
-            allow_eviction=redis_config.allow_eviction,
-            durability=Durability.of(redis_config),
-            **redis_options(redis_config),
         )
 
     def __repr__(self) -> str:

@@ -41,11 +41,7 @@ from fairque_core.domain.models import Claimed, Message
 from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.validation import check_wait_timeout, validate_id
 from fairque_core.ports import Clock, FinishItem, QueueBackend, TokenSource, random_token
-from fairque_redis._client_options import (
-    config_url,
-    plan_client,
-    redis_options,
-)
+from fairque_redis._client_options import config_url, plan_client
 from fairque_redis._partition_pick import PartitionPicker
 from fairque_redis.backend import RedisBackend
 from fairque_redis.keys import KeySpace, partition_for
@@ -72,6 +68,7 @@ class PartitionedBackend(PartitionReads):
     Build it with :meth:`from_url` or :meth:`from_config` (``connect(..., partitions=P)`` does),
     or around a bytes client. ``partitions`` defaults to the queue config's. The recorded
     number of partitions is checked before the first command (:meth:`check_layout`).
+    ``scripts`` is every partition's (``"functions"`` or ``"eval"``, as RedisBackend's).
     """
 
     def __init__(
@@ -84,6 +81,7 @@ class PartitionedBackend(PartitionReads):
         clock: Clock | None = None,
         token_source: TokenSource | None = None,
         allow_eviction: bool = False,
+        scripts: str = "functions",
     ) -> None:
         config = config if config is not None else QueueConfig(name=queue)
         count = config.partitions if partitions is None else partitions
@@ -107,6 +105,7 @@ class PartitionedBackend(PartitionReads):
                 clock=clock,
                 token_source=tokens,
                 allow_eviction=allow_eviction,
+                scripts=scripts,
             )
             for n in range(count)
         ]
@@ -132,7 +131,8 @@ class PartitionedBackend(PartitionReads):
         allow_eviction: bool = False,
         **redis_opts: Any,
     ) -> PartitionedBackend:
-        """A backend on a client of its own (as ``RedisBackend.from_url``)."""
+        """A backend on a client of its own (as ``RedisBackend.from_url``; every
+        partition runs its scripts as ``scripts=``, ``?scripts=`` or ``redis.scripts`` say)."""
         plan = plan_client(
             url,
             queue=queue,
@@ -154,6 +154,7 @@ class PartitionedBackend(PartitionReads):
             clock=clock,
             token_source=token_source,
             allow_eviction=plan.allow_eviction,
+            scripts=plan.scripts or "functions",
         )
         backend._owns_client = True
         return backend
@@ -177,13 +178,10 @@ class PartitionedBackend(PartitionReads):
             )
         return cls.from_url(
             config_url(redis_config),
-            queue=queue_config.name,
             cluster=redis_config.cluster,
-            config=queue_config,
+            config=FairQueueConfig(redis=redis_config, queue=queue_config),
             clock=clock,
             token_source=token_source,
-            allow_eviction=redis_config.allow_eviction,
-            **redis_options(redis_config),
         )
 
     def __repr__(self) -> str:
@@ -202,6 +200,11 @@ class PartitionedBackend(PartitionReads):
     @property
     def partitions(self) -> int:
         return self._count
+
+    @property
+    def script_mode(self) -> str:
+        """How every partition runs its scripts: ``"functions"`` or ``"eval"`` (ADR 41)."""
+        return self._parts[0].script_mode
 
     @property
     def client(self) -> Redis | RedisCluster:
@@ -225,7 +228,13 @@ class PartitionedBackend(PartitionReads):
         """Record this queue's number of partitions, or refuse (ConfigurationError) when the
         queue holds tasks under another number (see :func:`settle_layout`)."""
         if not self._layout_checked:
-            settle_layout(self._client, self.queue, self._count, config=self._config)
+            settle_layout(
+                self._client,
+                self.queue,
+                self._count,
+                config=self._config,
+                scripts=self.script_mode,
+            )
             self._layout_checked = True
 
     def _ready(self) -> None:

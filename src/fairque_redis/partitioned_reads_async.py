@@ -63,6 +63,7 @@ class AsyncPartition(AsyncRedisBackend):
         clock: Clock | None = None,
         token_source: TokenSource = random_token,
         allow_eviction: bool = False,
+        scripts: str = "functions",
     ) -> None:
         super().__init__(
             client,
@@ -71,6 +72,7 @@ class AsyncPartition(AsyncRedisBackend):
             clock=clock,
             token_source=token_source,
             allow_eviction=allow_eviction,
+            scripts=scripts,
         )
         # one partition is the plain one-slot layout
         self._keys = (
@@ -132,15 +134,26 @@ def _is_empty(stats: Mapping[str, int]) -> bool:
 
 
 async def _layout_empty(
-    client: Redis | RedisCluster, queue: str, partitions: int, config: QueueConfig
+    client: Redis | RedisCluster, queue: str, partitions: int, config: QueueConfig, scripts: str
 ) -> bool:
     """Whether the queue holds no task (live or dead) under ``partitions`` partitions."""
     parts: list[AsyncRedisBackend]
     if partitions == 1:
-        parts = [AsyncRedisBackend(client, queue=queue, config=config, allow_eviction=True)]
+        parts = [
+            AsyncRedisBackend(
+                client, queue=queue, config=config, allow_eviction=True, scripts=scripts
+            )
+        ]
     else:
         parts = [
-            AsyncPartition(client, queue=queue, partition=n, partitions=partitions, config=config)
+            AsyncPartition(
+                client,
+                queue=queue,
+                partition=n,
+                partitions=partitions,
+                config=config,
+                scripts=scripts,
+            )
             for n in range(partitions)
         ]
     for n, part in enumerate(parts):
@@ -157,11 +170,13 @@ async def settle_layout(
     partitions: int,
     *,
     config: QueueConfig | None = None,
+    scripts: str = "functions",
 ) -> None:
     """Check ``partitions`` against the number recorded for ``queue`` (its ``partitions``
     key; absent = 1) and record it. A different number is accepted only when the queue holds
     no task under the recorded one (it is re-created empty); otherwise ConfigurationError:
-    changing P on a non-empty queue is refused. One GET when the numbers agree."""
+    changing P on a non-empty queue is refused. One GET when the numbers agree. ``scripts``:
+    how the reads of that check run (ADR 41), as the caller's backend runs its own."""
     config = config if config is not None else QueueConfig(name=queue)
     key = KeySpace(queue).partition_count
     with translate_errors("partitions", writes=False):
@@ -169,7 +184,7 @@ async def settle_layout(
     recorded = 1 if raw is None else int(to_text(raw))
     if recorded == partitions:
         return
-    if not await _layout_empty(client, queue, recorded, config):
+    if not await _layout_empty(client, queue, recorded, config, scripts):
         raise ConfigurationError(
             f"queue {queue!r} has {recorded} partition(s) and holds tasks: changing the number "
             f"of partitions (to {partitions}) on a non-empty queue is refused; drain it first "
@@ -182,7 +197,7 @@ async def settle_layout(
             await client.delete(key)
         elif raw is None:
             if not await client.set(key, str(partitions), nx=True):  # another client was first
-                await settle_layout(client, queue, partitions, config=config)
+                await settle_layout(client, queue, partitions, config=config, scripts=scripts)
         else:
             await client.set(key, str(partitions))
 

@@ -19,11 +19,12 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
-from urllib.parse import unquote, urlsplit, urlunsplit
 
 import attrs
 
 from fairque_core.app.deprecation import warn_renamed
+from fairque_core.app.url_masking import MASK as _MASK
+from fairque_core.app.url_masking import SECRET_QUERY_KEYS, mask_url
 from fairque_core.domain.errors import (
     ConfigurationError,
     ScheduleValidationError,
@@ -37,6 +38,7 @@ from fairque_core.domain.validation import validate_id, validate_queue_name
 __all__ = [
     "MAX_PARTITIONS",
     "MAX_TIER_RANK",
+    "SCRIPT_MODES",
     "SECRET_QUERY_KEYS",
     "FairQueueConfig",
     "LimitSetting",
@@ -48,7 +50,6 @@ __all__ = [
     "mask_url",
 ]
 
-_MASK = "***"
 #: The highest strict-tier rank (TierConfig.rank, `fairque tenant set-tier`).
 MAX_TIER_RANK = 1000
 #: The most partitions a queue may have (QueueConfig.partitions, ADR 34).
@@ -84,45 +85,6 @@ def _stored(path: str, value: object) -> object:
 def _shown(path: str, value: object) -> str:
     shown = repr(_stored(path, value))
     return shown if len(shown) <= 80 else shown[:77] + "..."
-
-
-#: Query parameters of a server URL whose values are secrets (redis-py reads ``password``).
-SECRET_QUERY_KEYS = frozenset({"password", "pass", "pwd", "secret", "token", "auth"})
-
-
-def mask_url(url: str) -> str:
-    """``url`` with its secrets replaced by ``***``: the password of its userinfo and the value
-    of every secret query parameter (``?password=...``, see :data:`SECRET_QUERY_KEYS`).
-
-    A URL too malformed to take apart is masked whole. Use this wherever a URL is shown: logs,
-    reprs, exception messages, CLI output, metric and span attributes.
-    """
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-        _ = parts.port  # a bad port means the netloc was not understood
-    except ValueError:
-        return _MASK
-    if password:
-        user = parts.username or ""
-        host = parts.netloc.rsplit("@", 1)[-1]
-        parts = parts._replace(netloc=f"{user}:{_MASK}@{host}")
-    elif "@" in parts.netloc:  # userinfo without a colon: redis-py takes it as the password
-        parts = parts._replace(netloc=f"{_MASK}@{parts.netloc.rsplit('@', 1)[-1]}")
-    if parts.query:
-        parts = parts._replace(query=_mask_query(parts.query))
-    if parts.fragment:
-        parts = parts._replace(fragment=_mask_query(parts.fragment))
-    return urlunsplit(parts)
-
-
-def _mask_query(query: str) -> str:
-    out = []
-    for item in query.split("&"):
-        key, sep, _value = item.partition("=")
-        secret = sep and unquote(key).strip().lower() in SECRET_QUERY_KEYS
-        out.append(f"{key}={_MASK}" if secret else item)
-    return "&".join(out)
 
 
 def _repr_url(url: str | None) -> str:
@@ -238,6 +200,7 @@ _NON_NEGATIVE_INT = _number(0, integer=True)
 _BOOL = _type(bool, "must be true or false")
 _OPTIONAL_STR = _optional(_type(str, "must be a string"))
 DURABILITY_MODES = ("default", "replicated")  # RedisConfig.durability (ADR 33)
+SCRIPT_MODES = ("functions", "eval")  # RedisConfig.scripts (ADR 41)
 _REPLICATION_MS = _number(1, 60000, integer=True)
 
 
@@ -284,6 +247,9 @@ class RedisConfig:
     durability: str = attrs.field(default="default", validator=_choice(DURABILITY_MODES))
     replication_timeout_ms: int = attrs.field(default=500, validator=_REPLICATION_MS)
     replica_fsync: bool = attrs.field(default=True, validator=_BOOL)
+    # "functions": scripts run as Redis Functions (FCALL; EVALSHA where the server or ACL
+    # refuses them); "eval": always EVALSHA. A ?scripts= in url wins over this field (ADR 41)
+    scripts: str = attrs.field(default="functions", validator=_choice(SCRIPT_MODES))
 
 
 @attrs.define(kw_only=True)
