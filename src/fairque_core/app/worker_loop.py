@@ -19,7 +19,9 @@ the order the loop takes them (ADR 14): collect completions, expire overdue task
 the buffer holds, releases, the ack batch, failures, heartbeats, the reaper, the claim, the
 dispatch, then a sleep. Prefetch depth, claim size and the ack batch adapt to how fast tasks
 finish (ADR 30); the buffer of claimed, unstarted tasks starts them in turns across tenants
-(ADR 37).
+(ADR 37). The steps about the leases it holds (acknowledgements, failures, releases,
+heartbeats, the reaper) and the booking of a failed queue call are its base class,
+:class:`~fairque_core.app.worker_leases.LeaseSteps`.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ import contextlib
 import logging
 import math
 import random
-from collections.abc import Generator, Sequence
-from typing import Any, NoReturn
+from collections.abc import Generator
+from typing import Any
 
 import attrs
 
@@ -37,6 +39,7 @@ from fairque_core.app import worker_actions as act
 from fairque_core.app.config import WorkerConfig
 from fairque_core.app.worker_actions import Action, Slot, Stats, safe_callback
 from fairque_core.app.worker_buffer import TurnBuffer
+from fairque_core.app.worker_leases import LeaseSteps, Outage, Steps
 from fairque_core.app.worker_pacing import (
     ACK_LINGER_SECONDS,
     CLAIM_LINGER_SECONDS,
@@ -46,37 +49,16 @@ from fairque_core.app.worker_pacing import (
     check_worker_config,
     heartbeat_interval,
 )
-from fairque_core.domain.errors import (
-    BackendError,
-    LeaseLostError,
-    TaskSerializationError,
-    TaskTimeoutError,
-    UnknownTaskError,
-)
+from fairque_core.domain.errors import TaskTimeoutError
 from fairque_core.domain.models import Task
 
 __all__ = ["Stats", "WorkerLoop", "check_worker_config", "safe_callback"]
 
 logger = logging.getLogger("fairque.worker")
 
-#: Handler errors that dead-letter a task as POISONED (counted apart in ``health()``).
-POISON_ERRORS = (UnknownTaskError, TaskSerializationError)
-#: Most leases one heartbeat call extends (a worker holding more sends several calls).
-HEARTBEAT_BATCH = 500
-#: How many reaper batches one reaper tick may run when every batch comes back full.
-REAPER_ROUNDS = 10
-REAPER_LIMIT = 100
-
-
-class _Outage(Exception):
-    """A queue call failed: the rest of this cycle's queue work is skipped."""
-
-
-_Steps = Generator[Action, Any, None]
-
 
 # ---------------------------------------------------------------------------- the machine
-class WorkerLoop:
+class WorkerLoop(LeaseSteps):
     """The decisions of one worker, fed by its driver (see the module docstring).
 
     ``prefetch`` claims that many tasks beyond the free places, to hide claim latency; None (the
@@ -129,7 +111,7 @@ class WorkerLoop:
         self._fails: list[tuple[Slot, BaseException]] = []
         self._releases: list[Slot] = []
         self._now = 0.0
-        self._steps: _Steps | None = None
+        self._steps: Steps | None = None
         self._reply: Any = None
         self._error: BaseException | None = None
 
@@ -222,7 +204,7 @@ class WorkerLoop:
         return out
 
     # ------------------------------------------------------------------ one cycle
-    def _cycle(self, now: float) -> _Steps:
+    def _cycle(self, now: float) -> Steps:
         handed = self._take_handed()
         if self.state == "stopping":
             assert self.shutdown_at is not None
@@ -255,7 +237,7 @@ class WorkerLoop:
                 if not claim and not delegated:
                     self.listening = False  # no room: leave the signal to idle workers
                 self.backoff.ok()
-            except _Outage:
+            except Outage:
                 pass
         if self.buffer and self.executing < self.cap:
             yield act.Run(self._dispatch(self._now))
@@ -265,44 +247,18 @@ class WorkerLoop:
         until = now + self._next_wait(now, idle=idle)
         yield act.Sleep(until, self.listening, handing, now + self.idle_poll.wait)
 
-    def _final_flush(self) -> _Steps:
+    def _final_flush(self) -> Steps:
         self._collect()
         self.backoff.ok()  # one last try, the process may be about to exit
         try:
             yield from self._flush()
-        except _Outage:
+        except Outage:
             logger.warning(
                 "worker %s: stopped with %d unacknowledged tasks (server unreachable); "
                 "their leases will expire and the reaper will redeliver them",
                 self.config.id,
                 len(self._acks) + len(self._fails) + len(self._releases),
             )
-
-    def _call(self, action: Action, *, lease: bool = False) -> Generator[Action, Any, Any]:
-        """Yield a queue call; an error books an outage and aborts the cycle (``_Outage``),
-        except a lost lease where the caller handles it (``lease``)."""
-        try:
-            return (yield action)
-        except Exception as exc:
-            if lease and isinstance(exc, LeaseLostError):
-                raise
-            self._outage(exc)
-
-    def _outage(self, exc: BaseException) -> NoReturn:
-        self._note_error(exc, self._now)
-        delay = self.backoff.fail(self._now)
-        if isinstance(exc, (BackendError, OSError)):
-            logger.warning(
-                "worker %s: backend error (%s); retrying in %.2f s", self.config.id, exc, delay
-            )
-        else:  # a bug or a plugin error, not an outage: report it loudly, back off all the same
-            logger.error("worker %s: control loop error", self.config.id, exc_info=exc)
-        raise _Outage from exc
-
-    def _note_error(self, exc: BaseException, now: float) -> None:
-        self.stats.backend_errors += 1
-        self.stats.last_error = f"{type(exc).__name__}: {exc}"
-        self.stats.last_error_at = now
 
     def _collect(self) -> None:
         inbox, self._inbox = self._inbox, []
@@ -364,17 +320,6 @@ class WorkerLoop:
             and now - self._acks_since < ACK_LINGER_SECONDS
         )
 
-    def _flush(self, *, hold_acks: bool = False) -> _Steps:
-        if self._releases:
-            yield from self._flush_releases()
-        if self._acks and not hold_acks:
-            ack = act.Ack(self._acks)
-            flags = yield from self._call(ack)
-            self._acks = []
-            self._settle(ack, flags)
-        if self._fails:
-            yield from self._flush_fails()
-
     def _flush_and_claim(self) -> Generator[Action, Any, bool]:
         """Releases and failures, then one claim that carries the ack batch with it."""
         if self._releases:
@@ -388,12 +333,12 @@ class WorkerLoop:
         sent = self._now
         tasks, flags = yield act.Claim(count, ack)
         self.gauge.tripped(self._now - sent)
-        outage: _Outage | None = None
+        outage: Outage | None = None
         short = True
         if isinstance(tasks, BaseException):
             try:
                 self._outage(tasks)
-            except _Outage as exc:
+            except Outage as exc:
                 outage = exc
         else:
             short = self._claimed(tasks, count)
@@ -406,83 +351,6 @@ class WorkerLoop:
         if outage is not None:
             raise outage
         return short
-
-    def _settle(self, ack: act.Ack, flags: Sequence[bool]) -> None:
-        for slot, ok in zip(ack.slots, flags, strict=True):
-            self.held.pop(slot.task.task_id, None)
-            if ok:
-                self.stats.processed += 1
-            else:
-                self.stats.lease_lost += 1
-                logger.warning(
-                    "worker %s: lease on %s lost before finish; its result is dropped",
-                    self.config.id,
-                    slot.task.task_id,
-                )
-
-    def _flush_releases(self) -> _Steps:
-        while self._releases:
-            slot = self._releases[0]
-            try:
-                yield from self._call(act.Release(slot), lease=True)
-                self.stats.released += 1
-            except LeaseLostError:
-                self.stats.lease_lost += 1
-            self._releases.pop(0)
-            self.held.pop(slot.task.task_id, None)
-
-    def _flush_fails(self) -> _Steps:
-        while self._fails:
-            slot, error = self._fails[0]
-            try:
-                state = yield from self._call(act.Fail(slot, error), lease=True)
-            except LeaseLostError:
-                self.stats.lease_lost += 1
-            else:
-                if str(state) == "scheduled":
-                    self.stats.retried += 1
-                else:
-                    self.stats.dead += 1
-            self.stats.failed += 1
-            if isinstance(error, POISON_ERRORS):
-                self.stats.poisoned += 1
-            self._fails.pop(0)
-            self.held.pop(slot.task.task_id, None)
-
-    def _heartbeat(self, now: float) -> _Steps:
-        if now < self.heartbeat_due:
-            return
-        self.heartbeat_due = now + self.heartbeat_interval
-        live = [s for s in self.held.values() if not (s.lost or s.timed_out)]
-        for start in range(0, len(live), HEARTBEAT_BATCH):
-            chunk = live[start : start + HEARTBEAT_BATCH]
-            renewed = yield from self._call(act.Heartbeat([slot.task for slot in chunk]))
-            for slot, task in zip(chunk, renewed, strict=True):
-                if task is not None:
-                    slot.task = task
-                else:
-                    self._lease_lost(slot)
-        self.buffer.discard(lambda slot: slot.lost)
-
-    def _lease_lost(self, slot: Slot) -> None:
-        """A heartbeat found the lease lost: a running task's outcome will be dropped; an
-        unstarted one is forgotten now."""
-        slot.lost = True
-        self.stats.lease_lost += 1
-        logger.warning("worker %s: lease on %s lost", self.config.id, slot.task.task_id)
-        if slot.started_at is None:
-            self.held.pop(slot.task.task_id, None)
-            if slot in self._releases:
-                self._releases.remove(slot)
-
-    def _reap(self, now: float) -> _Steps:
-        if now < self.reap_due:
-            return
-        self.reap_due = now + self.config.reaper_interval_seconds
-        for _ in range(REAPER_ROUNDS):
-            handled = yield from self._call(act.Reap(REAPER_LIMIT))
-            if handled < REAPER_LIMIT:
-                break
 
     def _room(self) -> int:
         return self.cap + self.prefetch - self.executing - len(self.buffer)
@@ -528,7 +396,7 @@ class WorkerLoop:
         None when none brought tasks (an error, or no claim made): the loop claims itself."""
         asked, answers = self.handoff.take()
         for error in (got for got in answers if isinstance(got, BaseException)):
-            with contextlib.suppress(_Outage):
+            with contextlib.suppress(Outage):
                 self._outage(error)  # the error of the loop's own claim: booked, backs off
         shorts = [self._claimed(got, asked) for got in answers if isinstance(got, list)]
         return shorts[-1] if shorts else None
