@@ -49,6 +49,7 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("src/fairque_redis/_script_objects_async.py", "src/fairque_redis/_script_objects.py"),
     ("src/fairque_redis/partitioned_reads_async.py", "src/fairque_redis/partitioned_reads.py"),
     ("src/fairque_core/ports/backend_async.py", "src/fairque_core/ports/backend.py"),
+    ("src/fairque_redis/_replica_waiter_async.py", "src/fairque_redis/_replica_waiter.py"),
 )
 
 # Whole names, renamed in code (by unasync's tokenizer) and in prose (by TEXT_RULES).
@@ -90,6 +91,9 @@ NAMES: dict[str, str] = {
     "AsyncPushBatcher": "PushBatcher",
     "batcher_async": "batcher",
     "_script_objects_async": "_script_objects",
+    "AsyncReplicaWaiter": "ReplicaWaiter",
+    "_replica_waiter_async": "_replica_waiter",
+    "async_pool_of": "pool_of",
 }
 
 # Regular expressions applied to the whole text after the token pass, in this order.

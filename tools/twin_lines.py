@@ -43,6 +43,7 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("fairque_redis/partitioned.py", "fairque_redis/partitioned_async.py"),
     ("fairque_redis/partitioned_reads.py", "fairque_redis/partitioned_reads_async.py"),
     ("fairque_core/ports/backend.py", "fairque_core/ports/backend_async.py"),
+    ("fairque_redis/_replica_waiter.py", "fairque_redis/_replica_waiter_async.py"),
 )
 
 HEADER_LINES = 5  # how far down a "generated" marker is looked for
