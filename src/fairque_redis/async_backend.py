@@ -387,23 +387,23 @@ class AsyncRedisBackend:
             return []
         return await self._run(self._planner.xcom_get(tenant, items))
 
-    async def queue_sizes(self, user_ids: Sequence[str]) -> dict[str, QueueSizes]:
-        call = self._planner.queue_sizes(user_ids)
-        if not user_ids:
+    async def queue_sizes(self, tenants: Sequence[str]) -> dict[str, QueueSizes]:
+        call = self._planner.queue_sizes(tenants)
+        if not tenants:
             return {}
         return await self._run(call)
 
     async def stats(self) -> dict[str, int]:
         return await self._run(self._planner.stats())
 
-    async def tenant_stats(self, user_id: str) -> dict[str, int]:
-        return await self._run(self._planner.tenant_stats(user_id))
+    async def tenant_stats(self, tenant: str) -> dict[str, int]:
+        return await self._run(self._planner.tenant_stats(tenant))
 
     async def list_tenants(self, *, limit: int = 100, offset: int = 0) -> tuple[list[str], int]:
         return await self._run(self._planner.list_tenants(limit, offset))
 
-    async def set_tenant_weight(self, user_id: str, weight: float, *, tier: int = 0) -> None:
-        await self._run(self._planner.set_tenant_weight(user_id, weight, tier))
+    async def set_tenant_weight(self, tenant: str, weight: float, *, tier: int = 0) -> None:
+        await self._run(self._planner.set_tenant_weight(tenant, weight, tier))
 
     # ------------------------------------------------------------------ DLQ
     async def list_dlq(
@@ -418,8 +418,8 @@ class AsyncRedisBackend:
         return await self._run(self._planner.purge_dlq(entry_ids))
 
     # ------------------------------------------------------------------ operators
-    async def purge_tenant(self, user_id: str) -> int:
-        return await self._run(self._planner.purge_tenant(user_id))
+    async def purge_tenant(self, tenant: str) -> int:
+        return await self._run(self._planner.purge_tenant(tenant))
 
     async def purge_all(self) -> int:
         return await self._run(self._planner.purge_all())
@@ -446,17 +446,17 @@ class AsyncRedisBackend:
     async def is_paused(self, tenant: str | None = None) -> bool:
         return await self._run(self._planner.is_paused(tenant))
 
-    async def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]:
-        call = self._planner.tenant_weights(user_ids)
-        if not user_ids:
+    async def tenant_weights(self, tenants: Sequence[str]) -> dict[str, tuple[float, int]]:
+        call = self._planner.tenant_weights(tenants)
+        if not tenants:
             return {}
         return await self._run(call)
 
     async def tenant_fairness(
-        self, user_ids: Sequence[str] | None = None, *, limit: int = 100, offset: int = 0
+        self, tenants: Sequence[str] | None = None, *, limit: int = 100, offset: int = 0
     ) -> list[TenantFairness]:
-        call = self._planner.tenant_fairness(user_ids, limit, offset)
-        return [] if user_ids is not None and not user_ids else await self._run(call)
+        call = self._planner.tenant_fairness(tenants, limit, offset)
+        return [] if tenants is not None and not tenants else await self._run(call)
 
     async def list_queues(self) -> list[str]:
         """The queue names registered on this server (``fq:queues``), sorted."""

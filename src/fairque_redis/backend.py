@@ -383,23 +383,23 @@ class RedisBackend:
             return []
         return self._run(self._planner.xcom_get(tenant, items))
 
-    def queue_sizes(self, user_ids: Sequence[str]) -> dict[str, QueueSizes]:
-        call = self._planner.queue_sizes(user_ids)
-        if not user_ids:
+    def queue_sizes(self, tenants: Sequence[str]) -> dict[str, QueueSizes]:
+        call = self._planner.queue_sizes(tenants)
+        if not tenants:
             return {}
         return self._run(call)
 
     def stats(self) -> dict[str, int]:
         return self._run(self._planner.stats())
 
-    def tenant_stats(self, user_id: str) -> dict[str, int]:
-        return self._run(self._planner.tenant_stats(user_id))
+    def tenant_stats(self, tenant: str) -> dict[str, int]:
+        return self._run(self._planner.tenant_stats(tenant))
 
     def list_tenants(self, *, limit: int = 100, offset: int = 0) -> tuple[list[str], int]:
         return self._run(self._planner.list_tenants(limit, offset))
 
-    def set_tenant_weight(self, user_id: str, weight: float, *, tier: int = 0) -> None:
-        self._run(self._planner.set_tenant_weight(user_id, weight, tier))
+    def set_tenant_weight(self, tenant: str, weight: float, *, tier: int = 0) -> None:
+        self._run(self._planner.set_tenant_weight(tenant, weight, tier))
 
     # ------------------------------------------------------------------ DLQ
     def list_dlq(
@@ -414,8 +414,8 @@ class RedisBackend:
         return self._run(self._planner.purge_dlq(entry_ids))
 
     # ------------------------------------------------------------------ operators
-    def purge_tenant(self, user_id: str) -> int:
-        return self._run(self._planner.purge_tenant(user_id))
+    def purge_tenant(self, tenant: str) -> int:
+        return self._run(self._planner.purge_tenant(tenant))
 
     def purge_all(self) -> int:
         return self._run(self._planner.purge_all())
@@ -442,17 +442,17 @@ class RedisBackend:
     def is_paused(self, tenant: str | None = None) -> bool:
         return self._run(self._planner.is_paused(tenant))
 
-    def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]:
-        call = self._planner.tenant_weights(user_ids)
-        if not user_ids:
+    def tenant_weights(self, tenants: Sequence[str]) -> dict[str, tuple[float, int]]:
+        call = self._planner.tenant_weights(tenants)
+        if not tenants:
             return {}
         return self._run(call)
 
     def tenant_fairness(
-        self, user_ids: Sequence[str] | None = None, *, limit: int = 100, offset: int = 0
+        self, tenants: Sequence[str] | None = None, *, limit: int = 100, offset: int = 0
     ) -> list[TenantFairness]:
-        call = self._planner.tenant_fairness(user_ids, limit, offset)
-        return [] if user_ids is not None and not user_ids else self._run(call)
+        call = self._planner.tenant_fairness(tenants, limit, offset)
+        return [] if tenants is not None and not tenants else self._run(call)
 
     def list_queues(self) -> list[str]:
         """The queue names registered on this server (``fq:queues``), sorted."""

@@ -238,16 +238,16 @@ class PartitionReads:
         total["paused"] = int(paused)
         return total
 
-    def tenant_stats(self, user_id: str) -> dict[str, int]:
-        return self._tenant_part(user_id).tenant_stats(user_id)
+    def tenant_stats(self, tenant: str) -> dict[str, int]:
+        return self._tenant_part(tenant).tenant_stats(tenant)
 
-    def queue_sizes(self, user_ids: Sequence[str]) -> dict[str, QueueSizes]:
+    def queue_sizes(self, tenants: Sequence[str]) -> dict[str, QueueSizes]:
         out: dict[str, QueueSizes] = {}
-        if not user_ids:
+        if not tenants:
             return out
-        for n, indexes in sorted(self._groups(user_ids).items()):
-            out.update(self._parts[n].queue_sizes([user_ids[i] for i in indexes]))
-        return {u: out[u] for u in user_ids if u in out}
+        for n, indexes in sorted(self._groups(tenants).items()):
+            out.update(self._parts[n].queue_sizes([tenants[i] for i in indexes]))
+        return {t: out[t] for t in tenants if t in out}
 
     # ------------------------------------------------------------------ tenants
     def list_tenants(self, *, limit: int = 100, offset: int = 0) -> tuple[list[str], int]:
@@ -269,25 +269,25 @@ class PartitionReads:
         merged = [tenant for _score, tenant in heapq.merge(*rows)]
         return merged[skip : skip + page], total
 
-    def set_tenant_weight(self, user_id: str, weight: float, *, tier: int = 0) -> None:
-        self._tenant_part(user_id).set_tenant_weight(user_id, weight, tier=tier)
+    def set_tenant_weight(self, tenant: str, weight: float, *, tier: int = 0) -> None:
+        self._tenant_part(tenant).set_tenant_weight(tenant, weight, tier=tier)
         self._picker.touch()
 
-    def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]:
+    def tenant_weights(self, tenants: Sequence[str]) -> dict[str, tuple[float, int]]:
         out: dict[str, tuple[float, int]] = {}
-        for n, indexes in sorted(self._groups(user_ids).items()):
-            out.update(self._parts[n].tenant_weights([user_ids[i] for i in indexes]))
-        return {u: out[u] for u in user_ids if u in out}
+        for n, indexes in sorted(self._groups(tenants).items()):
+            out.update(self._parts[n].tenant_weights([tenants[i] for i in indexes]))
+        return {t: out[t] for t in tenants if t in out}
 
     def tenant_fairness(
-        self, user_ids: Sequence[str] | None = None, *, limit: int = 100, offset: int = 0
+        self, tenants: Sequence[str] | None = None, *, limit: int = 100, offset: int = 0
     ) -> list[TenantFairness]:
-        """Figures of ``user_ids`` (each from its partition, in the order asked) or of a
+        """Figures of ``tenants`` (each from its partition, in the order asked) or of a
         page of :meth:`list_tenants`. Virtual times and lags are those of each tenant's own
         partition."""
-        if user_ids is None:
-            user_ids, _total = self.list_tenants(limit=limit, offset=offset)
-        ids = list(user_ids)
+        if tenants is None:
+            tenants, _total = self.list_tenants(limit=limit, offset=offset)
+        ids = list(tenants)
         if not ids:
             return []
         out: list[TenantFairness | None] = [None] * len(ids)
@@ -337,8 +337,8 @@ class PartitionReads:
         return self._by_entry("purge", entry_ids)
 
     # ------------------------------------------------------------------ operators
-    def purge_tenant(self, user_id: str) -> int:
-        return self._tenant_part(user_id).purge_tenant(user_id)
+    def purge_tenant(self, tenant: str) -> int:
+        return self._tenant_part(tenant).purge_tenant(tenant)
 
     def purge_all(self) -> int:
         """Each partition's purge, one after the other (each one atomic, the whole not)."""

@@ -155,14 +155,14 @@ class SyncOverAsync:
     def cancel(self, task_id: str) -> bool:
         return self._call(self._backend.cancel(task_id))
 
-    def purge_tenant(self, user_id: str) -> int:
-        return self._call(self._backend.purge_tenant(user_id))
+    def purge_tenant(self, tenant: str) -> int:
+        return self._call(self._backend.purge_tenant(tenant))
 
     def purge_all(self) -> int:
         return self._call(self._backend.purge_all())
 
-    def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]:
-        return self._call(self._backend.tenant_weights(user_ids))
+    def tenant_weights(self, tenants: Sequence[str]) -> dict[str, tuple[float, int]]:
+        return self._call(self._backend.tenant_weights(tenants))
 
     def set_limits(
         self, changes: Any, *, tenant: str | None = None, tier: int | None = None
@@ -182,9 +182,9 @@ class SyncOverAsync:
         return self._call(self._backend.is_paused(tenant))
 
     def tenant_fairness(
-        self, user_ids: Sequence[str] | None = None, *, limit: int = 100, offset: int = 0
+        self, tenants: Sequence[str] | None = None, *, limit: int = 100, offset: int = 0
     ) -> list[TenantFairness]:
-        return self._call(self._backend.tenant_fairness(user_ids, limit=limit, offset=offset))
+        return self._call(self._backend.tenant_fairness(tenants, limit=limit, offset=offset))
 
     def list_queues(self) -> list[str]:
         return self._call(self._backend.list_queues())
@@ -216,20 +216,20 @@ class SyncOverAsync:
     def xcom_get(self, tenant: str, items: Sequence[tuple[str, str]]) -> list[bytes | None]:
         return self._call(self._backend.xcom_get(tenant, items))
 
-    def queue_sizes(self, user_ids: Sequence[str]) -> dict[str, QueueSizes]:
-        return self._call(self._backend.queue_sizes(user_ids))
+    def queue_sizes(self, tenants: Sequence[str]) -> dict[str, QueueSizes]:
+        return self._call(self._backend.queue_sizes(tenants))
 
     def stats(self) -> dict[str, int]:
         return self._call(self._backend.stats())
 
-    def tenant_stats(self, user_id: str) -> dict[str, int]:
-        return self._call(self._backend.tenant_stats(user_id))
+    def tenant_stats(self, tenant: str) -> dict[str, int]:
+        return self._call(self._backend.tenant_stats(tenant))
 
     def list_tenants(self, *, limit: int = 100, offset: int = 0) -> tuple[list[str], int]:
         return self._call(self._backend.list_tenants(limit=limit, offset=offset))
 
-    def set_tenant_weight(self, user_id: str, weight: float, *, tier: int = 0) -> None:
-        self._call(self._backend.set_tenant_weight(user_id, weight, tier=tier))
+    def set_tenant_weight(self, tenant: str, weight: float, *, tier: int = 0) -> None:
+        self._call(self._backend.set_tenant_weight(tenant, weight, tier=tier))
 
     def list_dlq(
         self, *, limit: int = 100, offset: int = 0, failure_type: FailureType | None = None

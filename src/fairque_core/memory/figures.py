@@ -28,17 +28,17 @@ class FigureOps(ModelStore):
 
     @locked
     def tenant_fairness(
-        self, user_ids: Sequence[str] | None = None, *, limit: int = 100, offset: int = 0
+        self, tenants: Sequence[str] | None = None, *, limit: int = 100, offset: int = 0
     ) -> list[TenantFairness]:
-        """Figures of ``user_ids`` in order, or (None) of the page ``offset``/``limit`` of the
+        """Figures of ``tenants`` in order, or (None) of the page ``offset``/``limit`` of the
         tenants the queue has seen, in ``list_tenants`` order."""
-        named = check_figure_tenants(user_ids)
+        named = check_figure_tenants(tenants)
         limit, offset = check_tenant_page(limit, offset)
         if named is None:
             seen = sorted(self._first_push, key=lambda u: (self._first_push[u], u))
             named = seen[offset : offset + limit]
         now = self._now()
-        return [self._figures(user_id, now) for user_id in named]
+        return [self._figures(tenant, now) for tenant in named]
 
     def _figures(self, user_id: str, now: int) -> TenantFairness:
         tenant = self._tenants.get(user_id)

@@ -243,15 +243,15 @@ class InMemoryBackend(LeaseOps, ScheduleOps, OperatorOps, ResultOps, FigureOps, 
         return message
 
     @locked
-    def queue_sizes(self, user_ids: Sequence[str]) -> dict[str, QueueSizes]:
+    def queue_sizes(self, tenants: Sequence[str]) -> dict[str, QueueSizes]:
         sizes: dict[str, QueueSizes] = {}
-        for user_id in user_ids:
-            validate_id(user_id, "user_id")
-            tenant = self._tenants.get(user_id)
+        for name in tenants:
+            validate_id(name, "tenants")
+            tenant = self._tenants.get(name)
             if tenant is None:
-                sizes[user_id] = QueueSizes()
+                sizes[name] = QueueSizes()
                 continue
-            sizes[user_id] = QueueSizes(
+            sizes[name] = QueueSizes(
                 critical=len(tenant.critical),
                 normal=len(tenant.normal_live),
                 scheduled=tenant.scheduled,
@@ -271,16 +271,16 @@ class InMemoryBackend(LeaseOps, ScheduleOps, OperatorOps, ResultOps, FigureOps, 
         return out
 
     @locked
-    def tenant_stats(self, user_id: str) -> dict[str, int]:
-        validate_id(user_id, "user_id")
-        tenant = self._tenants.get(user_id)
-        if tenant is None:
+    def tenant_stats(self, tenant: str) -> dict[str, int]:
+        validate_id(tenant, "tenant")
+        queues = self._tenants.get(tenant)
+        if queues is None:
             zeros = dict.fromkeys((*STAT_COUNTERS, *LIMIT_COUNTERS), 0)
             return {**zeros, "ready": 0, "scheduled": 0, "leased": 0}
-        out = dict(tenant.counters)
-        out["ready"] = len(tenant.critical) + len(tenant.normal_live)
-        out["scheduled"] = tenant.scheduled
-        out["leased"] = tenant.leased
+        out = dict(queues.counters)
+        out["ready"] = len(queues.critical) + len(queues.normal_live)
+        out["scheduled"] = queues.scheduled
+        out["leased"] = queues.leased
         return out
 
     # ------------------------------------------------------------------ tenants
@@ -291,13 +291,13 @@ class InMemoryBackend(LeaseOps, ScheduleOps, OperatorOps, ResultOps, FigureOps, 
         return seen[offset : offset + limit], len(seen)
 
     @locked
-    def set_tenant_weight(self, user_id: str, weight: float, *, tier: int = 0) -> None:
-        validate_id(user_id, "user_id")
+    def set_tenant_weight(self, tenant: str, weight: float, *, tier: int = 0) -> None:
+        validate_id(tenant, "tenant")
         stride = stride_for(weight)
         if isinstance(tier, bool) or not isinstance(tier, int) or not 0 <= tier <= 1000:
             raise TaskValidationError("tier", tier, "must be an int in [0, 1000]")
-        self._tenant(user_id)
-        self._fair.set_weight(user_id, stride, tier)
+        self._tenant(tenant)
+        self._fair.set_weight(tenant, stride, tier)
 
     # ------------------------------------------------------------------ waiting
     def wait_for_work(self, timeout: float) -> bool:

@@ -28,11 +28,11 @@ class OperatorOps(ModelStore):
     """purge_tenant, purge_all, tenant_weights, list_queues and the workers registry."""
 
     @locked
-    def purge_tenant(self, user_id: str) -> int:
-        """Cancel every QUEUED and SCHEDULED task of ``user_id``; how many were purged."""
-        validate_id(user_id, "user_id")
+    def purge_tenant(self, tenant: str) -> int:
+        """Cancel every QUEUED and SCHEDULED task of ``tenant``; how many were purged."""
+        validate_id(tenant, "tenant")
         now = self._now()
-        purged = self._purge_ready(user_id, now) + self._purge_scheduled(user_id, now)
+        purged = self._purge_ready(tenant, now) + self._purge_scheduled(tenant, now)
         self._recompute_next_due()
         return purged
 
@@ -46,17 +46,17 @@ class OperatorOps(ModelStore):
         return purged
 
     @locked
-    def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]:
+    def tenant_weights(self, tenants: Sequence[str]) -> dict[str, tuple[float, int]]:
         """Each tenant's weight and tier (weight 1.0 and tier 0 when never set)."""
-        for user_id in user_ids:
-            validate_id(user_id, "user_id")
+        for tenant in tenants:
+            validate_id(tenant, "tenants")
         out: dict[str, tuple[float, int]] = {}
-        for user_id in user_ids:
-            found = self._fair.tenants.get(user_id)
+        for tenant in tenants:
+            found = self._fair.tenants.get(tenant)
             if found is None:
-                out[user_id] = (1.0, 0)
+                out[tenant] = (1.0, 0)
             else:
-                out[user_id] = (weight_of(found.stride), found.tier)
+                out[tenant] = (weight_of(found.stride), found.tier)
         return out
 
     @locked

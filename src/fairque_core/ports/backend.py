@@ -28,6 +28,10 @@ class QueueBackend(Protocol):
     The rules every method shares (times, fairness, order inside a tenant, leases) are in
     :mod:`fairque_core.ports`; :class:`fairque_core.memory.model.InMemoryBackend` is their
     executable form.
+
+    A parameter holding one tenant id is named ``tenant``, several ``tenants`` (ADR 23). The
+    engines pass tenant ids positionally, so a backend written against the older names
+    (``user_id``, ``user_ids``) keeps working; new backends should use these.
     """
 
     @property
@@ -178,13 +182,21 @@ class QueueBackend(Protocol):
         reads exactly as absent). Key ``return_value`` is the finished task's result."""
         ...
 
-    def queue_sizes(self, user_ids: Sequence[str]) -> dict[str, QueueSizes]: ...
+    def queue_sizes(self, tenants: Sequence[str]) -> dict[str, QueueSizes]:
+        """Each of ``tenants``' depths (ready critical and normal, scheduled, leased), keyed
+        by tenant id; all zeros for a tenant the queue has never seen. Every id is checked
+        before any I/O (TaskValidationError)."""
+        ...
 
     def stats(self) -> dict[str, int]:
         """Queue counters (see ``scoring.STAT_COUNTERS``) and gauges, all keys present."""
         ...
 
-    def tenant_stats(self, user_id: str) -> dict[str, int]: ...
+    def tenant_stats(self, tenant: str) -> dict[str, int]:
+        """``tenant``'s counters (``scoring.STAT_COUNTERS``, ``limits.LIMIT_COUNTERS``) and
+        its ``ready``, ``scheduled`` and ``leased`` gauges, all keys present (zeros for a
+        tenant never seen)."""
+        ...
 
     def list_tenants(self, *, limit: int = 100, offset: int = 0) -> tuple[list[str], int]:
         """A page of the tenants the queue has seen, and how many there are in all.
@@ -199,7 +211,11 @@ class QueueBackend(Protocol):
         """
         ...
 
-    def set_tenant_weight(self, user_id: str, weight: float, *, tier: int = 0) -> None: ...
+    def set_tenant_weight(self, tenant: str, weight: float, *, tier: int = 0) -> None:
+        """Store ``tenant``'s fair share ``weight`` (as a stride, ``scoring.stride_for``) and
+        its ``tier`` (an int in [0, 1000]); a tenant need not have pushed yet. Bad values are
+        typed errors (TaskValidationError) raised before any write."""
+        ...
 
     def list_dlq(
         self, *, limit: int = 100, offset: int = 0, failure_type: FailureType | None = None
@@ -209,8 +225,8 @@ class QueueBackend(Protocol):
 
     def purge_dlq(self, entry_ids: Sequence[str] | None = None) -> int: ...
 
-    def purge_tenant(self, user_id: str) -> int:
-        """Cancel every QUEUED and SCHEDULED task of ``user_id`` in one atomic step.
+    def purge_tenant(self, tenant: str) -> int:
+        """Cancel every QUEUED and SCHEDULED task of ``tenant`` in one atomic step.
 
         Each is canceled as :meth:`cancel` cancels a task (state CANCELED, reason
         ``"purged"``, counted in ``canceled``, dependents that wait on it canceled), so the
@@ -259,15 +275,15 @@ class QueueBackend(Protocol):
         """Whether ``tenant`` (its own flag, not the queue's) or the queue is paused."""
         ...
 
-    def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]:
+    def tenant_weights(self, tenants: Sequence[str]) -> dict[str, tuple[float, int]]:
         """Each tenant's ``(weight, tier)`` as stored (the weight read back from its stride,
         ``scoring.weight_of``); ``(1.0, 0)`` for a tenant never given a weight."""
         ...
 
     def tenant_fairness(
-        self, user_ids: Sequence[str] | None = None, *, limit: int = 100, offset: int = 0
+        self, tenants: Sequence[str] | None = None, *, limit: int = 100, offset: int = 0
     ) -> list[TenantFairness]:
-        """Fairness figures (``domain.tenant_figures``) of ``user_ids`` in order (at most
+        """Fairness figures (``domain.tenant_figures``) of ``tenants`` in order (at most
         1000; an empty list reads nothing), or, None, of the page ``offset``/``limit`` of
         :meth:`list_tenants`; one read-only step that adds nothing to a claim."""
         ...

@@ -24,9 +24,9 @@ class FigureCalls(CallsBase):
     """tenant_fairness."""
 
     def tenant_fairness(
-        self, user_ids: Sequence[str] | None, limit: int, offset: int
+        self, tenants: Sequence[str] | None, limit: int, offset: int
     ) -> Call[list[TenantFairness]]:
-        named = check_figure_tenants(user_ids)
+        named = check_figure_tenants(tenants)
         page, skip = check_tenant_page(limit, offset)
 
         def parse(reply: Any) -> list[TenantFairness]:

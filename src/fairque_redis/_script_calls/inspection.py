@@ -126,21 +126,21 @@ class InspectionCalls(CallsBase):
 
         return Call("xcom_get", args, parse, writes=False)
 
-    def queue_sizes(self, user_ids: Sequence[str]) -> Call[dict[str, QueueSizes]]:
-        users = list(user_ids)
-        for user_id in users:
-            validate_id(user_id, "user_id")
+    def queue_sizes(self, tenants: Sequence[str]) -> Call[dict[str, QueueSizes]]:
+        ids = list(tenants)
+        for tenant in ids:
+            validate_id(tenant, "tenants")
 
         def parse(reply: Any) -> dict[str, QueueSizes]:
             values = int_list("sizes", reply)
-            contract("sizes", len(values) == 4 * len(users), reply)
+            contract("sizes", len(values) == 4 * len(ids), reply)
             out: dict[str, QueueSizes] = {}
-            for k, user_id in enumerate(users):
+            for k, tenant in enumerate(ids):
                 c, n, s, le = values[4 * k : 4 * k + 4]
-                out[user_id] = QueueSizes(critical=c, normal=n, scheduled=s, leased=le)
+                out[tenant] = QueueSizes(critical=c, normal=n, scheduled=s, leased=le)
             return out
 
-        return Call("sizes", [*self.header(), len(users), *users], parse, writes=False)
+        return Call("sizes", [*self.header(), len(ids), *ids], parse, writes=False)
 
     def stats(self) -> Call[dict[str, int]]:
         def parse(reply: Any) -> dict[str, int]:

@@ -16,24 +16,24 @@ __all__ = ["OperatorCalls"]
 class OperatorCalls(CallsBase):
     """purge_tenant, purge_all, tenant_weights."""
 
-    def purge_tenant(self, user_id: str) -> Call[int]:
-        validate_id(user_id, "user_id")
-        return Call("purge_tenant", [*self.header(), user_id], int_reply("purge_tenant"))
+    def purge_tenant(self, tenant: str) -> Call[int]:
+        validate_id(tenant, "tenant")
+        return Call("purge_tenant", [*self.header(), tenant], int_reply("purge_tenant"))
 
     def purge_all(self) -> Call[int]:
         return Call("purge_all", self.header(), int_reply("purge_all"))
 
-    def tenant_weights(self, user_ids: Sequence[str]) -> Call[dict[str, tuple[float, int]]]:
-        ids = list(user_ids)
-        for user_id in ids:
-            validate_id(user_id, "user_id")
+    def tenant_weights(self, tenants: Sequence[str]) -> Call[dict[str, tuple[float, int]]]:
+        ids = list(tenants)
+        for tenant in ids:
+            validate_id(tenant, "tenants")
 
         def parse(reply: Any) -> dict[str, tuple[float, int]]:
             ok = isinstance(reply, list) and len(reply) == 2 * len(ids)
             contract("tenant_weights", ok, reply)
             return {
-                user_id: (weight_of(int(reply[2 * k])), int(reply[2 * k + 1]))
-                for k, user_id in enumerate(ids)
+                tenant: (weight_of(int(reply[2 * k])), int(reply[2 * k + 1]))
+                for k, tenant in enumerate(ids)
             }
 
         return Call("tenant_weights", [*self.header(), *ids], parse, writes=False)

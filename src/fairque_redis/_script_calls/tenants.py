@@ -19,16 +19,16 @@ _TENANT_GAUGES = ("ready", "scheduled", "leased")
 class TenantCalls(CallsBase):
     """set_tenant_weight, tenant_stats, list_tenants."""
 
-    def set_tenant_weight(self, user_id: str, weight: float, tier: int) -> Call[None]:
-        validate_id(user_id, "user_id")
+    def set_tenant_weight(self, tenant: str, weight: float, tier: int) -> Call[None]:
+        validate_id(tenant, "tenant")
         stride = stride_for(weight)
         if isinstance(tier, bool) or not isinstance(tier, int) or not 0 <= tier <= 1000:
             raise TaskValidationError("tier", tier, "must be an int in [0, 1000]")
-        args = [*self.header(), user_id, stride, tier]
+        args = [*self.header(), tenant, stride, tier]
         return Call("set_weight", args, lambda _reply: None)
 
-    def tenant_stats(self, user_id: str) -> Call[dict[str, int]]:
-        validate_id(user_id, "user_id")
+    def tenant_stats(self, tenant: str) -> Call[dict[str, int]]:
+        validate_id(tenant, "tenant")
 
         def parse(reply: Any) -> dict[str, int]:
             got = pairs("stats", reply)
@@ -37,7 +37,7 @@ class TenantCalls(CallsBase):
                 out[name] = got.get(name, 0)
             return out
 
-        return Call("stats", [*self.header(), user_id], parse, writes=False)
+        return Call("stats", [*self.header(), tenant], parse, writes=False)
 
     def list_tenants(self, limit: int, offset: int) -> Call[tuple[list[str], int]]:
         page, skip = check_tenant_page(limit, offset)
