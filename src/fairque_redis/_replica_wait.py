@@ -148,8 +148,9 @@ class _WaiterBase:
                 timeout,
             )
 
-    def _script_commands(self, sha: str, keys: Sequence[Any], args: Sequence[Any]) -> list[Any]:
-        return [("EVALSHA", sha, len(keys), *keys, *args), ("WAIT", 1, self._durability.timeout_ms)]
+    def _script_commands(self, command: _Command) -> list[_Command]:
+        """The script's call (FCALL or EVALSHA, from the script object) and its WAIT."""
+        return [command, ("WAIT", 1, self._durability.timeout_ms)]
 
     def _rest_ms(self, started: float) -> int:
         spent = (time.monotonic() - started) * 1000

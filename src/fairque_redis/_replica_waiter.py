@@ -58,14 +58,19 @@ class ReplicaWaiter(_WaiterBase):
         probes = self._probes()
         if probes:
             self._detected(self._send(conn, probes))
+        # FCALL, or EVALSHA where functions are off (ADR 41); a reply that says the call did
+        # not run (NOSCRIPT, a missing library, functions refused) is dealt with by the script
+        # object (a load, or functions off) and the call sent again, ATTEMPTS times in all
+        command = script.command(keys, args)
         for attempt in range(1, ATTEMPTS + 1):
+            seen = script.generation
             started = time.monotonic()
-            reply, waited = self._send(conn, self._script_commands(script.sha, keys, args))
-            if not isinstance(reply, rexc.NoScriptError) or attempt == ATTEMPTS:
+            reply, waited = self._send(conn, self._script_commands(command))
+            if attempt == ATTEMPTS:
                 break
-            [loaded] = self._send(conn, [("SCRIPT", "LOAD", script.script)])
-            if isinstance(loaded, Exception):
-                raise loaded
+            command = script.recover(reply, seen, keys, args)
+            if command is None:
+                break
         if isinstance(waited, Exception):
             raise waited
         fsynced = None

@@ -98,10 +98,7 @@ class Script(core.Script):
             except NoScriptError:
                 if attempt == ATTEMPTS:
                     raise
-                with self._reload_lock:
-                    if self.loads == seen:  # nobody reloaded it since this attempt began
-                        self.sha = self.registered_client.script_load(self.script)
-                        self.loads += 1
+                self._load_script(seen)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _fcall(self, keys: list[Any], args: list[Any], *, last: bool) -> tuple[str, Any]:
@@ -109,29 +106,80 @@ class Script(core.Script):
         functions were refused (the next attempt runs EVALSHA); ``(_EVAL, None)`` when the
         load failed otherwise (the server at maxmemory refuses FUNCTION LOAD): this call
         runs by EVALSHA."""
-        library = self.library
-        assert library is not None
+        assert self.library is not None
         assert self.function is not None
         client = self.registered_client
-        seen = library.loads
+        seen = self.library.loads
         try:
             command = _fcall_command(self.function, keys, args)
             reply = client.execute_command(*command, **_target(client, keys))  # type: ignore[no-untyped-call,unused-ignore]
             return _DONE, reply
         except ResponseError as exc:
             if _functions_refused(exc):
-                library.refuse(exc)
+                self.library.refuse(exc)
                 return _RETRY, None
             if not _function_missing(exc) or last:
                 raise
+        return self._load_library(seen), None
+
+    def _load_library(self, seen: int) -> str:
+        """Load the library once per missing-library episode (``seen``: the load generation
+        when the failed call began): ``_RETRY``, or ``_EVAL`` when the load failed otherwise
+        than by a refusal (that call runs by EVALSHA)."""
+        library = self.library
+        assert library is not None
         with library.lock:
             if library.loads == seen and library.on:  # nobody loaded it since this call began
                 try:
-                    client.function_load(LIBRARY.code, replace=True)
+                    self.registered_client.function_load(LIBRARY.code, replace=True)
                 except ResponseError as exc:
                     if not _functions_refused(exc, loading=True):
                         log.info("FUNCTION LOAD failed (%s); this call runs by EVALSHA", exc)
-                        return _EVAL, None
+                        return _EVAL
                     library.refuse(exc)
                 library.loads += 1
-        return _RETRY, None
+        return _RETRY
+
+    def _load_script(self, seen: int) -> None:
+        """SCRIPT LOAD once per NOSCRIPT episode (``seen``: :attr:`loads` when the call began)."""
+        with self._reload_lock:
+            if self.loads == seen:  # nobody reloaded it since this attempt began
+                self.sha = self.registered_client.script_load(self.script)
+                self.loads += 1
+
+    # ------------------------------------------------------------------ one held connection
+    # durability="replicated" (ADR 33) sends the call and its WAIT on one connection it holds;
+    # these let it send FCALL there too, with the same loads and fallback as a call above.
+
+    @property
+    def generation(self) -> tuple[int, int]:
+        """The load generations (library, script) before a call on a held connection."""
+        return (self.library.loads if self.library is not None else 0), self.loads
+
+    def command(self, keys: Sequence[Any], args: Sequence[Any]) -> tuple[Any, ...]:
+        """The command of one call: FCALL of the function, or EVALSHA when functions are off."""
+        if self.uses_functions:
+            assert self.function is not None
+            return _fcall_command(self.function, list(keys), args)
+        return ("EVALSHA", self.sha, len(keys), *keys, *args)
+
+    def recover(
+        self, reply: Any, seen: tuple[int, int], keys: Sequence[Any], args: Sequence[Any]
+    ) -> tuple[Any, ...] | None:
+        """After ``reply`` to :meth:`command` (sent when :attr:`generation` was ``seen``):
+        None when it is the call's answer; else the call did not run (NOSCRIPT, a missing
+        library, functions refused) and, once the cause is dealt with (a load, functions
+        off), the command to send again."""
+        if isinstance(reply, NoScriptError):
+            self._load_script(seen[1])
+            return self.command(keys, args)
+        if self.library is None or not isinstance(reply, ResponseError):
+            return None
+        if _functions_refused(reply):
+            self.library.refuse(reply)
+            return self.command(keys, args)
+        if not _function_missing(reply):
+            return None
+        if self._load_library(seen[0]) == _EVAL:
+            return ("EVALSHA", self.sha, len(keys), *keys, *args)
+        return self.command(keys, args)

@@ -268,10 +268,12 @@ def test_a_refused_wait_fails_before_the_write(valkey_server: Any) -> None:
 
 
 @pytest.mark.redis
-def test_a_flushed_script_is_loaded_on_the_waiting_connection(valkey_server: Any) -> None:
+def test_a_flushed_script_is_loaded_and_the_write_sent_again(valkey_server: Any) -> None:
+    """EVALSHA (``scripts=eval``; a flushed library under FCALL is test_replicated_fcall.py)."""
     raw = redis.Redis.from_url(valkey_server.url)
     replicated = Durability("replicated", timeout_ms=SHORT_MS)
-    with RedisBackend.from_url(valkey_server.url, queue=_queue(), durability=replicated) as b:
+    url = valkey_server.url + "?scripts=eval"
+    with RedisBackend.from_url(url, queue=_queue(), durability=replicated) as b:
         with pytest.raises(NotReplicatedError):
             b.push(_msg("a"))
         raw.script_flush()
