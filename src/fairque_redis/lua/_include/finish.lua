@@ -11,8 +11,40 @@
 ]]
 --- @include "deps"
 
--- ids per ZREM of the finished tasks' leases: unpack has a stack limit
+-- ids per ZREM of the finished tasks' leases (and keys per EXISTS): unpack has a stack limit
 local FQ_ZREM_CHUNK = 500
+
+-- what a finish reads of task `id`'s record: fq_rec's fields but those only a task made
+-- ready again needs (priority, sequence, ready, due and delay times, recoveries). nil when
+-- absent or past its logical expiry, damaged as fq_rec reads it
+local function fq_rec_finish(q, id)
+  local key = fq_task_key(q, id)
+  local v = redis.call('HMGET', key, 'st', 'u', 'exp', 'tok', 'uk', 'uw', 'lc', 'wt')
+  if v[1] == false or v[2] == false then return nil end
+  if fq_expired(v[3], q.now) then return nil end
+  return {
+    id = id, key = key, state = v[1], user = v[2], token = v[4], unique_key = v[5],
+    unique_window = tonumber(v[6]) or 0, limited = v[7] == '1', waited = v[8] == '1',
+  }
+end
+
+-- whether any of the items' tasks has dependents (children:<id>), in one EXISTS per chunk:
+-- when none has, no finish of the call reads a children list. Only a push adds to a children
+-- list, so the answer holds for the whole finish
+local function fq_any_children(q, argv, at, n)
+  local keys = {}
+  local i = at + 1
+  for k = 1, n do
+    keys[k] = fq_children_key(q, argv[i])
+    i = i + 5 + 2 * tonumber(argv[i + 4])
+  end
+  for s = 1, n, FQ_ZREM_CHUNK do
+    if redis.call('EXISTS', unpack(keys, s, math.min(s + FQ_ZREM_CHUNK - 1, n))) > 0 then
+      return true
+    end
+  end
+  return false
+end
 
 -- finish the items of argv (see the docblock; `at` is where N is). Returns the flags (N
 -- integers: 1 = finished, 0 = lease lost, item left unchanged; a repeat of the finish that
@@ -26,13 +58,15 @@ local function fq_finish(q, argv, at, strict)
   local n = tonumber(argv[at])
   local out = {}
   local unlease = {}
+  local kin = n > 0 and fq_any_children(q, argv, at, n)
+  local exp -- the logical expiry of what finishes now, formatted once
   local i = at + 1
   for k = 1, n do
     local id, token, has, result = argv[i], argv[i + 1], argv[i + 2], argv[i + 3]
     local nx = tonumber(argv[i + 4])
     local xat = i + 5
     i = i + 5 + 2 * nx
-    local r = fq_rec(q, id)
+    local r = fq_rec_finish(q, id)
     if r ~= nil and r.state == 'finished' and token ~= '' and r.token == token then
       out[k] = 1 -- a repeat of this lease's finish (its reply was lost): done, nothing changes
     elseif r == nil or r.state ~= 'started' or r.token ~= token then
@@ -45,7 +79,8 @@ local function fq_finish(q, argv, at, strict)
       -- run needs become empty (the record keeps state, tenant, priority, retry count and
       -- result for the result TTL; docs/delivery.md; no reader decodes a finished task's
       -- payload)
-      local fields = {'st', 'finished', 'exp', fq_int(q.now + q.result_ttl_ms), 'b', '', 'm', ''}
+      if exp == nil then exp = fq_int(q.now + q.result_ttl_ms) end
+      local fields = {'st', 'finished', 'exp', exp, 'b', '', 'm', ''}
       if has == '1' then
         fields[9] = 'res'
         fields[10] = result
@@ -62,7 +97,7 @@ local function fq_finish(q, argv, at, strict)
       r.state = 'finished'
       fq_bump(q, r.user, 'finished', 1)
       if has == '1' then fq_bump(q, r.user, 'result_bytes', #result) end
-      local kids = fq_release_dependents(q, r)
+      local kids = kin and fq_release_dependents(q, r) or 0
       fq_expire_record(q, r, kids > 0)
       fq_ended(q, r)
       out[k] = 1

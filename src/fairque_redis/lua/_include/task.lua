@@ -11,9 +11,11 @@
 ]]
 --- @include "limits"
 
--- the live record of task `id` (nil when absent or past its logical expiry)
+-- the live record of task `id` (nil when absent or past its logical expiry); its key is kept
+-- (r.key) for the writes that follow
 local function fq_rec(q, id)
-  local v = redis.call('HMGET', fq_task_key(q, id),
+  local key = fq_task_key(q, id)
+  local v = redis.call('HMGET', key,
     'st', 'u', 'p', 'seq', 'exp', 'rd', 'due', 'dms', 'tok', 'rec', 'uk', 'uw',
     'lc', 'wt')
   -- a hash without a state or a tenant (damaged behind the client's back) cannot be accounted
@@ -22,7 +24,8 @@ local function fq_rec(q, id)
   if fq_expired(v[5], q.now) then return nil end
   -- damaged numbers read as defaults rather than failing the script halfway through its writes
   return {
-    id = id, state = v[1], user = v[2], priority = tonumber(v[3]) or FQ_DEFAULT_PRIORITY,
+    id = id, key = key, state = v[1], user = v[2],
+    priority = tonumber(v[3]) or FQ_DEFAULT_PRIORITY,
     seq = tonumber(v[4]) or 0, ready_ms = tonumber(v[6]) or 0, due_ms = tonumber(v[7]) or 0,
     delay_ms = tonumber(v[8]) or 0, token = v[9], recoveries = tonumber(v[10]) or 0,
     unique_key = v[11], unique_window = tonumber(v[12]) or 0,
@@ -116,22 +119,28 @@ end
 -- the lease ends: its fields are cleared in one HSET together with the caller's `fields`
 -- (field, value, ... to write as well, or nil); the leases entry is removed at once, or, when
 -- `unlease` (a list) is given, appended to it for the caller's one batched ZREM. With
--- `keep_token` the token stays in `tok` (finish: a repeat of the same finish is recognised)
+-- `keep_token` the token stays in `tok` (finish: a repeat of the same finish is recognised;
+-- `tok` is then left as it is, not written again)
 local function fq_drop_lease(q, r, fields, unlease, keep_token)
   if unlease == nil then
     redis.call('ZREM', q.leases, r.id)
   else
-    table.insert(unlease, r.id)
+    unlease[#unlease + 1] = r.id
   end
   fq_bump(q, r.user, 'leased', -1)
   if r.limited then fq_limits_lease_ended(q, r.user) end
-  local args = {'tok', keep_token and r.token or '', 'wk', '', 'dl', '0'}
+  local args
+  if keep_token then
+    args = {'wk', '', 'dl', '0'}
+  else
+    args = {'tok', '', 'wk', '', 'dl', '0'}
+    r.token = ''
+  end
   if fields ~= nil then
     local n_args = #args
     for k = 1, #fields do args[n_args + k] = fields[k] end
   end
-  redis.call('HSET', fq_task_key(q, r.id), unpack(args))
-  if not keep_token then r.token = '' end
+  redis.call('HSET', r.key or fq_task_key(q, r.id), unpack(args))
 end
 
 -- the record of a task leased with `token`, or nil (the caller reports FQ_E_LEASE_LOST)
@@ -152,14 +161,18 @@ end
 -- LRANGE of the list; the other callers pass true).
 local function fq_expire_record(q, r, with_children)
   if not q.server_time then return end
-  local ms = fq_int(math.max(q.result_ttl_ms, 0))
-  redis.call('PEXPIRE', fq_task_key(q, r.id), ms)
+  local ms = q.ttl_s
+  if ms == nil then
+    ms = fq_int(math.max(q.result_ttl_ms, 0))
+    q.ttl_s = ms
+  end
+  redis.call('PEXPIRE', r.key or fq_task_key(q, r.id), ms)
   if r.state ~= 'finished' then redis.call('PEXPIRE', fq_waits_key(q, r.id), ms) end
   if with_children then redis.call('PEXPIRE', fq_children_key(q, r.id), ms) end
 end
 
 local function fq_close_record(q, r)
-  redis.call('HSET', fq_task_key(q, r.id), 'exp', fq_int(q.now + q.result_ttl_ms))
+  redis.call('HSET', r.key or fq_task_key(q, r.id), 'exp', fq_int(q.now + q.result_ttl_ms))
   fq_expire_record(q, r, true)
   fq_ended(q, r)
 end
