@@ -12,6 +12,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from types import FrameType
 from typing import Any, TextIO
 
@@ -173,15 +174,33 @@ def _nothing_ready(queue: FairQueue) -> bool:
     return not int(stats.get("ready", 0))
 
 
-def _burst_idle(health: dict[str, Any], queue: FairQueue, idle_at: int | None) -> int | None:
-    """One burst check: None while the worker holds tasks or some are ready; its claim count
-    when it is first seen idle; -1 (stop) when it was idle at the previous check too and has
-    claimed nothing since. One idle sighting is not enough: a claim the idle worker's listener
-    made (ADR 38) leaves the queue's ready count before the worker has booked it."""
-    if health["in_flight"] or not _nothing_ready(queue):
-        return None
-    claimed = int(health["claimed"])
-    return -1 if idle_at == claimed else claimed
+class _BurstWatch:
+    """When ``--burst`` stops: no task was ready, and every claim the worker had sent by the
+    time it read so has been answered, and it holds no task.
+
+    "Nothing ready and nothing in flight" alone can be true while a task is on its way to the
+    worker: a claim (the worker's own, or its listener's, ADR 38) takes the task out of the
+    ready count when the server runs it, before its reply comes back. A task that was ready
+    when the worker started is still ready, or was taken by a claim sent before the ready count
+    read none; once those claims are settled (``health()["claims_settled"]`` has reached the
+    ``claims_sent`` read after the count), their tasks are in ``in_flight`` until finished.
+    ``health`` is the worker's."""
+
+    def __init__(self, health: Callable[[], dict[str, Any]], queue: FairQueue) -> None:
+        self._health = health
+        self._queue = queue
+        self._mark: int | None = None  # claims sent when the queue was last seen with none ready
+
+    def done(self) -> bool:
+        if self._mark is None:
+            if not _nothing_ready(self._queue):
+                return False
+            self._mark = int(self._health()["claims_sent"])
+        health = self._health()
+        if health["in_flight"]:
+            self._mark = None  # it has work: read the ready count again once that is done
+            return False
+        return int(health["claims_settled"]) >= self._mark
 
 
 def _banner(config: FairQueueConfig, queue: FairQueue, args: argparse.Namespace) -> str:
@@ -289,16 +308,14 @@ def _run_worker(args: argparse.Namespace, out: TextIO) -> int:
         try:
             worker.start()
             registry = _start_registry(queue, config, worker)
-            idle_at: int | None = None  # the worker's claim count when last seen idle
+            burst = _BurstWatch(worker.health, queue)
             while worker.state != "stopped" and not stop.is_set():
                 now = time.monotonic()
                 if args.max_seconds is not None and now - started >= args.max_seconds:
                     break
-                if args.burst:
-                    idle_at = _burst_idle(worker.health(), queue, idle_at)
-                    if idle_at is not None and idle_at < 0:
-                        log.info("burst: no task is ready, stopping")
-                        break
+                if args.burst and burst.done():
+                    log.info("burst: no task is ready, stopping")
+                    break
                 if now >= next_status:
                     log.info("%s", _status_line(worker, started))
                     next_status = now + args.status_every

@@ -463,22 +463,91 @@ def test_docs_cli_mentions_every_flag() -> None:
     assert "exit 3" in _section(doc, "server")
 
 
-def test_burst_stops_only_after_two_idle_sightings_with_no_new_claim() -> None:
-    from fairque_cli.worker_cmd import _burst_idle
+LATE_REPLY = """
+import time
+
+from fairque_core.app.engine import FairQueue
+from fairque_core.app.handlers import TaskRegistry, task
+
+registry = TaskRegistry()
+_claim = FairQueue.claim_batch
+_late: list[bool] = []
+
+
+def _late_claim(self, *args, **kwargs):
+    # the first claim that brings tasks: the server has run it (its tasks are no longer
+    # ready) and its reply reaches the worker a second later, five status checks on
+    got = _claim(self, *args, **kwargs)
+    if got and not _late:
+        _late.append(True)
+        time.sleep(1.0)
+    return got
+
+
+FairQueue.claim_batch = _late_claim
+
+
+@task("note", registry=registry)
+def note() -> str:
+    return "ran"
+"""
+
+
+def test_burst_runs_every_task_pushed_before_start_even_when_a_claim_reply_is_late(
+    server_url: str, queue_name: str, tmp_path: Path
+) -> None:
+    """While the reply of a claim the server has run is on its way, no task is ready and none
+    is in the worker's hands: a burst that stopped on that sight released the tasks unrun. The
+    handler module delays the worker's first reply that brings tasks by a second."""
+    (tmp_path / "latereply.py").write_text(textwrap.dedent(LATE_REPLY), encoding="utf-8")
+    with connect(server_url, queue=queue_name) as queue:
+        queue.push_batch([Task.create("dora", name="note") for _ in range(3)])
+    proc = run_cli(
+        [
+            *("--url", server_url, "--queue", queue_name),
+            *("worker", "--handler", "latereply:registry", "--burst", "--max-seconds", "30"),
+        ],
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "processed 3 tasks, 0 failed" in proc.stdout, proc.stderr
+    assert "burst: no task is ready" in proc.stderr  # it stopped on --burst, not on the clock
+    with connect(server_url, queue=queue_name) as queue:
+        stats = queue.get_stats()
+        assert stats["finished"] == 3
+        assert stats["ready"] == stats["leased"] == 0
+
+
+def test_burst_stops_once_the_claims_sent_when_nothing_was_ready_are_settled() -> None:
+    from fairque_cli.worker_cmd import _BurstWatch
 
     class Ready:
         def __init__(self, ready: int) -> None:
             self.ready = ready
+            self.reads = 0
 
         def get_stats(self) -> dict[str, int]:
+            self.reads += 1
             return {"ready": self.ready}
 
-    empty, busy = Ready(0), Ready(3)
-    idle = {"in_flight": 0, "claimed": 7}
-    assert _burst_idle({"in_flight": 2, "claimed": 7}, empty, None) is None  # holds tasks
-    assert _burst_idle(idle, busy, None) is None  # work is ready
-    first = _burst_idle(idle, empty, None)
-    assert first == 7  # seen idle once: not yet
-    # the listener's claim was booked between the two checks: idle again, but not the same
-    assert _burst_idle({"in_flight": 0, "claimed": 8}, empty, first) == 8
-    assert _burst_idle(idle, empty, first) == -1  # stop
+    def health(in_flight: int, sent: int, settled: int) -> dict[str, int]:
+        return {"in_flight": in_flight, "claims_sent": sent, "claims_settled": settled}
+
+    looks: list[dict[str, int]] = []
+    queue = Ready(3)
+    watch = _BurstWatch(lambda: looks.pop(0), queue)  # type: ignore[arg-type]
+    assert not watch.done()  # tasks are ready
+    queue.ready = 0
+    looks[:] = [health(0, 4, 3), health(0, 4, 3)]  # claim 4 is out: its reply may hold tasks
+    assert not watch.done()
+    looks[:] = [health(1, 5, 4)]  # it brought one: the worker is busy again
+    assert not watch.done()
+    reads = queue.reads
+    looks[:] = [health(0, 6, 5), health(0, 6, 5)]  # done; the ready count is read afresh
+    assert not watch.done()
+    assert queue.reads == reads + 1
+    looks[:] = [health(0, 7, 6)]  # claim 6 (sent before that count) came back empty
+    assert watch.done()
+    assert queue.reads == reads + 1  # the count read at the mark stands
+    idle = _BurstWatch(lambda: health(0, 2, 2), Ready(0))  # type: ignore[arg-type]
+    assert idle.done()  # no claim out, nothing held, nothing ready: at once

@@ -194,3 +194,82 @@ def test_a_short_answer_hands_the_free_places_at_the_idle_poll_floor() -> None:
     assert sim.finished == ["t0"]
     assert sleep.claim == 0
     assert sim.claims() == 1
+
+
+# ---- health(): tasks the listener brought, claims sent and settled ---------------------------
+
+
+def _health(sim: Sim) -> dict[str, Any]:
+    return sim.loop.health(sim.now, 0.0)
+
+
+def test_tasks_the_listener_brought_are_in_flight_before_the_loop_books_them() -> None:
+    sim = Handed(config(max_concurrent_tasks=4))
+    sim.cycle()  # claim 1, its own, finds nothing; claim 2 goes to the listener
+    health = _health(sim)
+    assert (health["in_flight"], health["claims_sent"], health["claims_settled"]) == (0, 2, 1)
+    sim.push(3)
+    sim.answer(4)  # the listener has them; the loop's next cycle has not run yet
+    health = _health(sim)
+    assert health["in_flight"] == 3
+    assert (health["executing"], health["buffered"], health["claimed"]) == (0, 0, 0)
+    assert health["claims_settled"] == health["claims_sent"] == 2
+    sim.cycle()  # booked and started: counted once, not twice
+    health = _health(sim)
+    assert (health["in_flight"], health["executing"], health["claimed"]) == (3, 3, 3)
+    for task_id in ("t0", "t1", "t2"):
+        sim.complete(task_id)
+    sim.now += 1.0
+    sim.cycle()
+    assert _health(sim)["in_flight"] == 0
+    assert sim.finished == ["t0", "t1", "t2"]
+
+
+def test_the_loops_own_claim_is_unsettled_until_its_reply_is_booked() -> None:
+    sim = Handed(config(max_concurrent_tasks=4))
+    sim.push(2)
+    action = sim.loop.next_action(sim.now)
+    while not isinstance(action, wa.Claim):  # the first cycle's reaper call comes first
+        sim.loop.done(sim._call(action))
+        action = sim.loop.next_action(sim.now)
+    # the server may have run it already: its tasks are in no count, the claim is not settled
+    health = _health(sim)
+    assert (health["in_flight"], health["claims_sent"], health["claims_settled"]) == (0, 1, 0)
+    sim.loop.done([sim.ready.popleft(), sim.ready.popleft()])
+    sim.loop.next_action(sim.now)  # the reply is booked (the tasks start)
+    health = _health(sim)
+    assert (health["in_flight"], health["claims_settled"]) == (2, 1)
+
+
+def test_a_failed_claim_is_settled_too() -> None:
+    sim = Sim(config())  # no listener: every claim is the loop's own
+    sleep = sim.cycle()
+    assert isinstance(sleep, wa.Sleep)
+    sim.now = sleep.until  # the idle poll's next claim; no reaper or heartbeat due
+    sim.errors.append(RedisConnectionError("down"))
+    sim.cycle()
+    assert len(sim.of(wa.Claim)) == 2  # the second one failed
+    health = _health(sim)
+    assert health["backend_errors"] == 1
+    assert health["claims_settled"] == health["claims_sent"] == 2
+
+
+def test_a_listener_claim_given_up_after_the_grace_counts_as_settled() -> None:
+    sim = Handed(config(poll_interval_seconds=1.0, reaper_interval_seconds=100.0))
+    sim.cycle()
+    assert _health(sim)["claims_settled"] == 1  # claim 2 is out
+    sim.now += sim.loop.handoff.grace + 0.1
+    assert _health(sim)["claims_settled"] == 2
+    sim.push(1)
+    sim.answer(4)  # a late answer is still booked
+    assert _health(sim)["in_flight"] == 1
+
+
+def test_a_stopped_loop_waits_for_no_claim() -> None:
+    sim = Handed()
+    sim.cycle()
+    sim.stop()
+    sim.cycle()
+    assert sim.stopped
+    health = _health(sim)
+    assert health["claims_settled"] == health["claims_sent"] == 2

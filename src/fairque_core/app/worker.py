@@ -116,8 +116,6 @@ class Worker(WorkerDriver[FairQueue]):
         # listener_claims, makes the claim the loop handed it, ADR 38)
         self._listen = threading.Event()
         self._listener: threading.Thread | None = None
-        self._claims: SimpleQueue[object] = SimpleQueue()  # what the listener's claims brought
-        self._claims_lock = threading.Lock()
         self._ended = False  # the control loop is over: the listener releases what it brings
 
     # ------------------------------------------------------------------ public
@@ -146,7 +144,8 @@ class Worker(WorkerDriver[FairQueue]):
         """
         self.request_stop()
         if self._thread is None:
-            self._loop.stop(time.monotonic())
+            with self._guard:
+                self._loop.stop(time.monotonic())
             self._done.set()
             return True
         return self._done.wait(self._stop_wait(timeout))
@@ -226,7 +225,8 @@ class Worker(WorkerDriver[FairQueue]):
                 self._stop_requested.wait(pause)
 
     def _claim_for_loop(self) -> bool:
-        """See ``_listen_call``; what comes after the loop's end is released here."""
+        """See ``_listen_call``: what it brought goes to the loop at once (``health()`` counts
+        it from then on); what comes after the loop's end is released here."""
         handed = self._take_hand_out()
         if handed is None:
             return False
@@ -235,14 +235,15 @@ class Worker(WorkerDriver[FairQueue]):
             got = self._listener_claim(handed)()
         except Exception as exc:
             got = exc
-        with self._claims_lock:
-            if not self._ended:
-                self._claims.put(got)
-                self._wake.set()
-                got = None
-        if isinstance(got, list):
+        with self._guard:
+            booked = not self._ended
+            if booked:
+                self._loop.listener_claimed(got)
+        if booked:
+            self._wake.set()
+        elif isinstance(got, list):
             self._release(got)
-        if isinstance(got, Exception):
+        elif isinstance(got, Exception):
             raise got
         return False
 
@@ -261,13 +262,12 @@ class Worker(WorkerDriver[FairQueue]):
         try:
             while True:
                 now = clock()
-                if self._stop_requested.is_set():
-                    loop.stop(now, force=self._force)
-                while not completions.empty():
-                    loop.task_done(*completions.get())
-                while not self._claims.empty():
-                    loop.listener_claimed(self._claims.get())
-                action = loop.next_action(now)
+                with self._guard:
+                    if self._stop_requested.is_set():
+                        loop.stop(now, force=self._force)
+                    while not completions.empty():
+                        loop.task_done(*completions.get())
+                    action = loop.next_action(now)
                 if isinstance(action, wa.Sleep):
                     self._sleep(action)
                 elif isinstance(action, wa.Run):
@@ -281,11 +281,10 @@ class Worker(WorkerDriver[FairQueue]):
             self._crashed(exc)
         finally:
             self._listen.set()  # the listener sees the stop and ends
-            with self._claims_lock:
+            with self._guard:
                 self._ended = True
-            while not self._claims.empty():
-                loop.listener_claimed(self._claims.get())
-            self._release(loop.handoff.unbooked())
+                leftover = loop.handoff.unbooked()
+            self._release(leftover)
             if self._acker is not None:
                 self._acker.shutdown(wait=False)
             self._pool.shutdown()

@@ -189,9 +189,13 @@ class Sleep(Action):
 class Handoff:
     """The claim a loop hands to its driver's listener (see :class:`Sleep`): at most one out at
     a time. ``grace``: after that long without an answer the loop stops waiting for one (a
-    listener that hangs must not stop the worker claiming); a late answer is still booked."""
+    listener that hangs must not stop the worker claiming); a late answer is still booked.
 
-    __slots__ = ("_answers", "_last", "asked", "enabled", "grace", "since")
+    Each claim handed out carries the loop's number for it (``offer``'s ``number``), which
+    :meth:`unanswered` gives until its answer comes; the tasks answers bring count in the
+    worker's ``in_flight`` from then on (:meth:`unbooked_count`), before the loop books them."""
+
+    __slots__ = ("_answers", "_last", "_number", "asked", "enabled", "grace", "since")
 
     def __init__(self, enabled: bool, grace: float) -> None:
         self.enabled = enabled
@@ -199,23 +203,36 @@ class Handoff:
         self.asked = 0  # tasks the claim out asks for; 0 when none is out
         self.since = 0.0
         self._last = 0
+        self._number = 0  # the number of the claim out with no answer yet; 0: none
         self._answers: list[object] = []
 
-    def offer(self, count: int, now: float) -> int:
-        """Hand out a claim of ``count`` tasks unless one is out (or ``count`` < 1); how many."""
+    def offer(self, count: int, now: float, number: int = 0) -> int:
+        """Hand out a claim of ``count`` tasks unless one is out (or ``count`` < 1); how many.
+        ``number``: the loop's number for this claim (:meth:`unanswered`)."""
         if not self.enabled or count < 1 or self.out(now):
             return 0
         self.asked = self._last = count
         self.since = now
+        self._number = number
         return count
 
     def out(self, now: float) -> bool:
         if self.asked and now - self.since > self.grace:
-            self.asked = 0
+            self.asked = self._number = 0
         return self.asked > 0
+
+    def unanswered(self, now: float) -> int:
+        """The number of the claim out that has no answer yet; 0: none (one past the grace
+        counts as answered, as :meth:`out` gives it up). Changes nothing."""
+        return self._number if self._number and now - self.since <= self.grace else 0
 
     def answer(self, result: object) -> None:
         self._answers.append(result)
+        self._number = 0
+
+    def unbooked_count(self) -> int:
+        """How many tasks the answers not yet taken brought."""
+        return sum(len(got) for got in self._answers if isinstance(got, list))
 
     def unbooked(self) -> list[Task]:
         """Tasks brought after the loop stopped (never booked: the driver releases them)."""

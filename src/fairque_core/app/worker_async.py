@@ -79,7 +79,8 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
     def request_stop(self) -> None:
         """Ask for a graceful stop (call from the event loop's thread)."""
         if self._main_task is None:  # not started
-            self._loop.stop(time.monotonic())
+            with self._guard:
+                self._loop.stop(time.monotonic())
             return
         if self._stop_requested:
             self._force = True
@@ -219,7 +220,8 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
             got = await self._listener_claim(handed)()
         except Exception as exc:
             got = exc
-        self._loop.listener_claimed(got)
+        with self._guard:  # health() counts its tasks from here on (any thread may ask)
+            self._loop.listener_claimed(got)
         self._wake.set()
         if isinstance(got, Exception):
             raise got
@@ -238,9 +240,10 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
         try:
             while True:
                 now = time.monotonic()
-                if self._stop_requested:
-                    loop.stop(now, force=self._force)
-                action = loop.next_action(now)
+                with self._guard:
+                    if self._stop_requested:
+                        loop.stop(now, force=self._force)
+                    action = loop.next_action(now)
                 if isinstance(action, wa.Sleep):
                     if action.claim and loop.state == "running":
                         self._hand_out(action)
@@ -263,7 +266,8 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
                 else:
                     await self._perform(action)
         except asyncio.CancelledError:
-            loop.crashed(None, time.monotonic())
+            with self._guard:
+                loop.crashed(None, time.monotonic())
             raise
         except BaseException as exc:
             self._crashed(exc)
@@ -273,7 +277,9 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
                 self._listener.cancel()
             for running in list(self._tasks.values()):
                 running.cancel()
-            if leftover := loop.handoff.unbooked():  # brought after the loop's last cycle
+            with self._guard:
+                leftover = loop.handoff.unbooked()
+            if leftover:  # brought after the loop's last cycle
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self._release(leftover))
             self._done.set()

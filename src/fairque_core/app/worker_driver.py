@@ -12,6 +12,7 @@ here.
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
@@ -192,6 +193,14 @@ class WorkerDriver(Generic[Q]):
     claim: the loop hands it the claim (a :class:`wa.Sleep` with ``claim``; the driver passes
     it on with :meth:`_hand_out`) and the listener makes it with ``claim_when_ready``
     (:meth:`_listener_claim`): the wait for work and the claim in one round trip (ADR 38).
+    The listener hands what it brought straight to the loop (``listener_claimed``), so
+    :meth:`health` counts those tasks before the loop's next cycle books them.
+
+    ``_guard`` is held around every call that changes what :meth:`health` reads (the loop's
+    ``next_action``, ``stop``, ``listener_claimed``, ``crashed``) and by :meth:`health`
+    itself, which any thread may call: a snapshot never sees a task between two books (an
+    answer taken and not yet booked, a claim settled and its tasks not yet held). Those calls
+    make no I/O, so it is held for microseconds.
     """
 
     #: The listener claims for the idle loop (ADR 38); False: it only wakes the loop, which
@@ -234,6 +243,9 @@ class WorkerDriver(Generic[Q]):
         self._started = False
         self._listen_failures = 0  # failed waits for the wake signal in a row
         self._handed: wa.Sleep | None = None  # the claim the loop handed to the listener
+        # see the class docstring; re-entrant: a signal handler on the thread that holds it
+        # (the main thread, running the event loop) may still call health()
+        self._guard = threading.RLock()
         # acknowledgements ride on the claim in one call (ADR 40) unless switched off or the
         # queue's backend would make it two calls anyway
         self._combining = type(self).combined_acks and bool(
@@ -250,8 +262,11 @@ class WorkerDriver(Generic[Q]):
         raise NotImplementedError
 
     def health(self) -> dict[str, Any]:
-        """A snapshot: state, sizes, counters, last error and last claim time."""
-        out = self._loop.health(time.monotonic(), time.time())
+        """A snapshot: state, sizes, counters, last error and last claim time, and the claims
+        sent and settled (see :meth:`fairque_core.app.worker_loop.WorkerLoop.health`;
+        ``in_flight`` counts the tasks the listener brought before the loop books them)."""
+        with self._guard:
+            out = self._loop.health(time.monotonic(), time.time())
         out["worker_id"] = self.config.id
         return out
 
@@ -286,7 +301,8 @@ class WorkerDriver(Generic[Q]):
     def _crashed(self, exc: BaseException) -> None:
         """The control loop raised ``exc``: a bug, not an outage. Report it, never hang."""
         logger.exception("worker %s: control loop crashed", self.config.id)
-        self._loop.crashed(exc, time.monotonic())
+        with self._guard:
+            self._loop.crashed(exc, time.monotonic())
 
     def _task_ended(self, slot: wa.Slot, ok: bool, value: Any) -> None:
         """The success or failure callback of a task whose handler returned ``value`` or

@@ -30,7 +30,7 @@ import contextlib
 import logging
 import math
 import random
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import attrs
@@ -94,6 +94,8 @@ class WorkerLoop(LeaseSteps):
         self.backoff = Backoff(rng=rng)
         self.idle_poll = IdlePoll(config.poll_interval_seconds)
         self.handoff = act.Handoff(listener_claims, 2 * config.poll_interval_seconds + 10.0)
+        self.claims_sent = 0  # claims sent or handed to the listener, numbered 1, 2, ...
+        self._claim_out = 0  # the number of the loop's own claim waiting for its reply; 0: none
         self.state = "new"  # running, stopping, stopped
         self.listening = False  # the last claim came back short and there is room
         self.shutdown_at: float | None = None
@@ -186,22 +188,40 @@ class WorkerLoop(LeaseSteps):
         return not (self.executing or self._acks or self._fails or self._releases)
 
     def health(self, now: float, wall: float) -> dict[str, Any]:
-        """What ``health()`` reports; ``now``/``wall``: the monotonic and the wall clock."""
+        """What ``health()`` reports; ``now``/``wall``: the monotonic and the wall clock.
+
+        ``in_flight``: the tasks this worker holds a lease on, booked or not: those its
+        listener's claims brought count from the answer on, before the loop's next cycle books
+        them. ``claims_sent``: the claims it has sent (its own and those handed to its listener,
+        numbered from 1); ``claims_settled``: the highest number up to which every claim has
+        been answered. A task a claim took on the server while its reply was still on its way
+        is in no count yet, but that claim is not settled: once ``claims_settled`` has reached
+        the ``claims_sent`` seen after some moment, every task those claims took is in
+        ``in_flight`` or was finished (what ``fairque worker --burst`` stops on)."""
         out = attrs.asdict(self.stats)
         for key in ("last_error_at", "last_claim_at"):
             if out[key] is not None:
                 out[key] = wall - (now - out[key])
         out.update(
             state=self.state,
-            in_flight=len(self.held),
+            in_flight=len(self.held) + self.handoff.unbooked_count(),
             executing=self.executing,
             buffered=len(self.buffer),
             stuck_threads=self.stuck,
             backing_off=self.backoff.failures > 0,
             prefetch=self.prefetch,
             waiting_for_work=self.listening and self.state == "running",
+            claims_sent=self.claims_sent,
+            claims_settled=self._claims_settled(now),
         )
         return out
+
+    def _claims_settled(self, now: float) -> int:
+        # a claim still out once the loop has stopped is the driver's to release: not waited for
+        out = [n for n in (self._claim_out, self.handoff.unanswered(now)) if n]
+        if not out or self.state == "stopped":
+            return self.claims_sent
+        return min(out) - 1
 
     # ------------------------------------------------------------------ one cycle
     def _cycle(self, now: float) -> Steps:
@@ -243,7 +263,9 @@ class WorkerLoop(LeaseSteps):
             yield act.Run(self._dispatch(self._now))
         now = self._now
         ready = self.listening and self.state == "running" and self.backoff.waiting(now) <= 0
-        handing = self.handoff.offer(self._claim_size() if ready else 0, now)
+        handing = self.handoff.offer(self._claim_size() if ready else 0, now, self.claims_sent + 1)
+        if handing:
+            self.claims_sent += 1
         until = now + self._next_wait(now, idle=idle)
         yield act.Sleep(until, self.listening, handing, now + self.idle_poll.wait)
 
@@ -331,7 +353,8 @@ class WorkerLoop(LeaseSteps):
         self._room_since = None
         count = self._claim_size()
         sent = self._now
-        tasks, flags = yield act.Claim(count, ack)
+        with self._numbered_claim():
+            tasks, flags = yield act.Claim(count, ack)
         self.gauge.tripped(self._now - sent)
         outage: Outage | None = None
         short = True
@@ -387,9 +410,21 @@ class WorkerLoop(LeaseSteps):
             return False
         count = self._claim_size()
         sent = self._now
-        tasks = yield from self._call(act.Claim(count))
+        with self._numbered_claim():
+            tasks = yield from self._call(act.Claim(count))
         self.gauge.tripped(self._now - sent)
         return self._claimed(tasks, count)
+
+    @contextlib.contextmanager
+    def _numbered_claim(self) -> Iterator[None]:
+        """Around the yield of one of the loop's own claims: it is claim number
+        ``claims_sent`` (counted on), out until its reply comes."""
+        self.claims_sent += 1
+        self._claim_out = self.claims_sent
+        try:
+            yield
+        finally:
+            self._claim_out = 0
 
     def _take_handed(self) -> bool | None:
         """Book the listener's claims, which stand for the cycle's claim: was the last short?
