@@ -23,8 +23,8 @@ loaded beside this one's (their names differ by hash), and both are called with 
 arguments, so a change of the scripts' calling convention cannot be compared this way. The
 server time is taken as the server's clock (``now`` empty), as in production, so a finish sets
 the real expiries too. Runs a few minutes. Instructions are not time (a cache miss costs more
-than an add), but a change that retires fewer of them on the same path is cheaper. Two runs of
-one build differ by up to ~2 % (the Lua garbage collector's steps fall differently).
+than an add), but a change that retires fewer of them on the same path is cheaper. Each
+counted stretch starts after a full collection of the functions' Lua heap.
 ``FQ_IR_KEEP=1`` keeps the callgrind dumps (one per measure, in order) for
 ``callgrind_annotate``.
 """
@@ -35,6 +35,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -54,6 +55,13 @@ from fairque_redis.backend import RedisBackend
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 300.0  # seconds a reply may take (the server runs under valgrind)
+# a full collection of the functions' Lua heap before each counted stretch, so that each
+# starts with the collector in the same state (without it, two runs of one build differed by
+# up to ~2.5 %: where the collector's steps fell)
+GC_LIBRARY = (
+    "#!lua name=fq_bench_gc\n"
+    "redis.register_function('fq_bench_gc', function() collectgarbage('collect') return 0 end)"
+)
 
 
 def valkey_binary() -> str:
@@ -137,16 +145,30 @@ class Counter:
         return totals(dumps[-1])
 
 
+class TimeCounter:
+    """The server's time in FCALL (INFO commandstats, µs), reset by ``zero``: ``--timed``."""
+
+    def __init__(self, url: str) -> None:
+        self.client = redis.Redis.from_url(url, socket_timeout=TIMEOUT)
+
+    def zero(self) -> None:
+        self.client.config_resetstat()
+
+    def dump(self) -> float:
+        stat = self.client.info("commandstats").get("cmdstat_fcall", {})
+        return float(stat.get("usec", 0))
+
+
 def measure(
     url: str,
     queue: str,
     functions: dict[str, str],
-    counter: Counter,
+    counter: Counter | TimeCounter,
     tenants: int,
     batch: int,
     calls: int,
 ) -> dict[str, float]:
-    """Instructions per task of claim, finish and finish_claim for one build (``functions``)."""
+    """Instructions (or µs) per task of claim, finish and finish_claim for one build."""
     # a server under valgrind on a loaded machine can take seconds to answer
     client = redis.Redis.from_url(url, socket_timeout=TIMEOUT)
     client.flushall()  # every build sees the same keyspace (the libraries stay loaded)
@@ -159,13 +181,17 @@ def measure(
             [
                 Message(
                     task_id=f"t{i}",
-                    user_id=f"u{i % tenants}",
+                    tenant=f"u{i % tenants}",
                     priority=Priority.NORMAL,
                     body=b'{"n": 1}',
                 )
                 for i in range(start, min(total, start + 500))
             ]
         )
+
+    def zero() -> None:
+        client.fcall("fq_bench_gc", 0)
+        counter.zero()
 
     def run(name: str, call: Any) -> Any:
         return call.parse(client.fcall(functions[name], len(keys), *keys, *call.args))
@@ -184,15 +210,15 @@ def measure(
 
     finish(claim())  # warm: library cached, every structure in place
     out: dict[str, float] = {}
-    counter.zero()
+    zero()
     held = [claim() for _ in range(calls)]
     out["claim"] = counter.dump() / (calls * batch)
-    counter.zero()
+    zero()
     for h in held:
         finish(h)
     out["finish"] = counter.dump() / (calls * batch)
     now = claim()
-    counter.zero()
+    zero()
     for _ in range(calls):
         flags, now = run(
             "finish_claim",
@@ -209,22 +235,35 @@ def measure(
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--compare", metavar="REF_OR_SRC", help="another build: src dir or ref")
-    parser.add_argument("--tenants", type=int, nargs="+", default=[100, 5])
-    parser.add_argument("--batch", type=int, default=50, help="tasks per call")
-    parser.add_argument("--calls", type=int, default=6, help="counted calls per measure")
-    parser.add_argument("--rounds", type=int, default=2, help="measures per build (averaged)")
-    opts = parser.parse_args()
+def run_builds(
+    url: str,
+    builds: dict[str, tuple[str, dict[str, str]]],
+    counter: Counter | TimeCounter,
+    opts: argparse.Namespace,
+) -> dict[tuple[int, str], list[dict[str, float]]]:
+    """Every build's measures per tenant count, ``opts.rounds`` each, the order alternating."""
+    client = redis.Redis.from_url(url, socket_timeout=TIMEOUT)
+    for code, _ in builds.values():
+        client.function_load(code, replace=True)
+    client.function_load(GC_LIBRARY, replace=True)
+    client.close()
+    results: dict[tuple[int, str], list[dict[str, float]]] = {}
+    for tenants in opts.tenants:
+        for r in range(opts.rounds):
+            order = list(builds.items())
+            if r % 2:
+                order.reverse()
+            for name, (_, functions) in order:
+                got = measure(url, "irc", functions, counter, tenants, opts.batch, opts.calls)
+                results.setdefault((tenants, name), []).append(got)
+    return results
+
+
+def run_callgrind(
+    builds: dict[str, tuple[str, dict[str, str]]], opts: argparse.Namespace
+) -> dict[tuple[int, str], list[dict[str, float]]]:
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
-        raise SystemExit("needs valgrind with callgrind_control")
-    builds: dict[str, tuple[str, dict[str, str]]] = {
-        "this tree": (LIBRARY.code, dict(LIBRARY.functions))
-    }
-    if opts.compare:
-        with old_src(opts.compare) as src:
-            builds["old"] = library_in(src)
+        raise SystemExit("needs valgrind with callgrind_control (or use --timed)")
     port = 20000 + os.getpid() % 20000
     url = f"redis://127.0.0.1:{port}"
     out = Path(tempfile.mkdtemp(prefix="fq-ir-"))
@@ -245,24 +284,9 @@ def main() -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    results: dict[tuple[int, str], dict[str, float]] = {}
     try:
         wait_ready(url)
-        client = redis.Redis.from_url(url)
-        for code, _ in builds.values():
-            client.function_load(code, replace=True)
-        client.close()
-        counter = Counter(server.pid, out)
-        for tenants in opts.tenants:
-            for r in range(opts.rounds):
-                order = list(builds.items())
-                if r % 2:
-                    order.reverse()
-                for name, (_, functions) in order:
-                    got = measure(url, "irc", functions, counter, tenants, opts.batch, opts.calls)
-                    sums = results.setdefault((tenants, name), dict.fromkeys(got, 0.0))
-                    for op, v in got.items():
-                        sums[op] += v / opts.rounds
+        return run_builds(url, builds, Counter(server.pid, out), opts)
     finally:
         server.terminate()
         server.wait()
@@ -270,18 +294,59 @@ def main() -> None:
             print("callgrind dumps kept in", out)
         else:
             shutil.rmtree(out, ignore_errors=True)
-    print(
-        f"instructions per task inside FCALL, {opts.calls} calls of {opts.batch} tasks each, "
-        f"mean of {opts.rounds} rounds, the builds' order alternating (callgrind)"
+
+
+def run_timed(
+    builds: dict[str, tuple[str, dict[str, str]]], opts: argparse.Namespace
+) -> dict[tuple[int, str], list[dict[str, float]]]:
+    from fairque_redis.embedded import EmbeddedValkey
+
+    with EmbeddedValkey() as server:
+        return run_builds(server.url, builds, TimeCounter(server.url), opts)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--compare", metavar="REF_OR_SRC", help="another build: src dir or ref")
+    parser.add_argument("--tenants", type=int, nargs="+", default=[100, 5])
+    parser.add_argument("--batch", type=int, default=50, help="tasks per call")
+    parser.add_argument("--calls", type=int, default=6, help="counted calls per measure")
+    parser.add_argument("--rounds", type=int, default=2, help="measures per build")
+    parser.add_argument(
+        "--timed", action="store_true", help="server µs (INFO commandstats), not instructions"
     )
+    opts = parser.parse_args()
+    builds: dict[str, tuple[str, dict[str, str]]] = {
+        "this tree": (LIBRARY.code, dict(LIBRARY.functions))
+    }
+    if opts.compare:
+        with old_src(opts.compare) as src:
+            builds["old"] = library_in(src)
+    results = run_timed(builds, opts) if opts.timed else run_callgrind(builds, opts)
+    if opts.timed:
+        print(
+            f"server µs per task in FCALL (INFO commandstats), {opts.calls} calls of "
+            f"{opts.batch} tasks each, {opts.rounds} rounds, the builds' order alternating: "
+            f"medians (and of the per-round ratios); load average {os.getloadavg()[0]:.1f} "
+            "on a shared machine, so only the ratios mean much"
+        )
+    else:
+        print(
+            f"instructions per task inside FCALL, {opts.calls} calls of {opts.batch} tasks "
+            f"each, mean of {opts.rounds} rounds, the builds' order alternating (callgrind)"
+        )
+    fmt = "{:>8,.2f}" if opts.timed else "{:>9,.0f}"
     for tenants in opts.tenants:
         print(f"  {tenants} tenants")
         for op in ("claim", "finish", "finish_claim"):
             line = f"    {op:<13}"
-            for name in builds:
-                line += f" {name} {results[(tenants, name)][op]:>9,.0f}"
+            per = {name: [m[op] for m in results[(tenants, name)]] for name in builds}
+            for name, values in per.items():
+                mid = statistics.median(values) if opts.timed else statistics.fmean(values)
+                line += f" {name} " + fmt.format(mid)
             if "old" in builds:
-                ratio = results[(tenants, "this tree")][op] / results[(tenants, "old")][op]
+                ratios = [a / b for a, b in zip(per["this tree"], per["old"], strict=True)]
+                ratio = statistics.median(ratios) if opts.timed else statistics.fmean(ratios)
                 line += f"   this/old x{ratio:.3f}"
             print(line)
 

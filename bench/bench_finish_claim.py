@@ -39,7 +39,7 @@ def _fill(backend: RedisBackend, n: int) -> None:
             [
                 Message(
                     task_id=f"t{i}",
-                    user_id=f"u{i % TENANTS}",
+                    tenant=f"u{i % TENANTS}",
                     priority=Priority.NORMAL,
                     body=b'{"n": 1}',
                     created_at=now,

@@ -106,7 +106,7 @@ class Probe(TaskHandler):
     def _stamp(self, task: Task) -> None:
         now = time.perf_counter()
         pushed = float(task.payload.get("t", 0.0))
-        if task.user_id == "flood":
+        if task.tenant == "flood":
             self.flood_done += 1
             self.flood_last = now
         elif pushed < 0:

@@ -45,7 +45,7 @@ def script_usec(client: redis.Redis) -> tuple[int, float]:
 
 
 def _msg(i: int, tenant: str) -> Message:
-    return Message(task_id=f"m{i}", user_id=tenant, priority=Priority.NORMAL, body=b'{"n": 1}')
+    return Message(task_id=f"m{i}", tenant=tenant, priority=Priority.NORMAL, body=b'{"n": 1}')
 
 
 def _backend(url: str, mode: str, tag: str) -> RedisBackend:

@@ -31,7 +31,7 @@ LEASE = 3600.0  # the held leases must outlive the run
 
 
 def _msg(i: int, tenant: str, tag: str) -> Message:
-    return Message(task_id=f"{tag}{i}", user_id=tenant, priority=Priority.NORMAL, body=b'{"n": 1}')
+    return Message(task_id=f"{tag}{i}", tenant=tenant, priority=Priority.NORMAL, body=b'{"n": 1}')
 
 
 def _backend(url: str, name: str) -> RedisBackend:
@@ -88,7 +88,7 @@ def hold_one_each(backend: RedisBackend, tenants: list[str]) -> None:
     for tenant in tenants:
         got = backend.claim(worker_id="holder", assigned=[tenant])
         assert got
-        assert got[0].message.user_id == tenant
+        assert got[0].message.tenant == tenant
 
 
 def main() -> None:

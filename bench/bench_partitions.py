@@ -71,7 +71,7 @@ def _worker(url: str, queue: str, partitions: int, count: int, out: Any) -> None
         empty = 0
         backend.finish_batch([(c.message.task_id, c.lease.token, None) for c in got])
         now = time.monotonic()
-        served.extend((now, c.message.user_id) for c in got)
+        served.extend((now, c.message.tenant) for c in got)
     backend.close()
     out.put(served)
 
@@ -97,7 +97,7 @@ def run(cluster: EmbeddedCluster, partitions: int, args: argparse.Namespace) -> 
     for i in range(args.tasks):
         producer.push_batch(
             [
-                Message(task_id=f"{t}.{i}", user_id=t, priority=Priority.NORMAL, body=b"{}")
+                Message(task_id=f"{t}.{i}", tenant=t, priority=Priority.NORMAL, body=b"{}")
                 for t in tenants
             ]
         )

@@ -64,7 +64,7 @@ tenants = int(sys.argv[6])
 CONCURRENT = 100
 
 def msg(i, u):
-    return Message(task_id=f"{tag}{i}", user_id=u, priority=Priority.NORMAL, body=b'{"n": 1}')
+    return Message(task_id=f"{tag}{i}", tenant=u, priority=Priority.NORMAL, body=b'{"n": 1}')
 
 def go():
     print("ready", flush=True)

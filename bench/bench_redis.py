@@ -26,7 +26,7 @@ from fairque_redis.embedded import EmbeddedValkey
 
 
 def _msg(i: int, tenant: str, tag: str) -> Message:
-    return Message(task_id=f"{tag}{i}", user_id=tenant, priority=Priority.NORMAL, body=b'{"n": 1}')
+    return Message(task_id=f"{tag}{i}", tenant=tenant, priority=Priority.NORMAL, body=b'{"n": 1}')
 
 
 def _rate(n: int, fn: Callable[[], None]) -> float:

@@ -60,7 +60,7 @@ class Side:
     def _msg(self) -> Message:
         self.next += 1
         i = self.next
-        return Message(task_id=f"m{i}", user_id=f"t{i % 50}", priority=Priority.NORMAL, body=b"{}")
+        return Message(task_id=f"m{i}", tenant=f"t{i % 50}", priority=Priority.NORMAL, body=b"{}")
 
     def push(self, size: int) -> None:
         for _ in range(size):

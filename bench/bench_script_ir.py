@@ -155,7 +155,7 @@ def main() -> None:
             backend = RedisBackend.from_url(url, queue=f"ir{k}")
             backend.push_batch(
                 [
-                    Message(task_id=f"w{t}", user_id=f"u{t}", priority=Priority.NORMAL, body=b"{}")
+                    Message(task_id=f"w{t}", tenant=f"u{t}", priority=Priority.NORMAL, body=b"{}")
                     for t in range(TENANTS)
                 ]
             )
@@ -165,7 +165,7 @@ def main() -> None:
                     [
                         Message(
                             task_id=f"t{i}",
-                            user_id=f"u{i % TENANTS}",
+                            tenant=f"u{i % TENANTS}",
                             priority=Priority.NORMAL,
                             body=b'{"n": 1}',
                         )

@@ -79,7 +79,7 @@ class AuditPlugin:
             event=event,
             queue=queue or self.queue_name,
             task_id=task.task_id,
-            tenant=task.user_id,
+            tenant=task.tenant,
             info={key: str(value) for key, value in info.items()},
         )
         with self._lock:

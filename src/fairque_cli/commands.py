@@ -306,7 +306,7 @@ def _entry_row(entry: Any, width: int = 60) -> list[str]:
     moved = dt.datetime.fromtimestamp(entry.moved_at).strftime("%Y-%m-%d %H:%M:%S")
     return [
         entry.entry_id,
-        task.user_id,
+        task.tenant,
         task.name or "-",
         str(entry.failure_type),
         str(task.retry_count),
@@ -393,7 +393,8 @@ def _entry_json(entry: Any) -> Mapping[str, Any]:
     task = entry.original_task
     return {
         "entry_id": entry.entry_id,
-        "user_id": task.user_id,
+        "tenant": task.tenant,
+        "user_id": task.tenant,  # the old key, kept alongside for the deprecation period (ADR 23)
         "name": task.name,
         "priority": int(task.priority),
         "failure_type": str(entry.failure_type),

@@ -216,18 +216,18 @@ class _Phase:
             for task in tasks:
                 began = time.time()
                 with tally.lock:
-                    tally.started[task.user_id] += 1
-                    tally.waits[task.user_id].append(max(0.0, began - task.created_at))
+                    tally.started[task.tenant] += 1
+                    tally.waits[task.tenant].append(max(0.0, began - task.created_at))
                     mark = tally.mark.pop(task.task_id, None)
                     if mark is not None:
-                        tally.ahead[task.user_id].append(tally.started_total - mark)
+                        tally.ahead[task.tenant].append(tally.started_total - mark)
                     tally.started_total += 1
                 time.sleep(work)  # the "work"
             flags = self.queue.finish_batch([(task, None) for task in tasks])
             with tally.lock:
                 for task, ok in zip(tasks, flags, strict=False):
                     if ok:
-                        tally.done[task.user_id] += 1
+                        tally.done[task.tenant] += 1
 
     # ---- the run ---------------------------------------------------------------------------
     def run(self, seconds: float, on_tick: Callable[[_Phase, float], None]) -> PhaseResult:

@@ -68,7 +68,7 @@ def configure_logging(level: str, fmt: str, stream: TextIO | None = None) -> Non
 def _task_fields(task: Task, queue: str) -> dict[str, Any]:
     return {
         "task_id": task.task_id,
-        "tenant": task.user_id,
+        "tenant": task.tenant,
         "task_name": task.name or None,
         "attempt": task.retry_count + 1,
         "queue": queue or None,
@@ -91,7 +91,7 @@ class TaskLogPlugin:
             self.log.error(
                 "task %s (tenant %s, attempt %d) failed: %s: %s",
                 task.task_id,
-                task.user_id,
+                task.tenant,
                 fields["attempt"],
                 type(exc).__name__,
                 exc,
@@ -109,7 +109,7 @@ class TaskLogPlugin:
             self.log.info(
                 "task %s (tenant %s) will be retried in %.1f s",
                 task.task_id,
-                task.user_id,
+                task.tenant,
                 float(info.get("retry_delay") or 0.0),
                 extra=fields,
             )
@@ -117,7 +117,7 @@ class TaskLogPlugin:
             self.log.warning(
                 "task %s (tenant %s) moved to the dead-letter queue (%s): %s",
                 task.task_id,
-                task.user_id,
+                task.tenant,
                 info.get("failure_type"),
                 info.get("error"),
                 extra=fields,
@@ -126,9 +126,9 @@ class TaskLogPlugin:
             self.log.debug(
                 "task %s (tenant %s) finished in %.3f s",
                 task.task_id,
-                task.user_id,
+                task.tenant,
                 float(info.get("run_seconds") or 0.0),
                 extra=fields,
             )
         elif event == "started":
-            self.log.debug("task %s (tenant %s) started", task.task_id, task.user_id, extra=fields)
+            self.log.debug("task %s (tenant %s) started", task.task_id, task.tenant, extra=fields)

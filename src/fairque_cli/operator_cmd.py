@@ -213,7 +213,7 @@ def _task_json(queue: FairQueue, task_id: str) -> dict[str, Any] | None:
     task = queue.get_task(task_id)
     if task is not None:
         data.update(
-            tenant=task.user_id,
+            tenant=task.tenant,
             name=task.name,
             priority=task.priority.name.lower(),
             retry_count=task.retry_count,

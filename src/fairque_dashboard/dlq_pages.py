@@ -47,7 +47,7 @@ class DlqFilter:
     tenant: str
 
     def matches(self, entry: DLQEntry) -> bool:
-        return not self.tenant or entry.original_task.user_id == self.tenant
+        return not self.tenant or entry.original_task.tenant == self.tenant
 
     def params(self) -> dict[str, str]:
         return {

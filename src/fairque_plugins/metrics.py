@@ -266,7 +266,7 @@ class OpenTelemetryMetrics:
     def _attributes(self, task: Task, queue: str) -> dict[str, AttributeValue]:
         out: dict[str, AttributeValue] = {"queue": queue, "priority": int(task.priority)}
         if self.tenant_attribute:
-            out["tenant"] = self.tenant_label(task.user_id)
+            out["tenant"] = self.tenant_label(task.tenant)
         return out
 
     # ------------------------------------------------------------------ events

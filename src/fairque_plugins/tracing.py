@@ -80,7 +80,7 @@ class OpenTelemetryTracing:
             "messaging.destination.name": queue,
             "messaging.message.id": task.task_id,
             "messaging.operation": operation,
-            "fairque.tenant": task.user_id,
+            "fairque.tenant": task.tenant,
             "fairque.priority": int(task.priority),
             "fairque.retry_count": task.retry_count,
         }

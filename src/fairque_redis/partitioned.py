@@ -274,7 +274,7 @@ class PartitionedBackend(PartitionReads):
 
     # ------------------------------------------------------------------ push
     def push(self, message: Message) -> bool:
-        n = self._part_of(message.user_id)
+        n = self._part_of(message.tenant)
         self._ready()
         created = self._parts[n].push(message)
         self._remember(message.task_id, n)
@@ -297,7 +297,7 @@ class PartitionedBackend(PartitionReads):
         later partition leaves the earlier partitions' pushes stored."""
         if not messages:
             return []
-        groups = self._split([m.user_id for m in messages])
+        groups = self._split([m.tenant for m in messages])
         self._ready()
         out: list[tuple[bool, str]] = [(False, "")] * len(messages)
         for n, indexes in sorted(groups.items()):

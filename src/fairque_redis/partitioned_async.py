@@ -276,7 +276,7 @@ class AsyncPartitionedBackend(AsyncPartitionReads):
 
     # ------------------------------------------------------------------ push
     async def push(self, message: Message) -> bool:
-        n = self._part_of(message.user_id)
+        n = self._part_of(message.tenant)
         await self._ready()
         created = await self._parts[n].push(message)
         self._remember(message.task_id, n)
@@ -299,7 +299,7 @@ class AsyncPartitionedBackend(AsyncPartitionReads):
         later partition leaves the earlier partitions' pushes stored."""
         if not messages:
             return []
-        groups = self._split([m.user_id for m in messages])
+        groups = self._split([m.tenant for m in messages])
         await self._ready()
         out: list[tuple[bool, str]] = [(False, "")] * len(messages)
         for n, indexes in sorted(groups.items()):

@@ -251,11 +251,11 @@ def simulate(
                 worker_id=spec.id,
             )
             for task in got:
-                claimed(task.user_id)
-                trace.append(Dispatched(task.user_id, spec.id))
+                claimed(task.tenant)
+                trace.append(Dispatched(task.tenant, spec.id))
                 records.append(
                     DispatchRecord(
-                        len(records), rnd, spec.id, task.user_id, task.task_id, task.priority
+                        len(records), rnd, spec.id, task.tenant, task.task_id, task.priority
                     )
                 )
             if got:

@@ -110,10 +110,10 @@ def _f2(url: str, raw: Any, kind: str, cap: int) -> None:
 
         # B is claimable beside A's full backlog (two tenants, equal weights: they alternate)
         first = queue.claim_batch(10)
-        by_tenant = Counter(t.user_id for t in first)
+        by_tenant = Counter(t.tenant for t in first)
         assert by_tenant["B"] >= 1, by_tenant
         assert by_tenant["A"] >= 1, by_tenant
-        claimed_b = [t for t in first if t.user_id == "B"]
+        claimed_b = [t for t in first if t.tenant == "B"]
         while batch := queue.claim_batch(100, assigned=["B"]):
             claimed_b += batch
         assert sorted(t.task_id for t in claimed_b) == sorted(b_ids)
@@ -128,7 +128,7 @@ def _f2(url: str, raw: Any, kind: str, cap: int) -> None:
         with pytest.raises(TenantQueueFullError):
             queue.push(Task.create("A", task_id="one-too-many"))
         assert queue.get_state("one-too-many") is None
-        queue.finish_batch([(t, None) for t in first if t.user_id == "A"])
+        queue.finish_batch([(t, None) for t in first if t.tenant == "A"])
         assert check_invariants(raw, name) == []
         print(
             f"F2 {kind}: cap {cap}, A pushed {2 * cap} one by one beside {len(b_ids)} B pushes "

@@ -41,7 +41,7 @@ def _batch(prefix: str, start: int) -> list[Message]:
     return [
         Message(
             task_id=f"{prefix}{n}",
-            user_id=f"u{n % 7}",
+            tenant=f"u{n % 7}",
             priority=Priority.CRITICAL if n % 5 == 0 else Priority.NORMAL,
             body=BODY,
         )

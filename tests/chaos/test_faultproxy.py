@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.chaos, pytest.mark.redis, pytest.mark.timeout(60)]
 
 
 def _msg(task_id: str) -> Message:
-    return Message(task_id=task_id, user_id="u", priority=Priority.NORMAL, body=b"{}")
+    return Message(task_id=task_id, tenant="u", priority=Priority.NORMAL, body=b"{}")
 
 
 def _open_fds() -> int:

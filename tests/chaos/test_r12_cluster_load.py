@@ -79,7 +79,7 @@ def _scenario(cluster: Any, tasks: int, tenants: int, seed: int) -> None:
                 batch = [
                     Message(
                         task_id=f"p{part}-{n}",
-                        user_id=f"u{rng.randrange(tenants)}",
+                        tenant=f"u{rng.randrange(tenants)}",
                         priority=rng.choice(list(Priority)),
                         body=b"{}",
                     )

@@ -77,7 +77,7 @@ class CountingTokens:
 messages = st.builds(
     lambda tid, user, prio, delay, retries: Message(
         task_id=tid,
-        user_id=user,
+        tenant=user,
         priority=prio,
         body=b'{"x": 1}',
         max_retries=retries,
@@ -152,7 +152,7 @@ class CrashMachine(RuleBasedStateMachine):
     @precondition(ready)
     @rule(ms=st.lists(messages, min_size=1, max_size=3))
     def push(self, ms: list[Message]) -> None:
-        self.both(f"push_batch({[(m.task_id, m.user_id) for m in ms]})", lambda b: b.push_batch(ms))
+        self.both(f"push_batch({[(m.task_id, m.tenant) for m in ms]})", lambda b: b.push_batch(ms))
 
     @precondition(ready)
     @rule(count=st.integers(1, 3))

@@ -45,7 +45,7 @@ TENANTS = 5
 def _msg(task_id: str, n: int) -> Message:
     return Message(
         task_id=task_id,
-        user_id=f"u{n % TENANTS}",
+        tenant=f"u{n % TENANTS}",
         priority=Priority.CRITICAL if n % 7 == 0 else Priority.NORMAL,
         body=b'{"n": %d}' % n,
     )

@@ -47,7 +47,7 @@ MARGIN_MS = 250
 
 
 def _msg(task_id: str, n: int) -> Message:
-    return Message(task_id=task_id, user_id=f"u{n % 5}", priority=Priority.NORMAL, body=b"{}")
+    return Message(task_id=task_id, tenant=f"u{n % 5}", priority=Priority.NORMAL, body=b"{}")
 
 
 class _Pair:

@@ -200,7 +200,7 @@ def test_bad_ids_are_one_line_errors(
     assert err.count("\n") == 1
     code, _ = cli(*base, "push", "--tenant", "has space")
     assert code == 1
-    assert "invalid user_id" in capsys.readouterr().err
+    assert "invalid tenant" in capsys.readouterr().err
     code, _ = cli(*base, "push", "--tenant", "u", "--payload", "{nope")
     assert code == 1
     assert "--payload is not valid JSON" in capsys.readouterr().err

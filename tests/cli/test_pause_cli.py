@@ -45,12 +45,12 @@ def test_pause_and_resume_a_tenant(base: tuple[str, ...], server_url: str, queue
             "queue_paused": False,
         }
         assert queue.is_paused("a")
-        assert {t.user_id for t in queue.claim_batch(10)} == {"b"}
+        assert {t.tenant for t in queue.claim_batch(10)} == {"b"}
         assert queue.push(Task.create("a"))  # pushes still accepted
         code, text = cli(*base, "resume", "--tenant", "a")
         assert code == 0
         assert text == f"resumed tenant 'a' of queue '{queue_name}'\n"
-        assert [t.user_id for t in queue.claim_batch(10)] == ["a"] * 4
+        assert [t.tenant for t in queue.claim_batch(10)] == ["a"] * 4
 
 
 def test_pause_and_resume_the_queue(
@@ -67,7 +67,7 @@ def test_pause_and_resume_the_queue(
         assert "the whole queue" in text
         got = cli_json(*base, "resume")
         assert (got["tenant"], got["paused"], got["queue_paused"]) == (None, False, False)
-        assert sorted(t.user_id for t in queue.claim_batch(5)) == ["a", "b"]
+        assert sorted(t.tenant for t in queue.claim_batch(5)) == ["a", "b"]
         assert queue.is_paused("c")
 
 

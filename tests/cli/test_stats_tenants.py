@@ -33,7 +33,7 @@ def _fill(url: str, queue_name: str) -> None:
                 [
                     Message(
                         task_id=f"{tenant}-{i}",
-                        user_id=tenant,
+                        tenant=tenant,
                         priority=Priority.NORMAL,
                         body=b"{}",
                     )

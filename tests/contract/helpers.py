@@ -85,7 +85,7 @@ def msg(
 ) -> Message:
     return Message(
         task_id=task_id,
-        user_id=user,
+        tenant=user,
         priority=Priority(priority),
         body=body,
         max_retries=max_retries,
@@ -105,7 +105,7 @@ def claim_users(backend: QueueBackend, n: int, **kwargs: Any) -> list[str]:
         assert len(got) <= 1
         if not got:
             break
-        out.append(got[0].message.user_id)
+        out.append(got[0].message.tenant)
     return out
 
 

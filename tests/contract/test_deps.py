@@ -10,7 +10,7 @@ from .helpers import claim_ids, msg
 
 
 def _run(backend, task_id, *, ok=True):
-    [c] = backend.claim(assigned=[backend.get_message(task_id).user_id])
+    [c] = backend.claim(assigned=[backend.get_message(task_id).tenant])
     assert c.message.task_id == task_id
     if ok:
         backend.finish(task_id, c.lease.token)

@@ -20,7 +20,7 @@ def _fill(backend, user, n, start=0):
 
 
 def _users(claims):
-    return [c.message.user_id for c in claims]
+    return [c.message.tenant for c in claims]
 
 
 def test_a_paused_tenant_is_skipped_within_one_claim(backend):

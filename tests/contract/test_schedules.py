@@ -153,6 +153,6 @@ def test_a_round_pushes_each_due_tick_once_for_the_schedules_tenant(
     assert first.run_once(now) == []  # nothing new is due
     task = queue.get_task(pushed[0])
     assert task is not None
-    assert task.user_id == "acme"
+    assert task.tenant == "acme"
     assert task.payload == {"k": 1}
     assert queue.list_schedules()[0].last_fired == int(info.added_at) + 3

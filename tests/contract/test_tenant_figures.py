@@ -44,7 +44,7 @@ def test_depth_running_dispatches_lag_and_weight(backend, clock):
     backend.push_batch([msg(f"b{i}", "bob") for i in range(3)])
     backend.push(msg("c0", "carol"))
     [first] = backend.claim(worker_id="w")  # alice: activated first, all passes 0
-    assert first.message.user_id == "alice"
+    assert first.message.tenant == "alice"
     got = _by_tenant(backend.tenant_fairness(["alice", "bob", "carol"]))
     assert got["alice"].ready == 2
     assert got["alice"].running == 1
@@ -55,7 +55,7 @@ def test_depth_running_dispatches_lag_and_weight(backend, clock):
     assert got["bob"].ready == 3
     assert got["carol"].lag == 0.0
     claimed = backend.claim(worker_id="w", count=2)  # bob, then carol (passes 0, 0)
-    assert [c.message.user_id for c in claimed] == ["bob", "carol"]
+    assert [c.message.tenant for c in claimed] == ["bob", "carol"]
     got = _by_tenant(backend.tenant_fairness(["alice", "bob", "carol"]))
     assert got["bob"].lag == 1.0  # a weight-2 turn: half the stride, one turn all the same
     assert got["carol"].ready == 0
@@ -89,7 +89,7 @@ def test_pinned_service_beyond_the_lag_bound_raises_the_alarm(backend):
     backend.push_batch([msg(f"b{i}", "bob") for i in range(5)])
     for _ in range(3):
         [c] = backend.claim(assigned=["alice"])
-        assert c.message.user_id == "alice"
+        assert c.message.tenant == "alice"
     got = _by_tenant(backend.tenant_fairness(["alice", "bob"]))
     assert got["alice"].lag == 3.0
     assert got["alice"].starving

@@ -16,7 +16,7 @@ NOT_STR = (None, 123, b"bytes", ("a",))
 
 OPS: dict[str, Callable] = {
     "push.task_id": lambda b, bad: b.push(msg(bad)),
-    "push.user_id": lambda b, bad: b.push(msg("ok", user=bad)),
+    "push.tenant": lambda b, bad: b.push(msg("ok", user=bad)),
     "push.depends_on": lambda b, bad: b.push(msg("ok", depends_on=["fine", bad])),
     "push_batch": lambda b, bad: b.push_batch([msg("ok1"), msg("ok2"), msg(bad)]),
     "push_batch.user": lambda b, bad: b.push_batch([msg("ok1", user=bad), msg("ok2")]),
@@ -65,7 +65,7 @@ def test_good_ids_at_the_limits_accepted(backend):
     longest = "x" * 128
     odd = "a_b.c:d@e/f+g=h#i-j"
     assert backend.push(msg(longest, user=odd))
-    assert backend.get_message(longest).user_id == odd
+    assert backend.get_message(longest).tenant == odd
     assert backend.queue_sizes([odd])[odd].normal == 1
     assert [c.message.task_id for c in backend.claim(assigned=[odd])] == [longest]
     with pytest.raises(TaskValidationError):

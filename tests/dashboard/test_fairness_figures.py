@@ -16,7 +16,7 @@ def test_fairness_figures_fill_the_tenants_table() -> None:
             await backend.push_batch(
                 [
                     Message(
-                        task_id=f"{tenant}{i}", user_id=tenant, priority=Priority.NORMAL, body=b"{}"
+                        task_id=f"{tenant}{i}", tenant=tenant, priority=Priority.NORMAL, body=b"{}"
                     )
                     for i in range(5)
                 ]

@@ -27,7 +27,7 @@ def test_pause_and_resume_a_tenant(seeded: Env) -> None:
         assert 'action="/tenants/alice/resume"' in done.text
         assert queue.is_paused("alice")
         claimed = [queue.claim() for _ in range(5)]
-        assert "alice" not in {t.user_id for t in claimed if t is not None}
+        assert "alice" not in {t.tenant for t in claimed if t is not None}
         done = client.post("/tenants/alice/resume", data={"token": TOKEN})
         assert done.status_code == 200
         assert "tenant resumed" in done.text
@@ -35,7 +35,7 @@ def test_pause_and_resume_a_tenant(seeded: Env) -> None:
         assert not queue.is_paused("alice")
         task = queue.claim()
         assert task is not None
-        assert task.user_id == "alice"
+        assert task.tenant == "alice"
 
 
 def test_pause_needs_the_token(seeded: Env) -> None:

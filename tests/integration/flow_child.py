@@ -24,7 +24,7 @@ class LoggingHandler(TaskHandler):
         self.pid = os.getpid()
 
     def log(self, task: Task, event: str) -> None:
-        line = {"tenant": task.user_id, "id": task.task_id, "pid": self.pid, "event": event}
+        line = {"tenant": task.tenant, "id": task.task_id, "pid": self.pid, "event": event}
         line["t"] = time.time()
         os.write(self.fd, (json.dumps(line) + "\n").encode())
 

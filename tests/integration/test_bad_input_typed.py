@@ -54,9 +54,9 @@ def test_execute_after_beyond_year_9999_is_refused(queue: FairQueue, when: float
         queue.push(Task.create("alice", execute_after=when))
     assert info.value.field == "execute_after"
     with pytest.raises(TaskValidationError):
-        Task(task_id="t1", user_id="alice", execute_after=when)
+        Task(task_id="t1", tenant="alice", execute_after=when)
     with pytest.raises(TaskValidationError):
-        Task(task_id="t1", user_id="alice", created_at=when)
+        Task(task_id="t1", tenant="alice", created_at=when)
     _nothing_stored(queue)
 
 
@@ -108,5 +108,5 @@ def test_non_string_name_is_a_typed_error(queue: FairQueue, name: object) -> Non
     assert isinstance(info.value, TaskValidationError)
     assert info.value.field == "name"
     with pytest.raises(TaskTypeError):
-        Task(task_id="t1", user_id="alice", name=name)  # type: ignore[arg-type]
+        Task(task_id="t1", tenant="alice", name=name)  # type: ignore[arg-type]
     _nothing_stored(queue)

@@ -35,7 +35,7 @@ pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 def msg(task_id: str, user: str = "alice", *, delay: float = 0.0) -> Message:
     return Message(
         task_id=task_id,
-        user_id=user,
+        tenant=user,
         priority=Priority.NORMAL,
         body=b'{"n": 1}',
         delay=delay,

@@ -47,7 +47,7 @@ def held(server_url: str) -> Iterator[tuple[FairQueue, Any, str]]:
         for user in ("bob", "carol"):
             queue.push_batch([Task.create(user, payload={"i": i}) for i in range(3)])
         started = [queue.claim(), queue.claim()]
-        assert sorted(t.user_id for t in started if t is not None) == ["bob", "carol"]
+        assert sorted(t.tenant for t in started if t is not None) == ["bob", "carol"]
         queue.pause("alice")
         queue.push_batch([Task.create("alice", payload={"i": i}) for i in range(2)])
         queue.push_batch([Task.create("dave", payload={"i": i}) for i in range(2)])
@@ -76,7 +76,7 @@ def test_held_tenants_are_sound_and_repair_changes_nothing(
     assert queue.get_tenant_limits("bob").capped
     # still held: only dave is served
     served = [queue.claim() for _ in range(4)]
-    assert [t.user_id for t in served if t is not None] == ["dave", "dave"]
+    assert [t.tenant for t in served if t is not None] == ["dave", "dave"]
 
 
 def test_a_paused_or_capped_tenant_in_an_active_set_is_found_and_removed(

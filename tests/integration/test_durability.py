@@ -44,7 +44,7 @@ SHORT_MS = 50  # the wait on a server that has no replica: every one runs out
 
 
 def _msg(task_id: str, tenant: str = "u") -> Message:
-    return Message(task_id=task_id, user_id=tenant, priority=Priority.NORMAL, body=b"{}")
+    return Message(task_id=task_id, tenant=tenant, priority=Priority.NORMAL, body=b"{}")
 
 
 def _queue() -> str:

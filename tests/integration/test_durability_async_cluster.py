@@ -25,7 +25,7 @@ SHORT_MS = 50
 
 
 def _msg(task_id: str, tenant: str) -> Message:
-    return Message(task_id=task_id, user_id=tenant, priority=Priority.NORMAL, body=b"{}")
+    return Message(task_id=task_id, tenant=tenant, priority=Priority.NORMAL, body=b"{}")
 
 
 def _waits(client: Any) -> int:

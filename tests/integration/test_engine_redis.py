@@ -41,7 +41,7 @@ def test_from_config_round_trip_and_weights(valkey_server: Any) -> None:
             queue.push(Task.create("heavy", payload={"i": i}))
             queue.push(Task.create("light", payload={"i": i}))
         batch = queue.claim_batch(8)
-        assert [t.user_id for t in batch].count("heavy") == 6
+        assert [t.tenant for t in batch].count("heavy") == 6
         assert queue.finish_batch([(t, t.payload["i"]) for t in batch]) == [True] * 8
         assert queue.get_result(batch[0].task_id) == batch[0].payload["i"]
 

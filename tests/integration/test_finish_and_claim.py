@@ -135,7 +135,7 @@ def test_a_poisoned_claim_goes_to_the_dlq_and_the_rest_is_claimed(counted: Any) 
     [held] = fq.claim_batch(1)
     bad = Message(
         task_id="bad",
-        user_id="alice",
+        tenant="alice",
         priority=Priority.NORMAL,
         body=b"\xff not json",
         created_at=time.time(),
@@ -185,7 +185,7 @@ def test_replicated_durability_waits_after_the_call(valkey_server: Any, queue_na
     try:
         plain.push_batch(
             [
-                Message(task_id=f"r{i}", user_id="u", priority=Priority.NORMAL, body=b"{}")
+                Message(task_id=f"r{i}", tenant="u", priority=Priority.NORMAL, body=b"{}")
                 for i in range(3)
             ]
         )

@@ -44,7 +44,7 @@ def small_server(request: pytest.FixtureRequest) -> Iterator[Any]:
 
 
 def _msg(task_id: str) -> Message:
-    return Message(task_id=task_id, user_id="u", priority=Priority.NORMAL, body=BODY)
+    return Message(task_id=task_id, tenant="u", priority=Priority.NORMAL, body=BODY)
 
 
 def _fill(backend: RedisBackend, prefix: str) -> int:

@@ -510,7 +510,7 @@ def test_list_dlq_lists_an_entry_with_unreadable_meta(valkey_server: Any) -> Non
         assert ft_of(queue, raw, "bad") == b"poisoned"
         [entry] = queue.list_dlq()
         assert entry.entry_id == "bad"
-        assert entry.original_task.user_id == "mallory"
+        assert entry.original_task.tenant == "mallory"
         assert "unreadable record" in entry.original_task.headers["x-fairque-unreadable"]
         assert "unreadable record" in entry.reason
         assert queue.purge_dlq(["bad"]) == 1

@@ -57,7 +57,7 @@ def _jain(values: list[int]) -> float:
 
 
 def _message(task_id: str, tenant: str) -> Message:
-    return Message(task_id=task_id, user_id=tenant, priority=Priority.NORMAL, body=b"{}")
+    return Message(task_id=task_id, tenant=tenant, priority=Priority.NORMAL, body=b"{}")
 
 
 def _drop(client: Any, backend: PartitionedBackend) -> None:
@@ -97,7 +97,7 @@ def test_three_partitions_on_the_cluster_are_fair_spread_ordered_and_lose_nothin
             got = backend.claim(count=CLAIM_COUNT)
             assert got, "the queue ran dry before every task was served"
             for claimed in got:
-                tenant = claimed.message.user_id
+                tenant = claimed.message.tenant
                 served[tenant] += 1
                 order[tenant].append(claimed.message.task_id)
                 per_master[masters[partition_for(tenant, P)]] += 1
@@ -160,7 +160,7 @@ def test_partitions_with_unequal_tenant_counts_are_served_by_their_active_weight
         served: Counter[str] = Counter()
         while sum(served.values()) < 10 * len(tenants):
             got = backend.claim(count=CLAIM_COUNT)
-            served.update(c.message.user_id for c in got)
+            served.update(c.message.tenant for c in got)
             backend.finish_batch([(c.message.task_id, c.lease.token, None) for c in got])
         assert max(served.values()) < 20
         assert _jain([served[t] for t in tenants]) >= 0.98, served
@@ -206,7 +206,7 @@ def test_the_asyncio_face_pushes_claims_and_finishes(valkey_server: Any) -> None
                 got = await queue.backend.claim(count=2)
                 assert got
                 for claimed in got:
-                    seen.add(claimed.message.user_id)
+                    seen.add(claimed.message.tenant)
                     await queue.backend.finish(claimed.message.task_id, claimed.lease.token)
             assert seen == set(tenants)
             assert (await queue.backend.stats())["finished"] == len(tenants)

@@ -246,7 +246,7 @@ def test_one_batcher_shared_by_threads(make_queue) -> None:
     for tenant, pendings in results.items():
         ids = [p.result(timeout=0) for p in pendings]
         # each thread's pushes keep their order (FIFO inside the tenant)
-        assert [t.task_id for t in claimed if t.user_id == tenant] == ids
+        assert [t.task_id for t in claimed if t.tenant == tenant] == ids
 
 
 # ---------------------------------------------------------------- async
@@ -344,7 +344,7 @@ def test_async_batcher_shared_by_coroutines(make_async_queue) -> None:
             assert (await queue.get_stats())["pushed"] == 100
             claimed = await queue.claim_batch(100)
             for i, ids in enumerate(sent):
-                assert [t.task_id for t in claimed if t.user_id == f"c{i}"] == ids
+                assert [t.task_id for t in claimed if t.tenant == f"c{i}"] == ids
             await queue.purge_all()
 
     asyncio.run(scenario())

@@ -52,7 +52,7 @@ def setup(server_url: str) -> Iterator[tuple[RedisBackend, Any, str]]:
 
 
 def msg(task_id: str, user: str = "alice", delay: float = 0.0) -> Message:
-    return Message(task_id=task_id, user_id=user, priority=Priority.NORMAL, body=b"{}", delay=delay)
+    return Message(task_id=task_id, tenant=user, priority=Priority.NORMAL, body=b"{}", delay=delay)
 
 
 def snapshot(raw: Any, name: str) -> dict[bytes, Any]:
@@ -122,7 +122,7 @@ def test_every_priority_as_the_client_spells_it_is_stored(
 ) -> None:
     backend, raw, name = setup
     for p in Priority:
-        m = Message(task_id=f"t{int(p)}", user_id="alice", priority=p, body=b"{}")
+        m = Message(task_id=f"t{int(p)}", tenant="alice", priority=p, body=b"{}")
         assert backend.push(m) is True
         assert raw.hget(f"fq:{{{name}}}:task:t{int(p)}", "p") == str(int(p)).encode()
     # a delay of 0 ms spelled "0" and a window "0" are the plain case: ready now

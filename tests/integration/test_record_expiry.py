@@ -28,7 +28,7 @@ TTL_MS = 60_000
 def message(task_id: str, *depends_on: str) -> Message:
     return Message(
         task_id=task_id,
-        user_id="alice",
+        tenant="alice",
         priority=Priority.NORMAL,
         body=b"{}",
         created_at=1_700_000_000.0,

@@ -42,7 +42,7 @@ def _delta(raw: Any, before: dict[str, int]) -> dict[str, int]:
 
 
 def _msg(task_id: str, tenant: str = "u") -> Message:
-    return Message(task_id=task_id, user_id=tenant, priority=Priority.NORMAL, body=b"{}")
+    return Message(task_id=task_id, tenant=tenant, priority=Priority.NORMAL, body=b"{}")
 
 
 def _queue() -> str:

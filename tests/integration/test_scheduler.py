@@ -218,7 +218,7 @@ def test_an_hour_down_follows_the_misfire_policy(open_queue: Callable[[], FairQu
     assert scheduler.run_once(back + 1) == []  # recorded: nothing fires twice
     task = admin.get_task(by_schedule["once"][0])
     assert task is not None
-    assert task.user_id == "run-once"
+    assert task.tenant == "run-once"
 
 
 # ---------------------------------------------------------------------- the CLI, kill -9

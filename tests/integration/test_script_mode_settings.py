@@ -179,7 +179,7 @@ def test_a_query_in_the_url_wins_over_the_field(valkey_server: Any, raw: Any) ->
 def _message(task_id: str, tenant: str) -> Any:
     from fairque_core import Message, Priority
 
-    return Message(task_id=task_id, user_id=tenant, priority=Priority.NORMAL, body=b"{}")
+    return Message(task_id=task_id, tenant=tenant, priority=Priority.NORMAL, body=b"{}")
 
 
 def _drive(backend: PartitionedBackend) -> None:

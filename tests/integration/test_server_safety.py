@@ -43,7 +43,7 @@ SESSION = {"valkey": "valkey_server", "redis7": "redis7_server"}
 
 
 def _msg(task_id: str) -> Message:
-    return Message(task_id=task_id, user_id="u", priority=Priority.NORMAL, body=b"{}")
+    return Message(task_id=task_id, tenant="u", priority=Priority.NORMAL, body=b"{}")
 
 
 def _server(kind: str, *args: str) -> Any:

@@ -34,7 +34,7 @@ class Gate(TaskHandler):
 
     def process_task(self, task: Task) -> object:
         self.started.append(task.task_id)
-        if task.user_id == "flood" and not self.open.is_set():
+        if task.tenant == "flood" and not self.open.is_set():
             self.permits.acquire(timeout=HANG)
         return None
 

@@ -39,7 +39,7 @@ msgpack_payloads = st.dictionaries(
 
 
 def task_with(payload: dict[str, Any]) -> Task:
-    return Task(task_id="t-1", user_id="tenant-a", payload=payload)
+    return Task(task_id="t-1", tenant="tenant-a", payload=payload)
 
 
 def host(*plugins: object) -> PluginHost:

@@ -38,7 +38,7 @@ def _queue() -> FairQueue:
         backend.push_batch(
             [
                 Message(
-                    task_id=f"{tenant}-{i}", user_id=tenant, priority=Priority.NORMAL, body=b"{}"
+                    task_id=f"{tenant}-{i}", tenant=tenant, priority=Priority.NORMAL, body=b"{}"
                 )
                 for i in range(100)
             ]

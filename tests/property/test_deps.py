@@ -85,7 +85,7 @@ def test_deterministic(edges: dict[str, list[str]]) -> None:
 
 
 def _tasks(edges: dict[str, list[str]]) -> list[Task]:
-    return [Task(task_id=node, user_id="u", depends_on=tuple(deps)) for node, deps in edges.items()]
+    return [Task(task_id=node, tenant="u", depends_on=tuple(deps)) for node, deps in edges.items()]
 
 
 @given(graphs)
@@ -112,8 +112,8 @@ def test_examples() -> None:
 
 
 def test_duplicate_task_id_keeps_its_first_entry() -> None:
-    first = Task(task_id="a", user_id="u", depends_on=("b",))
-    again = Task(task_id="a", user_id="u", depends_on=())
+    first = Task(task_id="a", tenant="u", depends_on=("b",))
+    again = Task(task_id="a", tenant="u", depends_on=())
     assert dependency_edges([first, again]) == {"a": ("b",)}
 
 

@@ -66,7 +66,7 @@ user_lists = st.none() | st.lists(st.sampled_from(KNOWN_USERS), max_size=3, uniq
 messages = st.builds(
     lambda tid, user, prio, delay, deps, body, max_retries: Message(
         task_id=tid,
-        user_id=user,
+        tenant=user,
         priority=prio,
         body=body,
         max_retries=max_retries,
@@ -208,7 +208,7 @@ class ModelVsRedis(RuleBasedStateMachine):
 
     def do_push(self, m: Message) -> None:
         self.both(
-            f"push({m.task_id}, {m.user_id}, {m.priority.name}, delay={m.delay}, "
+            f"push({m.task_id}, {m.tenant}, {m.priority.name}, delay={m.delay}, "
             f"deps={m.depends_on})",
             lambda b: b.push(m),
         )
@@ -219,7 +219,7 @@ class ModelVsRedis(RuleBasedStateMachine):
         label = (
             "push_batch("
             + ", ".join(
-                f"{m.task_id}/{m.user_id}/{int(m.priority)}/{m.delay}/{m.depends_on}" for m in ms
+                f"{m.task_id}/{m.tenant}/{int(m.priority)}/{m.delay}/{m.depends_on}" for m in ms
             )
             + ")"
         )
@@ -448,7 +448,7 @@ class ModelVsRedis(RuleBasedStateMachine):
             attrs.evolve(m, unique_key=key, unique_window=window if key else 0.0)
             for m, key in zip(ms, keys, strict=False)
         ]
-        label = ", ".join(f"{m.task_id}/{m.user_id}/{m.unique_key or '-'}" for m in batch)
+        label = ", ".join(f"{m.task_id}/{m.tenant}/{m.unique_key or '-'}" for m in batch)
         self.both(
             f"push_batch_detailed({label}, window={window})", lambda b: b.push_batch_detailed(batch)
         )
@@ -503,9 +503,7 @@ class ModelVsRedis(RuleBasedStateMachine):
             lambda b: b.set_limits({"max_running": cap}, tenant=user),
         )
         fresh = [t for t in TASK_IDS if self.model.get_state(t) is None][: cap + 1]
-        batch = [
-            Message(task_id=t, user_id=user, priority=Priority.NORMAL, body=b"") for t in fresh
-        ]
+        batch = [Message(task_id=t, tenant=user, priority=Priority.NORMAL, body=b"") for t in fresh]
         self.both(f"push_batch({fresh} for {user})", lambda b: b.push_batch(batch))
         for _ in range(2):
             got = self.both(f"claim(count={count})", lambda b: b.claim(count=count))
@@ -530,7 +528,7 @@ class ModelVsRedis(RuleBasedStateMachine):
         changes = {"rate": rate, "burst": burst}
         self.both(f"set_limits({changes}, {user})", lambda b: b.set_limits(changes, tenant=user))
         fresh = [t for t in TASK_IDS if self.model.get_state(t) is None][:3]
-        batch = [Message(task_id=t, user_id=user, priority=Priority.HIGH, body=b"") for t in fresh]
+        batch = [Message(task_id=t, tenant=user, priority=Priority.HIGH, body=b"") for t in fresh]
         self.both(f"push_batch({fresh} for {user})", lambda b: b.push_batch(batch))
         for seconds in steps:
             got = self.both("claim(count=2)", lambda b: b.claim(count=2))
@@ -548,7 +546,7 @@ class ModelVsRedis(RuleBasedStateMachine):
             f"set_limits(max_queued={cap}, {user})",
             lambda b: b.set_limits({"max_queued": cap}, tenant=user),
         )
-        batch = [attrs.evolve(m, user_id=user, depends_on=()) for m in ms]
+        batch = [attrs.evolve(m, tenant=user, depends_on=()) for m in ms]
         for m in batch[:2]:
             self.both(f"push({m.task_id}, {user}, delay={m.delay})", lambda b, m=m: b.push(m))
         label = ", ".join(f"{m.task_id}/{m.delay}" for m in batch)

@@ -54,7 +54,7 @@ def _backend(clock=None, **config):
 
 
 def _msg(task_id: str, user: str, priority: Priority = Priority.NORMAL) -> Message:
-    return Message(task_id=task_id, user_id=user, priority=priority, body=b"{}")
+    return Message(task_id=task_id, tenant=user, priority=priority, body=b"{}")
 
 
 def _pop_users(backend, n: int, counts: list[int], **kw) -> list[str]:
@@ -66,7 +66,7 @@ def _pop_users(backend, n: int, counts: list[int], **kw) -> list[str]:
         i += 1
         got = backend.claim(count=want, **kw)
         assert got, "a backlogged queue ran dry"
-        out.extend(c.message.user_id for c in got)
+        out.extend(c.message.tenant for c in got)
     return out
 
 
@@ -175,7 +175,7 @@ def test_assigned_before_steal(backlog, assigned, steal, counts):
         if not got:
             break
         for c in got:
-            u = c.message.user_id
+            u = c.message.tenant
             if not everyone and u not in assigned:
                 assert u in steal, (u, assigned, steal)
                 assert all(left.get(a, 0) == 0 for a in assigned), (u, left)
@@ -212,7 +212,7 @@ def test_critical_before_normal_within_a_tenant(pushes, ticks, counts):
     while got := backend.claim(count=counts[i % len(counts)]):
         i += 1
         for c in got:
-            u = c.message.user_id
+            u = c.message.tenant
             if c.message.priority is Priority.CRITICAL:
                 critical_left[u] -= 1
                 crit_order[u].append(c.message.task_id)
@@ -434,7 +434,7 @@ def test_newcomer_bound_in_every_mode(
             continue
         c = _claim_one(backend)
         assert c is not None
-        u = c.message.user_id
+        u = c.message.tenant
         if u == newcomer:
             break
         if not strict or tier_of[u] == new_tier:
@@ -505,6 +505,6 @@ def test_unstarted_claims_cost_nothing(n, actions):
             assert backend.requeue_expired(10) == 1
     if paid:
         reference.claim(count=paid, assigned=[users[0]])
-    got = [c.message.user_id for c in backend.claim(count=3 * n)]
-    want = [c.message.user_id for c in reference.claim(count=3 * n)]
+    got = [c.message.tenant for c in backend.claim(count=3 * n)]
+    want = [c.message.tenant for c in reference.claim(count=3 * n)]
     assert got == want

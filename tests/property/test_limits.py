@@ -45,7 +45,7 @@ def _backend(clock: FakeClock, **config: object) -> InMemoryBackend:
 def _fill(backend: InMemoryBackend, user: str, n: int) -> None:
     backend.push_batch(
         [
-            Message(task_id=f"{user}-{i}", user_id=user, priority=Priority.NORMAL, body=b"")
+            Message(task_id=f"{user}-{i}", tenant=user, priority=Priority.NORMAL, body=b"")
             for i in range(n)
         ]
     )
@@ -68,7 +68,7 @@ class Runner:
         if not got:
             return None
         c = got[0]
-        user = c.message.user_id
+        user = c.message.tenant
         self.served.append(user)
         self.times.append(self.clock.now - self.step)
         if user == hold:

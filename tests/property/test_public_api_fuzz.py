@@ -242,7 +242,7 @@ def expected_readback(task: Task, pushed_from: float, pushed_to: float, got: Tas
     * ``execute_after`` reads back as ``created_at + max(0, execute_after - push time)``.
     """
     problems = []
-    for field in ("task_id", "user_id", "priority", "max_retries", "created_at", "name"):
+    for field in ("task_id", "tenant", "priority", "max_retries", "created_at", "name"):
         if getattr(got, field) != getattr(task, field):
             problems.append(f"{field} {getattr(got, field)!r} != {getattr(task, field)!r}")
     if tuple(got.depends_on) != tuple(task.depends_on):
@@ -290,7 +290,7 @@ class Fuzzer:
         ):
             if data.draw(st.booleans(), label=f"give {key}"):
                 kwargs[key] = data.draw(strategy, label=key)
-        user = data.draw(maybe(tenants), label="user_id")
+        user = data.draw(maybe(tenants), label="tenant")
         priority = data.draw(priorities, label="priority")
         payload = data.draw(st.one_of(st.none(), payloads), label="payload")
         return attempt("Task.create", lambda: Task.create(user, priority, payload, **kwargs))
@@ -298,7 +298,7 @@ class Fuzzer:
     def task_init(self, data: st.DataObject) -> tuple[bool, Any]:
         kwargs: dict[str, Any] = {
             "task_id": data.draw(st.one_of(fresh_ids, fresh_ids, junk, odd_strings)),
-            "user_id": data.draw(maybe(tenants)),
+            "tenant": data.draw(maybe(tenants)),
         }
         for key, strategy in (
             ("priority", priorities),

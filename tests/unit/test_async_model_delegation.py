@@ -43,7 +43,7 @@ def test_every_port_method_is_a_coroutine_function() -> None:
 def test_a_delegated_call_runs_on_the_shared_model() -> None:
     async def main() -> None:
         backend = AsyncInMemoryBackend()
-        message = Message(task_id="t1", user_id="u1", priority=Priority.NORMAL, body=b"")
+        message = Message(task_id="t1", tenant="u1", priority=Priority.NORMAL, body=b"")
         assert await backend.push(message) is True
         assert backend.model.get_message("t1") == message  # the same model underneath
         claimed = await backend.claim(worker_id="w1", count=5)

@@ -191,7 +191,7 @@ def test_create_matches_the_validated_constructor(broken: str | None, data: st.D
                 raise TaskValidationError("priority", priority, "must be 1-6") from exc
         return Task(
             task_id=task_id if task_id is not None else getattr(made, "task_id", "t-1"),
-            user_id=user_id,
+            tenant=user_id,
             priority=priority_,
             payload=dict(check_mapping(payload, "payload")) if payload is not None else {},
             max_retries=max_retries,
@@ -294,7 +294,7 @@ def test_decoding_matches_the_validated_constructor(
     unique_key, window, lease = values["unique_key"], values["window"], values["lease"]
     message = Message(
         task_id=task_id,
-        user_id=user_id,
+        tenant=user_id,
         priority=priority,
         body=b'{"n":1}',
         retry_count=retry_count,
@@ -311,7 +311,7 @@ def test_decoding_matches_the_validated_constructor(
     def checked() -> Task:  # what decoding did before it had a lean path
         return Task(
             task_id=task_id,
-            user_id=user_id,
+            tenant=user_id,
             priority=priority,
             payload={"n": 1},
             retry_count=retry_count,

@@ -142,9 +142,9 @@ def test_poisoned_payload_goes_to_dlq_and_pop_continues(
     queue: FairQueue, backend: InMemoryBackend, host: RecordingHost
 ) -> None:
     backend.push(
-        Message(task_id="bad", user_id="alice", priority=Priority.NORMAL, body=b"{not json")
+        Message(task_id="bad", tenant="alice", priority=Priority.NORMAL, body=b"{not json")
     )
-    backend.push(Message(task_id="list", user_id="alice", priority=Priority.NORMAL, body=b"[1, 2]"))
+    backend.push(Message(task_id="list", tenant="alice", priority=Priority.NORMAL, body=b"[1, 2]"))
     queue.push(Task.create("alice", payload={"fine": 1}, task_id="good"))
     got = queue.claim()
     assert got is not None
@@ -158,7 +158,7 @@ def test_poisoned_payload_goes_to_dlq_and_pop_continues(
 
 def test_pop_batch_only_poison_returns_empty(queue: FairQueue, backend: InMemoryBackend) -> None:
     for i in range(3):
-        backend.push(Message(task_id=f"p{i}", user_id="u", priority=Priority.LOW, body=b"\xff"))
+        backend.push(Message(task_id=f"p{i}", tenant="u", priority=Priority.LOW, body=b"\xff"))
     assert queue.claim_batch(2) == []
     assert queue.get_stats()["dlq"] == 3
 
@@ -265,7 +265,7 @@ def test_from_config_memory_applies_weights(host: RecordingHost) -> None:
         for i in range(6):
             queue.push(Task.create("alice", task_id=f"a{i}"))
             queue.push(Task.create("bob", task_id=f"b{i}"))
-        users = [t.user_id for t in queue.claim_batch(8)]
+        users = [t.tenant for t in queue.claim_batch(8)]
         assert users.count("alice") == 6
         assert users.count("bob") == 2
 
@@ -296,9 +296,7 @@ def test_async_engine_round_trip(clock: FakeClock, host: RecordingHost) -> None:
             ids = await queue.push_batch(
                 [Task.create("a", payload={"i": i}, task_id=f"t{i}") for i in range(3)]
             )
-            await backend.push(
-                Message(task_id="bad", user_id="a", priority=Priority.LOW, body=b"x")
-            )
+            await backend.push(Message(task_id="bad", tenant="a", priority=Priority.LOW, body=b"x"))
             got = await queue.claim_batch(5)
             assert [t.task_id for t in got] == ids
             assert await queue.finish_batch([(t, None) for t in got[:2]]) == [True, True]

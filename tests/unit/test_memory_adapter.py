@@ -17,7 +17,7 @@ from fairque_core.memory import AsyncInMemoryBackend, InMemoryBackend, backend_f
 
 
 def _message(task_id: str, user_id: str) -> Message:
-    return Message(task_id=task_id, user_id=user_id, priority=Priority.NORMAL, body=b"")
+    return Message(task_id=task_id, tenant=user_id, priority=Priority.NORMAL, body=b"")
 
 
 def test_threads_pushing_and_claiming_lose_nothing() -> None:

@@ -45,7 +45,7 @@ def test_default_json_round_trip() -> None:
     [{"x": float("nan")}, {"x": float("inf")}, {"x": {1: "int key"}}, {"x": object()}],
 )
 def test_default_json_is_strict(payload: dict[str, Any]) -> None:
-    task = Task(task_id="t-1", user_id="u", payload=payload)
+    task = Task(task_id="t-1", tenant="u", payload=payload)
     with pytest.raises(TaskSerializationError):
         host().encode(task)
 

@@ -72,7 +72,7 @@ def test_priority_order_matches_value() -> None:
 
 def test_create_fills_defaults() -> None:
     task = Task.create("tenant-a", Priority.HIGH, {"n": 1})
-    assert task.user_id == "tenant-a"
+    assert task.tenant == "tenant-a"
     assert task.priority is Priority.HIGH
     assert task.payload == {"n": 1}
     assert uuid.UUID(task.task_id).version == 4
@@ -108,7 +108,7 @@ def test_create_rejects_bad_priority(priority: int) -> None:
 
 def test_task_rejects_a_non_priority() -> None:
     with pytest.raises(TaskValidationError, match="priority"):
-        Task(task_id="x", user_id="t", priority=3)  # type: ignore[arg-type]
+        Task(task_id="x", tenant="t", priority=3)  # type: ignore[arg-type]
 
 
 def test_max_retries_must_be_non_negative() -> None:
@@ -121,9 +121,9 @@ def test_max_retries_must_be_non_negative() -> None:
 
 
 def test_can_retry_follows_the_count() -> None:
-    task = Task(task_id="x", user_id="t", retry_count=2, max_retries=3)
+    task = Task(task_id="x", tenant="t", retry_count=2, max_retries=3)
     assert task.can_retry()
-    assert not Task(task_id="x", user_id="t", retry_count=3, max_retries=3).can_retry()
+    assert not Task(task_id="x", tenant="t", retry_count=3, max_retries=3).can_retry()
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
@@ -132,7 +132,7 @@ def test_non_finite_times_are_rejected(bad: float) -> None:
         Task.create("t", execute_after=bad)
     assert info.value.field == "execute_after"
     with pytest.raises(TaskValidationError) as info:
-        Task(task_id="x", user_id="t", created_at=bad)
+        Task(task_id="x", tenant="t", created_at=bad)
     assert info.value.field == "created_at"
 
 
@@ -146,9 +146,9 @@ def test_check_finite() -> None:
 
 def test_payload_and_headers_are_checked() -> None:
     with pytest.raises(TaskValidationError, match="payload"):
-        Task(task_id="x", user_id="t", payload=[1, 2])  # type: ignore[arg-type]
+        Task(task_id="x", tenant="t", payload=[1, 2])  # type: ignore[arg-type]
     with pytest.raises(TaskValidationError, match="headers"):
-        Task(task_id="x", user_id="t", headers={"k": 1})  # type: ignore[dict-item]
+        Task(task_id="x", tenant="t", headers={"k": 1})  # type: ignore[dict-item]
     task = Task.create("t", headers={"traceparent": "00-abc"})
     assert task.headers == {"traceparent": "00-abc"}
 
@@ -156,10 +156,10 @@ def test_payload_and_headers_are_checked() -> None:
 def test_lease_takes_no_part_in_equality() -> None:
     from fairque_core import Lease
 
-    plain = Task(task_id="x", user_id="t", created_at=1.0, execute_after=1.0)
+    plain = Task(task_id="x", tenant="t", created_at=1.0, execute_after=1.0)
     leased = Task(
         task_id="x",
-        user_id="t",
+        tenant="t",
         created_at=1.0,
         execute_after=1.0,
         lease=Lease(token="tok", deadline=2.0),
@@ -201,7 +201,7 @@ def test_bad_ids_are_rejected_naming_field_and_value(value: str) -> None:
 def test_task_rejects_bad_tenant_and_task_ids(value: str) -> None:
     with pytest.raises(TaskValidationError) as info:
         Task.create(value)
-    assert (info.value.field, info.value.value) == ("user_id", value)
+    assert (info.value.field, info.value.value) == ("tenant", value)
     with pytest.raises(TaskValidationError) as info:
         Task.create("ok", task_id=value)
     assert (info.value.field, info.value.value) == ("task_id", value)
@@ -216,7 +216,7 @@ def test_task_rejects_bad_tenant_and_task_ids(value: str) -> None:
 )
 def test_good_ids_pass(value: str) -> None:
     assert validate_id(value) == value
-    assert Task.create(value, task_id=value).user_id == value
+    assert Task.create(value, task_id=value).tenant == value
 
 
 def test_non_string_id_is_rejected() -> None:

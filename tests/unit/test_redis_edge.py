@@ -27,7 +27,7 @@ SECRET = "fq-SECRET-6d1f0c2e"
 
 
 def _msg(task_id: str, body: bytes = b"{}") -> Message:
-    return Message(task_id=task_id, user_id="u", priority=Priority.NORMAL, body=body)
+    return Message(task_id=task_id, tenant="u", priority=Priority.NORMAL, body=body)
 
 
 def _closed_port() -> int:
@@ -242,6 +242,6 @@ def test_unreadable_records_are_typed_and_salvaged(fields: list[bytes | None]) -
         read_message(fields)
     salvaged = salvage_message(fields, str(info.value))
     assert salvaged.task_id == "t1"
-    assert salvaged.user_id == "alice"
+    assert salvaged.tenant == "alice"
     assert salvaged.body == b"{}"
     assert "unreadable" in salvaged.headers["x-fairque-unreadable"]

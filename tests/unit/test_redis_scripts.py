@@ -323,7 +323,7 @@ def test_script_errors_come_back_typed(raw_client: Any, valkey_server: Any) -> N
             backend.finish("nope", "tok")
         # the script itself refuses what the client check would have caught
         call = backend._planner.push(
-            [Message(task_id="big", user_id="u", priority=Priority.LOW, body=b"x" * 10)]
+            [Message(task_id="big", tenant="u", priority=Priority.LOW, body=b"x" * 10)]
         )
         args = list(call.args)
         args[6] = "5"  # max payload bytes in the common header
@@ -340,7 +340,7 @@ def test_sync_backend_survives_script_flush(raw_client: Any, valkey_server: Any)
 
     backend = RedisBackend.from_url(valkey_server.url, queue="flush-sync")
     try:
-        msg = Message(task_id="t1", user_id="u", priority=Priority.NORMAL, body=b"{}")
+        msg = Message(task_id="t1", tenant="u", priority=Priority.NORMAL, body=b"{}")
         assert backend.push(msg) is True
         raw_client.script_flush()
         [claimed] = backend.claim()
@@ -360,7 +360,7 @@ def test_async_backend_survives_script_flush(raw_client: Any, valkey_server: Any
     async def scenario() -> None:
         backend = AsyncRedisBackend.from_url(valkey_server.url, queue="flush-async")
         try:
-            msg = Message(task_id="t1", user_id="u", priority=Priority.CRITICAL, body=b"{}")
+            msg = Message(task_id="t1", tenant="u", priority=Priority.CRITICAL, body=b"{}")
             assert await backend.push(msg) is True
             assert await backend.push(msg) is False
             raw_client.script_flush()

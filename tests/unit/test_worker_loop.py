@@ -648,7 +648,7 @@ def test_turns_keep_each_tenants_order_and_bound_a_newcomers_wait(
         if op == "add":
             tenant = f"u{arg}"
             slot = _slot(tenant, f"{tenant}-{n}")
-            if not any(s.task.user_id == tenant for s in held.values()):
+            if not any(s.task.tenant == tenant for s in held.values()):
                 newcomer[slot.task.task_id] = (set(held), len(popped))
             buffer.append(slot)
             held[slot.task.task_id] = slot

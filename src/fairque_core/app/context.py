@@ -67,7 +67,7 @@ class TaskContext:
 
     @property
     def tenant(self) -> str:
-        return self.task.user_id
+        return self.task.tenant
 
     def xcom_push(self, key: str, value: object) -> None:
         """Publish ``value`` under ``key``, stored when the task finishes (with its result,

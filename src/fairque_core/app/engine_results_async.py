@@ -156,7 +156,7 @@ class AsyncResultMixin(MixinHost):
     def encode_xcom(self, task: Task, key: str, value: object) -> bytes:
         """``value`` encoded by the queue's codec for XCom ``key`` of ``task``; typed errors
         name the key (TaskSerializationError, XComTooLargeError over ``max_payload_bytes``)."""
-        stub = Task(task_id=task.task_id, user_id=task.user_id, payload={_XCOM_FIELD: value})
+        stub = Task(task_id=task.task_id, tenant=task.tenant, payload={_XCOM_FIELD: value})
         try:
             body, content_type = self._plugins.encode(stub)
         except Exception as exc:

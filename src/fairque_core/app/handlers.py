@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar, overload
 
 from fairque_core.app.context import current_task_context
+from fairque_core.app.deprecation import warn_renamed
 from fairque_core.app.workflows import INJECT_HEADER
 from fairque_core.domain.enums import Priority
 from fairque_core.domain.errors import TaskSerializationError, TaskValidationError, UnknownTaskError
@@ -32,6 +33,11 @@ __all__ = [
 ]
 
 R = TypeVar("R")
+
+# TaskFunction.create's tenant when none was passed (the deprecated ``user_id=`` may name it)
+_NO_TENANT: Any = object()
+# warn_renamed <- _tenant_of <- create/step <- the caller
+_CALLER = 4
 
 # keywords of TaskFunction.create that are task options, not function arguments
 _CREATE_OPTIONS = ("task_id", "priority", "execute_after", "depends_on", "max_retries", "headers")
@@ -82,10 +88,15 @@ class TaskHandler:
 class TaskFunction(Generic[R]):
     """A registered task function.
 
-    ``fn(user_id, *args, **kwargs)`` (same as ``fn.create``) returns a Task for tenant
-    ``user_id`` whose payload is ``{"args": [...], "kwargs": {...}}``; ``fn.call(*args,
-    **kwargs)`` runs the function here and now. With ``bind=True`` the function receives the
-    running :class:`Task` as its first argument (not part of the payload).
+    ``fn(tenant, *args, **kwargs)`` (same as ``fn.create``) returns a Task for ``tenant``
+    whose payload is ``{"args": [...], "kwargs": {...}}``; ``fn.call(*args, **kwargs)`` runs
+    the function here and now. With ``bind=True`` the function receives the running
+    :class:`Task` as its first argument (not part of the payload).
+
+    The tenant is positional-only, so the function may have a ``tenant`` parameter of its own.
+    The deprecated ``user_id=`` keyword (ADR 23) still names the tenant, with a
+    DeprecationWarning, unless the function has a ``user_id`` parameter: then it is the
+    function's argument, as it always was.
     """
 
     def __init__(
@@ -104,11 +115,13 @@ class TaskFunction(Generic[R]):
         self.bind = bind
         self.is_async = inspect.iscoroutinefunction(fn)
         self._signature = inspect.signature(fn)
+        self._takes_user_id = "user_id" in self._signature.parameters
         functools.update_wrapper(self, fn)
 
     def create(
         self,
-        user_id: str,
+        tenant: str = _NO_TENANT,
+        /,
         *args: Any,
         task_id: str | None = None,
         priority: Priority | int | None = None,
@@ -119,9 +132,10 @@ class TaskFunction(Generic[R]):
         **kwargs: Any,
     ) -> Task:
         """A new Task (fresh id unless ``task_id``) that runs this function with the args."""
+        tenant = self._tenant_of(tenant, kwargs)
         self._check_args(args, kwargs)
         return Task.create(
-            user_id,
+            tenant,
             self.priority if priority is None else priority,
             {"args": list(args), "kwargs": dict(kwargs)},
             task_id=task_id,
@@ -134,23 +148,41 @@ class TaskFunction(Generic[R]):
 
     __call__ = create
 
-    def step(self, user_id: str, *args: Any, **kwargs: Any) -> Task:
+    def step(self, tenant: str = _NO_TENANT, /, *args: Any, **kwargs: Any) -> Task:
         """``create`` for a chain step or a chord callback: the arguments are checked with
         the injected parent result(s) in front, which the worker passes as the first
         argument (``workflows``, ADR 27); only the rest are stored. Task options
         (``task_id``, ``priority`` ...) are keywords, as for ``create``."""
+        tenant = self._tenant_of(tenant, kwargs)
         options = {k: kwargs.pop(k) for k in _CREATE_OPTIONS if k in kwargs}
         self._check_args((None, *args), kwargs)
         priority = options.pop("priority", None)
         max_retries = options.pop("max_retries", None)
         return Task.create(
-            user_id,
+            tenant,
             self.priority if priority is None else priority,
             {"args": list(args), "kwargs": dict(kwargs)},
             name=self.name,
             max_retries=self.max_retries if max_retries is None else max_retries,
             **options,
         )
+
+    def _tenant_of(self, tenant: str, kwargs: dict[str, Any]) -> str:
+        """The tenant passed first, or the deprecated ``user_id=`` keyword (taken out of
+        ``kwargs``) when the function has no parameter of that name."""
+        if "user_id" in kwargs and not self._takes_user_id:
+            if tenant is not _NO_TENANT:
+                raise TypeError(f"{self.name}() got both a tenant and 'user_id'")
+            warn_renamed(
+                f"the keyword user_id= of the task function {self.name}",
+                "the tenant as its first argument",
+                stacklevel=_CALLER,
+            )
+            found: str = kwargs.pop("user_id")
+            return found
+        if tenant is _NO_TENANT:
+            raise TypeError(f"{self.name}() missing the tenant (its first argument)")
+        return tenant
 
     def call(self, *args: Any, **kwargs: Any) -> Any:
         """Run the function directly (a coroutine for an async function)."""

@@ -82,7 +82,7 @@ def to_message(
     current = time.time() if now is None else now
     return unchecked_message(
         task_id=task.task_id,
-        user_id=task.user_id,
+        tenant=task.tenant,
         priority=task.priority,
         body=body,
         content_type=content_type,
@@ -143,7 +143,7 @@ def decode_message(message: Message, host: PluginHostLike, lease: Lease | None =
             # the validators, which would check it all again (issue 17)
             return unchecked_task(
                 task_id=message.task_id,
-                user_id=message.user_id,
+                tenant=message.tenant,
                 priority=message.priority,
                 payload=payload,
                 retry_count=message.retry_count,
@@ -160,7 +160,7 @@ def decode_message(message: Message, host: PluginHostLike, lease: Lease | None =
     try:  # the validators say what is wrong with it
         return Task(
             task_id=message.task_id,
-            user_id=message.user_id,
+            tenant=message.tenant,
             priority=message.priority,
             payload=payload,
             retry_count=message.retry_count,
@@ -194,7 +194,7 @@ def _plain_record(message: Message, payload: object, lease: Lease | None, ready:
     unique_key, window = message.unique_key, message.unique_window
     if not (
         is_valid_id(message.task_id)
-        and is_valid_id(message.user_id)
+        and is_valid_id(message.tenant)
         and type(message.priority) is Priority
         and type(payload) is dict
         and _is_count(message.retry_count)
@@ -266,7 +266,7 @@ def stub_task(message: Message) -> Task | None:
     try:
         return Task(
             task_id=message.task_id,
-            user_id=message.user_id,
+            tenant=message.tenant,
             priority=message.priority,
             name=message.name,
             created_at=message.created_at,

@@ -49,7 +49,7 @@ class TurnBuffer:
         return iter([slot for _, _, slot in sorted(self._heap, key=lambda e: e[:2])])
 
     def append(self, slot: Slot) -> None:
-        tenant = slot.task.user_id
+        tenant = slot.task.tenant
         last = self._last.get(tenant)
         turn = self._turn if last is None else last + 1
         self._last[tenant] = turn
@@ -61,7 +61,7 @@ class TurnBuffer:
         """The next task to start; IndexError when empty."""
         turn, _, slot = heapq.heappop(self._heap)
         self._turn = turn
-        tenant = slot.task.user_id
+        tenant = slot.task.tenant
         left = self._count[tenant] - 1
         if left:
             self._count[tenant] = left
@@ -86,6 +86,6 @@ class TurnBuffer:
         self._last.clear()
         self._count.clear()
         for turn, _, slot in kept:
-            tenant = slot.task.user_id
+            tenant = slot.task.tenant
             self._last[tenant] = max(turn, self._last.get(tenant, turn))
             self._count[tenant] = self._count.get(tenant, 0) + 1

@@ -9,6 +9,7 @@ from typing import Any
 
 import attrs
 
+from fairque_core.domain.deprecation import rename_init_keyword, renamed_keyword, warn_renamed
 from fairque_core.domain.enums import FailureType, Priority
 from fairque_core.domain.errors import TaskTypeError, TaskValidationError
 from fairque_core.domain.validation import (
@@ -118,16 +119,20 @@ class Lease:
     worker_id: str = attrs.field(default="", validator=_check_str)
 
 
+@rename_init_keyword("user_id", "tenant")
 @attrs.frozen(kw_only=True)
 class Task:
-    """One unit of work for one tenant (``user_id``).
+    """One unit of work for one tenant.
 
-    ``lease`` is set on tasks handed out by ``pop`` and is what ``finish``/``fail``/``heartbeat``
-    present as proof; it takes no part in equality.
+    ``lease`` is set on tasks handed out by ``claim`` and is what ``finish``/``fail``/
+    ``heartbeat`` present as proof; it takes no part in equality.
+
+    ``user_id`` is the deprecated spelling of ``tenant`` (ADR 23): readable as a property and
+    accepted as a keyword of ``Task(...)`` and ``Task.create(...)``, with a DeprecationWarning.
     """
 
     task_id: str = attrs.field(validator=_check_id)
-    user_id: str = attrs.field(validator=_check_id)
+    tenant: str = attrs.field(validator=_check_id)
     priority: Priority = attrs.field(default=Priority.NORMAL, validator=_check_priority)
     payload: Mapping[str, Any] = attrs.field(factory=dict, validator=_check_payload)
     retry_count: int = attrs.field(default=0, validator=_check_count)
@@ -147,10 +152,17 @@ class Task:
     unique_window_seconds: float = attrs.field(default=0.0, validator=_check_window)
     lease: Lease | None = attrs.field(default=None, eq=False, repr=False, validator=_check_lease)
 
+    @property
+    def user_id(self) -> str:
+        """Deprecated: use :attr:`tenant` (ADR 23)."""
+        warn_renamed("Task.user_id", "Task.tenant")
+        return self.tenant
+
     @classmethod
+    @renamed_keyword("Task", "user_id", "tenant")
     def create(
         cls,
-        user_id: str,
+        tenant: str,
         priority: Priority | int = Priority.NORMAL,
         payload: Mapping[str, Any] | None = None,
         *,
@@ -178,7 +190,7 @@ class Task:
         key = unique_key if unique_key is not None else ""
         window = unique_window_seconds or 0.0
         if (
-            is_valid_id(user_id)
+            is_valid_id(tenant)
             and (task_id is None or is_valid_id(task_id))
             and (payload is None or type(payload) is dict)
             and type(max_retries) is int
@@ -195,7 +207,7 @@ class Task:
             # validators, which would check it all again (the common case, issue 17)
             return unchecked_task(
                 task_id=task_id if task_id is not None else new_task_id(),
-                user_id=user_id,
+                tenant=tenant,
                 priority=priority,
                 payload=dict(payload) if payload is not None else {},
                 retry_count=0,
@@ -212,7 +224,7 @@ class Task:
         # anything else goes through the validators, which raise the typed error it earns
         return cls(
             task_id=task_id if task_id is not None else new_task_id(),
-            user_id=user_id,
+            tenant=tenant,
             priority=priority,
             payload=dict(check_mapping(payload, "payload")) if payload is not None else {},
             max_retries=max_retries,
@@ -232,16 +244,21 @@ class Task:
         return self.retry_count < self.max_retries
 
 
+@rename_init_keyword("user_id", "tenant")
 @attrs.frozen(kw_only=True)
 class Message:
     """A task as a backend stores it: the payload already encoded by the codec.
 
     ``delay`` is seconds from the moment the backend receives the message until the task is
     ready (0 for ready now); the backend's clock decides the absolute time.
+
+    ``user_id`` is the deprecated spelling of ``tenant`` (ADR 23): a property and a keyword of
+    ``Message(...)``, with a DeprecationWarning. Backends store the tenant as they always did
+    (the Redis record's ``u`` field): the name of the attribute is not part of any record.
     """
 
     task_id: str
-    user_id: str
+    tenant: str
     priority: Priority
     body: bytes
     content_type: str = "application/json"
@@ -255,6 +272,12 @@ class Message:
     #: the push deduplication key (``""``: none) and its window in seconds after the task ends
     unique_key: str = ""
     unique_window: float = 0.0
+
+    @property
+    def user_id(self) -> str:
+        """Deprecated: use :attr:`tenant` (ADR 23)."""
+        warn_renamed("Message.user_id", "Message.tenant")
+        return self.tenant
 
 
 @attrs.frozen(kw_only=True)
@@ -352,7 +375,7 @@ def _plain_headers(value: object) -> bool:
 def unchecked_task(
     *,
     task_id: str,
-    user_id: str,
+    tenant: str,
     priority: Priority,
     payload: Mapping[str, Any],
     retry_count: int,
@@ -370,7 +393,7 @@ def unchecked_task(
     (``depends_on`` a tuple, ``headers`` a dict of its own): no check runs here."""
     task: Task = _new(Task)
     _put(task, "task_id", task_id)
-    _put(task, "user_id", user_id)
+    _put(task, "tenant", tenant)
     _put(task, "priority", priority)
     _put(task, "payload", payload)
     _put(task, "retry_count", retry_count)
@@ -399,7 +422,7 @@ def unchecked_lease(*, token: str, deadline: float, worker_id: str) -> Lease:
 def unchecked_message(
     *,
     task_id: str,
-    user_id: str,
+    tenant: str,
     priority: Priority,
     body: bytes,
     content_type: str,
@@ -417,7 +440,7 @@ def unchecked_message(
     cheaper spelling of ``Message(...)`` for the push and claim paths)."""
     message: Message = _new(Message)
     _put(message, "task_id", task_id)
-    _put(message, "user_id", user_id)
+    _put(message, "tenant", tenant)
     _put(message, "priority", priority)
     _put(message, "body", body)
     _put(message, "content_type", content_type)

@@ -40,7 +40,7 @@ class DLQOps(ModelStore):
         rec.reason = reason
         rec.moved_ms = now
         self._dlq[task_id] = now
-        self._bump("dead", self._tenant(rec.message.user_id))
+        self._bump("dead", self._tenant(rec.message.tenant))
         self._ended(rec, now)
         self._cancel_dependents(task_id, rec, now)
 
@@ -85,7 +85,7 @@ class DLQOps(ModelStore):
             rec.failure_type = None
             rec.reason = ""
             rec.error = ""
-            self._bump("dlq_requeued", self._tenant(rec.message.user_id))
+            self._bump("dlq_requeued", self._tenant(rec.message.tenant))
             self._move(rec, TaskEvent.DLQ_REQUEUE)
             self._make_ready(task_id, rec, now)
         return len(ids)

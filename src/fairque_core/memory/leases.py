@@ -70,8 +70,8 @@ class LeaseOps(DLQOps):
         self._move(rec, TaskEvent.FINISH)
         rec.result = result
         rec.xcom = dict(xcom or {})  # the same step as the finish (XCom, ADR 27)
-        self._bump("finished", self._tenant(rec.message.user_id))
-        self._bump("result_bytes", self._tenant(rec.message.user_id), len(result or b""))
+        self._bump("finished", self._tenant(rec.message.tenant))
+        self._bump("result_bytes", self._tenant(rec.message.tenant), len(result or b""))
         rec.message = attrs.evolve(rec.message, body=b"")  # the payload goes (issue 16)
         self._close_record(rec, now)
         self._release_dependents(rec, task_id, now)
@@ -111,7 +111,7 @@ class LeaseOps(DLQOps):
         rec = self._leased(task_id, token, now)
         self._drop_lease(task_id, rec)
         rec.token = token  # kept until the next claim, so that a repeat is recognised
-        tenant = self._tenant(rec.message.user_id)
+        tenant = self._tenant(rec.message.tenant)
         if retry_delay is not None:
             rec.message = attrs.evolve(rec.message, retry_count=rec.message.retry_count + 1)
             rec.reason = reason
@@ -135,8 +135,8 @@ class LeaseOps(DLQOps):
         now = self._now()
         rec = self._leased(task_id, token, now)
         self._drop_lease(task_id, rec)
-        self._fair.refund(rec.message.user_id)  # released unstarted: the turn is given back
-        self._bump("released", self._tenant(rec.message.user_id))
+        self._fair.refund(rec.message.tenant)  # released unstarted: the turn is given back
+        self._bump("released", self._tenant(rec.message.tenant))
         self._move(rec, TaskEvent.RELEASE)
         self._make_ready(task_id, rec, rec.ready_ms, head=True)
 
@@ -148,10 +148,10 @@ class LeaseOps(DLQOps):
         for _deadline, task_id in expired:
             rec = self._records[task_id]
             if rec.deadline_ms == rec.claim_deadline_ms:
-                self._fair.refund(rec.message.user_id)  # never heartbeated: never started
+                self._fair.refund(rec.message.tenant)  # never heartbeated: never started
             self._drop_lease(task_id, rec)
             rec.recoveries += 1
-            tenant = self._tenant(rec.message.user_id)
+            tenant = self._tenant(rec.message.tenant)
             if rec.recoveries > self._config.max_recoveries:
                 reason = f"lease expired {rec.recoveries} times"
                 self._to_dlq(

@@ -189,7 +189,7 @@ def check_push(store: ModelStore, messages: Sequence[Message], now: int) -> None
         if message.task_id in seen or store._live(message.task_id, now) is not None:
             continue
         seen.add(message.task_id)
-        adding[message.user_id] = adding.get(message.user_id, 0) + 1
+        adding[message.tenant] = adding.get(message.tenant, 0) + 1
     for user_id, count in adding.items():
         cap = effective(store, user_id).max_queued
         if cap is None:

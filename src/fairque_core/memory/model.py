@@ -75,12 +75,12 @@ class InMemoryBackend(LeaseOps, ScheduleOps, OperatorOps, ResultOps, FigureOps, 
         return [self._push_one(message, now) for message in messages]
 
     def _push_one(self, message: Message, now: int) -> tuple[bool, str]:
-        tenant = self._tenant(message.user_id)
+        tenant = self._tenant(message.tenant)
         if self._live(message.task_id, now) is not None:
             self._bump("duplicates", tenant)
             return False, message.task_id
         if message.unique_key:
-            slot = (message.user_id, message.unique_key)
+            slot = (message.tenant, message.unique_key)
             hold = self._unique.get(slot)
             if hold is not None and (hold.until_ms is None or hold.until_ms > now):
                 self._bump("duplicates", tenant)
@@ -114,7 +114,7 @@ class InMemoryBackend(LeaseOps, ScheduleOps, OperatorOps, ResultOps, FigureOps, 
         )
         self._records[message.task_id] = rec
         self._bump("pushed", tenant)
-        self._first_push.setdefault(message.user_id, now)
+        self._first_push.setdefault(message.tenant, now)
         if failed_parent:  # waiting, then canceled in the same step
             self._move(rec, TaskEvent.DEPENDENCY_FAILED)
             rec.reason = f"dependency {failed_parent} did not finish"
@@ -132,7 +132,7 @@ class InMemoryBackend(LeaseOps, ScheduleOps, OperatorOps, ResultOps, FigureOps, 
         for due_ms, task_id in due[: self._config.delayed_move_limit]:
             del self._delayed[task_id]
             rec = self._records[task_id]
-            self._tenant(rec.message.user_id).scheduled -= 1
+            self._tenant(rec.message.tenant).scheduled -= 1
             self._move(rec, TaskEvent.DUE)
             self._make_ready(task_id, rec, due_ms)
         if due:
@@ -197,7 +197,7 @@ class InMemoryBackend(LeaseOps, ScheduleOps, OperatorOps, ResultOps, FigureOps, 
         rec = self._live(task_id, now)
         if rec is None or rec.state not in _ALIVE:
             return False
-        tenant = self._tenant(rec.message.user_id)
+        tenant = self._tenant(rec.message.tenant)
         if rec.state is TaskState.QUEUED:
             self._remove_ready(task_id, rec)
         elif rec.state is TaskState.SCHEDULED:

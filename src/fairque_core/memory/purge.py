@@ -95,14 +95,14 @@ class OperatorOps(ModelStore):
         return sum(
             self._purge_one(task_id, now)
             for task_id in ids
-            if user_id is None or self._records[task_id].message.user_id == user_id
+            if user_id is None or self._records[task_id].message.tenant == user_id
         )
 
     def _purge_one(self, task_id: str, now: int) -> int:
         rec: TaskRecord | None = self._live(task_id, now)
         if rec is None:
             return 0
-        tenant = self._tenant(rec.message.user_id)
+        tenant = self._tenant(rec.message.tenant)
         if rec.state is TaskState.QUEUED:
             self._remove_ready(task_id, rec)
         elif rec.state is TaskState.SCHEDULED:

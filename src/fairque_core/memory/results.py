@@ -64,7 +64,7 @@ class ResultOps(ModelStore):
 
 
 def _value(rec: TaskRecord, tenant: str, key: str) -> bytes | None:
-    if rec.message.user_id != tenant:
+    if rec.message.tenant != tenant:
         return None  # another tenant's task reads exactly as an absent one
     if key == RETURN_VALUE:
         return rec.result

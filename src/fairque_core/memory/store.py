@@ -194,7 +194,7 @@ class ModelStore:
 
     def _check_message(self, message: Message) -> None:
         validate_id(message.task_id, "task_id")
-        validate_id(message.user_id, "user_id")
+        validate_id(message.tenant, "tenant")
         for dep in message.depends_on:
             validate_id(dep, "depends_on")
         if len(message.body) > self._config.max_payload_bytes:
@@ -206,7 +206,7 @@ class ModelStore:
     ) -> None:
         """Put a (queued) task into its tenant's ready structures (critical FIFO or scored
         heap); the tenant becomes active and the wake signal is set."""
-        user_id = rec.message.user_id
+        user_id = rec.message.tenant
         tenant = self._tenant(user_id)
         rec.ready_ms = ready_ms
         if rec.message.priority.is_critical:
@@ -226,7 +226,7 @@ class ModelStore:
         self._wake.signal()
 
     def _remove_ready(self, task_id: str, rec: TaskRecord) -> None:
-        user_id = rec.message.user_id
+        user_id = rec.message.tenant
         tenant = self._tenant(user_id)
         if rec.message.priority.is_critical:
             tenant.critical.remove(task_id)
@@ -239,7 +239,7 @@ class ModelStore:
         """Hold a (scheduled) task until ``due_ms``."""
         rec.due_ms = due_ms
         self._delayed[task_id] = due_ms
-        self._tenant(rec.message.user_id).scheduled += 1
+        self._tenant(rec.message.tenant).scheduled += 1
         self._wake.lower_next_due(due_ms)
 
     def _recompute_next_due(self) -> None:
@@ -254,12 +254,12 @@ class ModelStore:
     # ------------------------------------------------------------------ leases and records
     def _drop_lease(self, task_id: str, rec: TaskRecord) -> None:
         self._leases.pop(task_id, None)
-        self._tenant(rec.message.user_id).leased -= 1
+        self._tenant(rec.message.tenant).leased -= 1
         rec.token = ""
         rec.worker_id = ""
         rec.deadline_ms = 0
         if self._limits.on:
-            limits.lease_ended(self, rec.message.user_id, self._now())
+            limits.lease_ended(self, rec.message.tenant, self._now())
 
     def _leased(self, task_id: str, token: str, now: int) -> TaskRecord:
         rec = self._live(task_id, now)
@@ -276,13 +276,13 @@ class ModelStore:
         its window from now (or freed), and every result waiter is woken."""
         message = rec.message
         if message.unique_key:
-            hold = self._unique.get((message.user_id, message.unique_key))
+            hold = self._unique.get((message.tenant, message.unique_key))
             if hold is not None and hold.task_id == message.task_id:
                 window = to_ms(message.unique_window)
                 if window > 0:
                     hold.until_ms = now + window
                 else:
-                    del self._unique[(message.user_id, message.unique_key)]
+                    del self._unique[(message.tenant, message.unique_key)]
         self._done.notify_all()
 
     # ------------------------------------------------------------------ dependencies
@@ -296,7 +296,7 @@ class ModelStore:
                     continue
                 self._move(child, TaskEvent.DEPENDENCY_FAILED)
                 child.reason = f"dependency {parent_id} did not finish"
-                self._bump("canceled", self._tenant(child.message.user_id))
+                self._bump("canceled", self._tenant(child.message.tenant))
                 self._close_record(child, now)
                 stack.append((child_id, child))
 

@@ -69,7 +69,7 @@ def decode_message(fields: Sequence[Any]) -> Message:
     prio = _PRIORITIES.get(priority)
     return unchecked_message(
         task_id=to_text(task_id),
-        user_id=to_text(user_id),
+        tenant=to_text(user_id),
         priority=prio if prio is not None else Priority(int(priority)),
         body=to_bytes(body),
         content_type=content_type,
@@ -132,7 +132,7 @@ def salvage_message(fields: Sequence[Any], problem: str) -> Message:
         user = "unknown"
     return Message(
         task_id=to_text(task_id),
-        user_id=user,
+        tenant=user,
         priority=prio,
         body=body if isinstance(body, bytes) else b"",
         headers={UNREADABLE_HEADER: problem[:200]},

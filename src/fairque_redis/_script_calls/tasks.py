@@ -34,7 +34,7 @@ class TaskCalls(CallsBase):
 
     def check_message(self, message: Message) -> None:
         validate_id(message.task_id, "task_id")
-        validate_id(message.user_id, "user_id")
+        validate_id(message.tenant, "tenant")
         for dep in message.depends_on:
             validate_id(dep, "depends_on")
         if message.unique_key:
@@ -57,7 +57,7 @@ class TaskCalls(CallsBase):
         for m in messages:
             args += [
                 m.task_id,
-                m.user_id,
+                m.tenant,
                 int(m.priority),
                 to_ms(m.delay),
                 encode_meta(m),
