@@ -19,6 +19,7 @@ import pytest
 from fairque_core import (
     FairQueue,
     QueueBackend,
+    QueueConfig,
     RegistryHandler,
     ResultTimeoutError,
     Task,
@@ -96,6 +97,45 @@ def test_xcom_values_are_written_with_the_finish_and_kept_per_tenant(
     # another tenant reads exactly what it would read of a task that does not exist
     assert backend.xcom_get("bob", [("p1", "rows"), ("p1", "return_value")]) == [None, None]
     assert backend.xcom_get("bob", [("nope", "rows")]) == [None]
+
+
+def _finish_with_xcom(backend: QueueBackend, task_id: str, xcom: dict[str, bytes]) -> None:
+    [claimed] = backend.claim()
+    assert claimed.message.task_id == task_id
+    backend.finish(task_id, claimed.lease.token, None, xcom)
+
+
+def test_xcom_values_end_with_the_record_and_a_reused_id_starts_without_them(
+    make_backend: Callable[..., QueueBackend], clock: FakeClock
+) -> None:
+    # XCom values live as long as the finished record (result_ttl_seconds). Once it expired, a
+    # push may reuse the id: the new task has no values, neither while it waits nor after a
+    # finish that publishes none (an empty value is a value like any other while it lives)
+    ttl = 12.0
+    backend = make_backend(config=QueueConfig(result_ttl_seconds=ttl))
+    keys = [("p1", "a"), ("p1", "b"), ("p1", "return_value")]
+    backend.push(msg("p1", "alice"))
+    _finish_with_xcom(backend, "p1", {"a": b"", "b": b"x"})
+    assert backend.xcom_get("alice", keys) == [b"", b"x", None]
+    clock.advance(ttl + 0.001)
+    assert backend.xcom_get("alice", keys) == [None, None, None]
+    assert backend.push(msg("p1", "alice", body=b""))
+    assert backend.xcom_get("alice", keys) == [None, None, None]
+    _finish_with_xcom(backend, "p1", {})
+    assert backend.xcom_get("alice", keys) == [None, None, None]
+
+    # the id reused by another tenant, then by the first one again: the first task's values
+    # do not come back either
+    backend.push(msg("p2", "alice"))
+    _finish_with_xcom(backend, "p2", {"a": b"old"})
+    clock.advance(ttl + 0.001)
+    assert backend.push(msg("p2", "bob"))
+    assert backend.xcom_get("alice", [("p2", "a")]) == [None]
+    assert backend.xcom_get("bob", [("p2", "a")]) == [None]
+    assert backend.cancel("p2")
+    clock.advance(ttl + 0.001)
+    assert backend.push(msg("p2", "alice"))
+    assert backend.xcom_get("alice", [("p2", "a")]) == [None]
 
 
 def test_outcomes_of_finished_failed_and_canceled_tasks(backend: QueueBackend) -> None:

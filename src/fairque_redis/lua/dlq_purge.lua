@@ -2,7 +2,7 @@
 --[[ dlq_purge: delete dead-letter entries and their tasks for good (purge_dlq).
 
   KEYS[1] meta  KEYS[2] stats  KEYS[3] tiers  KEYS[4] delayed  KEYS[5] leases  KEYS[6] dlq
-  (derived) task:<id> waits:<id> children:<id>
+  (derived) task:<id> waits:<id> children:<id> done:<id> xcom:<tenant>:<id> (fq_forget)
   ARGV[1..7] common header (see _include/core.lua)
   ARGV[8] 1 = every entry, 0 = the N ids that follow: ARGV[9] N, ids
   Returns: how many entries were purged

@@ -3,7 +3,9 @@
 
   KEYS[1] meta  KEYS[2] stats  KEYS[3] tiers  KEYS[4] delayed  KEYS[5] leases  KEYS[6] dlq
   (derived) task:<id> waits:<id> children:<id> c:<tenant> n:<tenant> tenant:<t> ts:<t>
-  tenants (a tenant's first stored message enters it, scored by now; see fq_close)
+  tenants (a tenant's first stored message enters it, scored by now; see fq_close); an id
+  whose record is past its logical expiry is stored anew after its keys are deleted
+  (fq_forget: task, waits, children, done:<id> and its XCom values xcom:<tenant>:<id>)
   ARGV[1..7] common header (see _include/core.lua)
   ARGV[8]  number of messages N
   then per message: id, user, priority (1-6), delay ms, meta (opaque), body, unique key ('' =

@@ -34,10 +34,17 @@ local function fq_rec(q, id)
   }
 end
 
--- forget every key of task `id` (an expired record being replaced, or a DLQ purge)
+-- forget every key of task `id` (an expired record being replaced, or a DLQ purge),
+-- including its XCom values (xcom:<tenant>:<id>, the tenant read from the record): they live
+-- as long as the record, and a logical expiry deletes nothing, so a reused id would read the
+-- old task's values otherwise. A key damaged into another type has no tenant to read (pcall)
+-- and is deleted all the same
 local function fq_forget(q, id)
-  redis.call('DEL', fq_task_key(q, id), fq_waits_key(q, id), fq_children_key(q, id),
-    fq_done_key(q, id))
+  local key = fq_task_key(q, id)
+  local u = redis.pcall('HGET', key, 'u')
+  local keys = {key, fq_waits_key(q, id), fq_children_key(q, id), fq_done_key(q, id)}
+  if type(u) == 'string' then keys[5] = fq_xcom_key(q, u, id) end
+  redis.call('DEL', unpack(keys))
 end
 
 -- the task ended (finished, failed for good, canceled). Its unique key, if it still holds
