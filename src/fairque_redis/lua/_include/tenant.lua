@@ -46,6 +46,7 @@ end
 -- a tenant record without an activation number: if its bare id is in its active set (written
 -- before activation order existed), give it the next number and rewrite the member
 local function fq_migrate_member(q, u, t)
+  if q.av ~= nil then q.av.drop(q) end -- a claim's view of an active set (claim.lua)
   local key = fq_active_key(q, fq_tier_key(q, t))
   local score = redis.call('ZSCORE', key, u)
   if score == false then
@@ -98,12 +99,16 @@ local function fq_is_active(q, u)
   return on
 end
 
--- (re)score active tenant u at its pass (its member string kept for the call: t.member_of)
+-- (re)score active tenant u at its pass (its member string kept for the call: t.member_of).
+-- While a claim holds a view of u's active set (q.av, claim.lua), a tenant of the view is
+-- rescored in the view only (written back once per call), any other write drops the view
 local function fq_place(q, u, t)
+  local key = fq_active_key(q, fq_tier_key(q, t))
+  if q.av ~= nil and q.av.place(q, u, t, key) then return end
   if t.member_of ~= t.act then
     t.member, t.member_of = fq_active_member(u, t.act), t.act
   end
-  redis.call('ZADD', fq_active_key(q, fq_tier_key(q, t)), fq_int(t.pass), t.member)
+  redis.call('ZADD', key, fq_int(t.pass), t.member)
 end
 
 -- a tenant with ready work joins its active set (a newcomer's entry), unless a limit holds
@@ -134,7 +139,10 @@ local function fq_deactivate(q, u)
   local t = fq_tenant(q, u)
   local tier = fq_tier_key(q, t)
   local key = fq_active_key(q, tier)
-  if t.act ~= nil then redis.call('ZREM', key, fq_active_member(u, t.act)) end
+  if t.act ~= nil then
+    if q.av ~= nil then q.av.forget(q, u, t, key) end -- it leaves a claim's view too
+    redis.call('ZREM', key, fq_active_member(u, t.act))
+  end
   if redis.call('ZCARD', key) == 0 then
     redis.call('ZREM', q.tiers, tier)
     q.top_tier = nil
