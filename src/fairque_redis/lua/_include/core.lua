@@ -25,8 +25,11 @@ local FQ_SEQ_FORMAT = '%0' .. FQ_SEQ_WIDTH .. 'd'
 local FQ_MS_PER_SECOND = 1000
 local FQ_US_PER_MS = 1000
 
+-- fq_int of the small numbers most writes carry (HINCRBY by 1 and -1 above all), unformatted
+local FQ_SMALL_INTS = {[-1] = '-1', [0] = '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'}
+
 local function fq_int(n)
-  return string.format('%d', n)
+  return FQ_SMALL_INTS[n] or string.format('%d', n)
 end
 
 local function fq_err(code, detail)
@@ -264,7 +267,7 @@ local function fq_close(q)
   end
   for u, t in pairs(q.tenant_cache) do
     if t.dirty and not t.broken then
-      local key = fq_tenant_key(q, u)
+      local key = t.key or fq_tenant_key(q, u)
       if t.act == nil then
         redis.pcall('HSET', key, 'pass', fq_int(t.pass))
       elseif t.restored then

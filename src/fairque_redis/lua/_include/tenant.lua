@@ -63,7 +63,8 @@ end
 local function fq_tenant(q, u)
   local t = q.tenant_cache[u]
   if t == nil then
-    local v = redis.pcall('HMGET', fq_tenant_key(q, u), 'pass', 'stride', 'tier', 'act',
+    local key = fq_tenant_key(q, u)
+    local v = redis.pcall('HMGET', key, 'pass', 'stride', 'tier', 'act',
       'lim', 'tat', 'hold', 'capd', 'pau')
     -- a tenant hash of another type (damaged behind the client's back) reads as a fresh
     -- tenant marked broken: never written back; the claim deactivates it (claim.lua)
@@ -72,6 +73,7 @@ local function fq_tenant(q, u)
     -- lim/tat/hold/capd: flow control (limits.lua): own limits, GCRA tat (us), no start
     -- before `hold` (ms), capped
     t = {
+      key = key, -- kept for fq_close's write
       pass = tonumber(v[1]) or 0,
       stride = tonumber(v[2]) or FQ_DEFAULT_STRIDE,
       tier = tonumber(v[3]) or 0,
