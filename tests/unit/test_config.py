@@ -377,6 +377,18 @@ def test_direct_construction_is_validated_too() -> None:
         config.lease_seconds = -1  # validators also run on assignment
 
 
+@pytest.mark.parametrize(
+    ("section", "field"),
+    [("queue", "lease_seconds"), ("queue", "result_ttl_seconds"), ("queue", "retry_base_seconds")],
+)
+def test_an_int_too_large_for_a_float_is_a_typed_error(section: str, field: str) -> None:
+    # math.isfinite(10**400) raises OverflowError; hypothesis found it through QueueConfig
+    with pytest.raises(ConfigurationError) as info:
+        QueueConfig(**{field: 10**400})
+    assert info.value.path == f"{section}.{field}"
+    assert "must be a number" in str(info.value)
+
+
 def test_configuration_error_is_a_value_error() -> None:
     assert isinstance(_error({"redis": {"port": 0}}), ValueError)
 

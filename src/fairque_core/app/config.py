@@ -124,9 +124,13 @@ def _number(
         if isinstance(value, bool) or not isinstance(value, allowed):
             raise _fail(inst, attribute, value, rule)
         assert isinstance(value, (int, float))  # narrowed for mypy
+        try:  # an int too large for a float would overflow every later use as seconds
+            finite = math.isfinite(value)
+        except OverflowError:
+            finite = False
         too_low = value <= low if low_open else value < low
         too_high = value >= high if high_open else value > high
-        if not math.isfinite(value) or too_low or too_high:
+        if not finite or too_low or too_high:
             raise _fail(inst, attribute, value, rule)
 
     return check
