@@ -124,10 +124,10 @@ local function fq_schedule(q, r, due_ms)
 end
 
 -- the lease ends: its fields are cleared in one HSET together with the caller's `fields`
--- (field, value, ... to write as well, or nil); the leases entry is removed at once, or, when
--- `unlease` (a list) is given, appended to it for the caller's one batched ZREM. With
--- `keep_token` the token stays in `tok` (finish: a repeat of the same finish is recognised;
--- `tok` is then left as it is, not written again)
+-- (field, value, ... to write as well, or nil; the table is extended); the leases entry is
+-- removed at once, or, when `unlease` (a list) is given, appended to it for the caller's one
+-- batched ZREM. With `keep_token` the token stays in `tok` (finish: a repeat of the same
+-- finish is recognised; `tok` is then left as it is, not written again)
 local function fq_drop_lease(q, r, fields, unlease, keep_token)
   if unlease == nil then
     redis.call('ZREM', q.leases, r.id)
@@ -136,16 +136,13 @@ local function fq_drop_lease(q, r, fields, unlease, keep_token)
   end
   fq_bump(q, r.user, 'leased', -1)
   if r.limited then fq_limits_lease_ended(q, r.user) end
-  local args
-  if keep_token then
-    args = {'wk', '', 'dl', '0'}
-  else
-    args = {'tok', '', 'wk', '', 'dl', '0'}
+  -- the lease's fields go after the caller's, in its table (none overlap)
+  local args = fields or {}
+  local n = #args
+  args[n + 1], args[n + 2], args[n + 3], args[n + 4] = 'wk', '', 'dl', '0'
+  if not keep_token then
+    args[n + 5], args[n + 6] = 'tok', ''
     r.token = ''
-  end
-  if fields ~= nil then
-    local n_args = #args
-    for k = 1, #fields do args[n_args + k] = fields[k] end
   end
   redis.call('HSET', r.key or fq_task_key(q, r.id), unpack(args))
 end
