@@ -1,7 +1,7 @@
 """Instructions the server retires per claimed and per finished task, counted under callgrind.
 
     uv run --no-sync python bench/bench_claim_finish_ir.py [--compare REF_OR_SRC]
-        [--tenants T ...] [--batch N] [--calls C]
+        [--tenants T ...] [--batch N] [--calls C] [--rounds R] [--timed]
 
 The server CPU per drained task is mostly the claim and finish scripts (issue 17), and on this
 shared 2-core machine a server's µs per call moves by 10-20 % from run to run. Instructions
@@ -25,8 +25,10 @@ server time is taken as the server's clock (``now`` empty), as in production, so
 the real expiries too. Runs a few minutes. Instructions are not time (a cache miss costs more
 than an add), but a change that retires fewer of them on the same path is cheaper. Each
 counted stretch starts after a full collection of the functions' Lua heap.
-``FQ_IR_KEEP=1`` keeps the callgrind dumps (one per measure, in order) for
-``callgrind_annotate``.
+``--timed`` measures the same on a plain embedded Valkey as the server's µs in FCALL (INFO
+commandstats, reset before each stretch): medians, and the median of the per-round ratios,
+which are the figures to read on a shared machine. ``FQ_IR_KEEP=1`` keeps the callgrind
+dumps (one per measure, in order) for ``callgrind_annotate``. Figures: docs/benchmarks.md.
 """
 
 from __future__ import annotations
