@@ -19,19 +19,14 @@ tasks alike.
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fairque_core import FairQueue
-from fairque_core.app.engine_async import AsyncFairQueue
 from fairque_redis._function_library import LIBRARY
-from fairque_redis.async_backend import AsyncRedisBackend
-from fairque_redis.backend import RedisBackend
 
+from ._r11 import RUNS, Herd, eight_callers_load_once
 from .test_r11_script_flush import FIXTURES, KINDS, Flushing, Intervals, flush_under_load
 
 pytestmark = [pytest.mark.chaos, pytest.mark.redis]
@@ -71,83 +66,23 @@ def test_r11_function_flush_under_load(
     flush_under_load(kind, url, tmp_path, seconds=6.0, flushing=FUNCTIONS)
 
 
-def _loads(raw: Any) -> int:
-    return reading(raw, flush=False)[0]
+HERD = Herd(
+    label="R11 functions herd",
+    missing="a missing library",
+    load="FUNCTION LOAD",
+    url_suffix="",
+    queue="r11f-herd",
+    forget=lambda raw: raw.function_flush(),
+    loads=lambda raw: reading(raw, flush=False)[0],
+)
 
 
 @pytest.mark.timeout(30)
+@pytest.mark.parametrize("callers", sorted(RUNS))
 @pytest.mark.parametrize("kind", KINDS)
-def test_eight_threads_meeting_a_missing_library_load_it_once(
-    kind: str, request: pytest.FixtureRequest
+def test_eight_callers_meeting_a_missing_library_load_it_once(
+    kind: str, callers: str, request: pytest.FixtureRequest
 ) -> None:
-    import redis
-
+    # every FCALL waits behind CLIENT PAUSE, so all eight meet the missing library at once
     url = str(request.getfixturevalue(FIXTURES[kind]).url)
-    raw = redis.Redis.from_url(url)
-    backend = RedisBackend.from_url(url, queue="r11f-herd")
-    fq = FairQueue(backend)
-    try:
-        fq.get_stats()
-        pool = backend.client.connection_pool
-        held = [pool.get_connection() for _ in range(8)]  # eight connections, ready
-        for conn in held:
-            pool.release(conn)
-        before = _loads(raw)
-        raw.function_flush()
-        # every FCALL waits behind the pause, so all eight meet the missing library at once
-        raw.execute_command("CLIENT", "PAUSE", 300, "ALL")
-        failures: list[BaseException] = []
-
-        def stats() -> None:
-            try:
-                fq.get_stats()
-            except BaseException as exc:  # reported below
-                failures.append(exc)
-
-        threads = [threading.Thread(target=stats) for _ in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(10)
-        loads = _loads(raw) - before
-        print(f"R11 functions herd {kind}: 8 threads met a missing library, {loads} LOAD")
-        assert failures == []
-        assert loads == 1
-    finally:
-        fq.close()
-        raw.close()
-
-
-@pytest.mark.timeout(30)
-@pytest.mark.parametrize("kind", KINDS)
-def test_eight_tasks_meeting_a_missing_library_load_it_once(
-    kind: str, request: pytest.FixtureRequest
-) -> None:
-    import redis
-
-    url = str(request.getfixturevalue(FIXTURES[kind]).url)
-    raw = redis.Redis.from_url(url)
-
-    async def run() -> int:
-        backend = AsyncRedisBackend.from_url(url, queue="r11f-herd")
-        fq = AsyncFairQueue(backend)
-        try:
-            await fq.get_stats()
-            pool = backend.client.connection_pool
-            held = [await pool.get_connection() for _ in range(8)]
-            for conn in held:
-                await pool.release(conn)
-            before = _loads(raw)
-            raw.function_flush()
-            raw.execute_command("CLIENT", "PAUSE", 300, "ALL")
-            await asyncio.gather(*(fq.get_stats() for _ in range(8)))
-            return _loads(raw) - before
-        finally:
-            await fq.close()
-
-    try:
-        loads = asyncio.run(run())
-        print(f"R11 functions herd {kind} (asyncio): 8 tasks, {loads} FUNCTION LOAD")
-        assert loads == 1
-    finally:
-        raw.close()
+    eight_callers_load_once(kind, url, HERD, callers)

@@ -30,7 +30,6 @@ sends eight), threads and asyncio tasks alike.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import threading
 import time
@@ -43,11 +42,10 @@ from typing import Any
 import pytest
 
 from fairque_core import FairQueue, QueueConfig, Task
-from fairque_core.app.engine_async import AsyncFairQueue
-from fairque_redis.async_backend import AsyncRedisBackend
 from fairque_redis.backend import RedisBackend
 from fairque_redis.scripts import SOURCES
 
+from ._r11 import RUNS, Herd, eight_callers_load_once
 from .history import History, check, push_until_acknowledged, read_history
 from .invariants import check as check_invariants
 from .procs import WorkerProcs, wait_until
@@ -263,74 +261,23 @@ def test_r11_script_flush_under_load_with_a_restart(kind: str, tmp_path: Path) -
 # ---------------------------------------------------------------------- one load, many callers
 
 
-def _loads(raw: Any) -> int:
-    return reading(raw, flush=False)[0]
+HERD = Herd(
+    label="R11 herd",
+    missing="NOSCRIPT",
+    load="SCRIPT LOAD",
+    url_suffix=EVAL,
+    queue="r11-herd",
+    forget=lambda raw: raw.script_flush(),
+    loads=lambda raw: reading(raw, flush=False)[0],
+)
 
 
 @pytest.mark.timeout(30)
+@pytest.mark.parametrize("callers", sorted(RUNS))
 @pytest.mark.parametrize("kind", KINDS)
-def test_eight_threads_meeting_noscript_load_the_script_once(
-    kind: str, request: pytest.FixtureRequest
+def test_eight_callers_meeting_noscript_load_the_script_once(
+    kind: str, callers: str, request: pytest.FixtureRequest
 ) -> None:
-    import redis
-
+    # every EVALSHA waits behind CLIENT PAUSE, so all eight get NOSCRIPT before any reload
     url = str(request.getfixturevalue(FIXTURES[kind]).url)
-    raw = redis.Redis.from_url(url)
-    backend = RedisBackend.from_url(url + EVAL, queue="r11-herd")
-    fq = FairQueue(backend)
-    try:
-        fq.get_stats()
-        pool = backend.client.connection_pool
-        held = [pool.get_connection() for _ in range(8)]  # eight connections, ready
-        for conn in held:
-            pool.release(conn)
-        before = _loads(raw)
-        raw.script_flush()
-        # every EVALSHA waits behind the pause, so all eight get NOSCRIPT before any reload
-        raw.execute_command("CLIENT", "PAUSE", 300, "ALL")
-        threads = [threading.Thread(target=fq.get_stats) for _ in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(10)
-        loads = _loads(raw) - before
-        print(f"R11 herd {kind}: 8 threads met NOSCRIPT, {loads} SCRIPT LOAD")
-        assert loads == 1
-    finally:
-        fq.close()
-        raw.close()
-
-
-@pytest.mark.timeout(30)
-@pytest.mark.parametrize("kind", KINDS)
-def test_eight_tasks_meeting_noscript_load_the_script_once(
-    kind: str, request: pytest.FixtureRequest
-) -> None:
-    import redis
-
-    url = str(request.getfixturevalue(FIXTURES[kind]).url)
-    raw = redis.Redis.from_url(url)
-
-    async def run() -> int:
-        backend = AsyncRedisBackend.from_url(url + EVAL, queue="r11-herd")
-        fq = AsyncFairQueue(backend)
-        try:
-            await fq.get_stats()
-            pool = backend.client.connection_pool
-            held = [await pool.get_connection() for _ in range(8)]
-            for conn in held:
-                await pool.release(conn)
-            before = _loads(raw)
-            raw.script_flush()
-            raw.execute_command("CLIENT", "PAUSE", 300, "ALL")
-            await asyncio.gather(*(fq.get_stats() for _ in range(8)))
-            return _loads(raw) - before
-        finally:
-            await fq.close()
-
-    try:
-        loads = asyncio.run(run())
-        print(f"R11 herd {kind} (asyncio): 8 tasks met NOSCRIPT, {loads} SCRIPT LOAD")
-        assert loads == 1
-    finally:
-        raw.close()
+    eight_callers_load_once(kind, url, HERD, callers)
