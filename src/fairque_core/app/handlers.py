@@ -118,10 +118,44 @@ class TaskFunction(Generic[R]):
         self._takes_user_id = "user_id" in self._signature.parameters
         functools.update_wrapper(self, fn)
 
+    # The tenant is required (TypeError without it at run time): the overloads say so, so a
+    # type checker rejects ``fn()`` and ``fn(x=1)``. The second one is the deprecated
+    # ``user_id=`` keyword (ADR 23), which still names the tenant. The implementation takes
+    # the tenant as the first of ``*args`` (mypy refuses a positional-only parameter with a
+    # default next to the keyword-only overload); ``_tenant_of`` takes it out, or raises.
+    @overload
     def create(
         self,
-        tenant: str = _NO_TENANT,
+        tenant: str,
         /,
+        *args: Any,
+        task_id: str | None = None,
+        priority: Priority | int | None = None,
+        execute_after: float | None = None,
+        depends_on: Sequence[str] = (),
+        max_retries: int | None = None,
+        headers: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> Task: ...
+
+    @overload
+    def create(
+        self,
+        *,
+        user_id: str,
+        task_id: str | None = None,
+        priority: Priority | int | None = None,
+        execute_after: float | None = None,
+        depends_on: Sequence[str] = (),
+        max_retries: int | None = None,
+        headers: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> Task: ...
+
+    # misc: mypy (2.4) says this does not accept all of the first overload's parameters,
+    # though ``*args`` and ``**kwargs`` take any call of it; calls are checked by the overloads
+    def create(  # type: ignore[misc]
+        self,
         *args: Any,
         task_id: str | None = None,
         priority: Priority | int | None = None,
@@ -132,7 +166,7 @@ class TaskFunction(Generic[R]):
         **kwargs: Any,
     ) -> Task:
         """A new Task (fresh id unless ``task_id``) that runs this function with the args."""
-        tenant = self._tenant_of(tenant, kwargs)
+        tenant, args = self._tenant_of(args, kwargs)
         self._check_args(args, kwargs)
         return Task.create(
             tenant,
@@ -148,12 +182,18 @@ class TaskFunction(Generic[R]):
 
     __call__ = create
 
-    def step(self, tenant: str = _NO_TENANT, /, *args: Any, **kwargs: Any) -> Task:
+    @overload
+    def step(self, tenant: str, /, *args: Any, **kwargs: Any) -> Task: ...
+
+    @overload
+    def step(self, *, user_id: str, **kwargs: Any) -> Task: ...  # deprecated (ADR 23)
+
+    def step(self, *args: Any, **kwargs: Any) -> Task:
         """``create`` for a chain step or a chord callback: the arguments are checked with
         the injected parent result(s) in front, which the worker passes as the first
         argument (``workflows``, ADR 27); only the rest are stored. Task options
         (``task_id``, ``priority`` ...) are keywords, as for ``create``."""
-        tenant = self._tenant_of(tenant, kwargs)
+        tenant, args = self._tenant_of(args, kwargs)
         options = {k: kwargs.pop(k) for k in _CREATE_OPTIONS if k in kwargs}
         self._check_args((None, *args), kwargs)
         priority = options.pop("priority", None)
@@ -167,9 +207,14 @@ class TaskFunction(Generic[R]):
             **options,
         )
 
-    def _tenant_of(self, tenant: str, kwargs: dict[str, Any]) -> str:
-        """The tenant passed first, or the deprecated ``user_id=`` keyword (taken out of
-        ``kwargs``) when the function has no parameter of that name."""
+    def _tenant_of(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[str, tuple[Any, ...]]:
+        """The tenant and the function's positional arguments: the tenant is the first of
+        ``args``, or the deprecated ``user_id=`` keyword (taken out of ``kwargs``) when the
+        function has no parameter of that name."""
+        tenant: Any = args[0] if args else _NO_TENANT
+        args = args[1:]
         if "user_id" in kwargs and not self._takes_user_id:
             if tenant is not _NO_TENANT:
                 raise TypeError(f"{self.name}() got both a tenant and 'user_id'")
@@ -179,10 +224,10 @@ class TaskFunction(Generic[R]):
                 stacklevel=_CALLER,
             )
             found: str = kwargs.pop("user_id")
-            return found
+            return found, args
         if tenant is _NO_TENANT:
             raise TypeError(f"{self.name}() missing the tenant (its first argument)")
-        return tenant
+        return tenant, args
 
     def call(self, *args: Any, **kwargs: Any) -> Any:
         """Run the function directly (a coroutine for an async function)."""
