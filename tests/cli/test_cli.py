@@ -13,7 +13,7 @@ from fairque_cli.main import main
 from fairque_core import FailureType, Priority, Task, TaskState
 from fairque_redis import connect
 
-from .conftest import REPO, run_cli
+from .conftest import REPO, run_cli_here
 
 pytestmark = pytest.mark.redis
 
@@ -128,7 +128,7 @@ def test_stats_lists_the_queue_tenants_when_none_are_named(
     assert (data["tenants_total"], data["tenant_source"]) == (4, "user")
     assert data["tenants"]["dyn-d"]["counters"]["finished"] == 1
 
-    proc = run_cli([*base, "stats", "--limit", "0"])
+    proc = run_cli_here([*base, "stats", "--limit", "0"])
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
         "fairque stats: error: argument --limit: must be >= 1, got 0 (see: fairque stats --help)"
@@ -211,7 +211,7 @@ def test_bad_ids_are_one_line_errors(
 
 def test_unreachable_server_is_one_line_without_traceback() -> None:
     started = time.monotonic()
-    proc = run_cli(["--url", "redis://127.0.0.1:1", "stats"])
+    proc = run_cli_here(["--url", "redis://127.0.0.1:1", "stats"])
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -221,7 +221,9 @@ def test_unreachable_server_is_one_line_without_traceback() -> None:
 
 
 def test_unreachable_server_from_the_environment() -> None:
-    proc = run_cli(["push", "--tenant", "alice"], env={"FAIRQUE_REDIS_URL": "redis://127.0.0.1:1"})
+    proc = run_cli_here(
+        ["push", "--tenant", "alice"], env={"FAIRQUE_REDIS_URL": "redis://127.0.0.1:1"}
+    )
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
@@ -239,7 +241,7 @@ def test_unreachable_server_from_the_environment() -> None:
 def test_bad_config_file_is_a_clear_message(tmp_path: Path, content: str, expected: str) -> None:
     config = tmp_path / "bad.yaml"
     config.write_text(content)
-    proc = run_cli(["--config", str(config), "stats"])
+    proc = run_cli_here(["--config", str(config), "stats"])
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -249,13 +251,13 @@ def test_bad_config_file_is_a_clear_message(tmp_path: Path, content: str, expect
 
 
 def test_missing_config_file(tmp_path: Path) -> None:
-    proc = run_cli(["stats", "--config", str(tmp_path / "nope.yaml")])
+    proc = run_cli_here(["stats", "--config", str(tmp_path / "nope.yaml")])
     assert proc.returncode == 1
     assert proc.stderr.strip() == f"fairque: error: config file not found: {tmp_path / 'nope.yaml'}"
 
 
 def test_env_override_of_a_config_key(server_url: str, queue_name: str) -> None:
-    proc = run_cli(
+    proc = run_cli_here(
         ["stats", "--json"],
         env={"FAIRQUE_REDIS_URL": server_url, "FAIRQUE_QUEUE__NAME": queue_name},
     )
@@ -280,7 +282,7 @@ def test_worker_runs_a_registry_handler(server_url: str, queue_name: str) -> Non
             "-q",
         )
         assert code == 0
-    proc = run_cli(
+    proc = run_cli_here(
         [
             "worker",
             "--url",
@@ -311,7 +313,9 @@ def test_worker_runs_a_registry_handler(server_url: str, queue_name: str) -> Non
     ],
 )
 def test_worker_bad_handler(server_url: str, handler: str, expected: str) -> None:
-    proc = run_cli(["worker", "--url", server_url, "--handler", handler], cwd=REPO / "examples")
+    proc = run_cli_here(
+        ["worker", "--url", server_url, "--handler", handler], cwd=REPO / "examples"
+    )
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
     assert expected in proc.stderr

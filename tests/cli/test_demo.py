@@ -24,7 +24,7 @@ from fairque_cli.main import main
 from fairque_core import Task
 from fairque_redis import connect
 
-from .conftest import run_cli
+from .conftest import run_cli, run_cli_here
 
 pytestmark = [pytest.mark.redis]
 
@@ -79,12 +79,12 @@ def test_demo_reports_fair_figures(tmp_path: Path) -> None:
 
 
 def test_demo_rejects_bad_arguments() -> None:
-    proc = run_cli(["demo", "--tenants", "2"])
+    proc = run_cli_here(["demo", "--tenants", "2"])
     assert proc.returncode == 1
     assert proc.stderr.strip() == (
         "fairque: error: --tenants must be at least 3 (a flood, a busy and a light tenant)"
     )
-    proc = run_cli(["demo", "--duration", "1"])
+    proc = run_cli_here(["demo", "--duration", "1"])
     assert proc.returncode == 1
     assert "--duration must be at least 2 seconds" in proc.stderr
 

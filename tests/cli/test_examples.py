@@ -13,7 +13,7 @@ import pytest
 from fairque_core.app.config import FairQueueConfig
 from fairque_redis import connect
 
-from .conftest import REPO, child_env
+from .conftest import REPO, child_env, run_cli_here
 
 pytestmark = pytest.mark.redis
 
@@ -71,12 +71,8 @@ def test_cli_worker_with_the_example_config(valkey_server: Any, tmp_path: Path) 
     env = {"FAIRQUE_REDIS_URL": valkey_server.url}
     produced = run_example("producer.py", "--queue", queue, "--per-tenant", "2", env=env)
     assert produced.returncode == 0, produced.stderr
-    full_env = child_env(env)
-    proc = subprocess.run(
+    proc = run_cli_here(
         [
-            sys.executable,
-            "-m",
-            "fairque_cli",
             "worker",
             "--config",
             "fairque.yaml",
@@ -88,12 +84,8 @@ def test_cli_worker_with_the_example_config(valkey_server: Any, tmp_path: Path) 
             "--max-seconds",
             "30",
         ],
-        capture_output=True,
-        text=True,
-        env=full_env,
+        env=env,
         cwd=EXAMPLES,
-        timeout=60,
-        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     assert "processed 9 tasks, 0 failed" in proc.stdout

@@ -21,7 +21,7 @@ from fairque_cli.worker_cmd import default_worker_id
 from fairque_core import Priority, Task
 from fairque_redis import connect, dev_server
 
-from .conftest import REPO, child_env, run_cli
+from .conftest import REPO, child_env, run_cli, run_cli_here
 
 pytestmark = pytest.mark.redis
 
@@ -83,26 +83,26 @@ def _snapshot(url: str, queue: str) -> dict[str, Any]:
 
 
 def test_server_start_status_stop(data_dir: Path) -> None:
-    proc = run_cli(["server", "status"])
+    proc = run_cli_here(["server", "status"])
     assert proc.returncode == 3
     assert "not running" in proc.stdout
-    started = run_cli(["server", "start"])
+    started = run_cli_here(["server", "start"])
     assert started.returncode == 0, started.stderr
     assert started.stdout.startswith("started redis://127.0.0.1:")
-    again = run_cli(["server", "start"])
+    again = run_cli_here(["server", "start"])
     assert again.stdout.startswith("already running: ")
-    status = run_cli(["server", "status", "--json"])
+    status = run_cli_here(["server", "status", "--json"])
     assert status.returncode == 0
     data = json.loads(status.stdout)
     assert data["running"] is True
     assert data["data_dir"] == str(data_dir)
-    assert run_cli(["server", "url"]).stdout.strip() == data["url"]
+    assert run_cli_here(["server", "url"]).stdout.strip() == data["url"]
     assert (data_dir / "valkey" / "appendonly").is_dir()  # durable: an AOF directory
-    stopped = run_cli(["server", "stop"])
+    stopped = run_cli_here(["server", "stop"])
     assert stopped.returncode == 0
     assert f"pid {data['pid']}" in stopped.stdout
-    assert run_cli(["server", "status"]).returncode == 3
-    assert "not running" in run_cli(["server", "stop"]).stdout
+    assert run_cli_here(["server", "status"]).returncode == 3
+    assert "not running" in run_cli_here(["server", "stop"]).stdout
 
 
 def test_a_stale_state_file_is_replaced(data_dir: Path) -> None:
@@ -150,11 +150,11 @@ def test_producer_and_worker_share_the_local_server_across_a_restart(data_dir: P
     )
     assert produced.returncode == 0, produced.stderr
     assert "pushed 18 tasks to queue default" in produced.stdout
-    assert run_cli(["server", "stop"]).returncode == 0
-    assert run_cli(["server", "start"]).returncode == 0
+    assert run_cli_here(["server", "stop"]).returncode == 0
+    assert run_cli_here(["server", "start"]).returncode == 0
     with connect() as queue:
         assert queue.get_stats()["ready"] == 18  # still there after the restart
-    worked = run_cli(
+    worked = run_cli_here(
         ["worker", "--handler", "tasks:registry", "--burst", "--max-seconds", "30"],
         cwd=EXAMPLES,
     )
@@ -182,7 +182,7 @@ def test_foreground_server_prints_its_url_and_stops_on_sigint(data_dir: Path) ->
         state = dev_server.status()
         assert state is not None
         assert state.foreground
-        busy = run_cli(["server"])
+        busy = run_cli_here(["server"])
         assert busy.returncode == 1
         assert "already runs at" in busy.stderr
         proc.send_signal(signal.SIGINT)
@@ -204,7 +204,7 @@ def test_a_failing_task_is_logged_with_its_traceback(
     base = ["--url", server_url, "--queue", queue_name]
     with connect(server_url, queue=queue_name) as queue:
         task_id = queue.push(Task.create("alice", name="boom", max_retries=0))
-    proc = run_cli(
+    proc = run_cli_here(
         [*base, "worker", "--handler", "ophandlers:registry", "--burst", "--log-format", "json"],
         cwd=handlers,
     )
@@ -225,10 +225,10 @@ def test_a_failing_task_is_logged_with_its_traceback(
     assert 'raise ValueError("bad input: "' in record["traceback"]
     assert any("dead-letter queue" in r["message"] for r in records)
 
-    listed = run_cli([*base, "dlq", "list"])
+    listed = run_cli_here([*base, "dlq", "list"])
     assert "end-of-reason" not in listed.stdout  # the table cuts long reasons
     for flags in (["--id", task_id], ["--full"]):
-        shown = run_cli([*base, "dlq", "list", *flags])
+        shown = run_cli_here([*base, "dlq", "list", *flags])
         assert shown.returncode == 0
         assert "end-of-reason" in shown.stdout
 
@@ -296,7 +296,7 @@ def test_stats_with_a_stale_config_changes_nothing(
     )
     before = _snapshot(server_url, queue_name)
     for command in (["stats"], ["stats", "--json"], ["dlq", "list"]):
-        proc = run_cli(["--url", server_url, "--config", str(stale), *command])
+        proc = run_cli_here(["--url", server_url, "--config", str(stale), *command])
         assert proc.returncode == 0, proc.stderr
     assert _snapshot(server_url, queue_name) == before
 
@@ -319,7 +319,7 @@ def test_burst_exits_when_only_far_future_tasks_are_left(
     with connect(server_url, queue=queue_name) as queue:
         queue.push(Task.create("carol", name="slow", execute_after=time.time() + 3600))
     started = time.monotonic()
-    proc = run_cli(
+    proc = run_cli_here(
         [
             "--url",
             server_url,
@@ -344,13 +344,13 @@ def test_burst_exits_when_only_far_future_tasks_are_left(
 def test_cli_on_a_cluster_node_needs_the_cluster_flag(valkey_cluster: Any) -> None:
     node = valkey_cluster.nodes[0].url
     queue = f"cl-{uuid.uuid4().hex[:8]}"
-    proc = run_cli(["--url", node, "--queue", queue, "stats"])
+    proc = run_cli_here(["--url", node, "--queue", queue, "stats"])
     assert proc.returncode == 1
     assert len(proc.stderr.strip().splitlines()) == 1
     assert "--cluster" in proc.stderr
-    ok = run_cli(["--url", node, "--queue", queue, "--cluster", "stats", "--json"])
+    ok = run_cli_here(["--url", node, "--queue", queue, "--cluster", "stats", "--json"])
     assert ok.returncode == 0, ok.stderr
-    ok = run_cli(["--url", node, "--queue", queue, "stats", "--cluster", "--json"])
+    ok = run_cli_here(["--url", node, "--queue", queue, "stats", "--cluster", "--json"])
     assert ok.returncode == 0, ok.stderr
 
 

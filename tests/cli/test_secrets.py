@@ -31,7 +31,7 @@ from fairque_core.app.config import mask_url
 from fairque_redis import connect
 from fairque_redis.backend import RedisBackend
 
-from .conftest import run_cli
+from .conftest import run_cli_here
 
 CANARY = "fq-canary-7f3a9c"
 USER = "fq-canary-user"
@@ -139,19 +139,19 @@ def test_cli_output_never_shows_it(
     for url in secret_urls.values():
         base = ["--url", url, "--queue", queue_name]
         for args in (["stats"], ["stats", "--json"]):
-            proc = run_cli([*base, *args])
+            proc = run_cli_here([*base, *args])
             assert proc.returncode == 0, proc.stderr
             outputs += [proc.stdout, proc.stderr]
-        worker = run_cli(
+        worker = run_cli_here(
             [*base, "worker", "--handler", "canaryhandlers:registry", "--burst"], cwd=tmp_path
         )
         assert worker.returncode == 0, worker.stderr
         assert queue_name in worker.stderr  # the banner was printed
         outputs += [worker.stdout, worker.stderr]
         env = {"FAIRQUE_REDIS_URL": url, "FAIRQUE_DEBUG": "1"}
-        proc = run_cli(["--queue", queue_name, "stats"], env=env)
+        proc = run_cli_here(["--queue", queue_name, "stats"], env=env)
         outputs += [proc.stdout, proc.stderr]
-    bad = run_cli(["--url", f"http://u:{CANARY}@h/0", "stats"])
+    bad = run_cli_here(["--url", f"http://u:{CANARY}@h/0", "stats"])
     assert bad.returncode != 0
     outputs += [bad.stdout, bad.stderr]
     assert not [text for text in outputs if CANARY in text]
