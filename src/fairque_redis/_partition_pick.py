@@ -26,6 +26,7 @@ import attrs
 
 from fairque_core.domain.errors import ScriptContractError
 from fairque_core.domain.scoring import STRIDE_SCALE
+from fairque_redis.scripts import SOURCES
 
 __all__ = [
     "DEFAULT_REFRESH_CLAIMS",
@@ -46,46 +47,11 @@ DEFAULT_REFRESH_SECONDS = 0.1
 #: many (ZRANDMEMBER) estimates the tier's weight sum as count x sample mean.
 SUMMARY_SAMPLE = 64
 
-#: The summary script. Its keys are one partition's meta, tiers, delayed and parked; the active
+#: The summary script (``lua/partition_summary.lua``, a registered script: a function of the
+#: library, ADR 41). Its keys are one partition's meta, tiers, delayed and parked; the active
 #: sets and tenant records are reached through the stems ``KeySpace`` spells (ARGV 2 and 3),
-#: so no key family is spelled here. An active-set member is ``<activation number>|<tenant>``
-#: (``lua/_include/tenant.lua``; a bare tenant id in old data); a tenant without a stride has
-#: weight 1 (stride ``STRIDE_SCALE``).
-SUMMARY_SOURCE = """#!lua flags=no-writes
-local now
-if ARGV[1] ~= '' then now = tonumber(ARGV[1]) else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-local sample = tonumber(ARGV[4])
-local meta = redis.call('HMGET', KEYS[1], 'ready', 'pau')
-local function head(key)
-  local h = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  if h[2] == nil then return -1 end
-  return tonumber(h[2])
-end
-local out = {now, tonumber(meta[1] or '0'), meta[2] == '1' and 1 or 0,
-  head(KEYS[3]), head(KEYS[4])}
-local tiers = redis.call('ZRANGE', KEYS[2], 0, -1)
-table.insert(out, #tiers)
-for _, tier in ipairs(tiers) do
-  local key = ARGV[2] .. tier
-  local n = redis.call('ZCARD', key)
-  local members
-  if n <= sample then members = redis.call('ZRANGE', key, 0, -1)
-  else members = redis.call('ZRANDMEMBER', key, sample) end
-  table.insert(out, tonumber(tier))
-  table.insert(out, n)
-  table.insert(out, #members)
-  for _, m in ipairs(members) do
-    local bar = string.find(m, '|', 1, true)
-    local u = m
-    if bar ~= nil then u = string.sub(m, bar + 1) end
-    table.insert(out, tonumber(redis.call('HGET', ARGV[3] .. u, 'stride') or '0'))
-  end
-end
-return out
-"""
+#: so no key family is spelled here.
+SUMMARY_SOURCE = SOURCES["partition_summary"]
 
 
 @attrs.frozen

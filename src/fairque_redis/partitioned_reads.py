@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from redis import Redis
 from redis.cluster import RedisCluster
@@ -31,7 +31,6 @@ from fairque_core.ports import Clock, TokenSource, random_token
 from fairque_redis._errors import translate_errors
 from fairque_redis._partition_pick import (
     SUMMARY_SAMPLE,
-    SUMMARY_SOURCE,
     PartitionLoad,
     PartitionPicker,
     parse_summary,
@@ -40,9 +39,6 @@ from fairque_redis._script_calls import ScriptCalls
 from fairque_redis._script_calls.base import to_text
 from fairque_redis.backend import RedisBackend
 from fairque_redis.keys import KeySpace
-
-if TYPE_CHECKING:
-    from redis.commands.core import Script
 
 __all__ = ["Partition", "PartitionReads", "settle_layout"]
 
@@ -83,7 +79,6 @@ class Partition(RedisBackend):
         )
         self._planner = ScriptCalls(self._keys, self._config, clock, token_source)
         self._part_clock = clock
-        self._summary: Script = client.register_script(SUMMARY_SOURCE)
 
     def trust_server(self) -> None:
         """Skip this partition's own server check (partition 0 does it once for the whole
@@ -117,7 +112,7 @@ class Partition(RedisBackend):
         now = "" if self._part_clock is None else str(int(self._part_clock() * 1000))
         args: list[str | int] = [now, keys.active(0)[:-1], keys.tenant(""), SUMMARY_SAMPLE]
         with translate_errors("partition_summary", writes=False):
-            reply = self._summary(
+            reply = self._scripts["partition_summary"](
                 keys=[keys.meta, keys.tiers, keys.delayed, keys.parked], args=args
             )
         return parse_summary(reply)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
@@ -30,7 +30,6 @@ from fairque_core.ports import Clock, TokenSource, random_token
 from fairque_redis._errors import translate_errors
 from fairque_redis._partition_pick import (
     SUMMARY_SAMPLE,
-    SUMMARY_SOURCE,
     PartitionLoad,
     PartitionPicker,
     parse_summary,
@@ -39,9 +38,6 @@ from fairque_redis._script_calls import ScriptCalls
 from fairque_redis._script_calls.base import to_text
 from fairque_redis.async_backend import AsyncRedisBackend
 from fairque_redis.keys import KeySpace
-
-if TYPE_CHECKING:
-    from redis.commands.core import AsyncScript
 
 __all__ = ["AsyncPartition", "AsyncPartitionReads", "settle_layout"]
 
@@ -82,7 +78,6 @@ class AsyncPartition(AsyncRedisBackend):
         )
         self._planner = ScriptCalls(self._keys, self._config, clock, token_source)
         self._part_clock = clock
-        self._summary: AsyncScript = client.register_script(SUMMARY_SOURCE)
 
     def trust_server(self) -> None:
         """Skip this partition's own server check (partition 0 does it once for the whole
@@ -116,7 +111,7 @@ class AsyncPartition(AsyncRedisBackend):
         now = "" if self._part_clock is None else str(int(self._part_clock() * 1000))
         args: list[str | int] = [now, keys.active(0)[:-1], keys.tenant(""), SUMMARY_SAMPLE]
         with translate_errors("partition_summary", writes=False):
-            reply = await self._summary(
+            reply = await self._scripts["partition_summary"](
                 keys=[keys.meta, keys.tiers, keys.delayed, keys.parked], args=args
             )
         return parse_summary(reply)

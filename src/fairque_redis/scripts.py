@@ -226,6 +226,7 @@ SCRIPTS: Mapping[str, ScriptSpec] = {
         ScriptSpec("purge_all"),
         ScriptSpec("tenant_weights", writes=False),
         ScriptSpec("tenant_figures", writes=False),
+        ScriptSpec("partition_summary", keys=("meta", "tiers", "delayed", "parked"), writes=False),
         ScriptSpec("scheduler_lock", keys=("lock",)),
         ScriptSpec("schedule_mark", keys=("lock", "schedules", "fired")),
     )
