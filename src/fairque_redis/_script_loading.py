@@ -47,7 +47,7 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 from redis.exceptions import NoPermissionError, NoScriptError, ReadOnlyError, ResponseError
 
-__all__ = ["ATTEMPTS", "LibraryState", "missing", "reload_lock"]
+__all__ = ["ATTEMPTS", "LibraryState", "is_cluster", "missing", "reload_lock"]
 
 log = logging.getLogger("fairque.redis")
 
@@ -129,9 +129,14 @@ def _fcall_command(function: str, keys: list[Any], args: Iterable[Any]) -> tuple
     return ("FCALL", function, len(keys), *keys, *args)
 
 
+def is_cluster(client: Any) -> bool:
+    """Whether ``client`` is a Redis Cluster client (sync or asyncio)."""
+    return isinstance(client, (RedisCluster, AsyncRedisCluster))
+
+
 def _target(client: Any, keys: list[Any]) -> dict[str, Any]:
     """On a cluster, the node of the first key, named (redis-py would otherwise ask the
     server for FCALL's keys with COMMAND GETKEYS on every call)."""
-    if keys and isinstance(client, (RedisCluster, AsyncRedisCluster)):
+    if keys and is_cluster(client):
         return {"target_nodes": client.get_node_from_key(keys[0])}
     return {}

@@ -29,6 +29,7 @@ from fairque_redis._script_loading import (
     _function_missing,
     _functions_refused,
     _target,
+    is_cluster,
     log,
     reload_lock,
 )
@@ -48,6 +49,7 @@ class Script(core.Script):
         self._reload_lock = reload_lock(asynchronous=False)
         found = LIBRARY.by_source.get(script) if isinstance(script, str) else None
         self.function: str | None = found if script_mode(mode) == "functions" else None
+        self._cluster = is_cluster(registered_client)  # FCALL then names its node (_target)
         self.library = (
             LibraryState.of(registered_client, asynchronous=False)
             if self.function is not None
@@ -82,10 +84,23 @@ class Script(core.Script):
                     *_fcall_command(self.function, list(keys or []), args or [])
                 )
             return super().__call__(keys, args, client)  # a pipeline: redis-py's own path
-        keys = list(keys or [])
-        args = list(args or [])
+        keys = keys if type(keys) is list else list(keys or [])
+        args = args if type(args) is list else list(args or [])
         by_eval = False  # this call only: the library could not be loaded now
-        for attempt in range(1, ATTEMPTS + 1):
+        first = 1
+        library, function = self.library, self.function
+        if library is not None and library.on and function is not None and not self._cluster:
+            # the common call's first attempt, spelled directly: one FCALL, no layers
+            seen = library.loads
+            try:
+                return self.registered_client.execute_command(  # type: ignore[no-untyped-call,unused-ignore]
+                    "FCALL", function, len(keys), *keys, *args
+                )
+            except ResponseError as exc:
+                state = self._fcall_failed(exc, seen, last=False)
+            by_eval = state is _EVAL
+            first = 2
+        for attempt in range(first, ATTEMPTS + 1):
             if self.uses_functions and not by_eval:
                 state, reply = self._fcall(keys, args, last=attempt == ATTEMPTS)
                 if state is _DONE:
@@ -115,12 +130,19 @@ class Script(core.Script):
             reply = client.execute_command(*command, **_target(client, keys))  # type: ignore[no-untyped-call,unused-ignore]
             return _DONE, reply
         except ResponseError as exc:
-            if _functions_refused(exc):
-                self.library.refuse(exc)
-                return _RETRY, None
-            if not _function_missing(exc) or last:
-                raise
-        return self._load_library(seen), None
+            return self._fcall_failed(exc, seen, last=last), None
+
+    def _fcall_failed(self, exc: ResponseError, seen: int, *, last: bool) -> str:
+        """After an FCALL's error reply ``exc`` (the call began at load generation ``seen``):
+        ``_RETRY`` or ``_EVAL`` as :meth:`_fcall` says; ``exc`` raised when it is the call's
+        own error (or the last attempt's missing library)."""
+        assert self.library is not None
+        if _functions_refused(exc):
+            self.library.refuse(exc)
+            return _RETRY
+        if not _function_missing(exc) or last:
+            raise exc
+        return self._load_library(seen)
 
     def _load_library(self, seen: int) -> str:
         """Load the library once per missing-library episode (``seen``: the load generation

@@ -234,8 +234,13 @@ class AsyncRedisBackend:
         script = self._scripts[call.script]
         if call.writes and self._replicas and self._replicas.waits_after(call.script):
             return await self._replicas.run(call, script, self._planner.anchors)
-        with translate_errors(call.script, writes=call.writes):
+        try:
             reply = await script(keys=self._planner.anchors, args=call.args)
+        except Exception:
+            # redis-py's errors become fairque's here: the same translation as around the
+            # call, entered only once a call failed (a call that succeeds pays nothing)
+            with translate_errors(call.script, writes=call.writes):
+                raise
         return call.parse(reply)
 
     async def _register_queue(self) -> None:
@@ -257,8 +262,7 @@ class AsyncRedisBackend:
 
     # ------------------------------------------------------------------ push and claim
     async def push(self, message: Message) -> bool:
-        [created] = await self._run(self._planner.push([message]))
-        return created
+        return await self._run(self._planner.push_one(message))
 
     async def push_batch(self, messages: Sequence[Message]) -> list[bool]:
         if not messages:

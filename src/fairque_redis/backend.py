@@ -232,8 +232,13 @@ class RedisBackend:
         script = self._scripts[call.script]
         if call.writes and self._replicas and self._replicas.waits_after(call.script):
             return self._replicas.run(call, script, self._planner.anchors)
-        with translate_errors(call.script, writes=call.writes):
+        try:
             reply = script(keys=self._planner.anchors, args=call.args)
+        except Exception:
+            # redis-py's errors become fairque's here: the same translation as around the
+            # call, entered only once a call failed (a call that succeeds pays nothing)
+            with translate_errors(call.script, writes=call.writes):
+                raise
         return call.parse(reply)
 
     def _register_queue(self) -> None:
@@ -255,8 +260,7 @@ class RedisBackend:
 
     # ------------------------------------------------------------------ push and claim
     def push(self, message: Message) -> bool:
-        [created] = self._run(self._planner.push([message]))
-        return created
+        return self._run(self._planner.push_one(message))
 
     def push_batch(self, messages: Sequence[Message]) -> list[bool]:
         if not messages:

@@ -37,7 +37,7 @@ from fairque_core.app.engine_results import ResultMixin
 from fairque_core.app.engine_schedules import ScheduleMixin
 from fairque_core.app.handles import TaskHandle
 from fairque_core.app.messages import (
-    decode_claimed,
+    decode_message,
     stub_task,
     to_message,
     wait_seconds,
@@ -338,7 +338,7 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin):
         poisoned = 0
         for item in claimed:
             try:
-                task = decode_claimed(item, self._plugins)
+                task = decode_message(item.message, self._plugins, item.lease)
             except TaskSerializationError as exc:
                 poisoned += 1
                 self._poison(item.message, item.lease.token, exc)

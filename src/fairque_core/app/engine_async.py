@@ -39,7 +39,7 @@ from fairque_core.app.engine_results_async import AsyncResultMixin
 from fairque_core.app.engine_schedules_async import AsyncScheduleMixin
 from fairque_core.app.handles_async import AsyncTaskHandle
 from fairque_core.app.messages import (
-    decode_claimed,
+    decode_message,
     stub_task,
     to_message,
     wait_seconds,
@@ -359,7 +359,7 @@ class AsyncFairQueue(AsyncResultMixin, AsyncReadMixin, AsyncScheduleMixin, Async
         poisoned = 0
         for item in claimed:
             try:
-                task = decode_claimed(item, self._plugins)
+                task = decode_message(item.message, self._plugins, item.lease)
             except TaskSerializationError as exc:
                 poisoned += 1
                 await self._poison(item.message, item.lease.token, exc)

@@ -304,7 +304,9 @@ class PluginHost:
     def encode(self, task: Task) -> tuple[bytes, str]:
         """``(body, content_type)`` from the codec that encodes; TaskSerializationError if none."""
         hook = "fairque_payload_encode"
-        if self._shortcut().json_encode:  # the JSON codec alone: no hook dispatch
+        if (
+            self._shortcuts or self._shortcut()
+        ).json_encode:  # the JSON codec alone: no hook dispatch
             try:
                 return encode_json(task.payload), JSON_CONTENT_TYPE
             except FairQueueError:
@@ -327,7 +329,9 @@ class PluginHost:
     def decode(self, content_type: str, body: bytes) -> dict[str, Any]:
         """The payload in ``body``; TaskSerializationError when no codec understands it."""
         hook = "fairque_payload_decode"
-        if self._shortcut().json_decode:  # the JSON codec alone: no hook dispatch
+        if (
+            self._shortcuts or self._shortcut()
+        ).json_decode:  # the JSON codec alone: no hook dispatch
             try:
                 if (
                     content_type == JSON_CONTENT_TYPE
@@ -354,7 +358,7 @@ class PluginHost:
         A plugin that raises is reported and its partial changes are dropped.
         """
         headers = dict(task.headers)
-        if not self._shortcut().headers:
+        if not (self._shortcuts or self._shortcut()).headers:
             return headers
         hook = "fairque_push_headers"
         for impl in reversed(self._hook(hook).get_hookimpls()):
@@ -376,10 +380,12 @@ class PluginHost:
     def has_event_listeners(self) -> bool:
         """Whether any plugin implements ``fairque_task_event`` (callers may skip building
         events nobody receives; plugins registered later count)."""
-        return self._shortcut().events
+        return (self._shortcuts or self._shortcut()).events
 
     def task_event(self, event: str, task: Task, queue: str, **info: Any) -> None:
         """Tell every plugin about ``event``; failures are logged (raised when strict)."""
+        if not (self._shortcuts or self._shortcut()).events:
+            return  # nobody listens: no hook dispatch
         self._broadcast("fairque_task_event", event=event, task=task, queue=queue, info=info)
 
     def execute(self, task: Task, call: Callable[[], object], *, queue: str = "") -> object:

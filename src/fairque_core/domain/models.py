@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MemberDescriptorType
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from fairque_core.domain.deprecation import rename_init_keyword, renamed_keyword, warn_renamed
+from fairque_core.domain.deprecation import rename_init_keyword, warn_renamed
 from fairque_core.domain.enums import FailureType, Priority
 from fairque_core.domain.errors import TaskTypeError, TaskValidationError
 from fairque_core.domain.validation import (
     MAX_EPOCH_SECONDS,
+    MAX_ID_LENGTH,
     MAX_RETRY_COUNT,
     check_count,
     check_finite,
@@ -21,6 +24,7 @@ from fairque_core.domain.validation import (
     check_mapping,
     check_str,
     check_time,
+    id_fullmatch,
     is_valid_id,
     validate_id,
 )
@@ -110,6 +114,113 @@ def _freeze_headers(value: Mapping[str, str] | None) -> Mapping[str, str]:
     return dict(check_mapping(value, "headers")) if value is not None else {}
 
 
+_NO_TENANT: Any = object()  # Task.create without a tenant (the deprecated keyword may name it)
+
+
+def _create(
+    cls: type[Task],
+    tenant: str = _NO_TENANT,
+    priority: Priority | int = Priority.NORMAL,
+    payload: Mapping[str, Any] | None = None,
+    *,
+    task_id: str | None = None,
+    max_retries: int = 3,
+    execute_after: float | None = None,
+    depends_on: Sequence[str] = (),
+    headers: Mapping[str, str] | None = None,
+    name: str = "",
+    unique_key: str | None = None,
+    unique_window_seconds: float | None = None,
+    **renamed: Any,
+) -> Task:
+    """A new task with a random UUID4 id (unless ``task_id`` is given) created now.
+
+    ``unique_key``: a second push of a task with the same key (same tenant) while this
+    one is queued or running, or within ``unique_window_seconds`` after it ended, stores
+    nothing and returns this task's id (``TaskHandle.duplicate`` is True).
+
+    ``Task.create``; the deprecated keyword ``user_id=`` (ADR 23) arrives in ``renamed``
+    (no wrapper around the call: a call without it pays one test).
+    """
+    if renamed or tenant is _NO_TENANT:
+        tenant = _renamed_tenant(tenant, renamed)
+    now = time.time()
+    if type(priority) is not Priority:
+        try:
+            priority = Priority.from_int(priority)
+        except ValueError as exc:
+            raise TaskValidationError("priority", priority, "must be 1-6") from exc
+    key = unique_key if unique_key is not None else ""
+    window = unique_window_seconds or 0.0
+    if (
+        type(tenant) is str
+        and len(tenant) <= MAX_ID_LENGTH
+        and id_fullmatch(tenant) is not None
+        and (task_id is None or is_valid_id(task_id))
+        and (payload is None or type(payload) is dict)
+        and type(max_retries) is int
+        and 0 <= max_retries <= MAX_RETRY_COUNT
+        and 0.0 <= now <= MAX_EPOCH_SECONDS
+        and (execute_after is None or _is_time(execute_after))
+        and (depends_on == () or _plain_ids(depends_on))
+        and (headers is None or _plain_headers(headers))
+        and type(name) is str
+        and ((key == "" and type(key) is str) or is_valid_id(key))
+        and (type(window) is float or type(window) is int)
+        and 0.0 <= window <= _FLOAT_MAX
+    ):
+        # every value is of a plain type and passes its rule: built without the
+        # validators, which would check it all again (the common case, issue 17)
+        return unchecked_task(
+            task_id=task_id if task_id is not None else new_task_id(),
+            tenant=tenant,
+            priority=priority,
+            payload=dict(payload) if payload is not None else {},
+            retry_count=0,
+            max_retries=max_retries,
+            created_at=now,
+            execute_after=execute_after if execute_after is not None else now,
+            depends_on=tuple(depends_on),
+            headers=dict(headers) if headers is not None else {},
+            name=name,
+            unique_key=key,
+            unique_window_seconds=window,
+            lease=None,
+        )
+    # anything else goes through the validators, which raise the typed error it earns
+    return cls(
+        task_id=task_id if task_id is not None else new_task_id(),
+        tenant=tenant,
+        priority=priority,
+        payload=dict(check_mapping(payload, "payload")) if payload is not None else {},
+        max_retries=max_retries,
+        created_at=now,
+        execute_after=execute_after if execute_after is not None else now,
+        depends_on=depends_on,  # the converter checks and freezes it
+        headers=headers,
+        name=name,
+        unique_key=key,
+        unique_window_seconds=window,
+    )
+
+
+def _renamed_tenant(tenant: str, renamed: dict[str, Any]) -> str:
+    """The tenant of a ``Task.create`` call that named none or used ``user_id=``: the
+    TypeError Python raises for a bad call, or the old keyword's value with its warning
+    (at the caller's line), as ``renamed_keyword`` does for other functions."""
+    unknown = [key for key in renamed if key != "user_id"]
+    if unknown:
+        raise TypeError(f"create() got an unexpected keyword argument {unknown[0]!r}")
+    if "user_id" not in renamed:
+        raise TypeError("create() missing 1 required positional argument: 'tenant'")
+    if tenant is not _NO_TENANT:
+        raise TypeError("create() got both 'user_id' and 'tenant'")
+    # warn_renamed <- here <- _create <- the caller
+    warn_renamed("the keyword user_id= of Task.create", "tenant=", stacklevel=4)
+    value: str = renamed["user_id"]
+    return value
+
+
 @attrs.frozen(kw_only=True)
 class Lease:
     """A worker's claim on a task: the token proves it, the deadline bounds it (epoch seconds)."""
@@ -158,84 +269,27 @@ class Task:
         warn_renamed("Task.user_id", "Task.tenant")
         return self.tenant
 
-    @classmethod
-    @renamed_keyword("Task", "user_id", "tenant")
-    def create(
-        cls,
-        tenant: str,
-        priority: Priority | int = Priority.NORMAL,
-        payload: Mapping[str, Any] | None = None,
-        *,
-        task_id: str | None = None,
-        max_retries: int = 3,
-        execute_after: float | None = None,
-        depends_on: Sequence[str] = (),
-        headers: Mapping[str, str] | None = None,
-        name: str = "",
-        unique_key: str | None = None,
-        unique_window_seconds: float | None = None,
-    ) -> Task:
-        """A new task with a random UUID4 id (unless ``task_id`` is given) created now.
+    if TYPE_CHECKING:  # the signature callers and type checkers see (ADR 23: no user_id)
 
-        ``unique_key``: a second push of a task with the same key (same tenant) while this
-        one is queued or running, or within ``unique_window_seconds`` after it ended, stores
-        nothing and returns this task's id (``TaskHandle.duplicate`` is True).
-        """
-        now = time.time()
-        if type(priority) is not Priority:
-            try:
-                priority = Priority.from_int(priority)
-            except ValueError as exc:
-                raise TaskValidationError("priority", priority, "must be 1-6") from exc
-        key = unique_key if unique_key is not None else ""
-        window = unique_window_seconds or 0.0
-        if (
-            is_valid_id(tenant)
-            and (task_id is None or is_valid_id(task_id))
-            and (payload is None or type(payload) is dict)
-            and type(max_retries) is int
-            and 0 <= max_retries <= MAX_RETRY_COUNT
-            and 0.0 <= now <= MAX_EPOCH_SECONDS
-            and (execute_after is None or _is_time(execute_after))
-            and _plain_ids(depends_on)
-            and (headers is None or _plain_headers(headers))
-            and type(name) is str
-            and ((key == "" and type(key) is str) or is_valid_id(key))
-            and _is_window(window)
-        ):
-            # every value is of a plain type and passes its rule: built without the
-            # validators, which would check it all again (the common case, issue 17)
-            return unchecked_task(
-                task_id=task_id if task_id is not None else new_task_id(),
-                tenant=tenant,
-                priority=priority,
-                payload=dict(payload) if payload is not None else {},
-                retry_count=0,
-                max_retries=max_retries,
-                created_at=now,
-                execute_after=execute_after if execute_after is not None else now,
-                depends_on=tuple(depends_on),
-                headers=dict(headers) if headers is not None else {},
-                name=name,
-                unique_key=key,
-                unique_window_seconds=window,
-                lease=None,
-            )
-        # anything else goes through the validators, which raise the typed error it earns
-        return cls(
-            task_id=task_id if task_id is not None else new_task_id(),
-            tenant=tenant,
-            priority=priority,
-            payload=dict(check_mapping(payload, "payload")) if payload is not None else {},
-            max_retries=max_retries,
-            created_at=now,
-            execute_after=execute_after if execute_after is not None else now,
-            depends_on=depends_on,  # the converter checks and freezes it
-            headers=headers,
-            name=name,
-            unique_key=key,
-            unique_window_seconds=window,
-        )
+        @classmethod
+        def create(
+            cls,
+            tenant: str,
+            priority: Priority | int = Priority.NORMAL,
+            payload: Mapping[str, Any] | None = None,
+            *,
+            task_id: str | None = None,
+            max_retries: int = 3,
+            execute_after: float | None = None,
+            depends_on: Sequence[str] = (),
+            headers: Mapping[str, str] | None = None,
+            name: str = "",
+            unique_key: str | None = None,
+            unique_window_seconds: float | None = None,
+        ) -> Task: ...
+
+    else:
+        create = classmethod(_create)
 
     def is_ready_to_execute(self, now: float | None = None) -> bool:
         return (time.time() if now is None else now) >= self.execute_after
@@ -391,31 +445,48 @@ def unchecked_task(
 ) -> Task:
     """A :class:`Task` of values the caller has checked against every validator's rule
     (``depends_on`` a tuple, ``headers`` a dict of its own): no check runs here."""
+    (
+        set_task_id,
+        set_tenant,
+        set_priority,
+        set_payload,
+        set_retry_count,
+        set_max_retries,
+        set_created_at,
+        set_execute_after,
+        set_depends_on,
+        set_headers,
+        set_name,
+        set_unique_key,
+        set_unique_window_seconds,
+        set_lease,
+    ) = _TASK_SLOTS
     task: Task = _new(Task)
-    _put(task, "task_id", task_id)
-    _put(task, "tenant", tenant)
-    _put(task, "priority", priority)
-    _put(task, "payload", payload)
-    _put(task, "retry_count", retry_count)
-    _put(task, "max_retries", max_retries)
-    _put(task, "created_at", created_at)
-    _put(task, "execute_after", execute_after)
-    _put(task, "depends_on", depends_on)
-    _put(task, "headers", headers)
-    _put(task, "name", name)
-    _put(task, "unique_key", unique_key)
-    _put(task, "unique_window_seconds", unique_window_seconds)
-    _put(task, "lease", lease)
+    set_task_id(task, task_id)
+    set_tenant(task, tenant)
+    set_priority(task, priority)
+    set_payload(task, payload)
+    set_retry_count(task, retry_count)
+    set_max_retries(task, max_retries)
+    set_created_at(task, created_at)
+    set_execute_after(task, execute_after)
+    set_depends_on(task, depends_on)
+    set_headers(task, headers)
+    set_name(task, name)
+    set_unique_key(task, unique_key)
+    set_unique_window_seconds(task, unique_window_seconds)
+    set_lease(task, lease)
     return task
 
 
 def unchecked_lease(*, token: str, deadline: float, worker_id: str) -> Lease:
     """A :class:`Lease` of a str token and worker id and a finite deadline the caller made:
     no check runs here."""
+    set_token, set_deadline, set_worker_id = _LEASE_SLOTS
     lease: Lease = _new(Lease)
-    _put(lease, "token", token)
-    _put(lease, "deadline", deadline)
-    _put(lease, "worker_id", worker_id)
+    set_token(lease, token)
+    set_deadline(lease, deadline)
+    set_worker_id(lease, worker_id)
     return lease
 
 
@@ -438,19 +509,70 @@ def unchecked_message(
 ) -> Message:
     """A :class:`Message` from positional values (it has no validators; this is only the
     cheaper spelling of ``Message(...)`` for the push and claim paths)."""
+    (
+        set_task_id,
+        set_tenant,
+        set_priority,
+        set_body,
+        set_content_type,
+        set_retry_count,
+        set_max_retries,
+        set_created_at,
+        set_delay,
+        set_depends_on,
+        set_headers,
+        set_name,
+        set_unique_key,
+        set_unique_window,
+    ) = _MESSAGE_SLOTS
     message: Message = _new(Message)
-    _put(message, "task_id", task_id)
-    _put(message, "tenant", tenant)
-    _put(message, "priority", priority)
-    _put(message, "body", body)
-    _put(message, "content_type", content_type)
-    _put(message, "retry_count", retry_count)
-    _put(message, "max_retries", max_retries)
-    _put(message, "created_at", created_at)
-    _put(message, "delay", delay)
-    _put(message, "depends_on", depends_on)
-    _put(message, "headers", headers)
-    _put(message, "name", name)
-    _put(message, "unique_key", unique_key)
-    _put(message, "unique_window", unique_window)
+    set_task_id(message, task_id)
+    set_tenant(message, tenant)
+    set_priority(message, priority)
+    set_body(message, body)
+    set_content_type(message, content_type)
+    set_retry_count(message, retry_count)
+    set_max_retries(message, max_retries)
+    set_created_at(message, created_at)
+    set_delay(message, delay)
+    set_depends_on(message, depends_on)
+    set_headers(message, headers)
+    set_name(message, name)
+    set_unique_key(message, unique_key)
+    set_unique_window(message, unique_window)
     return message
+
+
+def _slot_setters(cls: type, names: str) -> tuple[Callable[[Any, Any], None], ...]:
+    """The setters of a frozen slotted attrs class's fields ``names`` (all of them, in field
+    order, as the unchecked constructors unpack them): each slot's own ``__set__``, which
+    stores as ``object.__setattr__`` does (attrs' ``__init__`` stores so), without looking
+    the name up on every store."""
+    fields = tuple(field.name for field in attrs.fields(cls))
+    if fields != tuple(names.split()):
+        raise RuntimeError(f"{cls.__name__}'s fields are {fields}: update its unchecked builder")
+    setters: list[Callable[[Any, Any], None]] = []
+    for name in fields:
+        slot = cls.__dict__.get(name)
+        if isinstance(slot, MemberDescriptorType):
+            setters.append(slot.__set__)
+        else:  # not a plain slot: store by name
+            setters.append(functools.partial(_put_named, name=name))
+    return tuple(setters)
+
+
+def _put_named(instance: object, value: object, *, name: str) -> None:
+    _put(instance, name, value)
+
+
+_TASK_SLOTS = _slot_setters(
+    Task,
+    "task_id tenant priority payload retry_count max_retries created_at execute_after "
+    "depends_on headers name unique_key unique_window_seconds lease",
+)
+_LEASE_SLOTS = _slot_setters(Lease, "token deadline worker_id")
+_MESSAGE_SLOTS = _slot_setters(
+    Message,
+    "task_id tenant priority body content_type retry_count max_retries created_at delay "
+    "depends_on headers name unique_key unique_window",
+)

@@ -30,6 +30,7 @@ __all__ = [
     "check_tenant_page",
     "check_time",
     "check_wait_timeout",
+    "id_fullmatch",
     "is_valid_id",
     "validate_id",
     "validate_queue_name",
@@ -47,6 +48,9 @@ MAX_RETRY_COUNT = 2**31 - 1
 
 _ID_RE = re.compile(r"[A-Za-z0-9_.:@/+=#-]+")
 _ID_FULL = _ID_RE.fullmatch
+#: The id grammar's match of a whole str (None when it does not match; the length limit is
+#: apart): for hot paths that spell :func:`is_valid_id` inline on values of type ``str``.
+id_fullmatch = _ID_FULL
 _QUEUE_RE = re.compile(r"[A-Za-z0-9_.-]+")
 _ID_RULE = (
     f"must be 1-{MAX_ID_LENGTH} ASCII characters from letters, digits and _ . : @ / + = # - "

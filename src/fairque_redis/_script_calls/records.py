@@ -15,7 +15,14 @@ from fairque_core.domain.models import UNREADABLE_HEADER, Message, unchecked_mes
 from fairque_core.domain.validation import validate_id
 from fairque_redis._script_calls.base import to_bytes, to_text
 
-__all__ = ["UNREADABLE", "decode_message", "encode_meta", "read_message", "salvage_message"]
+__all__ = [
+    "UNREADABLE",
+    "decode_message",
+    "encode_meta",
+    "read_message",
+    "salvage_message",
+    "unreadable",
+]
 
 _DEFAULT_CT = "application/json"
 
@@ -67,11 +74,15 @@ def decode_message(fields: Sequence[Any]) -> Message:
     content_type, max_retries, created_at, delay, deps, headers, name, *unique = _meta(meta)
     unique_key, unique_window = unique if unique else ("", 0.0)
     prio = _PRIORITIES.get(priority)
-    return unchecked_message(
-        task_id=to_text(task_id),
-        tenant=to_text(user_id),
+    return unchecked_message(  # bytes as the server sends them decoded inline (to_text's way)
+        task_id=task_id.decode("utf-8", "surrogateescape")
+        if type(task_id) is bytes
+        else to_text(task_id),
+        tenant=user_id.decode("utf-8", "surrogateescape")
+        if type(user_id) is bytes
+        else to_text(user_id),
         priority=prio if prio is not None else Priority(int(priority)),
-        body=to_bytes(body),
+        body=body if type(body) is bytes else to_bytes(body),
         content_type=content_type,
         retry_count=int(retry_count),
         max_retries=max_retries,
@@ -110,8 +121,13 @@ def read_message(fields: Sequence[Any]) -> Message:
     try:
         return decode_message(fields)
     except UNREADABLE as exc:
-        text = f"task {to_text(fields[0])} has an unreadable record: {type(exc).__name__}: {exc}"
-        raise TaskSerializationError(text[:500]) from exc
+        raise TaskSerializationError(unreadable(fields, exc)) from exc
+
+
+def unreadable(fields: Sequence[Any], exc: BaseException) -> str:
+    """What :func:`read_message` says of a record :func:`decode_message` failed on."""
+    text = f"task {to_text(fields[0])} has an unreadable record: {type(exc).__name__}: {exc}"
+    return text[:500]
 
 
 def salvage_message(fields: Sequence[Any], problem: str) -> Message:

@@ -10,18 +10,18 @@ from typing import Any
 from fairque_core.domain.enums import Priority
 from fairque_core.domain.errors import (
     PayloadTooLargeError,
-    TaskSerializationError,
     TaskValidationError,
 )
 from fairque_core.domain.models import Claimed, Lease, Message, unchecked_lease
 from fairque_core.domain.scoring import to_ms
-from fairque_core.domain.validation import validate_id
+from fairque_core.domain.validation import MAX_ID_LENGTH, id_fullmatch, validate_id
 from fairque_redis._script_calls.base import Call, CallsBase, contract, int_reply, to_text
 from fairque_redis._script_calls.records import (
     UNREADABLE,
+    decode_message,
     encode_meta,
-    read_message,
     salvage_message,
+    unreadable,
 )
 
 __all__ = ["TaskCalls"]
@@ -33,6 +33,7 @@ class TaskCalls(CallsBase):
     """push, claim, cancel."""
 
     def check_message(self, message: Message) -> None:
+        """TaskValidationError (or PayloadTooLargeError) for a message the push refuses."""
         validate_id(message.task_id, "task_id")
         validate_id(message.tenant, "tenant")
         for dep in message.depends_on:
@@ -48,25 +49,37 @@ class TaskCalls(CallsBase):
         inner = self.push_detailed(messages)
         return Call(inner.script, inner.args, lambda r: [s for s, _ in inner.parse(r)])
 
+    def push_one(self, message: Message) -> Call[bool]:
+        """``push([message])`` answering one bool: the same call, built and read directly
+        (``RedisBackend.push``'s path, issue 17)."""
+        if not _plain(message, self.config.max_payload_bytes):
+            self.check_message(message)
+        args = self.header()
+        args.append(1)
+        args += _fields(message)
+
+        def parse(reply: Any) -> bool:
+            if type(reply) is list and len(reply) == 1:
+                flag = reply[0]
+                if isinstance(flag, (bytes, str)):  # a unique duplicate: the holder's id
+                    return False
+                if flag in (0, 1):
+                    return bool(flag == 1)
+            contract("push", False, reply)
+            raise AssertionError("unreachable")  # pragma: no cover
+
+        return Call("push", args, parse)
+
     def push_detailed(self, messages: Sequence[Message]) -> Call[list[tuple[bool, str]]]:
         """Per message ``(stored, holder)``: see the port's ``push_batch_detailed``."""
+        limit = self.config.max_payload_bytes
         for message in messages:
-            self.check_message(message)
+            if not _plain(message, limit):
+                self.check_message(message)
         args: list[Any] = self.header()
         args.append(len(messages))
         for m in messages:
-            args += [
-                m.task_id,
-                m.tenant,
-                int(m.priority),
-                to_ms(m.delay),
-                encode_meta(m),
-                m.body,
-                m.unique_key,
-                to_ms(m.unique_window) if m.unique_key else 0,
-                len(m.depends_on),
-                *m.depends_on,
-            ]
+            args += _fields(m)
         ids = [m.task_id for m in messages]
 
         def parse(reply: Any) -> list[tuple[bool, str]]:
@@ -130,11 +143,11 @@ class TaskCalls(CallsBase):
                 i = 2 + 7 * k
                 fields = reply[i : i + 6]
                 try:
-                    message = read_message(fields)
-                except TaskSerializationError as exc:
+                    message = decode_message(fields)  # read_message, without its layer
+                except UNREADABLE as exc:
                     # leased already: handed out salvaged, for the engine to poison, so one
                     # damaged record neither fails the batch nor stalls the worker
-                    message = salvage_message(fields, str(exc))
+                    message = salvage_message(fields, unreadable(fields, exc))
                 try:
                     recoveries = int(reply[i + 6])
                 except UNREADABLE as exc:
@@ -155,3 +168,39 @@ class TaskCalls(CallsBase):
         validate_id(task_id, "task_id")
         parse = int_reply("cancel")
         return Call("cancel", [*self.header(), task_id], lambda r: parse(r) == 1)
+
+
+def _plain(m: Message, limit: int) -> bool:
+    """Whether ``check_message`` would pass ``m``, judged on plain types only (a str subclass,
+    a dependency or a unique key answers False: ``check_message`` then decides)."""
+    task_id, tenant = m.task_id, m.tenant
+    return (
+        type(task_id) is str
+        and type(tenant) is str
+        and len(task_id) <= MAX_ID_LENGTH
+        and len(tenant) <= MAX_ID_LENGTH
+        and id_fullmatch(task_id) is not None
+        and id_fullmatch(tenant) is not None
+        and not m.depends_on
+        and not m.unique_key
+        and type(m.priority) is Priority
+        and len(m.body) <= limit
+    )
+
+
+def _fields(m: Message) -> list[Any]:
+    """One message's part of the push call's ARGV."""
+    delay = m.delay
+    unique_key = m.unique_key
+    return [
+        m.task_id,
+        m.tenant,
+        int(m.priority),
+        0 if delay == 0 and (type(delay) is float or type(delay) is int) else to_ms(delay),
+        encode_meta(m),
+        m.body,
+        unique_key,
+        to_ms(m.unique_window) if unique_key else 0,
+        len(m.depends_on),
+        *m.depends_on,
+    ]

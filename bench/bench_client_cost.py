@@ -1,0 +1,223 @@
+"""Client CPU per pushed and per claimed task, without the socket, for two trees side by side.
+
+    uv run --no-sync python bench/bench_client_cost.py [--compare OLD_SRC] [--rounds N]
+        [--modes backend,queue,async,claim,aclaim] [--count N]
+
+What a push or a claim costs the client is the Python of fairque's layers and of redis-py
+(packing, the pool, the reply parser); the kernel's share of a loopback ``sendall``/``recv``
+is larger than either and moves with the machine's load, which hides a few µs of Python in
+``bench_push.py``'s figures. Here each measurement runs in a child process (PYTHONPATH = the
+tree's ``src``) that:
+
+- talks to one embedded Valkey for its warm-up (scripts loaded, the queue registered, 100
+  tenants active) and records the server's reply to one push and to one claim of 100;
+- then makes the pooled connections' ``send_packed_command`` a no-op and their
+  ``read_response`` return the recorded reply, so everything above the socket still runs
+  (fairque's layers, redis-py's ``execute_command``, pool, packing) and nothing below it;
+- times ``--count`` tasks (``process_time``), then counts the function calls of the same work
+  under cProfile (Python and built-in calls; deterministic, so the one figure here that the
+  machine's load does not move).
+
+Modes: ``backend`` (``RedisBackend.push`` of a ready-made Message, one by one), ``queue``
+(``FairQueue.push(Task.create(...))``), ``async`` (``await AsyncFairQueue.push(Task.create(
+...))``, one coroutine), ``claim`` and ``aclaim`` (``claim_batch(100)``, sync and asyncio,
+decoding included: µs and calls per claimed task).
+
+The trees alternate order round by round; the report gives medians and the median of the
+per-round ratios new/old (read those: the machine is shared and noisy). A replayed reply is
+not a server: this measures client CPU only; ``bench_push.py`` measures the real round trip.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from fairque_redis.embedded import EmbeddedValkey
+
+MODES = ("backend", "queue", "async", "claim", "aclaim")
+
+CHILD = r"""
+import asyncio, cProfile, json, pstats, sys, time
+from fairque_core import AsyncFairQueue, FairQueue, Message, Priority, Task
+from fairque_redis.async_backend import AsyncRedisBackend
+from fairque_redis.backend import RedisBackend
+
+url, queue, mode, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+TENANTS, CLAIM = 100, 100
+
+def msg(i, u):
+    return Message(task_id=f"m{i}", tenant=u, priority=Priority.NORMAL, body=b'{"n": 1}')
+
+def fill():
+    return [Task.create(f"u{i % TENANTS}", Priority.NORMAL, {"n": i}) for i in range(2 * CLAIM)]
+
+def record(conns, seen):
+    # the server's replies, kept as they are read
+    for conn in conns:
+        real = conn.read_response
+        if asyncio.iscoroutinefunction(real):
+            async def read(*a, _real=real, **k):
+                seen.append(await _real(*a, **k))
+                return seen[-1]
+        else:
+            def read(*a, _real=real, **k):
+                seen.append(_real(*a, **k))
+                return seen[-1]
+        conn.read_response = read
+
+def replay(conns, reply, asynchronous):
+    # from here on nothing goes to the server: a send vanishes, a read answers ``reply``
+    async def asend(*a, **k):
+        return None
+    async def aread(*a, **k):
+        return reply
+    for conn in conns:
+        if asynchronous:
+            conn.send_packed_command, conn.read_response = asend, aread
+        else:
+            conn.send_packed_command = lambda *a, **k: None
+            conn.read_response = lambda *a, **k: reply
+
+def report(cpu, calls):
+    print(json.dumps({"cpu_us": cpu, "calls": calls}), flush=True)
+
+def calls_of(prof, tasks):
+    return sum(s[1] for s in pstats.Stats(prof).stats.values()) / tasks
+
+def run_sync():
+    backend = RedisBackend.from_url(url, queue=queue)
+    fq = FairQueue(backend)
+    backend.push_batch([msg(-1 - t, f"u{t}") for t in range(TENANTS)])
+    fq.push_batch(fill())
+    conns = list(backend.client.connection_pool._available_connections)
+    seen = []
+    record(conns, seen)
+    backend.push(msg(10**9, "u0"))
+    push_reply = seen[-1]
+    assert len(fq.claim_batch(CLAIM)) == CLAIM
+    replay(conns, seen[-1] if mode == "claim" else push_reply, asynchronous=False)
+    ms = [msg(i, f"u{i % TENANTS}") for i in range(n)]  # outside the measured part
+
+    def work():
+        if mode == "backend":
+            for m in ms:
+                backend.push(m)
+            return n
+        if mode == "queue":
+            for i in range(n):
+                fq.push(Task.create(f"u{i % TENANTS}", Priority.NORMAL, {"n": 1}))
+            return n
+        return sum(len(fq.claim_batch(CLAIM)) for _ in range(max(1, n // CLAIM)))
+
+    c0 = time.process_time()
+    tasks = work()
+    cpu = (time.process_time() - c0) / tasks * 1e6
+    prof = cProfile.Profile()
+    prof.enable()
+    tasks = work()
+    prof.disable()
+    report(cpu, calls_of(prof, tasks))
+
+async def run_async():
+    backend = AsyncRedisBackend.from_url(url, queue=queue)
+    aq = AsyncFairQueue(backend)
+    await backend.push_batch([msg(-1 - t, f"u{t}") for t in range(TENANTS)])
+    await aq.push_batch(fill())
+    conns = list(backend.client.connection_pool._available_connections)
+    seen = []
+    record(conns, seen)
+    await backend.push(msg(10**9, "u0"))
+    push_reply = seen[-1]
+    assert len(await aq.claim_batch(CLAIM)) == CLAIM
+    replay(conns, seen[-1] if mode == "aclaim" else push_reply, asynchronous=True)
+
+    async def work():
+        if mode == "async":
+            for i in range(n):
+                await aq.push(Task.create(f"u{i % TENANTS}", Priority.NORMAL, {"n": 1}))
+            return n
+        got = 0
+        for _ in range(max(1, n // CLAIM)):
+            got += len(await aq.claim_batch(CLAIM))
+        return got
+
+    c0 = time.process_time()
+    tasks = await work()
+    cpu = (time.process_time() - c0) / tasks * 1e6
+    prof = cProfile.Profile()
+    prof.enable()
+    tasks = await work()
+    prof.disable()
+    report(cpu, calls_of(prof, tasks))
+
+if mode in ("async", "aclaim"):
+    asyncio.run(run_async())
+else:
+    run_sync()
+"""
+
+
+def _child(src: Path, url: str, mode: str, n: int, tag: str) -> dict[str, float]:
+    env = dict(os.environ, PYTHONPATH=str(src), FAIRQUE_DISABLE_PLUGIN_AUTOLOAD="1")
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, url, f"cc{tag}", mode, str(n)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"child {mode} of {src} failed:\n{out.stderr[-2000:]}")
+    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--compare", metavar="OLD_SRC", help="another tree's src/ to run beside")
+    parser.add_argument("--new", metavar="NEW_SRC", help="this tree's src/ unless given")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds (medians printed)")
+    parser.add_argument("--count", type=int, default=3000, help="tasks per measurement")
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes")
+    opts = parser.parse_args()
+    modes = [m.strip() for m in opts.modes.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        parser.error(f"unknown mode(s) {unknown}; known: {', '.join(MODES)}")
+    here = Path(opts.new) if opts.new else Path(__file__).resolve().parents[1] / "src"
+    trees = {"old": Path(opts.compare), "new": here} if opts.compare else {"new": here}
+    results: dict[tuple[str, str], list[dict[str, float]]] = {}
+    with EmbeddedValkey() as server:
+        for r in range(opts.rounds):
+            order = list(trees.items())
+            if r % 2:
+                order.reverse()
+            for mode in modes:
+                for name, src in order:
+                    res = _child(src, server.url, mode, opts.count, f"{name}{mode}{r}")
+                    results.setdefault((name, mode), []).append(res)
+    print(f"median of {opts.rounds} rounds, {opts.count} tasks each, socket replaced by replay")
+    print(f"{'mode':<8} {'tree':<4} {'client us/task':>15} {'calls/task':>11}")
+    for mode in modes:
+        for name in trees:
+            rows = results[(name, mode)]
+            cpu = statistics.median(row["cpu_us"] for row in rows)
+            calls = statistics.median(row["calls"] for row in rows)
+            print(f"{mode:<8} {name:<4} {cpu:>15.1f} {calls:>11.1f}")
+    if "old" in trees:
+        print("new / old (median of the per-round ratios):")
+        for mode in modes:
+            pairs = list(zip(results[("old", mode)], results[("new", mode)], strict=True))
+            cpu = statistics.median(n["cpu_us"] / o["cpu_us"] for o, n in pairs)
+            calls = statistics.median(n["calls"] / o["calls"] for o, n in pairs)
+            print(f"  {mode:<8} client us x{cpu:.2f}  calls x{calls:.2f}")
+
+
+if __name__ == "__main__":
+    main()
