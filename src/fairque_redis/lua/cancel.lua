@@ -19,12 +19,12 @@ end
 if r.state == 'queued' then
   fq_remove_ready(q, r)
 elseif r.state == 'scheduled' then
-  redis.call('ZREM', q.delayed, id)
+  FQ_CALL('ZREM', q.delayed, id)
   fq_bump(q, r.user, 'scheduled', -1)
 elseif r.state == 'started' then
   fq_drop_lease(q, r)
 end
-redis.call('HSET', fq_task_key(q, id), 'st', 'canceled', 'rs', 'canceled')
+FQ_CALL('HSET', fq_task_key(q, id), 'st', 'canceled', 'rs', 'canceled')
 r.state = 'canceled'
 fq_bump(q, r.user, 'canceled', 1)
 fq_close_record(q, r)

@@ -16,8 +16,8 @@ local PAGE = 256
 local ENTRY_FIELDS = 7
 
 local q = fq_open(KEYS, ARGV, {read = true}) -- writes nothing: no type check
-local limit = tonumber(ARGV[8])
-local offset = tonumber(ARGV[9])
+local limit = FQ_TONUMBER(ARGV[8])
+local offset = FQ_TONUMBER(ARGV[9])
 local want = ARGV[10]
 local out = {}
 if limit <= 0 then return out end
@@ -29,11 +29,11 @@ if want == '' then
   skipped = offset
 end
 while taken < limit do
-  local ids = redis.call('ZRANGE', q.dlq, start, start + PAGE - 1, 'WITHSCORES')
+  local ids = FQ_CALL('ZRANGE', q.dlq, start, start + PAGE - 1, 'WITHSCORES')
   if #ids == 0 then break end
   start = start + PAGE
   for k = 1, #ids, 2 do
-    local v = redis.call('HMGET', fq_task_key(q, ids[k]), 'u', 'p', 'rc', 'm', 'b', 'ft', 'rs')
+    local v = FQ_CALL('HMGET', fq_task_key(q, ids[k]), 'u', 'p', 'rc', 'm', 'b', 'ft', 'rs')
     if want == '' or v[6] == want then
       if skipped < offset then
         skipped = skipped + 1

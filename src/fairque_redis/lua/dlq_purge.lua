@@ -12,14 +12,14 @@
 local q = fq_open(KEYS, ARGV)
 local ids
 if ARGV[8] == '1' then
-  ids = redis.call('ZRANGE', q.dlq, 0, -1)
+  ids = FQ_CALL('ZRANGE', q.dlq, 0, -1)
 else
   ids = {}
-  for k = 1, tonumber(ARGV[9]) do ids[k] = ARGV[9 + k] end
+  for k = 1, FQ_TONUMBER(ARGV[9]) do ids[k] = ARGV[9 + k] end
 end
 local n = 0
 for _, id in ipairs(ids) do
-  if redis.call('ZREM', q.dlq, id) == 1 then
+  if FQ_CALL('ZREM', q.dlq, id) == 1 then
     n = n + 1
     fq_forget(q, id)
   end

@@ -13,24 +13,24 @@
 local q = fq_open(KEYS, ARGV)
 local ids
 if ARGV[8] == '1' then
-  ids = redis.call('ZRANGE', q.dlq, 0, -1)
+  ids = FQ_CALL('ZRANGE', q.dlq, 0, -1)
 else
   ids = {}
-  for k = 1, tonumber(ARGV[9]) do ids[k] = ARGV[9 + k] end
+  for k = 1, FQ_TONUMBER(ARGV[9]) do ids[k] = ARGV[9 + k] end
 end
 local n = 0
 for _, id in ipairs(ids) do
   local key = fq_task_key(q, id)
-  local v = redis.call('HMGET', key, 'u', 'p', 'seq')
+  local v = FQ_CALL('HMGET', key, 'u', 'p', 'seq')
   -- a damaged hash without its tenant cannot be queued: it stays in the DLQ (purge removes it)
-  if v[1] ~= false and redis.call('ZREM', q.dlq, id) == 1 then
+  if v[1] ~= false and FQ_CALL('ZREM', q.dlq, id) == 1 then
     n = n + 1
-    redis.call('HSET', key, 'rc', '0', 'rec', '0', 'rs', '')
-    redis.call('HDEL', key, 'ft', 'err')
-    redis.call('DEL', fq_done_key(q, id)) -- alive again: result waiters must wait anew
+    FQ_CALL('HSET', key, 'rc', '0', 'rec', '0', 'rs', '')
+    FQ_CALL('HDEL', key, 'ft', 'err')
+    FQ_CALL('DEL', fq_done_key(q, id)) -- alive again: result waiters must wait anew
     local r = {
-      id = id, user = v[1], priority = tonumber(v[2]) or FQ_DEFAULT_PRIORITY,
-      seq = tonumber(v[3]) or 0,
+      id = id, user = v[1], priority = FQ_TONUMBER(v[2]) or FQ_DEFAULT_PRIORITY,
+      seq = FQ_TONUMBER(v[3]) or 0,
     }
     fq_bump(q, r.user, 'dlq_requeued', 1)
     fq_make_ready(q, r, q.now, false)

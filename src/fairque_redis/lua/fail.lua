@@ -25,13 +25,13 @@ if r == nil or r.state ~= 'started' or r.token ~= token then return fq_err('LEAS
 fq_drop_lease(q, r, nil, nil, true)
 if ARGV[10] ~= '' then
   local key = fq_task_key(q, id)
-  redis.call('HINCRBY', key, 'rc', 1)
-  redis.call('HSET', key, 'rs', ARGV[12])
+  FQ_CALL('HINCRBY', key, 'rc', 1)
+  FQ_CALL('HSET', key, 'rs', ARGV[12])
   fq_bump(q, r.user, 'retried', 1)
-  fq_schedule(q, r, q.now + math.max(0, tonumber(ARGV[10])))
+  fq_schedule(q, r, q.now + math.max(0, FQ_TONUMBER(ARGV[10])))
 else
   if ARGV[13] ~= nil and ARGV[13] ~= '' then
-    redis.call('HSET', fq_task_key(q, id), 'err', ARGV[13])
+    FQ_CALL('HSET', fq_task_key(q, id), 'err', ARGV[13])
   end
   fq_to_dlq(q, r, ARGV[11], ARGV[12])
 end

@@ -12,7 +12,7 @@
 --- @include "_include/core"
 
 local q = fq_open(KEYS, ARGV, {read = true}) -- writes nothing: no type check
-local v = redis.call('HMGET', fq_task_key(q, ARGV[8]), 'st', 'u', 'p', 'rc', 'm', 'b', 'res', 'exp',
+local v = FQ_CALL('HMGET', fq_task_key(q, ARGV[8]), 'st', 'u', 'p', 'rc', 'm', 'b', 'res', 'exp',
   'rs', 'ft', 'err')
 if v[1] == false then return {} end
 if fq_expired(v[8], q.now) then return {} end

@@ -18,9 +18,9 @@ local ZADD_CHUNK = 1000
 
 local q = fq_open(KEYS, ARGV)
 local strict = ARGV[8] == '1'
-local deadline = q.now + tonumber(ARGV[9])
+local deadline = q.now + FQ_TONUMBER(ARGV[9])
 local dl = fq_int(deadline)
-local n = tonumber(ARGV[10])
+local n = FQ_TONUMBER(ARGV[10])
 local out = {}
 local leases = {} -- deadline, id, ...: one ZADD below
 local i = 11
@@ -31,13 +31,13 @@ for k = 1, n do
     if strict then return fq_err('LEASE_LOST', id) end
     out[k] = 0
   else
-    redis.call('HSET', fq_task_key(q, id), 'dl', dl)
+    FQ_CALL('HSET', fq_task_key(q, id), 'dl', dl)
     table.insert(leases, dl)
     table.insert(leases, id)
     out[k] = deadline
   end
 end
 for s = 1, #leases, ZADD_CHUNK do
-  redis.call('ZADD', q.leases, unpack(leases, s, math.min(s + ZADD_CHUNK - 1, #leases)))
+  FQ_CALL('ZADD', q.leases, unpack(leases, s, math.min(s + ZADD_CHUNK - 1, #leases)))
 end
 return out

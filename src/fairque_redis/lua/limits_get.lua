@@ -13,14 +13,14 @@
 
 local q = fq_open(KEYS, ARGV, {read = true}) -- writes nothing: no type check
 local u = ARGV[8]
-local v = redis.call('HMGET', fq_tenant_key(q, u), 'lim', 'tier', 'capd', 'tat', 'pau')
-local tier = fq_int(tonumber(v[2]) or 0)
-local s = redis.call('HMGET', fq_tenant_stats_key(q, u), 'leased', 'scheduled', 'cap_hits',
+local v = FQ_CALL('HMGET', fq_tenant_key(q, u), 'lim', 'tier', 'capd', 'tat', 'pau')
+local tier = fq_int(FQ_TONUMBER(v[2]) or 0)
+local s = FQ_CALL('HMGET', fq_tenant_stats_key(q, u), 'leased', 'scheduled', 'cap_hits',
   'throttles', 'refusals')
-local queued = redis.call('LLEN', fq_critical_key(q, u)) + redis.call('ZCARD', fq_normal_key(q, u))
-  + (tonumber(s[2]) or 0)
+local queued = FQ_CALL('LLEN', fq_critical_key(q, u)) + FQ_CALL('ZCARD', fq_normal_key(q, u))
+  + (FQ_TONUMBER(s[2]) or 0)
 return {
-  q.now, v[1] or '', redis.call('HGET', q.meta, 'lim:' .. tier) or '',
-  tonumber(s[1]) or 0, queued, v[3] == '1' and 1 or 0, fq_int(tonumber(v[4]) or 0),
-  tonumber(s[3]) or 0, tonumber(s[4]) or 0, tonumber(s[5]) or 0, v[5] == '1' and 1 or 0,
+  q.now, v[1] or '', FQ_CALL('HGET', q.meta, 'lim:' .. tier) or '',
+  FQ_TONUMBER(s[1]) or 0, queued, v[3] == '1' and 1 or 0, fq_int(FQ_TONUMBER(v[4]) or 0),
+  FQ_TONUMBER(s[3]) or 0, FQ_TONUMBER(s[4]) or 0, FQ_TONUMBER(s[5]) or 0, v[5] == '1' and 1 or 0,
 }

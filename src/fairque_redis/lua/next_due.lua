@@ -10,9 +10,9 @@
 --- @include "_include/core"
 
 local q = fq_open(KEYS, ARGV, {read = true}) -- writes nothing: no type check
-local head = redis.call('ZRANGE', q.delayed, 0, 0, 'WITHSCORES')
-local parked = redis.call('ZRANGE', fq_parked_key(q), 0, 0, 'WITHSCORES')
-local first = tonumber(head[2] or parked[2])
+local head = FQ_CALL('ZRANGE', q.delayed, 0, 0, 'WITHSCORES')
+local parked = FQ_CALL('ZRANGE', fq_parked_key(q), 0, 0, 'WITHSCORES')
+local first = FQ_TONUMBER(head[2] or parked[2])
 if first == nil then return -1 end
-if parked[2] ~= nil then first = math.min(first, tonumber(parked[2])) end
+if parked[2] ~= nil then first = math.min(first, FQ_TONUMBER(parked[2])) end
 return math.max(0, first - q.now)

@@ -20,20 +20,20 @@ local scope, u, on = ARGV[8], ARGV[9], ARGV[10] == '1'
 
 if scope == 'q' then
   if on then
-    redis.call('HSET', q.meta, 'pau', '1')
+    FQ_CALL('HSET', q.meta, 'pau', '1')
   else
-    redis.call('HDEL', q.meta, 'pau')
+    FQ_CALL('HDEL', q.meta, 'pau')
   end
 else
   local t = fq_tenant(q, u)
   local key = fq_tenant_key(q, u)
   if on then
     t.paused = true
-    redis.call('HSET', key, 'pau', '1')
+    FQ_CALL('HSET', key, 'pau', '1')
     if fq_is_active(q, u) then fq_deactivate(q, u) end
   else
     t.paused = false
-    redis.call('HDEL', key, 'pau')
+    FQ_CALL('HDEL', key, 'pau')
     if fq_has_ready(q, u) then fq_activate(q, u) end
   end
 end

@@ -12,4 +12,4 @@
 
 local key = KEYS[1]
 if ARGV[8] == 't' then key = fq_tenant_key({prefix = fq_prefix(KEYS[1])}, ARGV[9]) end
-return redis.call('HGET', key, 'pau') == '1' and 1 or 0
+return FQ_CALL('HGET', key, 'pau') == '1' and 1 or 0

@@ -21,46 +21,25 @@
   (and the keys they will write, by type) before the first write, so a refused batch changes
   nothing.
 ]]
---- @include "_include/deps"
-
--- the longest task or tenant id (the id grammar of fairque_core validation)
-local MAX_ID_LEN = 128
--- ARGV values per message before its D parent ids: id, user, priority, delay, meta, body,
--- unique key, unique window, D
-local MESSAGE_FIELDS = 9
--- the priorities as the client spells them (fq_int): read without tonumber, which costs more
--- than the lookup; anything else takes the checked path below. Likewise a delay, window or
--- dependency count of '0' (the common case) is read without tonumber
-local PRIORITY_OF = {['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 5, ['6'] = 6}
+--- @include "_include/pushing"
 
 -- meta: read now (fq_meta, as the push reads it anyway) and so type-checked, only the
 -- fairness fields and the limits flag (push reads no other); the sched list only when this
 -- call may raise its signal (see below the checks)
 local q = fq_open(KEYS, ARGV, {meta = 'fair', sched = false})
-local n = tonumber(ARGV[8])
+local n = FQ_TONUMBER(ARGV[8])
 local now = q.now
-
-local function valid_id(s)
-  return #s >= 1 and #s <= MAX_ID_LEN and string.find(s, '^[%w_%.:@/%+=#%-]+$') ~= nil
-end
-
--- a key this call will write holds another type (damaged behind the client's back): refuse
--- the whole call, typed, before the first write. `probe` is a cheap read of that type; its
--- reply is returned
-local function check(key, probe, want)
-  local reply = redis.pcall(probe, key)
-  if type(reply) == 'table' then fq_check_type(key, want) end
-  return reply
-end
+local max_payload = q.max_payload
 
 -- check everything before the first write; at[k] is where message k starts in ARGV; state[k]
 -- the HMGET st, exp of its task key (read here, so that a damaged one refuses the call whole)
 local at = {}
 local state = {}
+-- seen[id]: id is in this call (true); 1 once the store loop below wrote it (a second message
+-- of that id is then a duplicate)
 local seen = {}
-local queues_checked = {}
--- tenant_checked[u]: u's hash was type-checked (only when this call may write it)
-local tenant_checked = {}
+-- checked[key]: a tenant's queue or hash (only when this call may write it) was type-checked
+local checked = {}
 -- had_ready[u]: a queue of u checked here already held ready work (so, without limits, u is
 -- active: see the store loop)
 local had_ready = {}
@@ -70,59 +49,75 @@ local i = 9
 for k = 1, n do
   local id, u, ps, dmss, body = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 5]
   local nds, uws = ARGV[i + 8], ARGV[i + 7]
-  local p = PRIORITY_OF[ps]
-  local dms = dmss == '0' and 0 or tonumber(dmss)
-  local nd = nds == '0' and 0 or tonumber(nds)
-  local uk, uw = ARGV[i + 6], uws == '0' and 0 or tonumber(uws)
-  if not valid_id(id) then return fq_err('BAD_ID', 'task_id') end
-  if uk ~= '' and not valid_id(uk) then return fq_err('BAD_ID', 'unique_key') end
-  if uw == nil or uw < 0 or uw ~= math.floor(uw) then return fq_err('BAD_ARG', 'unique_window') end
-  if not valid_id(u) then return fq_err('BAD_ID', 'user_id') end
+  local p = FQ_PRIORITY_OF[ps]
+  local dms = dmss == '0' and 0 or FQ_TONUMBER(dmss)
+  local nd = nds == '0' and 0 or FQ_TONUMBER(nds)
+  local uk, uw = ARGV[i + 6], uws == '0' and 0 or FQ_TONUMBER(uws)
+  if not fq_valid_id(id) then return fq_err('BAD_ID', 'task_id') end
+  if uk ~= '' and not fq_valid_id(uk) then return fq_err('BAD_ID', 'unique_key') end
+  if uw ~= 0 and (uw == nil or uw < 0 or uw ~= FQ_FLOOR(uw)) then
+    return fq_err('BAD_ARG', 'unique_window')
+  end
+  if not fq_valid_id(u) then return fq_err('BAD_ID', 'user_id') end
   if p == nil then
     -- not a priority as the client spells it: the checks say why
-    p = tonumber(ps)
-    if p == nil or p < FQ_MIN_PRIORITY or p > FQ_CRITICAL_PRIORITY or p ~= math.floor(p) then
+    p = FQ_TONUMBER(ps)
+    if p == nil or p < FQ_MIN_PRIORITY or p > FQ_CRITICAL_PRIORITY or p ~= FQ_FLOOR(p) then
       return fq_err('BAD_ARG', 'priority')
     end
     return fq_err('BAD_ARG', 'priority or delay') -- a priority, spelled otherwise
   end
-  if dms == nil or dms ~= math.floor(dms) then
-    return fq_err('BAD_ARG', 'priority or delay')
+  if dms ~= 0 then
+    if dms == nil or dms ~= FQ_FLOOR(dms) then
+      return fq_err('BAD_ARG', 'priority or delay')
+    end
+    if dms > 0 then plain = false end
   end
-  if dms > 0 or nd ~= 0 then plain = false end
-  if #body > q.max_payload then
-    return fq_err('TOO_LARGE', fq_int(#body) .. ' ' .. fq_int(q.max_payload))
+  if nd ~= 0 then plain = false end
+  if #body > max_payload then
+    return fq_err('TOO_LARGE', fq_int(#body) .. ' ' .. fq_int(max_payload))
   end
   for d = 1, nd do
     local dep = ARGV[i + 8 + d]
-    if not valid_id(dep) then return fq_err('BAD_ID', 'depends_on') end
+    if not fq_valid_id(dep) then return fq_err('BAD_ID', 'depends_on') end
     if not seen[dep] and fq_rec(q, dep) == nil then return fq_err('UNKNOWN_DEP', dep) end
-    check(fq_children_key(q, dep), 'LLEN', 'list')
+    fq_probe(fq_children_key(q, dep), 'LLEN', 'list')
   end
-  local v = redis.pcall('HMGET', fq_task_key(q, id), 'st', 'exp')
-  if v['err'] ~= nil then fq_check_type(fq_task_key(q, id), 'hash') end
+  local key = fq_task_key(q, id)
+  local v = FQ_PCALL('HMGET', key, 'st', 'exp')
+  if v['err'] ~= nil then fq_check_type(key, 'hash') end
   state[k] = v
-  if uk ~= '' then check(fq_unique_key(q, u, uk), 'GET', 'string') end
+  if uk ~= '' then fq_probe(fq_unique_key(q, u, uk), 'GET', 'string') end
   -- the tenant's queue for this priority, once per call
-  local queue = p == FQ_CRITICAL_PRIORITY and fq_critical_key(q, u) or fq_normal_key(q, u)
-  if not queues_checked[queue] then
-    queues_checked[queue] = true
-    local size
-    if p == FQ_CRITICAL_PRIORITY then size = check(queue, 'LLEN', 'list')
-    else size = check(queue, 'ZCARD', 'zset') end
-    if type(size) == 'number' and size > 0 then had_ready[u] = true end
+  if p == FQ_CRITICAL_PRIORITY then
+    local queue = fq_critical_key(q, u)
+    if not checked[queue] then
+      checked[queue] = true
+      local size = fq_probe(queue, 'LLEN', 'list')
+      if FQ_TYPE(size) == 'number' and size > 0 then had_ready[u] = true end
+    end
+  else
+    local queue = fq_normal_key(q, u)
+    if not checked[queue] then
+      checked[queue] = true
+      local size = fq_probe(queue, 'ZCARD', 'zset')
+      if FQ_TYPE(size) == 'number' and size > 0 then had_ready[u] = true end
+    end
   end
   -- the tenant's hash, once per call, when this call may write it: it activates u (no ready
   -- work seen yet, or limits on) or stores a delayed or dependent message of u. A ready
   -- message of a tenant that already had ready work, without limits, leaves the hash alone
   -- (the store loop skips the activation check for it, ADR 31): no check (ADR 39)
-  if not tenant_checked[u] and (q.lim_on or not had_ready[u] or dms > 0 or nd ~= 0) then
-    tenant_checked[u] = true
-    check(fq_tenant_key(q, u), 'HLEN', 'hash')
+  if q.lim_on or not had_ready[u] or dms > 0 or nd ~= 0 then
+    local tkey = fq_tenant_key(q, u)
+    if not checked[tkey] then
+      checked[tkey] = true
+      fq_probe(tkey, 'HLEN', 'hash')
+    end
   end
   seen[id] = true
   at[k] = i
-  i = i + MESSAGE_FIELDS + nd
+  i = i + FQ_MESSAGE_FIELDS + nd
 end
 
 -- the schedule signal is raised only by a delayed or dependent message (fq_schedule) or a
@@ -134,39 +129,26 @@ local full = fq_limits_check_push(q, ARGV, at, n)
 if full ~= nil then return full end
 
 
--- per call, not per task: the formatted clock, scores by priority, pushes by tenant
+-- per call, not per task: the formatted clock, the score of the last priority scored, pushes
+-- by tenant
 local now_s = fq_int(now)
-local scores = {}
+local score_p, score_s = nil, nil
 local pushed = {}
 local out = {}
+local active = q.active_cache
 
--- the task holding unique key `ukey` now, or nil (free, window over, or holder gone)
-local function unique_holder(ukey)
-  local hold = redis.call('GET', ukey)
-  if not hold then return nil end
-  local holder, until_ms = string.match(hold, '^(.*)|(%d+)$')
-  if holder == nil then
-    if fq_rec(q, hold) == nil then return nil end
-    return hold
-  end
-  if tonumber(until_ms) > now then return holder end
-  return nil
-end
-
-local written = {}
 for k = 1, n do
   i = at[k]
   local id, u = ARGV[i], ARGV[i + 1]
-  local key = fq_task_key(q, id)
   -- an id twice in one call: the first stores it, the second is a duplicate
   local v = state[k]
-  if written[id] then v = {'queued', false} end
+  if seen[id] == 1 then v = {'queued', false} end
   local expired = v[1] ~= false and fq_expired(v[2], now)
   local uk, uw = ARGV[i + 6], ARGV[i + 7]
   local ukey, holder = '', nil
   if uk ~= '' then
     ukey = fq_unique_key(q, u, uk)
-    holder = unique_holder(ukey)
+    holder = fq_unique_holder(q, ukey, now)
   end
   if v[1] ~= false and not expired then
     fq_bump(q, u, 'duplicates', 1)
@@ -175,47 +157,50 @@ for k = 1, n do
     fq_bump(q, u, 'duplicates', 1)
     out[k] = holder
   else
-    written[id] = true
+    seen[id] = 1
     if expired then fq_forget(q, id) end
+    local key = fq_task_key(q, id)
     local ps, dmss, nds = ARGV[i + 2], ARGV[i + 3], ARGV[i + 8]
     -- checked above: a priority as the client spells it, integers
-    local p = PRIORITY_OF[ps]
-    local dms = dmss == '0' and 0 or tonumber(dmss)
-    local nd = nds == '0' and 0 or tonumber(nds)
-    local seq = fq_next_seq(q)
+    local p = FQ_PRIORITY_OF[ps]
+    local dms = dmss == '0' and 0 or FQ_TONUMBER(dmss)
+    local nd = nds == '0' and 0 or FQ_TONUMBER(nds)
+    -- fq_next_seq, inline: fq_open (meta = 'fair') has read q.seq
+    local seq = q.seq + 1
+    q.seq = seq
+    q.meta_dirty = true
     if ukey ~= '' then
-      redis.call('SET', ukey, id)
-      redis.call('HSET', key, 'uk', ukey, 'uw', uw)
+      FQ_CALL('SET', ukey, id)
+      FQ_CALL('HSET', key, 'uk', ukey, 'uw', uw)
     end
     pushed[u] = (pushed[u] or 0) + 1
     if nd == 0 and dms <= 0 then
       -- the common case, ready now: one HSET, then into the tenant's queue (fq_enqueue)
-      redis.call('HSET', key, 'u', u, 'p', ps, 'b', ARGV[i + 5], 'm', ARGV[i + 4], 'rc', '0',
+      FQ_CALL('HSET', key, 'u', u, 'p', ps, 'b', ARGV[i + 5], 'm', ARGV[i + 4], 'rc', '0',
         'seq', fq_int(seq), 'st', 'queued', 'rd', now_s, 'due', now_s, 'dms', dmss, 'rec', '0')
       -- Without limits a tenant is active exactly while it has ready work, unless paused (and
       -- fq_activate keeps a paused one out anyway), so one that already had some (the size
       -- read by the type check above) needs no activation check: no tenant hash read, no ZSCORE
-      if had_ready[u] and not q.lim_on and q.active_cache[u] == nil then
-        q.active_cache[u] = true
+      if had_ready[u] and not q.lim_on and active[u] == nil then
+        active[u] = true
       end
       if p == FQ_CRITICAL_PRIORITY then
-        redis.call('RPUSH', fq_critical_key(q, u), id)
+        FQ_CALL('RPUSH', fq_critical_key(q, u), id)
       else
-        local score = scores[p]
-        if score == nil then
-          score = fq_int(fq_score(p, now, q.horizon_ms))
-          scores[p] = score
+        if score_p ~= p then
+          score_p, score_s = p, fq_int(fq_score(p, now, q.horizon_ms))
         end
-        redis.call('ZADD', fq_normal_key(q, u), score, fq_member(seq, id))
+        FQ_CALL('ZADD', fq_normal_key(q, u), score_s, fq_member(seq, id))
       end
       q.ready_delta = q.ready_delta + 1
       q.wake = true
-      fq_activate(q, u)
+      -- fq_activate returns at once for a tenant known active (fq_is_active's cache)
+      if active[u] ~= true then fq_activate(q, u) end
     else
       local due = now + math.max(0, dms)
       local r = {
         id = id, user = u, priority = p, seq = seq, due_ms = due, delay_ms = dms,
-        state = 'queued', unique_key = ukey, unique_window = tonumber(uw),
+        state = 'queued', unique_key = ukey, unique_window = FQ_TONUMBER(uw),
       }
       local failed_parent = nil
       local waiting = false
@@ -226,24 +211,24 @@ for k = 1, n do
           if parent.state == 'failed' or parent.state == 'canceled' then
             failed_parent = dep
           elseif parent.state ~= 'finished' then
-            redis.call('SADD', fq_waits_key(q, id), dep)
-            redis.call('RPUSH', fq_children_key(q, dep), id)
+            FQ_CALL('SADD', fq_waits_key(q, id), dep)
+            FQ_CALL('RPUSH', fq_children_key(q, dep), id)
             waiting = true
           end
         end
       end
       local ready_now = failed_parent == nil and not waiting and due <= now
-      redis.call('HSET', key, 'u', u, 'p', ps, 'b', ARGV[i + 5], 'm', ARGV[i + 4], 'rc', '0',
+      FQ_CALL('HSET', key, 'u', u, 'p', ps, 'b', ARGV[i + 5], 'm', ARGV[i + 4], 'rc', '0',
         'seq', fq_int(seq), 'st', 'queued', 'rd', ready_now and now_s or '0',
         'due', fq_int(due), 'dms', dmss, 'rec', '0')
       if ready_now then
         fq_enqueue(q, r, now, false)
       elseif failed_parent ~= nil then
-        redis.call('HSET', key, 'st', 'canceled', 'rs', 'dependency ' .. failed_parent .. ' did not finish')
+        FQ_CALL('HSET', key, 'st', 'canceled', 'rs', 'dependency ' .. failed_parent .. ' did not finish')
         fq_bump(q, u, 'canceled', 1)
         fq_close_record(q, r)
       elseif waiting then
-        redis.call('HSET', key, 'st', 'deferred')
+        FQ_CALL('HSET', key, 'st', 'deferred')
       else
         fq_schedule(q, r, due)
       end

@@ -13,21 +13,21 @@
 --- @include "_include/deps"
 
 local q = fq_open(KEYS, ARGV)
-local limit = tonumber(ARGV[8])
+local limit = FQ_TONUMBER(ARGV[8])
 if limit <= 0 then return 0 end
-local expired = redis.call('ZRANGEBYSCORE', q.leases, '-inf', fq_int(q.now), 'LIMIT', 0, limit)
+local expired = FQ_CALL('ZRANGEBYSCORE', q.leases, '-inf', fq_int(q.now), 'LIMIT', 0, limit)
 for _, id in ipairs(expired) do
   local r = fq_rec(q, id)
   if r == nil then
     -- a lease whose task hash is gone (deleted by hand, evicted): drop the stray entry
-    redis.call('ZREM', q.leases, id)
+    FQ_CALL('ZREM', q.leases, id)
   else
   -- a lease no heartbeat extended (deadline still the claim's) never started: refund its turn
-  local dl = redis.call('HMGET', fq_task_key(q, id), 'dl', 'cdl')
+  local dl = FQ_CALL('HMGET', fq_task_key(q, id), 'dl', 'cdl')
   if dl[2] ~= false and dl[1] == dl[2] then fq_refund(q, r.user) end
   fq_drop_lease(q, r)
   r.recoveries = r.recoveries + 1
-  redis.call('HSET', fq_task_key(q, id), 'rec', fq_int(r.recoveries))
+  FQ_CALL('HSET', fq_task_key(q, id), 'rec', fq_int(r.recoveries))
   if r.recoveries > q.max_recoveries then
     fq_to_dlq(q, r, 'expired', 'lease expired ' .. fq_int(r.recoveries) .. ' times')
   else

@@ -38,42 +38,42 @@ end
 
 fq_meta(q)
 if not q.lim_on then
-  for _, lease in ipairs(redis.call('ZRANGE', q.leases, 0, -1)) do
+  for _, lease in ipairs(FQ_CALL('ZRANGE', q.leases, 0, -1)) do
     local key = fq_task_key(q, lease)
-    if redis.call('EXISTS', key) == 1 then redis.call('HSET', key, 'lc', '1') end
+    if FQ_CALL('EXISTS', key) == 1 then FQ_CALL('HSET', key, 'lc', '1') end
   end
-  redis.call('HSET', q.meta, 'lim', '1')
+  FQ_CALL('HSET', q.meta, 'lim', '1')
   q.lim_on = true
 end
 if scope == 'tier' then
-  redis.call('HSET', q.meta, 'lim:' .. id, merged(redis.call('HGET', q.meta, 'lim:' .. id)))
+  FQ_CALL('HSET', q.meta, 'lim:' .. id, merged(FQ_CALL('HGET', q.meta, 'lim:' .. id)))
 elseif scope == 'q' then
   q.qlim = merged(q.qlim)
-  redis.call('HSET', q.meta, 'lim:q', q.qlim)
+  FQ_CALL('HSET', q.meta, 'lim:q', q.qlim)
   if fq_limits_decode(q.qlim).rate == nil then
-    redis.call('HDEL', q.meta, 'qhold')
-    redis.call('ZREM', fq_parked_key(q), FQ_QUEUE_PARK)
+    FQ_CALL('HDEL', q.meta, 'qhold')
+    FQ_CALL('ZREM', fq_parked_key(q), FQ_QUEUE_PARK)
   end
 else
   local u = id
   local t = fq_tenant(q, u)
   t.lim = merged(t.lim)
   local key = fq_tenant_key(q, u)
-  redis.call('HSET', key, 'lim', t.lim)
+  FQ_CALL('HSET', key, 'lim', t.lim)
   -- _settle: bring the tenant's held or active state in line with its new limits
   local lim = fq_limits_of(q, u)
   if lim.rate == nil and t.hold ~= nil then
     t.hold = nil
-    redis.call('HDEL', key, 'hold')
-    redis.call('ZREM', fq_parked_key(q), u)
+    FQ_CALL('HDEL', key, 'hold')
+    FQ_CALL('ZREM', fq_parked_key(q), u)
   end
   local over = lim.mr ~= nil and fq_limits_running(q, u) >= lim.mr
   if t.capd and not over then
     t.capd = false
-    redis.call('HDEL', key, 'capd')
+    FQ_CALL('HDEL', key, 'capd')
   elseif over and not t.capd then
     t.capd = true
-    redis.call('HSET', key, 'capd', '1')
+    FQ_CALL('HSET', key, 'capd', '1')
     fq_bump(q, u, 'cap_hits', 1)
     fq_deactivate(q, u)
   end

@@ -15,13 +15,13 @@ local u = ARGV[8]
 local t = fq_tenant(q, u)
 local was_active = fq_is_active(q, u)
 if was_active then fq_deactivate(q, u) end
-local stride = tonumber(ARGV[9])
+local stride = FQ_TONUMBER(ARGV[9])
 -- the lag (never below 0) in turns of the old stride becomes as many turns of the new one:
 -- floor(lag / old * new) in doubles, as fairness.rescale_lag computes it
 local lag = math.max(0, t.pass - fq_vtime(q, fq_tier_key(q, t)))
-lag = math.floor(lag / t.stride * stride)
+lag = FQ_FLOOR(lag / t.stride * stride)
 t.stride = stride
-t.tier = tonumber(ARGV[10])
+t.tier = FQ_TONUMBER(ARGV[10])
 local tier = fq_tier_key(q, t)
 t.pass = fq_vtime(q, tier) + lag
 t.dirty = false -- written here with stride and tier
@@ -30,10 +30,10 @@ if t.act ~= nil then
   table.insert(fields, 'act')
   table.insert(fields, fq_int(t.act))
 end
-redis.call('HSET', fq_tenant_key(q, u), unpack(fields))
+FQ_CALL('HSET', fq_tenant_key(q, u), unpack(fields))
 if was_active then
   fq_place(q, u, t)
-  redis.call('ZADD', q.tiers, tier, tier)
+  FQ_CALL('ZADD', q.tiers, tier, tier)
 end
 fq_close(q)
 return 1

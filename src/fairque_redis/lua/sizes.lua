@@ -11,12 +11,12 @@
 
 local q = fq_open(KEYS, ARGV, {read = true}) -- writes nothing: no type check
 local out = {}
-for k = 1, tonumber(ARGV[8]) do
+for k = 1, FQ_TONUMBER(ARGV[8]) do
   local u = ARGV[8 + k]
-  local g = redis.call('HMGET', fq_tenant_stats_key(q, u), 'scheduled', 'leased')
-  table.insert(out, redis.call('LLEN', fq_critical_key(q, u)))
-  table.insert(out, redis.call('ZCARD', fq_normal_key(q, u)))
-  table.insert(out, tonumber(g[1] or '0'))
-  table.insert(out, tonumber(g[2] or '0'))
+  local g = FQ_CALL('HMGET', fq_tenant_stats_key(q, u), 'scheduled', 'leased')
+  table.insert(out, FQ_CALL('LLEN', fq_critical_key(q, u)))
+  table.insert(out, FQ_CALL('ZCARD', fq_normal_key(q, u)))
+  table.insert(out, FQ_TONUMBER(g[1] or '0'))
+  table.insert(out, FQ_TONUMBER(g[2] or '0'))
 end
 return out

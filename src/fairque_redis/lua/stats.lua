@@ -15,23 +15,23 @@ local q = fq_open(KEYS, ARGV, {read = true}) -- writes nothing: no type check
 local u = ARGV[8]
 local out
 if u == '' then
-  out = redis.call('HGETALL', q.stats)
+  out = FQ_CALL('HGETALL', q.stats)
   local active = 0
-  for _, tier in ipairs(redis.call('ZRANGE', q.tiers, 0, -1)) do
-    active = active + redis.call('ZCARD', fq_active_key(q, tier))
+  for _, tier in ipairs(FQ_CALL('ZRANGE', q.tiers, 0, -1)) do
+    active = active + FQ_CALL('ZCARD', fq_active_key(q, tier))
   end
   local gauges = {
-    'ready', tonumber(redis.call('HGET', q.meta, 'ready') or '0'),
-    'scheduled', redis.call('ZCARD', q.delayed),
-    'leased', redis.call('ZCARD', q.leases),
-    'dlq', redis.call('ZCARD', q.dlq),
+    'ready', FQ_TONUMBER(FQ_CALL('HGET', q.meta, 'ready') or '0'),
+    'scheduled', FQ_CALL('ZCARD', q.delayed),
+    'leased', FQ_CALL('ZCARD', q.leases),
+    'dlq', FQ_CALL('ZCARD', q.dlq),
     'active_tenants', active,
-    'paused', redis.call('HGET', q.meta, 'pau') == '1' and 1 or 0,
+    'paused', FQ_CALL('HGET', q.meta, 'pau') == '1' and 1 or 0,
   }
   for _, x in ipairs(gauges) do table.insert(out, x) end
 else
-  out = redis.call('HGETALL', fq_tenant_stats_key(q, u))
+  out = FQ_CALL('HGETALL', fq_tenant_stats_key(q, u))
   table.insert(out, 'ready')
-  table.insert(out, redis.call('LLEN', fq_critical_key(q, u)) + redis.call('ZCARD', fq_normal_key(q, u)))
+  table.insert(out, FQ_CALL('LLEN', fq_critical_key(q, u)) + FQ_CALL('ZCARD', fq_normal_key(q, u)))
 end
 return out

@@ -24,13 +24,13 @@ local MAX_LIMIT = 1000
 local q = fq_open(KEYS, ARGV, {read = true}) -- writes nothing: no type check
 
 local function count_arg(s)
-  if s == nil or string.find(s, '^%d+$') == nil then return nil end
-  return tonumber(s)
+  if s == nil or FQ_FIND(s, '^%d+$') == nil then return nil end
+  return FQ_TONUMBER(s)
 end
 
 -- the ready time (ms) of task id, nil when the record lacks it
 local function ready_ms(id)
-  return tonumber(redis.call('HGET', fq_task_key(q, id), 'rd'))
+  return FQ_TONUMBER(FQ_CALL('HGET', fq_task_key(q, id), 'rd'))
 end
 
 local offset, limit = count_arg(ARGV[8]), count_arg(ARGV[9])
@@ -40,36 +40,36 @@ local tenants = {}
 if #ARGV >= 10 then
   for k = 10, #ARGV do table.insert(tenants, ARGV[k]) end
 elseif limit > 0 then
-  tenants = redis.call('ZRANGE', fq_tenants_key(q), fq_int(offset), fq_int(offset + limit - 1))
+  tenants = FQ_CALL('ZRANGE', fq_tenants_key(q), fq_int(offset), fq_int(offset + limit - 1))
 end
 
 local out = {}
 for _, u in ipairs(tenants) do
-  local v = redis.call('HMGET', fq_tenant_key(q, u), 'pass', 'stride', 'tier')
+  local v = FQ_CALL('HMGET', fq_tenant_key(q, u), 'pass', 'stride', 'tier')
   local t = {
-    pass = tonumber(v[1]) or 0,
-    stride = tonumber(v[2]) or FQ_DEFAULT_STRIDE,
-    tier = tonumber(v[3]) or 0,
+    pass = FQ_TONUMBER(v[1]) or 0,
+    stride = FQ_TONUMBER(v[2]) or FQ_DEFAULT_STRIDE,
+    tier = FQ_TONUMBER(v[3]) or 0,
   }
-  local c = redis.call('HMGET', fq_tenant_stats_key(q, u), 'leased', 'claimed')
+  local c = FQ_CALL('HMGET', fq_tenant_stats_key(q, u), 'leased', 'claimed')
   local critical = fq_critical_key(q, u)
   local normal = fq_normal_key(q, u)
-  local ready = redis.call('LLEN', critical) + redis.call('ZCARD', normal)
+  local ready = FQ_CALL('LLEN', critical) + FQ_CALL('ZCARD', normal)
   local ahead, waited = 0, -1
   if ready > 0 then
     ahead = t.pass - fq_vtime(q, fq_tier_key(q, t))
     local earliest = nil
-    local head = redis.call('LINDEX', critical, 0)
+    local head = FQ_CALL('LINDEX', critical, 0)
     if head then earliest = ready_ms(head) end
-    local first = redis.call('ZRANGE', normal, 0, 0)[1]
+    local first = FQ_CALL('ZRANGE', normal, 0, 0)[1]
     if first ~= nil then
-      local rd = ready_ms(string.sub(first, FQ_SEQ_WIDTH + 1)) -- the member without its sequence
+      local rd = ready_ms(FQ_SUB(first, FQ_SEQ_WIDTH + 1)) -- the member without its sequence
       if rd ~= nil and (earliest == nil or rd < earliest) then earliest = rd end
     end
     if earliest ~= nil then waited = math.max(0, q.now - earliest) end
   end
-  for _, x in ipairs({u, fq_int(t.stride), fq_int(t.tier), ready, tonumber(c[1] or '0'),
-    tonumber(c[2] or '0'), fq_int(ahead), fq_int(waited)}) do
+  for _, x in ipairs({u, fq_int(t.stride), fq_int(t.tier), ready, FQ_TONUMBER(c[1] or '0'),
+    FQ_TONUMBER(c[2] or '0'), fq_int(ahead), fq_int(waited)}) do
     table.insert(out, x)
   end
 end

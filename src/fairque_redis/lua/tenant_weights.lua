@@ -14,8 +14,8 @@ local q = fq_open(KEYS, ARGV, {read = true}) -- writes nothing: no type check
 local out = {}
 for k = 8, #ARGV do
   -- a plain read (fq_tenant may migrate an old record, a write)
-  local v = redis.call('HMGET', fq_tenant_key(q, ARGV[k]), 'stride', 'tier')
-  table.insert(out, fq_int(tonumber(v[1]) or FQ_DEFAULT_STRIDE))
-  table.insert(out, fq_int(tonumber(v[2]) or 0))
+  local v = FQ_CALL('HMGET', fq_tenant_key(q, ARGV[k]), 'stride', 'tier')
+  table.insert(out, fq_int(FQ_TONUMBER(v[1]) or FQ_DEFAULT_STRIDE))
+  table.insert(out, fq_int(FQ_TONUMBER(v[2]) or 0))
 end
 return out

@@ -17,18 +17,18 @@ local MAX_LIMIT = 1000
 local q = fq_open(KEYS, ARGV, {read = true}) -- writes nothing: no type check
 
 local function count_arg(s)
-  if s == nil or string.find(s, '^%d+$') == nil then return nil end
-  return tonumber(s)
+  if s == nil or FQ_FIND(s, '^%d+$') == nil then return nil end
+  return FQ_TONUMBER(s)
 end
 
 local offset, limit = count_arg(ARGV[8]), count_arg(ARGV[9])
 if offset == nil then return fq_err('BAD_ARG', 'offset') end
 if limit == nil or limit > MAX_LIMIT then return fq_err('BAD_ARG', 'limit') end
 local key = fq_tenants_key(q)
-local total = redis.call('ZCARD', key)
+local total = FQ_CALL('ZCARD', key)
 local out = {total}
 if limit > 0 and offset < total then
-  for _, u in ipairs(redis.call('ZRANGE', key, fq_int(offset), fq_int(offset + limit - 1))) do
+  for _, u in ipairs(FQ_CALL('ZRANGE', key, fq_int(offset), fq_int(offset + limit - 1))) do
     table.insert(out, u)
   end
 end

@@ -20,5 +20,5 @@ local id = ARGV[8]
 local r = fq_rec(q, id)
 if r == nil then return -1 end
 if r.state == 'finished' or r.state == 'failed' or r.state == 'canceled' then return 1 end
-if not r.waited then redis.pcall('HSET', fq_task_key(q, id), 'wt', '1') end
+if not r.waited then FQ_PCALL('HSET', fq_task_key(q, id), 'wt', '1') end
 return 0

@@ -14,17 +14,17 @@ local RETURN_VALUE = 'return_value'
 
 local q = fq_open(KEYS, ARGV, {read = true}) -- writes nothing: no type check
 local tenant = ARGV[8]
-local n = tonumber(ARGV[9])
+local n = FQ_TONUMBER(ARGV[9])
 local out = {}
 for k = 1, n do
   local id, key = ARGV[8 + 2 * k], ARGV[9 + 2 * k]
-  local v = redis.call('HMGET', fq_task_key(q, id), 'u', 'exp', 'res')
+  local v = FQ_CALL('HMGET', fq_task_key(q, id), 'u', 'exp', 'res')
   local value = false
   if v[1] == tenant and not fq_expired(v[2], q.now) then
     if key == RETURN_VALUE then
       value = v[3]
     else
-      value = redis.call('HGET', fq_xcom_key(q, tenant, id), key)
+      value = FQ_CALL('HGET', fq_xcom_key(q, tenant, id), key)
     end
   end
   out[k] = value

@@ -8,20 +8,20 @@
 -- due scheduled tasks (at most the move limit) into their tenants' queues, ready at due time
 local function fq_move_due(q)
   if q.move_limit <= 0 then return end
-  local due = redis.call('ZRANGEBYSCORE', q.delayed, '-inf', fq_int(q.now), 'WITHSCORES',
+  local due = FQ_CALL('ZRANGEBYSCORE', q.delayed, '-inf', fq_int(q.now), 'WITHSCORES',
     'LIMIT', 0, q.move_limit)
   for k = 1, #due, 2 do
     local id = due[k]
-    redis.call('ZREM', q.delayed, id)
-    local v = redis.call('HMGET', fq_task_key(q, id), 'u', 'p', 'seq')
+    FQ_CALL('ZREM', q.delayed, id)
+    local v = FQ_CALL('HMGET', fq_task_key(q, id), 'u', 'p', 'seq')
     -- a damaged hash without its tenant is dropped from `delayed` and left for inspection
     if v[1] ~= false then
       local r = {
-        id = id, user = v[1], priority = tonumber(v[2]) or FQ_DEFAULT_PRIORITY,
-        seq = tonumber(v[3]) or 0,
+        id = id, user = v[1], priority = FQ_TONUMBER(v[2]) or FQ_DEFAULT_PRIORITY,
+        seq = FQ_TONUMBER(v[3]) or 0,
       }
       fq_bump(q, r.user, 'scheduled', -1)
-      fq_make_ready(q, r, tonumber(due[k + 1]), false)
+      fq_make_ready(q, r, FQ_TONUMBER(due[k + 1]), false)
     end
   end
 end
@@ -63,7 +63,7 @@ local FQ_AV_MIN_COUNT = 8
 -- tenant id); false for any other member (a bare id, a damaged one)
 local function fq_member_act(member)
   local digits = string.match(member, '^(%d+)|')
-  if digits ~= nil and #digits == FQ_SEQ_WIDTH then return tonumber(digits) end
+  if digits ~= nil and #digits == FQ_SEQ_WIDTH then return FQ_TONUMBER(digits) end
   return false
 end
 
@@ -92,7 +92,7 @@ local function fq_av_ascore(av, k)
   end
   local s = asc[k]
   if s == nil then
-    s = tonumber(av.got[2 * k])
+    s = FQ_TONUMBER(av.got[2 * k])
     asc[k] = s
   end
   return s
@@ -142,7 +142,7 @@ local function fq_av_drop(q)
     n = n + 2
   end
   for s = 1, n, FQ_ZADD_CHUNK do
-    redis.call('ZADD', av.key, unpack(args, s, math.min(s + FQ_ZADD_CHUNK - 1, n)))
+    FQ_CALL('ZADD', av.key, unpack(args, s, math.min(s + FQ_ZADD_CHUNK - 1, n)))
   end
 end
 
@@ -156,7 +156,7 @@ local function fq_av_take(av, t)
   if c <= av.n and av.got[2 * c - 1] == member then
     av.c = c + 1
     -- the number fq_check_member read from it, when written as fq_active_member writes it
-    local _, stop = string.find(member, '^%d+|')
+    local _, stop = FQ_FIND(member, '^%d+|')
     return member, stop == FQ_SEQ_WIDTH + 1 and t.act
   end
   local b = av.b
@@ -182,7 +182,7 @@ local function fq_av_place(q, u, t, key)
   end
   -- the pass as fq_place writes it (fq_int: an integer; a pass that is not one is rare)
   local pass = t.pass
-  if pass % 1 ~= 0 then pass = tonumber(fq_int(pass)) end
+  if pass % 1 ~= 0 then pass = FQ_TONUMBER(fq_int(pass)) end
   -- last in B, then down past the members above it (usually none: the highest pass)
   local b, bh, j = av.b, av.bh, av.bt + 1
   av.bt = j
@@ -218,7 +218,7 @@ end
 
 -- read the `want` lowest members of active set `key` into a new view
 local function fq_av_open(q, key, want)
-  local got = redis.call('ZRANGE', key, 0, want - 1, 'WITHSCORES')
+  local got = FQ_CALL('ZRANGE', key, 0, want - 1, 'WITHSCORES')
   local n = #got / 2
   local aten = {}
   -- the critical lists of the window's tenants not seen yet in this call (see above):
@@ -233,7 +233,7 @@ local function fq_av_open(q, key, want)
     local member = got[2 * k - 1]
     local u = member -- fq_member_tenant, inline
     if string.byte(member, FQ_SEQ_WIDTH + 1) == FQ_MEMBER_SEP_BYTE then
-      u = string.sub(member, FQ_SEQ_WIDTH + 2)
+      u = FQ_SUB(member, FQ_SEQ_WIDTH + 2)
     end
     aten[k] = u
     if crit[u] == nil then
@@ -244,7 +244,7 @@ local function fq_av_open(q, key, want)
   if #keys > 0 then
     local found = 0
     for s = 1, #keys, FQ_ZADD_CHUNK do
-      found = found + redis.call('EXISTS', unpack(keys, s, math.min(s + FQ_ZADD_CHUNK - 1,
+      found = found + FQ_CALL('EXISTS', unpack(keys, s, math.min(s + FQ_ZADD_CHUNK - 1,
         #keys)))
     end
     for k = 1, n do
@@ -255,7 +255,7 @@ local function fq_av_open(q, key, want)
     key = key, got = got, n = n, c = 1, aten = aten, bounded = n == want, b = {}, bh = 1,
     bt = 0, place = fq_av_place, forget = fq_av_forget, drop = fq_av_drop,
   }
-  if n > 0 then av.top = tonumber(got[2 * n]) end -- A's highest pass (fq_av_head)
+  if n > 0 then av.top = FQ_TONUMBER(got[2 * n]) end -- A's highest pass (fq_av_head)
   q.av = av
   return av
 end
@@ -301,8 +301,8 @@ local function fq_check_member(q, u, key, tier, member, score)
   local t = fq_tenant(q, u)
   local act = nil
   if string.byte(member, FQ_SEQ_WIDTH + 1) == FQ_MEMBER_SEP_BYTE then
-    act = tonumber(string.sub(member, 1, FQ_SEQ_WIDTH))
-  elseif redis.call('ZSCORE', key, member) == false then
+    act = FQ_TONUMBER(FQ_SUB(member, 1, FQ_SEQ_WIDTH))
+  elseif FQ_CALL('ZSCORE', key, member) == false then
     return u -- an old bare member fq_tenant has just rewritten (fq_migrate_member)
   end
   local right_tier = fq_tier_key(q, t) == tier
@@ -313,22 +313,22 @@ local function fq_check_member(q, u, key, tier, member, score)
   q.repaired[#q.repaired + 1] = u
   fq_bump(q, u, 'repaired', 1)
   if act ~= nil and t.act == nil and not t.broken then
-    t.act, t.pass, t.tier = act, tonumber(score), tonumber(tier)
+    t.act, t.pass, t.tier = act, FQ_TONUMBER(score), FQ_TONUMBER(tier)
     t.dirty, t.restored = true, true
     q.active_cache[u] = true
     return u
   end
   if q.av ~= nil then fq_av_drop(q) end -- the set changes behind the view
-  redis.call('ZREM', key, member)
-  if redis.call('ZCARD', key) == 0 then
-    redis.call('ZREM', q.tiers, tier)
+  FQ_CALL('ZREM', key, member)
+  if FQ_CALL('ZCARD', key) == 0 then
+    FQ_CALL('ZREM', q.tiers, tier)
     q.top_tier = nil
   end
   q.active_cache[u] = nil
   if not t.broken then
-    local c = redis.pcall('LLEN', fq_critical_key(q, u))
-    local z = redis.pcall('ZCARD', fq_normal_key(q, u))
-    if (type(c) == 'number' and c > 0) or (type(z) == 'number' and z > 0) then
+    local c = FQ_PCALL('LLEN', fq_critical_key(q, u))
+    local z = FQ_PCALL('ZCARD', fq_normal_key(q, u))
+    if (FQ_TYPE(c) == 'number' and c > 0) or (FQ_TYPE(z) == 'number' and z > 0) then
       fq_activate(q, u)
     end
   end
@@ -346,7 +346,7 @@ local function fq_pick(q, groups, want)
     local top = '0'
     if q.strict_tiers then
       if q.top_tier == nil then
-        local tiers = redis.call('ZREVRANGE', q.tiers, 0, 0)
+        local tiers = FQ_CALL('ZREVRANGE', q.tiers, 0, 0)
         q.top_tier = tiers[1] or false
       end
       if not q.top_tier then return nil end
@@ -355,7 +355,7 @@ local function fq_pick(q, groups, want)
     local key = fq_active_key(q, top)
     local member, score, u
     if q.av_off then -- a small claim: one read per pick (see FQ_AV_MIN_COUNT)
-      local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+      local first = FQ_CALL('ZRANGE', key, 0, 0, 'WITHSCORES')
       if first[1] == nil then return nil end
       member, score = first[1], first[2]
       u = fq_member_tenant(member)
@@ -408,8 +408,8 @@ local function fq_serve(q, u, pinned)
   if not t.no_critical then
     if t.critical_key == nil then t.critical_key = fq_critical_key(q, u) end
     critical = t.critical_key
-    id = redis.pcall('LPOP', critical)
-    if type(id) == 'table' then
+    id = FQ_PCALL('LPOP', critical)
+    if FQ_TYPE(id) == 'table' then
       if q.checked[critical] == nil then
         q.checked[critical] = true
         q.repaired[#q.repaired + 1] = critical
@@ -420,7 +420,7 @@ local function fq_serve(q, u, pinned)
     if id then critical_left = true else t.no_critical = true end
   end
   if not id then
-    local popped = redis.pcall('ZPOPMIN', normal)
+    local popped = FQ_PCALL('ZPOPMIN', normal)
     if popped['err'] ~= nil or popped[1] == nil then
       if popped['err'] ~= nil and q.checked[normal] == nil then
         q.checked[normal] = true
@@ -433,12 +433,12 @@ local function fq_serve(q, u, pinned)
       return nil
     end
     if t.normal_left ~= nil then t.normal_left = t.normal_left - 1 end
-    id = string.sub(popped[1], FQ_SEQ_WIDTH + 1) -- the member without its sequence
+    id = FQ_SUB(popped[1], FQ_SEQ_WIDTH + 1) -- the member without its sequence
   end
   q.ready_delta = q.ready_delta - 1
   local lowest = t.pass
   if pinned then
-    lowest = tonumber(redis.call('ZRANGE', fq_active_key(q, tier), 0, 0, 'WITHSCORES')[2])
+    lowest = FQ_TONUMBER(FQ_CALL('ZRANGE', fq_active_key(q, tier), 0, 0, 'WITHSCORES')[2])
   end
   fq_set_vtime(q, tier, lowest)
   t.pass = t.pass + t.stride
@@ -447,12 +447,12 @@ local function fq_serve(q, u, pinned)
   -- scored set's size (read once per call, see above)
   local more = false
   if critical_left then
-    if redis.call('LLEN', critical) > 0 then more = true else t.no_critical = true end
+    if FQ_CALL('LLEN', critical) > 0 then more = true else t.no_critical = true end
   end
   if not more then
     if t.normal_left == nil then
-      local left = redis.pcall('ZCARD', normal)
-      if type(left) == 'table' then
+      local left = FQ_PCALL('ZCARD', normal)
+      if FQ_TYPE(left) == 'table' then
         if q.checked[normal] == nil then
           q.checked[normal] = true
           q.repaired[#q.repaired + 1] = normal
@@ -483,15 +483,15 @@ local function fq_claim(q, argv, at)
   -- checked: active-set members checked in this call (fq_pick); repaired: what was
   q.checked, q.repaired = {}, {}
   local worker = argv[at]
-  local lease_ms = tonumber(argv[at + 1])
-  local count = tonumber(argv[at + 2])
+  local lease_ms = FQ_TONUMBER(argv[at + 1])
+  local count = FQ_TONUMBER(argv[at + 2])
   local groups = nil
   local i = at + 4
   if argv[at + 3] == '1' then
     groups = {}
     for g = 1, 2 do
       local members = {}
-      local n = tonumber(argv[i])
+      local n = FQ_TONUMBER(argv[i])
       for k = 1, n do members[k] = argv[i + k] end
       i = i + 1 + n
       groups[g] = members
@@ -519,9 +519,9 @@ local function fq_claim(q, argv, at)
     local key = fq_task_key(q, id)
     -- cdl: the claim's deadline; a lease that expires still at it never started (refund)
     -- lc: a lease of a queue with limits (its end looks at the tenant's cap)
-    local set = redis.pcall('HSET', key, 'st', 'started', 'tok', token, 'wk', worker,
+    local set = FQ_PCALL('HSET', key, 'st', 'started', 'tok', token, 'wk', worker,
       'dl', deadline, 'cdl', deadline, 'lc', lease_flag)
-    if type(set) == 'table' then
+    if FQ_TYPE(set) == 'table' then
       q.repaired[#q.repaired + 1] = key
       fq_bump(q, u, 'repaired', 1)
       return false
@@ -535,7 +535,7 @@ local function fq_claim(q, argv, at)
       fq_limits_after_start(q, u)
       fq_queue_started(q)
     end
-    local v = redis.call('HMGET', key, 'p', 'rc', 'm', 'b', 'rec')
+    local v = FQ_CALL('HMGET', key, 'p', 'rc', 'm', 'b', 'rec')
     local o = #out
     out[o + 1], out[o + 2], out[o + 3], out[o + 4] = id, u, v[1], v[2]
     out[o + 5], out[o + 6], out[o + 7] = v[3], v[4], v[5]
@@ -555,7 +555,7 @@ local function fq_claim(q, argv, at)
   out[2] = n
   for _, what in ipairs(q.repaired) do table.insert(out, what) end
   for s = 1, #leases, FQ_ZADD_CHUNK do
-    redis.call('ZADD', q.leases, unpack(leases, s, math.min(s + FQ_ZADD_CHUNK - 1, #leases)))
+    FQ_CALL('ZADD', q.leases, unpack(leases, s, math.min(s + FQ_ZADD_CHUNK - 1, #leases)))
   end
   -- ready work left behind: pass the wake signal on to the next idle worker
   if n > 0 then

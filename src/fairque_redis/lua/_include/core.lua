@@ -29,25 +29,28 @@ local FQ_US_PER_MS = 1000
 local FQ_SMALL_INTS = {[-1] = '-1', [0] = '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'}
 
 local function fq_int(n)
-  return FQ_SMALL_INTS[n] or string.format('%d', n)
+  return FQ_SMALL_INTS[n] or FQ_FORMAT('%d', n)
 end
 
 local function fq_err(code, detail)
   return redis.error_reply('FQ_E_' .. code .. ' ' .. (detail or ''))
 end
 
+-- TIME's two decimal strings are read by Lua's own string-to-number coercion (arithmetic on
+-- a numeric string): no tonumber or math.floor call, the same integer
 local function fq_now(arg)
   if arg ~= nil and arg ~= '' then
-    return tonumber(arg)
+    return FQ_TONUMBER(arg)
   end
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * FQ_MS_PER_SECOND + math.floor(tonumber(t[2]) / FQ_US_PER_MS)
+  local t = FQ_CALL('TIME')
+  local us = t[2] + 0
+  return t[1] * FQ_MS_PER_SECOND + (us - us % FQ_US_PER_MS) / FQ_US_PER_MS
 end
 
 -- fails the script with FQ_E_DAMAGED <key> <type> <wanted> when `key` holds another type
 -- than `want` (absent is fine)
 local function fq_check_type(key, want)
-  local got = redis.call('TYPE', key)['ok']
+  local got = FQ_CALL('TYPE', key)['ok']
   if got ~= 'none' and got ~= want then
     error(fq_err('DAMAGED', key .. ' ' .. got .. ' ' .. want))
   end
@@ -56,8 +59,8 @@ end
 -- the length of list `key` (a signal list: wake, sched), failing the call typed when it holds
 -- another type; fq_close raises the signal from this figure without reading it again
 local function fq_list_len(key)
-  local n = redis.pcall('LLEN', key)
-  if type(n) == 'table' then
+  local n = FQ_PCALL('LLEN', key)
+  if FQ_TYPE(n) == 'table' then
     fq_check_type(key, 'list')
     error(n)
   end
@@ -77,9 +80,9 @@ local function fq_meta(q)
     -- fq_open reads it first, see fq_check_queue)
     local v
     if q.meta_fair then
-      v = redis.pcall('HMGET', q.meta, 'vtime', 'seq', 'ready', 'act', 'lim')
+      v = FQ_PCALL('HMGET', q.meta, 'vtime', 'seq', 'ready', 'act', 'lim')
     else
-      v = redis.pcall('HMGET', q.meta, 'vtime', 'seq', 'ready', 'act', 'lim', 'lim:q',
+      v = FQ_PCALL('HMGET', q.meta, 'vtime', 'seq', 'ready', 'act', 'lim', 'lim:q',
         'qtat', 'qhold', 'pau')
     end
     if v['err'] ~= nil then
@@ -87,15 +90,15 @@ local function fq_meta(q)
       error(v)
     end
     q.vtime_read = v[1]
-    q.seq = tonumber(v[2] or '0')
-    q.ready_base = tonumber(v[3] or '0')
+    q.seq = FQ_TONUMBER(v[2] or '0')
+    q.ready_base = FQ_TONUMBER(v[3] or '0')
     q.act_read = v[4]
     -- flow control (limits.lua): any limit ever set, the queue-wide record, its GCRA state
     q.lim_on = v[5] == '1'
     if not q.meta_fair then
       q.qlim = v[6] or ''
-      q.qtat = tonumber(v[7] or '0')
-      q.qhold = tonumber(v[8] or '0')
+      q.qtat = FQ_TONUMBER(v[7] or '0')
+      q.qhold = FQ_TONUMBER(v[8] or '0')
       -- pause.lua: a paused queue leases nothing (claim.lua)
       q.paused = v[9] == '1'
     end
@@ -106,8 +109,8 @@ end
 local function fq_meta_numbers(q)
   fq_meta(q)
   if q.vtime == nil then
-    q.vtime = tonumber(q.vtime_read or '0')
-    q.act = tonumber(q.act_read or '0')
+    q.vtime = FQ_TONUMBER(q.vtime_read or '0')
+    q.act = FQ_TONUMBER(q.act_read or '0')
   end
 end
 
@@ -125,45 +128,50 @@ end
 --                   not checked (fq_close reads and checks it, late, should it be raised)
 -- The wake and sched lengths read here are kept (q.wake_len, q.sched_len) for fq_close, so a
 -- script that raises a signal pays nothing for its check
+local FQ_CHECK_ALL = {}
+
 local function fq_check_queue(q, how)
-  how = how or {}
+  how = how or FQ_CHECK_ALL
   if how.read then return end
-  local zsets = redis.pcall('ZINTERCARD', 6, q.tiers, q.delayed, q.leases, q.dlq,
+  local zsets = FQ_PCALL('ZINTERCARD', 6, q.tiers, q.delayed, q.leases, q.dlq,
     fq_tenants_key(q), fq_parked_key(q), 'LIMIT', 1)
-  if type(zsets) == 'table' then
+  if FQ_TYPE(zsets) == 'table' then
     for _, key in ipairs({q.tiers, q.delayed, q.leases, q.dlq, fq_tenants_key(q),
       fq_parked_key(q)}) do fq_check_type(key, 'zset') end
   end
   if how.meta then fq_meta(q)
-  elseif type(redis.pcall('HLEN', q.meta)) == 'table' then fq_check_type(q.meta, 'hash') end
-  if type(redis.pcall('HLEN', q.stats)) == 'table' then fq_check_type(q.stats, 'hash') end
+  elseif FQ_TYPE(FQ_PCALL('HLEN', q.meta)) == 'table' then fq_check_type(q.meta, 'hash') end
+  if FQ_TYPE(FQ_PCALL('HLEN', q.stats)) == 'table' then fq_check_type(q.stats, 'hash') end
   q.wake_len = fq_list_len(fq_wake_key(q))
   if how.sched ~= false then q.sched_len = fq_list_len(fq_sched_key(q)) end
 end
 
--- `how`: which checks this script needs (see fq_check_queue; nil = all)
+-- `how`: which checks this script needs (see fq_check_queue; nil = all). The context holds
+-- only what every call needs; the rest starts nil and is set on first use (a table field
+-- costs the same whether it holds nil, false or a value, so a false flag is left nil):
+--   seq, vtime, act (fq_meta); top_tier (claim.lua: cached top tier); first_due (task.lua,
+--   scheduling); resched, wake, meta_dirty, fair_dirty (flags, see fq_close); tier_vtimes:
+--   strict mode's virtual time per tier read or set so far (tier string -> number), those
+--   in tier_vtimes_changed written back by fq_close
 local function fq_open(keys, argv, how)
+  local now = argv[1]
   local q = {
     prefix = fq_prefix(keys[1]),
     meta = keys[1], stats = keys[2], tiers = keys[3],
     delayed = keys[4], leases = keys[5], dlq = keys[6],
-    now = fq_now(argv[1]),
-    server_time = argv[1] == nil or argv[1] == '',
+    now = fq_now(now),
+    server_time = now == nil or now == '',
     strict_tiers = argv[2] == '1',
-    horizon_ms = tonumber(argv[3]),
-    result_ttl_ms = tonumber(argv[4]),
-    max_recoveries = tonumber(argv[5]),
-    move_limit = tonumber(argv[6]),
-    max_payload = tonumber(argv[7]),
-    -- nil until used: top_tier (claim.lua: cached top tier), first_due (task.lua, scheduling)
+    horizon_ms = FQ_TONUMBER(argv[3]),
+    result_ttl_ms = FQ_TONUMBER(argv[4]),
+    max_recoveries = FQ_TONUMBER(argv[5]),
+    move_limit = FQ_TONUMBER(argv[6]),
+    max_payload = FQ_TONUMBER(argv[7]),
     -- counters: queue counter deltas; tenant_counters: per tenant counter and gauge deltas;
     -- tenant_cache: tenant records read (tenant.lua); active_cache: tenant -> in its active set
-    counters = {}, tenant_counters = {}, tenant_cache = {}, active_cache = {}, resched = false,
+    counters = {}, tenant_counters = {}, tenant_cache = {}, active_cache = {},
     -- ready_delta: change of the queue's ready gauge in this call; ready_base: its stored value
-    ready_delta = 0, vtime = nil, seq = nil, ready_base = 0, meta_dirty = false, wake = false,
-    -- act: the queue's activation sequence; tier_vtimes: strict mode's virtual time per tier
-    -- read so far (tier string -> number), those in tier_vtimes_changed written back by fq_close
-    act = nil, tier_vtimes = {}, tier_vtimes_changed = {},
+    ready_delta = 0, ready_base = 0,
     -- meta_fair: fq_meta reads only the fairness fields and the limits flag (see fq_meta)
     meta_fair = how ~= nil and how.meta == 'fair',
   }
@@ -190,10 +198,15 @@ end
 local function fq_vtime(q, tier)
   fq_meta_numbers(q)
   if not q.strict_tiers then return q.vtime end
-  local v = q.tier_vtimes[tier]
+  local vtimes = q.tier_vtimes
+  if vtimes == nil then
+    vtimes = {}
+    q.tier_vtimes = vtimes
+  end
+  local v = vtimes[tier]
   if v == nil then
-    v = tonumber(redis.call('HGET', q.meta, 'vtime:' .. tier) or q.vtime)
-    q.tier_vtimes[tier] = v
+    v = FQ_TONUMBER(FQ_CALL('HGET', q.meta, 'vtime:' .. tier) or q.vtime)
+    vtimes[tier] = v
   end
   return v
 end
@@ -201,7 +214,9 @@ end
 local function fq_set_vtime(q, tier, v)
   fq_meta_numbers(q)
   if q.strict_tiers then
+    if q.tier_vtimes == nil then q.tier_vtimes = {} end
     q.tier_vtimes[tier] = v
+    if q.tier_vtimes_changed == nil then q.tier_vtimes_changed = {} end
     q.tier_vtimes_changed[tier] = true
   else
     q.vtime = v
@@ -230,18 +245,18 @@ end
 -- passed (only closed records carry one)
 local function fq_expired(exp, now)
   if exp == false then return false end
-  local ms = tonumber(exp)
+  local ms = FQ_TONUMBER(exp)
   return ms == nil or ms <= now
 end
 
 -- static score of a priority 1-5 task (scoring.static_score)
 local function fq_score(prio, ready_ms, horizon_ms)
-  return ready_ms - math.floor(prio * horizon_ms / FQ_MAX_SCORED_PRIORITY)
+  return ready_ms - FQ_FLOOR(prio * horizon_ms / FQ_MAX_SCORED_PRIORITY)
 end
 
 -- scored-set member: 16-digit sequence then id (scoring.seq_member)
 local function fq_member(seq, id)
-  return string.format(FQ_SEQ_FORMAT, seq) .. id
+  return FQ_FORMAT(FQ_SEQ_FORMAT, seq) .. id
 end
 
 -- write back every cache: counters, gauges, tenant passes, vtime, seq. HINCRBY replies the new
@@ -252,15 +267,15 @@ end
 -- rather than failing a call whose other writes are done
 local function fq_close(q)
   for name, by in pairs(q.counters) do
-    if by ~= 0 then redis.call('HINCRBY', q.stats, name, fq_int(by)) end
+    if by ~= 0 then FQ_CALL('HINCRBY', q.stats, name, fq_int(by)) end
   end
   for u, names in pairs(q.tenant_counters) do
     local key = fq_tenant_stats_key(q, u)
     for name, by in pairs(names) do
       if by ~= 0 then
-        local now_count = redis.pcall('HINCRBY', key, name, fq_int(by))
+        local now_count = FQ_PCALL('HINCRBY', key, name, fq_int(by))
         if name == 'pushed' and now_count == by then
-          redis.call('ZADD', fq_tenants_key(q), 'NX', fq_int(q.now), u)
+          FQ_CALL('ZADD', fq_tenants_key(q), 'NX', fq_int(q.now), u)
         end
       end
     end
@@ -269,13 +284,13 @@ local function fq_close(q)
     if t.dirty and not t.broken then
       local key = t.key or fq_tenant_key(q, u)
       if t.act == nil then
-        redis.pcall('HSET', key, 'pass', fq_int(t.pass))
+        FQ_PCALL('HSET', key, 'pass', fq_int(t.pass))
       elseif t.restored then
         -- rebuilt from its active-set member (claim.lua): weight and tier as served
-        redis.pcall('HSET', key, 'pass', fq_int(t.pass), 'act', fq_int(t.act),
+        FQ_PCALL('HSET', key, 'pass', fq_int(t.pass), 'act', fq_int(t.act),
           'stride', fq_int(t.stride), 'tier', fq_int(t.tier))
       else
-        redis.pcall('HSET', key, 'pass', fq_int(t.pass), 'act', fq_int(t.act))
+        FQ_PCALL('HSET', key, 'pass', fq_int(t.pass), 'act', fq_int(t.act))
       end
     end
   end
@@ -288,25 +303,27 @@ local function fq_close(q)
     -- the hash ends the same as when all four are written
     if q.fair_dirty or q.vtime_read == false or q.act_read == false then
       fq_meta_numbers(q)
-      redis.call('HSET', q.meta, 'vtime', fq_int(q.vtime), 'seq', fq_int(q.seq),
+      FQ_CALL('HSET', q.meta, 'vtime', fq_int(q.vtime), 'seq', fq_int(q.seq),
         'ready', fq_int(q.ready_base + q.ready_delta), 'act', fq_int(q.act))
     else
-      redis.call('HSET', q.meta, 'seq', fq_int(q.seq),
+      FQ_CALL('HSET', q.meta, 'seq', fq_int(q.seq),
         'ready', fq_int(q.ready_base + q.ready_delta))
     end
   end
-  for tier, _ in pairs(q.tier_vtimes_changed) do
-    redis.call('HSET', q.meta, 'vtime:' .. tier, fq_int(q.tier_vtimes[tier]))
+  if q.tier_vtimes_changed ~= nil then
+    for tier, _ in pairs(q.tier_vtimes_changed) do
+      FQ_CALL('HSET', q.meta, 'vtime:' .. tier, fq_int(q.tier_vtimes[tier]))
+    end
   end
   -- the wake signal: a list holding at most one token, which idle workers BLPOP
   -- (its length read by fq_check_queue, before any write, unless the script checked nothing)
   if q.wake then
     local wake = fq_wake_key(q)
-    if (q.wake_len or fq_list_len(wake)) == 0 then redis.call('RPUSH', wake, '1') end
+    if (q.wake_len or fq_list_len(wake)) == 0 then FQ_CALL('RPUSH', wake, '1') end
   end
   -- the schedule signal (same shape): the queue's next due time moved earlier
   if q.resched then
     local sched = fq_sched_key(q)
-    if (q.sched_len or fq_list_len(sched)) == 0 then redis.call('RPUSH', sched, '1') end
+    if (q.sched_len or fq_list_len(sched)) == 0 then FQ_CALL('RPUSH', sched, '1') end
   end
 end

@@ -9,11 +9,11 @@ local function fq_cancel_dependents(q, r)
   local stack = {r.id}
   while #stack > 0 do
     local parent = table.remove(stack)
-    local kids = redis.call('LRANGE', fq_children_key(q, parent), 0, -1)
+    local kids = FQ_CALL('LRANGE', fq_children_key(q, parent), 0, -1)
     for _, cid in ipairs(kids) do
       local c = fq_rec(q, cid)
       if c ~= nil and c.state == 'deferred' then
-        redis.call('HSET', fq_task_key(q, cid), 'st', 'canceled',
+        FQ_CALL('HSET', fq_task_key(q, cid), 'st', 'canceled',
           'rs', 'dependency ' .. parent .. ' did not finish')
         c.state = 'canceled'
         fq_bump(q, c.user, 'canceled', 1)
@@ -35,23 +35,23 @@ end
 
 -- returns how many children the task has (the length of children:<id>)
 local function fq_release_dependents(q, r)
-  local kids = redis.call('LRANGE', fq_children_key(q, r.id), 0, -1)
+  local kids = FQ_CALL('LRANGE', fq_children_key(q, r.id), 0, -1)
   for _, cid in ipairs(kids) do
     local c = fq_rec(q, cid)
     if c ~= nil and c.state == 'deferred' then
       local wkey = fq_waits_key(q, cid)
-      redis.call('SREM', wkey, r.id)
-      if redis.call('SCARD', wkey) == 0 then fq_enter(q, c) end
+      FQ_CALL('SREM', wkey, r.id)
+      if FQ_CALL('SCARD', wkey) == 0 then fq_enter(q, c) end
     end
   end
   return #kids
 end
 
 local function fq_to_dlq(q, r, ftype, reason)
-  redis.call('HSET', fq_task_key(q, r.id), 'st', 'failed', 'ft', ftype, 'rs', reason,
+  FQ_CALL('HSET', fq_task_key(q, r.id), 'st', 'failed', 'ft', ftype, 'rs', reason,
     'mv', fq_int(q.now))
   r.state = 'failed'
-  redis.call('ZADD', q.dlq, fq_int(q.now), r.id)
+  FQ_CALL('ZADD', q.dlq, fq_int(q.now), r.id)
   fq_bump(q, r.user, 'dead', 1)
   fq_ended(q, r)
   fq_cancel_dependents(q, r)

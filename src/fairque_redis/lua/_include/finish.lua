@@ -19,12 +19,12 @@ local FQ_ZREM_CHUNK = 500
 -- absent or past its logical expiry, damaged as fq_rec reads it
 local function fq_rec_finish(q, id)
   local key = fq_task_key(q, id)
-  local v = redis.call('HMGET', key, 'st', 'u', 'exp', 'tok', 'uk', 'uw', 'lc', 'wt')
+  local v = FQ_CALL('HMGET', key, 'st', 'u', 'exp', 'tok', 'uk', 'uw', 'lc', 'wt')
   if v[1] == false or v[2] == false then return nil end
   if fq_expired(v[3], q.now) then return nil end
   return {
     id = id, key = key, state = v[1], user = v[2], token = v[4], unique_key = v[5],
-    unique_window = tonumber(v[6]) or 0, limited = v[7] == '1', waited = v[8] == '1',
+    unique_window = FQ_TONUMBER(v[6]) or 0, limited = v[7] == '1', waited = v[8] == '1',
   }
 end
 
@@ -36,10 +36,10 @@ local function fq_any_children(q, argv, at, n)
   local i = at + 1
   for k = 1, n do
     keys[k] = fq_children_key(q, argv[i])
-    i = i + 5 + 2 * tonumber(argv[i + 4])
+    i = i + 5 + 2 * FQ_TONUMBER(argv[i + 4])
   end
   for s = 1, n, FQ_ZREM_CHUNK do
-    if redis.call('EXISTS', unpack(keys, s, math.min(s + FQ_ZREM_CHUNK - 1, n))) > 0 then
+    if FQ_CALL('EXISTS', unpack(keys, s, math.min(s + FQ_ZREM_CHUNK - 1, n))) > 0 then
       return true
     end
   end
@@ -55,7 +55,7 @@ end
 -- leases of the finished tasks leave in one ZREM before it returns, so a claim later in the
 -- same call counts them gone
 local function fq_finish(q, argv, at, strict)
-  local n = tonumber(argv[at])
+  local n = FQ_TONUMBER(argv[at])
   local out = {}
   local unlease = {}
   local kin = n > 0 and fq_any_children(q, argv, at, n)
@@ -63,7 +63,7 @@ local function fq_finish(q, argv, at, strict)
   local i = at + 1
   for k = 1, n do
     local id, token, has, result = argv[i], argv[i + 1], argv[i + 2], argv[i + 3]
-    local nx = tonumber(argv[i + 4])
+    local nx = FQ_TONUMBER(argv[i + 4])
     local xat = i + 5
     i = i + 5 + 2 * nx
     local r = fq_rec_finish(q, id)
@@ -88,10 +88,10 @@ local function fq_finish(q, argv, at, strict)
       fq_drop_lease(q, r, fields, unlease, true)
       if nx > 0 then
         local xkey = fq_xcom_key(q, r.user, id)
-        redis.call('DEL', xkey)
-        redis.call('HSET', xkey, unpack(argv, xat, xat + 2 * nx - 1))
+        FQ_CALL('DEL', xkey)
+        FQ_CALL('HSET', xkey, unpack(argv, xat, xat + 2 * nx - 1))
         if q.server_time then
-          redis.call('PEXPIRE', xkey, fq_int(math.max(q.result_ttl_ms, 1)))
+          FQ_CALL('PEXPIRE', xkey, fq_int(math.max(q.result_ttl_ms, 1)))
         end
       end
       r.state = 'finished'
@@ -105,7 +105,7 @@ local function fq_finish(q, argv, at, strict)
   end
   -- the leases of the finished tasks leave in one ZREM (chunked, see FQ_ZREM_CHUNK)
   for s = 1, #unlease, FQ_ZREM_CHUNK do
-    redis.call('ZREM', q.leases, unpack(unlease, s, math.min(s + FQ_ZREM_CHUNK - 1, #unlease)))
+    FQ_CALL('ZREM', q.leases, unpack(unlease, s, math.min(s + FQ_ZREM_CHUNK - 1, #unlease)))
   end
   return out, i
 end

@@ -8,12 +8,26 @@
   plain concatenation (the active-set key kept per call): no redis.call.
 ]]
 
+-- the globals the scripts call most, as locals: in the function library (ADR 41) a global
+-- is a lookup in the library's environment and then, through its metatable, in the real
+-- globals (and `redis.call` one more in `redis`), on every use; a local of the library's top
+-- level is an upvalue of each function (ADR 44). Set by the library's first call
+-- (Redis 7.0 runs a library's top level without these globals)
+local FQ_CALL = redis.call
+local FQ_PCALL = redis.pcall
+local FQ_FORMAT = string.format
+local FQ_TONUMBER = tonumber
+local FQ_TYPE = type
+local FQ_FIND = string.find
+local FQ_SUB = string.sub
+local FQ_FLOOR = math.floor
+
 -- #'meta': the anchor key KEYS[1] is `<prefix>meta`
 local FQ_META_SUFFIX_LEN = 4
 
 -- the key prefix shared by every key of the queue, from its anchor key (KeySpace.prefix)
 local function fq_prefix(meta)
-  return string.sub(meta, 1, #meta - FQ_META_SUFFIX_LEN)
+  return FQ_SUB(meta, 1, #meta - FQ_META_SUFFIX_LEN)
 end
 
 -- per task (KeySpace.task, .waits, .children)

@@ -27,7 +27,7 @@ local function fq_limits_decode(s)
   local out = {}
   local k = 1
   for part in string.gmatch((s or '') .. ',', '([^,]*),') do
-    out[k] = tonumber(part)
+    out[k] = FQ_TONUMBER(part)
     k = k + 1
   end
   return {mr = out[1], rate = out[2], burst = out[3], mq = out[4]}
@@ -41,7 +41,7 @@ local function fq_limits_of(q, u)
   local tier = fq_int(t.tier)
   local def = q.tier_lims[tier]
   if def == nil then
-    def = fq_limits_decode(redis.call('HGET', q.meta, 'lim:' .. tier) or '')
+    def = fq_limits_decode(FQ_CALL('HGET', q.meta, 'lim:' .. tier) or '')
     q.tier_lims[tier] = def
   end
   return {
@@ -52,14 +52,14 @@ end
 
 -- u's leases now: the stored gauge plus this call's change
 local function fq_limits_running(q, u)
-  local base = tonumber(redis.call('HGET', fq_tenant_stats_key(q, u), 'leased') or '0')
+  local base = FQ_TONUMBER(FQ_CALL('HGET', fq_tenant_stats_key(q, u), 'leased') or '0')
   local delta = q.tenant_counters[u]
   return base + ((delta and delta.leased) or 0)
 end
 
 -- the GCRA step (limits.gcra_start): new tat and the first time (us) of the next start
 local function fq_gcra(tat, now_us, rate, burst)
-  local step = math.max(1, math.floor(FQ_US_PER_S / rate + 0.5))
+  local step = math.max(1, FQ_FLOOR(FQ_US_PER_S / rate + 0.5))
   local tol = (math.max(1, burst or 1) - 1) * step
   tat = math.max(tat, now_us) + step
   return tat, tat - tol
@@ -78,16 +78,16 @@ local function fq_limits_after_start(q, u)
   if lim.rate ~= nil then
     local next_us
     t.tat, next_us = fq_gcra(t.tat, now_us, lim.rate, lim.burst)
-    redis.call('HSET', key, 'tat', fq_int(t.tat))
+    FQ_CALL('HSET', key, 'tat', fq_int(t.tat))
     if next_us > now_us then
       t.hold = fq_ceil_ms(next_us)
-      redis.call('HSET', key, 'hold', fq_int(t.hold))
+      FQ_CALL('HSET', key, 'hold', fq_int(t.hold))
       fq_bump(q, u, 'throttles', 1)
     end
   end
   if lim.mr ~= nil and not t.capd and fq_limits_running(q, u) >= lim.mr then
     t.capd = true
-    redis.call('HSET', key, 'capd', '1')
+    FQ_CALL('HSET', key, 'capd', '1')
     fq_bump(q, u, 'cap_hits', 1)
   end
   local held = t.capd or (t.hold ~= nil and t.hold > q.now)
@@ -104,7 +104,7 @@ local function fq_limits_lease_ended(q, u)
     local cap = fq_limits_of(q, u).mr
     if cap == nil or fq_limits_running(q, u) < cap then
       t.capd = false
-      redis.call('HDEL', fq_tenant_key(q, u), 'capd')
+      FQ_CALL('HDEL', fq_tenant_key(q, u), 'capd')
       if fq_has_ready(q, u) then
         fq_activate(q, u)
         q.wake = true
@@ -120,7 +120,7 @@ end
 local function fq_queue_may_start(q, n)
   local cap = fq_limits_decode(q.qlim).mr
   if cap ~= nil then
-    if q.lease_base == nil then q.lease_base = redis.call('ZCARD', q.leases) end
+    if q.lease_base == nil then q.lease_base = FQ_CALL('ZCARD', q.leases) end
     if q.lease_base + n >= cap then return false end
   end
   return q.qhold <= q.now
@@ -138,23 +138,23 @@ local function fq_queue_started(q)
     q.qhold = fq_ceil_ms(next_us)
     fields[3] = 'qhold'
     fields[4] = fq_int(q.qhold)
-    redis.call('ZADD', fq_parked_key(q), fq_int(q.qhold), FQ_QUEUE_PARK)
+    FQ_CALL('ZADD', fq_parked_key(q), fq_int(q.qhold), FQ_QUEUE_PARK)
     q.resched = true
   end
-  redis.call('HSET', q.meta, unpack(fields))
+  FQ_CALL('HSET', q.meta, unpack(fields))
 end
 
 -- the claim's due-move step for parked members (limits.unpark_due)
 local function fq_unpark_due(q)
   local parked = fq_parked_key(q)
-  local due = redis.call('ZRANGEBYSCORE', parked, '-inf', fq_int(q.now), 'LIMIT', 0,
+  local due = FQ_CALL('ZRANGEBYSCORE', parked, '-inf', fq_int(q.now), 'LIMIT', 0,
     q.move_limit)
   for _, member in ipairs(due) do
-    redis.call('ZREM', parked, member)
+    FQ_CALL('ZREM', parked, member)
     if member ~= FQ_QUEUE_PARK then
       local t = fq_tenant(q, member)
       t.hold = nil
-      redis.call('HDEL', fq_tenant_key(q, member), 'hold')
+      FQ_CALL('HDEL', fq_tenant_key(q, member), 'hold')
       if fq_has_ready(q, member) then fq_activate(q, member) end
     end
   end
@@ -167,7 +167,7 @@ local function fq_limits_check_push(q, argv, at, n)
   local adding, order, seen = {}, {}, {}
   for k = 1, n do
     local id, u = argv[at[k]], argv[at[k] + 1]
-    local v = redis.call('HMGET', fq_task_key(q, id), 'st', 'exp')
+    local v = FQ_CALL('HMGET', fq_task_key(q, id), 'st', 'exp')
     local live = v[1] ~= false and not fq_expired(v[2], q.now)
     if not seen[id] and not live then
       seen[id] = true
@@ -181,12 +181,12 @@ local function fq_limits_check_push(q, argv, at, n)
   for _, u in ipairs(order) do
     local cap = fq_limits_of(q, u).mq
     if cap ~= nil then
-      local queued = redis.call('LLEN', fq_critical_key(q, u))
-        + redis.call('ZCARD', fq_normal_key(q, u))
-        + tonumber(redis.call('HGET', fq_tenant_stats_key(q, u), 'scheduled') or '0')
+      local queued = FQ_CALL('LLEN', fq_critical_key(q, u))
+        + FQ_CALL('ZCARD', fq_normal_key(q, u))
+        + FQ_TONUMBER(FQ_CALL('HGET', fq_tenant_stats_key(q, u), 'scheduled') or '0')
       if queued + adding[u] > cap then
-        redis.call('HINCRBY', fq_tenant_stats_key(q, u), 'refusals', 1)
-        redis.call('HINCRBY', q.stats, 'refusals', 1)
+        FQ_CALL('HINCRBY', fq_tenant_stats_key(q, u), 'refusals', 1)
+        FQ_CALL('HINCRBY', q.stats, 'refusals', 1)
         return fq_err('QUEUE_FULL', fq_int(cap) .. ' ' .. u)
       end
     end

@@ -15,12 +15,12 @@ local function fq_purge_task(q, id)
   if r.state == 'queued' then
     fq_remove_ready(q, r)
   elseif r.state == 'scheduled' then
-    redis.call('ZREM', q.delayed, id)
+    FQ_CALL('ZREM', q.delayed, id)
     fq_bump(q, r.user, 'scheduled', -1)
   else
     return 0
   end
-  redis.call('HSET', fq_task_key(q, id), 'st', 'canceled', 'rs', 'purged')
+  FQ_CALL('HSET', fq_task_key(q, id), 'st', 'canceled', 'rs', 'purged')
   r.state = 'canceled'
   fq_bump(q, r.user, 'canceled', 1)
   fq_close_record(q, r)
@@ -31,11 +31,11 @@ end
 -- purge tenant u's ready tasks (critical FIFO, then scored set); returns how many
 local function fq_purge_ready(q, u)
   local n = 0
-  for _, id in ipairs(redis.call('LRANGE', fq_critical_key(q, u), 0, -1)) do
+  for _, id in ipairs(FQ_CALL('LRANGE', fq_critical_key(q, u), 0, -1)) do
     n = n + fq_purge_task(q, id)
   end
-  for _, member in ipairs(redis.call('ZRANGE', fq_normal_key(q, u), 0, -1)) do
-    n = n + fq_purge_task(q, string.sub(member, FQ_SEQ_WIDTH + 1))
+  for _, member in ipairs(FQ_CALL('ZRANGE', fq_normal_key(q, u), 0, -1)) do
+    n = n + fq_purge_task(q, FQ_SUB(member, FQ_SEQ_WIDTH + 1))
   end
   return n
 end
@@ -43,8 +43,8 @@ end
 -- purge the scheduled tasks of tenant u (of every tenant when u is nil); returns how many
 local function fq_purge_scheduled(q, u)
   local n = 0
-  for _, id in ipairs(redis.call('ZRANGE', q.delayed, 0, -1)) do
-    if u == nil or redis.call('HGET', fq_task_key(q, id), 'u') == u then
+  for _, id in ipairs(FQ_CALL('ZRANGE', q.delayed, 0, -1)) do
+    if u == nil or FQ_CALL('HGET', fq_task_key(q, id), 'u') == u then
       n = n + fq_purge_task(q, id)
     end
   end

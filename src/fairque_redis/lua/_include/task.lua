@@ -15,7 +15,7 @@
 -- (r.key) for the writes that follow
 local function fq_rec(q, id)
   local key = fq_task_key(q, id)
-  local v = redis.call('HMGET', key,
+  local v = FQ_CALL('HMGET', key,
     'st', 'u', 'p', 'seq', 'exp', 'rd', 'due', 'dms', 'tok', 'rec', 'uk', 'uw',
     'lc', 'wt')
   -- a hash without a state or a tenant (damaged behind the client's back) cannot be accounted
@@ -25,10 +25,10 @@ local function fq_rec(q, id)
   -- damaged numbers read as defaults rather than failing the script halfway through its writes
   return {
     id = id, key = key, state = v[1], user = v[2],
-    priority = tonumber(v[3]) or FQ_DEFAULT_PRIORITY,
-    seq = tonumber(v[4]) or 0, ready_ms = tonumber(v[6]) or 0, due_ms = tonumber(v[7]) or 0,
-    delay_ms = tonumber(v[8]) or 0, token = v[9], recoveries = tonumber(v[10]) or 0,
-    unique_key = v[11], unique_window = tonumber(v[12]) or 0,
+    priority = FQ_TONUMBER(v[3]) or FQ_DEFAULT_PRIORITY,
+    seq = FQ_TONUMBER(v[4]) or 0, ready_ms = FQ_TONUMBER(v[6]) or 0, due_ms = FQ_TONUMBER(v[7]) or 0,
+    delay_ms = FQ_TONUMBER(v[8]) or 0, token = v[9], recoveries = FQ_TONUMBER(v[10]) or 0,
+    unique_key = v[11], unique_window = FQ_TONUMBER(v[12]) or 0,
     limited = v[13] == '1', -- lc: claimed while limits were in use (limits.lua)
     waited = v[14] == '1', -- wt: a result waiter armed the end notification (watch.lua)
   }
@@ -41,10 +41,10 @@ end
 -- and is deleted all the same
 local function fq_forget(q, id)
   local key = fq_task_key(q, id)
-  local u = redis.pcall('HGET', key, 'u')
+  local u = FQ_PCALL('HGET', key, 'u')
   local keys = {key, fq_waits_key(q, id), fq_children_key(q, id), fq_done_key(q, id)}
-  if type(u) == 'string' then keys[5] = fq_xcom_key(q, u, id) end
-  redis.call('DEL', unpack(keys))
+  if FQ_TYPE(u) == 'string' then keys[5] = fq_xcom_key(q, u, id) end
+  FQ_CALL('DEL', unpack(keys))
 end
 
 -- the task ended (finished, failed for good, canceled). Its unique key, if it still holds
@@ -54,18 +54,18 @@ end
 -- left only when a waiter armed it (`wt`, watch.lua): most tasks end with nobody waiting
 local function fq_ended(q, r)
   local ukey = r.unique_key
-  if ukey and ukey ~= '' and redis.call('GET', ukey) == r.id then
+  if ukey and ukey ~= '' and FQ_CALL('GET', ukey) == r.id then
     if r.unique_window > 0 then
-      redis.call('SET', ukey, r.id .. '|' .. fq_int(q.now + r.unique_window))
-      if q.server_time then redis.call('PEXPIRE', ukey, fq_int(r.unique_window)) end
+      FQ_CALL('SET', ukey, r.id .. '|' .. fq_int(q.now + r.unique_window))
+      if q.server_time then FQ_CALL('PEXPIRE', ukey, fq_int(r.unique_window)) end
     else
-      redis.call('DEL', ukey)
+      FQ_CALL('DEL', ukey)
     end
   end
   if not r.waited then return end
   local done = fq_done_key(q, r.id)
-  if redis.call('LLEN', done) == 0 then redis.call('RPUSH', done, '1') end
-  redis.call('PEXPIRE', done, fq_int(math.max(q.result_ttl_ms, 1)))
+  if FQ_CALL('LLEN', done) == 0 then FQ_CALL('RPUSH', done, '1') end
+  FQ_CALL('PEXPIRE', done, fq_int(math.max(q.result_ttl_ms, 1)))
 end
 
 -- into the tenant's critical FIFO (head when given back) or scored set, tenant activated;
@@ -75,12 +75,12 @@ local function fq_enqueue(q, r, ready_ms, head)
   r.ready_ms = ready_ms
   if r.priority == FQ_CRITICAL_PRIORITY then
     if head then
-      redis.call('LPUSH', fq_critical_key(q, r.user), r.id)
+      FQ_CALL('LPUSH', fq_critical_key(q, r.user), r.id)
     else
-      redis.call('RPUSH', fq_critical_key(q, r.user), r.id)
+      FQ_CALL('RPUSH', fq_critical_key(q, r.user), r.id)
     end
   else
-    redis.call('ZADD', fq_normal_key(q, r.user),
+    FQ_CALL('ZADD', fq_normal_key(q, r.user),
       fq_int(fq_score(r.priority, ready_ms, q.horizon_ms)), fq_member(r.seq, r.id))
   end
   q.ready_delta = q.ready_delta + 1
@@ -90,15 +90,15 @@ end
 
 -- fq_enqueue with the task hash updated (state queued, ready time)
 local function fq_make_ready(q, r, ready_ms, head)
-  redis.call('HSET', fq_task_key(q, r.id), 'st', 'queued', 'rd', fq_int(ready_ms))
+  FQ_CALL('HSET', fq_task_key(q, r.id), 'st', 'queued', 'rd', fq_int(ready_ms))
   fq_enqueue(q, r, ready_ms, head)
 end
 
 local function fq_remove_ready(q, r)
   if r.priority == FQ_CRITICAL_PRIORITY then
-    redis.call('LREM', fq_critical_key(q, r.user), 1, r.id)
+    FQ_CALL('LREM', fq_critical_key(q, r.user), 1, r.id)
   else
-    redis.call('ZREM', fq_normal_key(q, r.user), fq_member(r.seq, r.id))
+    FQ_CALL('ZREM', fq_normal_key(q, r.user), fq_member(r.seq, r.id))
   end
   q.ready_delta = q.ready_delta - 1
   if not fq_has_ready(q, r.user) then fq_deactivate(q, r.user) end
@@ -108,18 +108,18 @@ end
 -- due time: q.resched raises the schedule signal (fq_close), so that an idle worker blocked
 -- until the old next due time looks again (wait_for_work). The head is read once per call.
 local function fq_schedule(q, r, due_ms)
-  redis.call('HSET', fq_task_key(q, r.id), 'st', 'scheduled', 'due', fq_int(due_ms))
+  FQ_CALL('HSET', fq_task_key(q, r.id), 'st', 'scheduled', 'due', fq_int(due_ms))
   r.state = 'scheduled'
   r.due_ms = due_ms
   if q.first_due == nil then
-    local head = redis.call('ZRANGE', q.delayed, 0, 0, 'WITHSCORES')
-    q.first_due = tonumber(head[2]) or math.huge
+    local head = FQ_CALL('ZRANGE', q.delayed, 0, 0, 'WITHSCORES')
+    q.first_due = FQ_TONUMBER(head[2]) or math.huge
   end
   if due_ms < q.first_due then
     q.first_due = due_ms
     q.resched = true
   end
-  redis.call('ZADD', q.delayed, fq_int(due_ms), r.id)
+  FQ_CALL('ZADD', q.delayed, fq_int(due_ms), r.id)
   fq_bump(q, r.user, 'scheduled', 1)
 end
 
@@ -130,7 +130,7 @@ end
 -- finish is recognised; `tok` is then left as it is, not written again)
 local function fq_drop_lease(q, r, fields, unlease, keep_token)
   if unlease == nil then
-    redis.call('ZREM', q.leases, r.id)
+    FQ_CALL('ZREM', q.leases, r.id)
   else
     unlease[#unlease + 1] = r.id
   end
@@ -144,7 +144,7 @@ local function fq_drop_lease(q, r, fields, unlease, keep_token)
     args[n + 5], args[n + 6] = 'tok', ''
     r.token = ''
   end
-  redis.call('HSET', r.key or fq_task_key(q, r.id), unpack(args))
+  FQ_CALL('HSET', r.key or fq_task_key(q, r.id), unpack(args))
 end
 
 -- the record of a task leased with `token`, or nil (the caller reports FQ_E_LEASE_LOST)
@@ -170,13 +170,13 @@ local function fq_expire_record(q, r, with_children)
     ms = fq_int(math.max(q.result_ttl_ms, 0))
     q.ttl_s = ms
   end
-  redis.call('PEXPIRE', r.key or fq_task_key(q, r.id), ms)
-  if r.state ~= 'finished' then redis.call('PEXPIRE', fq_waits_key(q, r.id), ms) end
-  if with_children then redis.call('PEXPIRE', fq_children_key(q, r.id), ms) end
+  FQ_CALL('PEXPIRE', r.key or fq_task_key(q, r.id), ms)
+  if r.state ~= 'finished' then FQ_CALL('PEXPIRE', fq_waits_key(q, r.id), ms) end
+  if with_children then FQ_CALL('PEXPIRE', fq_children_key(q, r.id), ms) end
 end
 
 local function fq_close_record(q, r)
-  redis.call('HSET', r.key or fq_task_key(q, r.id), 'exp', fq_int(q.now + q.result_ttl_ms))
+  FQ_CALL('HSET', r.key or fq_task_key(q, r.id), 'exp', fq_int(q.now + q.result_ttl_ms))
   fq_expire_record(q, r, true)
   fq_ended(q, r)
 end

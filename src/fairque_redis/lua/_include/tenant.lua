@@ -32,13 +32,13 @@ end
 
 -- the member of tenant u (activation number act) in its active set
 local function fq_active_member(u, act)
-  return string.format(FQ_SEQ_FORMAT, act) .. FQ_MEMBER_SEP .. u
+  return FQ_FORMAT(FQ_SEQ_FORMAT, act) .. FQ_MEMBER_SEP .. u
 end
 
 -- the tenant id of an active-set member (a bare id is an old member)
 local function fq_member_tenant(member)
   if string.byte(member, FQ_SEQ_WIDTH + 1) == FQ_MEMBER_SEP_BYTE then
-    return string.sub(member, FQ_SEQ_WIDTH + 2)
+    return FQ_SUB(member, FQ_SEQ_WIDTH + 2)
   end
   return member
 end
@@ -48,15 +48,15 @@ end
 local function fq_migrate_member(q, u, t)
   if q.av ~= nil then q.av.drop(q) end -- a claim's view of an active set (claim.lua)
   local key = fq_active_key(q, fq_tier_key(q, t))
-  local score = redis.call('ZSCORE', key, u)
+  local score = FQ_CALL('ZSCORE', key, u)
   if score == false then
     q.active_cache[u] = false
     return
   end
-  redis.call('ZREM', key, u)
+  FQ_CALL('ZREM', key, u)
   t.act = fq_next_act(q)
   t.dirty = true
-  redis.call('ZADD', key, score, fq_active_member(u, t.act))
+  FQ_CALL('ZADD', key, score, fq_active_member(u, t.act))
   q.active_cache[u] = true
 end
 
@@ -64,7 +64,7 @@ local function fq_tenant(q, u)
   local t = q.tenant_cache[u]
   if t == nil then
     local key = fq_tenant_key(q, u)
-    local v = redis.pcall('HMGET', key, 'pass', 'stride', 'tier', 'act',
+    local v = FQ_PCALL('HMGET', key, 'pass', 'stride', 'tier', 'act',
       'lim', 'tat', 'hold', 'capd', 'pau')
     -- a tenant hash of another type (damaged behind the client's back) reads as a fresh
     -- tenant marked broken: never written back; the claim deactivates it (claim.lua)
@@ -74,12 +74,12 @@ local function fq_tenant(q, u)
     -- before `hold` (ms), capped
     t = {
       key = key, -- kept for fq_close's write
-      pass = tonumber(v[1]) or 0,
-      stride = tonumber(v[2]) or FQ_DEFAULT_STRIDE,
-      tier = tonumber(v[3]) or 0,
-      act = tonumber(v[4]),
+      pass = FQ_TONUMBER(v[1]) or 0,
+      stride = FQ_TONUMBER(v[2]) or FQ_DEFAULT_STRIDE,
+      tier = FQ_TONUMBER(v[3]) or 0,
+      act = FQ_TONUMBER(v[4]),
       dirty = false,
-      lim = v[5] or '', tat = tonumber(v[6]) or 0, hold = tonumber(v[7]), capd = v[8] == '1',
+      lim = v[5] or '', tat = FQ_TONUMBER(v[6]) or 0, hold = FQ_TONUMBER(v[7]), capd = v[8] == '1',
       paused = v[9] == '1', -- pause.lua: held out of its active set as a capped tenant
       broken = broken,
     }
@@ -95,7 +95,7 @@ local function fq_is_active(q, u)
   local t = fq_tenant(q, u)
   cached = q.active_cache[u]
   if cached ~= nil then return cached end
-  local on = t.act ~= nil and redis.call('ZSCORE', fq_active_key(q, fq_tier_key(q, t)),
+  local on = t.act ~= nil and FQ_CALL('ZSCORE', fq_active_key(q, fq_tier_key(q, t)),
     fq_active_member(u, t.act)) ~= false
   q.active_cache[u] = on
   return on
@@ -110,7 +110,7 @@ local function fq_place(q, u, t)
   if t.member_of ~= t.act then
     t.member, t.member_of = fq_active_member(u, t.act), t.act
   end
-  redis.call('ZADD', key, fq_int(t.pass), t.member)
+  FQ_CALL('ZADD', key, fq_int(t.pass), t.member)
 end
 
 -- a tenant with ready work joins its active set (a newcomer's entry), unless a limit holds
@@ -121,7 +121,7 @@ local function fq_activate(q, u)
   local t = fq_tenant(q, u)
   if t.capd or t.paused then return end
   if t.hold ~= nil and t.hold > q.now then
-    if redis.call('ZADD', fq_parked_key(q), 'NX', fq_int(t.hold), u) == 1 then
+    if FQ_CALL('ZADD', fq_parked_key(q), 'NX', fq_int(t.hold), u) == 1 then
       q.resched = true
     end
     return
@@ -132,7 +132,7 @@ local function fq_activate(q, u)
   t.act = fq_next_act(q)
   t.dirty = true
   fq_place(q, u, t)
-  redis.call('ZADD', q.tiers, tier, tier)
+  FQ_CALL('ZADD', q.tiers, tier, tier)
   q.top_tier = nil
   q.active_cache[u] = true
 end
@@ -143,10 +143,10 @@ local function fq_deactivate(q, u)
   local key = fq_active_key(q, tier)
   if t.act ~= nil then
     if q.av ~= nil then q.av.forget(q, u, t, key) end -- it leaves a claim's view too
-    redis.call('ZREM', key, fq_active_member(u, t.act))
+    FQ_CALL('ZREM', key, fq_active_member(u, t.act))
   end
-  if redis.call('ZCARD', key) == 0 then
-    redis.call('ZREM', q.tiers, tier)
+  if FQ_CALL('ZCARD', key) == 0 then
+    FQ_CALL('ZREM', q.tiers, tier)
     q.top_tier = nil
   end
   q.active_cache[u] = false
@@ -163,6 +163,6 @@ local function fq_refund(q, u)
 end
 
 local function fq_has_ready(q, u)
-  return redis.call('LLEN', fq_critical_key(q, u)) > 0
-    or redis.call('ZCARD', fq_normal_key(q, u)) > 0
+  return FQ_CALL('LLEN', fq_critical_key(q, u)) > 0
+    or FQ_CALL('ZCARD', fq_normal_key(q, u)) > 0
 end
