@@ -262,7 +262,8 @@ class AsyncRedisBackend:
 
     # ------------------------------------------------------------------ push and claim
     async def push(self, message: Message) -> bool:
-        return await self._run(self._planner.push_one(message))
+        [created] = await self._run(self._planner.push_one(message))
+        return created
 
     async def push_batch(self, messages: Sequence[Message]) -> list[bool]:
         if not messages:

@@ -260,7 +260,8 @@ class RedisBackend:
 
     # ------------------------------------------------------------------ push and claim
     def push(self, message: Message) -> bool:
-        return self._run(self._planner.push_one(message))
+        [created] = self._run(self._planner.push_one(message))
+        return created
 
     def push_batch(self, messages: Sequence[Message]) -> list[bool]:
         if not messages:

@@ -49,8 +49,8 @@ class TaskCalls(CallsBase):
         inner = self.push_detailed(messages)
         return Call(inner.script, inner.args, lambda r: [s for s, _ in inner.parse(r)])
 
-    def push_one(self, message: Message) -> Call[bool]:
-        """``push([message])`` answering one bool: the same call, built and read directly
+    def push_one(self, message: Message) -> Call[list[bool]]:
+        """``push([message])``: the same call and answer, built and read directly
         (``RedisBackend.push``'s path, issue 17)."""
         if not _plain(message, self.config.max_payload_bytes):
             self.check_message(message)
@@ -58,13 +58,13 @@ class TaskCalls(CallsBase):
         args.append(1)
         args += _fields(message)
 
-        def parse(reply: Any) -> bool:
+        def parse(reply: Any) -> list[bool]:
             if type(reply) is list and len(reply) == 1:
                 flag = reply[0]
+                if flag in (0, 1):  # stored (1) or a known id (0)
+                    return [flag == 1]
                 if isinstance(flag, (bytes, str)):  # a unique duplicate: the holder's id
-                    return False
-                if flag in (0, 1):
-                    return bool(flag == 1)
+                    return [False]
             contract("push", False, reply)
             raise AssertionError("unreachable")  # pragma: no cover
 
@@ -83,14 +83,16 @@ class TaskCalls(CallsBase):
         ids = [m.task_id for m in messages]
 
         def parse(reply: Any) -> list[tuple[bool, str]]:
-            contract("push", isinstance(reply, list) and len(reply) == len(ids), reply)
+            if not (isinstance(reply, list) and len(reply) == len(ids)):
+                contract("push", False, reply)
             out: list[tuple[bool, str]] = []
             for task_id, flag in zip(ids, reply, strict=True):
-                if isinstance(flag, (bytes, str)):  # a unique duplicate: the holder's id
+                if flag in (0, 1):  # stored (1) or a known id (0)
+                    out.append((flag == 1, task_id))
+                elif isinstance(flag, (bytes, str)):  # a unique duplicate: the holder's id
                     out.append((False, to_text(flag)))
                 else:
-                    contract("push", flag in (0, 1), reply)
-                    out.append((flag == 1, task_id))
+                    contract("push", False, reply)
             return out
 
         return Call("push", args, parse)
