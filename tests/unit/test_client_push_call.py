@@ -1,0 +1,156 @@
+"""The lean push call of one message (``TaskCalls.push_one``, ``RedisBackend.push``'s path)
+is the call ``push([message])`` makes: the same ARGV, the same answer to every reply, the same
+refusals with the same errors. Also: ``Task.create`` takes the deprecated ``user_id=`` without
+a wrapper and refuses bad calls as Python would, and the unchecked builders refuse to run on
+a class whose fields they do not know. No server: the calls are built and their parsers fed."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fairque_core import Priority, Task
+from fairque_core.app.config import QueueConfig
+from fairque_core.domain.errors import FairQueueError, PayloadTooLargeError, ScriptContractError
+from fairque_core.domain.models import Message, _slot_setters
+from fairque_core.ports import random_token
+from fairque_redis._script_calls import ScriptCalls
+from fairque_redis.keys import KeySpace
+
+
+class Text(str):
+    """A valid id of a str subclass: the lean check leaves it to ``check_message``."""
+
+
+def _planner(max_payload_bytes: int = 64) -> ScriptCalls:
+    config = QueueConfig(name="q", max_payload_bytes=max_payload_bytes)
+    return ScriptCalls(KeySpace("q"), config, lambda: 1_700_000_000.5, random_token)
+
+
+ids = st.text("abcXYZ019_.:@/+=#-", min_size=1, max_size=10)
+odd_ids = st.one_of(st.sampled_from(["", "a b", "{x}", "x" * 129, 5, None]), ids.map(Text))
+messages = st.builds(
+    Message,
+    task_id=st.one_of(ids, odd_ids),
+    tenant=st.one_of(ids, odd_ids),
+    priority=st.one_of(st.sampled_from(Priority), st.sampled_from([3, "3", None])),
+    body=st.binary(max_size=80),
+    content_type=st.sampled_from(["application/json", "text/plain"]),
+    max_retries=st.integers(0, 5),
+    created_at=st.one_of(st.floats(0, 2e9), st.integers(0, 2**31)),
+    delay=st.one_of(st.just(0), st.just(0.0), st.just(-0.0), st.floats(0, 1e6)),
+    depends_on=st.lists(st.one_of(ids, odd_ids), max_size=2).map(tuple),
+    headers=st.dictionaries(st.text(max_size=3), st.text(max_size=3), max_size=2),
+    name=st.text(max_size=4),
+    unique_key=st.one_of(st.just(""), ids, odd_ids),
+    unique_window=st.floats(0, 100),
+)
+
+
+def _built(make: Any) -> Any:
+    try:
+        return make()
+    except (FairQueueError, TypeError, ValueError) as exc:
+        return type(exc)
+
+
+@given(messages)
+def test_push_one_builds_the_call_push_builds(message: Message) -> None:
+    planner = _planner()
+    one = _built(lambda: planner.push_one(message))
+    many = _built(lambda: planner.push([message]))
+    if isinstance(many, type):  # refused: by the same error
+        assert one is many
+        return
+    assert one.script == many.script == "push"
+    assert one.writes == many.writes
+    assert one.args == many.args
+    assert [type(a) for a in one.args] == [type(a) for a in many.args]
+
+
+REPLIES: list[Any] = [[1], [0], [True], [False], [b"holder"], ["holder"], [1.0]]
+BAD_REPLIES: list[Any] = [[2], [], [1, 1], "1", None, 1, [None], [[1]], [b"h", 1]]
+
+
+@pytest.mark.parametrize("reply", REPLIES + BAD_REPLIES)
+def test_push_one_reads_every_reply_as_push_does(reply: Any) -> None:
+    planner = _planner()
+    message = Message(task_id="t1", tenant="u", priority=Priority.NORMAL, body=b"{}")
+    one = _built(lambda: planner.push_one(message).parse(reply))
+    many = _built(lambda: planner.push([message]).parse(reply))
+    assert one == many
+    if reply in BAD_REPLIES:
+        assert one is ScriptContractError
+    else:
+        assert type(one) is list
+        assert type(one[0]) is bool
+
+
+def test_push_detailed_reads_mixed_replies() -> None:
+    planner = _planner()
+    batch = [
+        Message(task_id=f"t{i}", tenant="u", priority=Priority.NORMAL, body=b"{}") for i in range(4)
+    ]
+    parse = planner.push_detailed(batch).parse
+    assert parse([1, 0, b"held", "other"]) == [
+        (True, "t0"),
+        (False, "t1"),
+        (False, "held"),
+        (False, "other"),
+    ]
+    for bad in ([1, 0, 2, 1], [1, 0, None, 1], [1, 0, 1], "1010"):
+        with pytest.raises(ScriptContractError):
+            parse(bad)
+
+
+def test_a_payload_over_the_limit_is_refused_on_both_paths() -> None:
+    planner = _planner(max_payload_bytes=4)
+    message = Message(task_id="t", tenant="u", priority=Priority.NORMAL, body=b"12345")
+    for make in (lambda: planner.push_one(message), lambda: planner.push([message])):
+        with pytest.raises(PayloadTooLargeError):
+            make()
+
+
+# ---------------------------------------------------------------- Task.create's keyword
+
+
+def test_create_has_no_wrapper() -> None:
+    assert not hasattr(Task.create, "__wrapped__")
+    assert Task.create.__name__ == "_create"
+
+
+def test_create_refuses_bad_calls_as_python_does() -> None:
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'tenant'"):
+        Task.create()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'tenant_id'"):
+        Task.create("a", tenant_id="b")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
+        Task.create(user_id="a", colour="red")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="got both 'user_id' and 'tenant'"):
+        Task.create("a", user_id="b")  # type: ignore[call-arg]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert Task.create("a", task_id="x").tenant == "a"  # no warning without user_id
+
+
+def test_create_with_user_id_is_create_with_tenant() -> None:
+    with pytest.warns(DeprecationWarning, match="user_id= of Task.create"):
+        old = Task.create(user_id="acme", priority=4, payload={"n": 1}, task_id="x")  # type: ignore[call-arg]
+    new = Task.create("acme", 4, {"n": 1}, task_id="x")
+    assert attrs.evolve(old, created_at=0.0, execute_after=0.0) == attrs.evolve(
+        new, created_at=0.0, execute_after=0.0
+    )
+
+
+# ---------------------------------------------------------------- unchecked builders
+
+
+def test_slot_setters_refuse_fields_they_do_not_know() -> None:
+    with pytest.raises(RuntimeError, match="fields are"):
+        _slot_setters(Message, "task_id tenant")
+    assert len(_slot_setters(Message, " ".join(f.name for f in attrs.fields(Message)))) == 14
