@@ -32,6 +32,12 @@ embedded.EmbeddedValkey.__init__ = _refuse
 """
 
 
+#: Other pytest plugins this environment installs, switched off in the child: they are not under
+#: test, and importing them (hypothesis' above all) doubles a child's start-up. The fairque
+#: plugin still loads through its entry point; this suite's own run switches valkey off too.
+UNRELATED = ("-p", "no:hypothesispytest", "-p", "no:valkey")
+
+
 def run_pytest(
     tmp_path: Path, test: str, *args: str, conftest: str = "", env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
@@ -42,7 +48,7 @@ def run_pytest(
     child_env.update(env or {})
     child_env.pop("PYTEST_ADDOPTS", None)
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *UNRELATED, *args],
         cwd=tmp_path,
         env=child_env,
         capture_output=True,
