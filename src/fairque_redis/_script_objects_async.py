@@ -47,6 +47,8 @@ class AsyncScript(core.AsyncScript):
         found = LIBRARY.by_source.get(script) if isinstance(script, str) else None
         self.function: str | None = found if script_mode(mode) == "functions" else None
         self._cluster = is_cluster(registered_client)  # FCALL then names its node (_target)
+        # the function's name as it goes out (the asyncio client encodes a str per call)
+        self._function_arg = self.function.encode() if self.function is not None else b""
         self.library = (
             LibraryState.of(registered_client, asynchronous=True)
             if self.function is not None
@@ -85,13 +87,13 @@ class AsyncScript(core.AsyncScript):
         args = args if type(args) is list else list(args or [])
         by_eval = False  # this call only: the library could not be loaded now
         first = 1
-        library, function = self.library, self.function
-        if library is not None and library.on and function is not None and not self._cluster:
+        library = self.library
+        if library is not None and library.on and not self._cluster:
             # the common call's first attempt, spelled directly: one FCALL, no layers
             seen = library.loads
             try:
                 return await self.registered_client.execute_command(  # type: ignore[no-untyped-call,unused-ignore]
-                    "FCALL", function, len(keys), *keys, *args
+                    "FCALL", self._function_arg, len(keys), *keys, *args
                 )
             except ResponseError as exc:
                 state = await self._fcall_failed(exc, seen, last=False)

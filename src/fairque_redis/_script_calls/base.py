@@ -94,19 +94,22 @@ class CallsBase:
         self.anchors = keys.anchors()
         self._spare: list[str] = []
         self._lock = threading.Lock()
+        # bytes, as they go out: redis-py's asyncio client encodes each str argument of
+        # every call in Python (several checks per argument); the server sees the same ARGV
         self._static = [
-            "1" if config.strict_tiers else "0",
-            str(to_ms(config.aging_horizon_seconds)),
-            str(to_ms(config.result_ttl_seconds)),
-            str(int(config.max_recoveries)),
-            str(int(config.delayed_move_limit)),
-            str(int(config.max_payload_bytes)),
+            b"1" if config.strict_tiers else b"0",
+            b"%d" % to_ms(config.aging_horizon_seconds),
+            b"%d" % to_ms(config.result_ttl_seconds),
+            b"%d" % int(config.max_recoveries),
+            b"%d" % int(config.delayed_move_limit),
+            b"%d" % int(config.max_payload_bytes),
         ]
 
     def header(self) -> list[Any]:
         """ARGV[1..7]: now (empty = server TIME) and the queue's configuration."""
-        now = "" if self.clock is None else str(to_ms(self.clock()))
-        return [now, *self._static]
+        if self.clock is None:
+            return [b"", *self._static]
+        return [b"%d" % to_ms(self.clock()), *self._static]
 
     def _lease_ms(self, lease_seconds: float | None) -> int:
         seconds = self.config.lease_seconds if lease_seconds is None else lease_seconds
