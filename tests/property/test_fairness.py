@@ -120,7 +120,11 @@ def test_weighted_shares_within_two_percent(weights, extra, counts):
     backend = _backend()
     for u, w in zip(users, weights, strict=False):
         backend.set_tenant_weight(u, w)
-        backend.push_batch([_msg(f"{u}-{i}", u) for i in range(pops)])
+        # more than the bar lets the tenant be served (2% over its share): a run within the
+        # bars never empties a backlog, so it claims exactly what it would with a deeper one,
+        # and a run that empties one served that tenant past the bar, which fails below
+        over_the_bar = int(1.02 * pops * w / total_w) + 2
+        backend.push_batch([_msg(f"{u}-{i}", u) for i in range(over_the_bar)])
     served = Counter(_pop_users(backend, pops, counts))
     for u, w in zip(users, weights, strict=False):
         expected = pops * w / total_w
@@ -454,19 +458,22 @@ def test_weight_change_settles_at_once(weights, strict, change, before, counts):
     service from the change on satisfies |n_i * s_i - n_j * s_j| <= s_i + s_j (strides after
     the change): the new weight holds from the next round, no old debt is carried."""
     users = [f"t{i}" for i in range(len(weights))]
-    backend = _backend(strict_tiers=strict)
-    for u, w in zip(users, weights, strict=False):
-        backend.set_tenant_weight(u, w, tier=1)
-        backend.push_batch([_msg(f"{u}-{i}", u) for i in range(3000)])
-    if before:
-        _pop_users(backend, before, counts)
     who, new_weight = users[change[0] % len(users)], change[1]
-    backend.set_tenant_weight(who, new_weight, tier=1)
     final = dict(zip(users, weights, strict=False))
     final[who] = new_weight
     strides = {u: stride_for(w) for u, w in final.items()}
-    served: Counter[str] = Counter()
     total = min(2000, sum(int(40 * w / min(final.values())) for w in final.values()))
+    # one more task each than all the claims of the run take: every tenant stays backlogged
+    # to the end, whoever the claims serve (the scheduler's choices do not depend on how deep
+    # a backlog is, only on whether there is one)
+    backend = _backend(strict_tiers=strict)
+    for u, w in zip(users, weights, strict=False):
+        backend.set_tenant_weight(u, w, tier=1)
+        backend.push_batch([_msg(f"{u}-{i}", u) for i in range(before + total + 1)])
+    if before:
+        _pop_users(backend, before, counts)
+    backend.set_tenant_weight(who, new_weight, tier=1)
+    served: Counter[str] = Counter()
     for u in _pop_users(backend, total, counts):
         served[u] += 1
         for i in users:
