@@ -6,6 +6,7 @@ a class whose fields they do not know. No server: the calls are built and their 
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from typing import Any
 
@@ -119,9 +120,14 @@ def test_a_payload_over_the_limit_is_refused_on_both_paths() -> None:
 # ---------------------------------------------------------------- Task.create's keyword
 
 
-def test_create_has_no_wrapper() -> None:
+def test_create_has_no_wrapper_and_shows_its_declared_signature() -> None:
     assert not hasattr(Task.create, "__wrapped__")
     assert Task.create.__name__ == "_create"
+    params = inspect.signature(Task.create).parameters
+    assert list(params)[:3] == ["tenant", "priority", "payload"]
+    assert params["tenant"].default is inspect.Parameter.empty
+    assert all(p.kind is not p.VAR_KEYWORD for p in params.values())
+    assert "user_id" not in params
 
 
 def test_create_refuses_bad_calls_as_python_does() -> None:

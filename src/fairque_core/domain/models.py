@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -202,6 +203,16 @@ def _create(
         unique_key=key,
         unique_window_seconds=window,
     )
+
+
+# what introspection (help, IDEs, docs) shows: the declared signature, without ``renamed``
+_create.__signature__ = inspect.signature(_create).replace(  # type: ignore[attr-defined]
+    parameters=[
+        p.replace(default=p.empty) if p.name == "tenant" else p
+        for p in inspect.signature(_create).parameters.values()
+        if p.kind is not p.VAR_KEYWORD
+    ]
+)
 
 
 def _renamed_tenant(tenant: str, renamed: dict[str, Any]) -> str:
