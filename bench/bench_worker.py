@@ -3,6 +3,8 @@
     uv run --no-sync python bench/bench_worker.py [--quick] [--rounds N] [--profile]
     uv run --no-sync python bench/bench_worker.py --compare OLD_SRC [--rounds N] [--quick]
     uv run --no-sync python bench/bench_worker.py --combined-ab [--rounds N] [--quick]
+    uv run --no-sync python bench/bench_worker.py --compare-latency OLD_SRC [--rounds N] [--quick]
+    uv run --no-sync python bench/bench_worker.py --latency-ab [--rounds N] [--quick]
 
 Throughput: 20,000 no-op tasks over 100 tenants are pushed beforehand (push_batch, 1,000 per
 call) into a fresh queue; a ``fairque_core.Worker`` (leases and fair claims, as always) is
@@ -15,8 +17,13 @@ shares, so it sets the ceiling of the whole queue, not of one worker.
 
 Latency: a producer PROCESS (as in production: producers are other processes, and one sharing
 the worker's GIL would slow both) pushes one task every 5 ms (200 tasks/s) with its push time
-(``perf_counter``, the system-wide monotonic clock on Linux) in the payload, to a worker that is
-already running and idle; the handler records start - push.
+(``perf_counter``, the system-wide monotonic clock on Linux, read before the task is built and
+pushed, as ``bench/peers`` does for every library) in the payload, to a worker that is
+already running and idle; the handler records start - push. The producer warms up (connects,
+pushes one untimed task) and its clock starts only when the worker has run that task and is
+idle again, so a slow process start is not a burst. Also printed: the worker process's CPU
+time and the script calls and BLPOPs per task (the push included), which a busy host disturbs
+far less than the times.
 
 Every measurement runs ``--rounds`` times (interleaved); best and median are printed, with the
 load average, since the machine (2 cores) is shared and its load changes from second to second.
@@ -28,6 +35,11 @@ Each drain runs in a child process with that build on its ``PYTHONPATH``, agains
 Valkey; the order of the builds alternates from round to round. Medians and ratios are printed
 (new/old per setting, defaults/tuned and async/thread per build): on a shared machine the ratios
 measured side by side mean more than the rates.
+``--compare-latency OLD_SRC``: the latency measurement above (poll 1.0 and 0.1, cap 10) for
+the build on ``OLD_SRC`` and this one, each run in a child process with that build on its
+``PYTHONPATH``, the order alternating by round; medians of p50 and p99 and of the per-round
+new/old ratios, with the load averages. ``--latency-ab``: the same on this build with the
+listener's early start and the listener's least wait (ADR 46) off, each alone and both on.
 ``--combined-ab``: the same four settings and small batches (4 places, no prefetch) on this
 build, with the workers' combined
 finish-and-claim call (ADR 40: a claim that carries acknowledgements is one script call) off,
@@ -337,11 +349,20 @@ def combined_ab(rounds: int, total: int) -> None:
     print("(x off: median of the per-round ratios to the same round's off)")
 
 
-def produce(url: str, queue: str, count: int, start_at: float) -> None:
-    """The producer process: one push every 5 ms from ``start_at`` (perf_counter)."""
+#: The commands counted per task by the latency measurement: the script calls (push, claim,
+#: finish, next_due, heartbeat ...) and the blocking pops (the commands scripts make inside
+#: count in INFO commandstats too, so not every command is counted)
+TOP_LEVEL = ("evalsha", "fcall", "fcall_ro", "blpop")
+
+
+def produce(url: str, queue: str, count: int, ready: Any, go: Any) -> None:
+    """The producer process: warm up (connect, load scripts), say ``ready``, wait for ``go``,
+    then one push every 5 ms (on a clock started at ``go``: a slow start is no burst)."""
     producer_q = connect(url, queue=queue)
     producer_q.push(Task.create("warm-up", payload={"t": -1.0}))  # connect and load scripts
-    next_at = start_at
+    ready.set()
+    go.wait()
+    next_at = time.perf_counter()
     for i in range(count):
         next_at += 0.005
         pause = next_at - time.perf_counter()
@@ -356,17 +377,32 @@ def latency(url: str, count: int, poll: float, cap: int) -> dict[str, float]:
     handler = Stamp()
     config = WorkerConfig(id="bench-lat", max_concurrent_tasks=cap, poll_interval_seconds=poll)
     worker = Worker(config, handler, queue)
+    server = queue.backend.client  # type: ignore[attr-defined]
     worker.start()
-    # the worker is idle but running by the time the first timed task is pushed
-    start_at = time.perf_counter() + max(1.0, 2 * poll)
-    producer = multiprocessing.get_context("spawn").Process(
-        target=produce, args=(url, queue.name, count, start_at)
-    )
+    spawn = multiprocessing.get_context("spawn")
+    ready, go = spawn.Event(), spawn.Event()
+    producer = spawn.Process(target=produce, args=(url, queue.name, count, ready, go))
     producer.start()
+    if not ready.wait(60):
+        raise RuntimeError("the producer did not start")
+    deadline = time.monotonic() + 10
+    while not handler.warmed and time.monotonic() < deadline:  # its warm-up task ran
+        time.sleep(0.01)
+    # the worker is idle again (and its idle poll as long as it gets) when the first timed
+    # task is pushed
+    time.sleep(max(0.3, 2 * poll))
     load = os.getloadavg()[0]
+    server.config_resetstat()
+    cpu = time.process_time()
+    go.set()
     deadline = time.monotonic() + 20 + poll
     while len(handler.delays) < count and time.monotonic() < deadline:
         time.sleep(0.01)
+    # the worker process's CPU time (all its threads) and the server's calls, per task:
+    # what the worker spends to wait and start, far less noisy than the times on a busy host
+    cpu = time.process_time() - cpu
+    stats = server.info("commandstats")
+    calls = sum(int(stats.get(f"cmdstat_{name}", {}).get("calls", 0)) for name in TOP_LEVEL)
     producer.join(10)
     worker.stop(10)
     queue.close()
@@ -376,7 +412,90 @@ def latency(url: str, count: int, poll: float, cap: int) -> dict[str, float]:
         "p99": delays[int(len(delays) * 0.99)] * 1000,
         "n": float(len(delays)),
         "load": load,
+        "cpu_us": cpu / max(1, len(delays)) * 1e6,
+        "calls": calls / max(1, len(delays)),
     }
+
+
+#: --latency-ab's modes: (listener_starts, listen_floor or None: the default); "on": defaults
+LATENCY_MODES = {
+    "off": (False, 0.0),
+    "starts": (True, 0.0),
+    "floor": (False, None),
+    "on": (True, None),
+}
+#: --compare-latency / --latency-ab settings: (poll_interval_seconds, max_concurrent_tasks)
+LATENCY_SETTINGS = [(1.0, 10), (0.1, 10)]
+
+
+def set_latency_mode(mode: str) -> None:
+    """The listener's early start and least wait (ADR 46) as ``mode`` says, for the A/B."""
+    from fairque_core.app.worker_driver import WorkerDriver
+
+    starts, floor = LATENCY_MODES[mode]
+    WorkerDriver.listener_starts = starts  # type: ignore[misc]
+    if floor is not None:
+        WorkerDriver.listen_floor = floor  # type: ignore[misc]
+
+
+def latency_runs(
+    url: str, builds: dict[str, tuple[str | None, str | None]], rounds: int, count: int
+) -> dict[tuple[str, float, int], list[dict[str, float]]]:
+    """Each build (name -> (PYTHONPATH or None: this one's, latency mode or None)) measured
+    for every setting, each run in a child process, the order rotating by round."""
+    names = list(builds)
+    runs: dict[tuple[str, float, int], list[dict[str, float]]] = {}
+    for round_no in range(rounds):
+        order = names[round_no % len(names) :] + names[: round_no % len(names)]
+        for poll, cap in LATENCY_SETTINGS:
+            for name in order:
+                path, mode = builds[name]
+                env = dict(os.environ) if path is None else dict(os.environ, PYTHONPATH=path)
+                spec = json.dumps([url, count, poll, cap, mode])
+                out = subprocess.run(
+                    [sys.executable, __file__, "--one-latency", spec],
+                    env=env,
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                )
+                got = json.loads(out.stdout.strip().splitlines()[-1])
+                runs.setdefault((name, poll, cap), []).append(got)
+                print(
+                    f"round {round_no + 1} {name:>6} poll {poll:>4} cap {cap:>3} "
+                    f"p50 {got['p50']:6.2f} p99 {got['p99']:6.2f} ms  n {got['n']:.0f} "
+                    f"cpu {got.get('cpu_us', 0):5.0f} us calls {got.get('calls', 0):4.1f} "
+                    f"/task load {got['load']:.2f}",
+                    flush=True,
+                )
+    return runs
+
+
+def latency_table(
+    runs: dict[tuple[str, float, int], list[dict[str, float]]], names: list[str], base: str
+) -> None:
+    """Medians of p50/p99 per build and setting, and the medians of the per-round ratios to
+    ``base`` (same round, same setting)."""
+    x = "x " + base
+    print(
+        f"\n{'poll_s':>6} {'cap':>4} {'build':>6} {'p50 ms':>7} {x:>7} {'p99 ms':>7} {x:>7} "
+        f"{'cpu us':>7} {x:>7} {'calls':>7} {x:>7}  loads"
+    )
+    for poll, cap in LATENCY_SETTINGS:
+        ref = runs[(base, poll, cap)]
+        for name in names:
+            got = runs[(name, poll, cap)]
+            cells = []
+            for key in ("p50", "p99", "cpu_us", "calls"):
+                med = statistics.median(r[key] for r in got)
+                ratio = statistics.median(a[key] / b[key] for a, b in zip(got, ref, strict=True))
+                cells.append(f"{med:>7.2f} {ratio:>7.2f}")
+            print(f"{poll:>6} {cap:>4} {name:>6} {' '.join(cells)}  {loads(got)}")
+    print(
+        "(x: median of the per-round ratios; 2-core shared machine: noisy, read the ratios; "
+        "cpu: the worker process's CPU time per task; calls: script calls and BLPOPs per task, "
+        "the producer's push included)"
+    )
 
 
 def loads(runs: list[dict[str, Any]] | list[dict[str, float]]) -> str:
@@ -403,9 +522,41 @@ def main() -> None:
         action="store_true",
         help="the workers' combined finish-and-claim call on vs off (ADR 40), this build",
     )
+    parser.add_argument(
+        "--compare-latency", metavar="OLD_SRC", help="latency, this build vs OLD_SRC's"
+    )
+    parser.add_argument(
+        "--latency-ab",
+        action="store_true",
+        help="latency with the listener's early start and least wait (ADR 46) off / on",
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a child of --compare
+    parser.add_argument("--one-latency", help=argparse.SUPPRESS)  # a child of the above
     opts = parser.parse_args()
     total = 4_000 if opts.quick else 20_000
+    lat_count = 300 if opts.quick else 1_000
+    if opts.one_latency:
+        url, count, poll, cap, mode = json.loads(opts.one_latency)
+        if mode is not None:  # --latency-ab's children only (older builds have no switch)
+            set_latency_mode(mode)
+        print(json.dumps(latency(url, count, poll, cap)))
+        return
+    if opts.compare_latency or opts.latency_ab:
+        builds: dict[str, tuple[str | None, str | None]]
+        if opts.compare_latency:
+            here = str(Path(__file__).parents[1] / "src")
+            builds = {"old": (str(Path(opts.compare_latency).resolve()), None), "new": (here, None)}
+        else:
+            builds = {mode: (None, mode) for mode in LATENCY_MODES}
+        print(f"cpus={os.cpu_count()} loadavg at start={os.getloadavg()}")
+        with EmbeddedValkey() as server:
+            runs = latency_runs(server.url, builds, opts.rounds, lat_count)
+        print(
+            f"\nenqueue-to-start latency at 200 tasks/s ({lat_count} tasks), {opts.rounds} rounds"
+        )
+        latency_table(runs, list(builds), "old" if opts.compare_latency else "off")
+        print(f"loadavg at end={os.getloadavg()}")
+        return
     if opts.one:
         url, kind, count, cap, prefetch, *combined = json.loads(opts.one)
         if combined:  # --combined-ab's children only (older builds have no switch)
@@ -418,10 +569,9 @@ def main() -> None:
     if opts.combined_ab:
         combined_ab(opts.rounds, total)
         return
-    lat_count = 300 if opts.quick else 1_000
     # prefetch None: the worker's default (adaptive, ADR 30)
     settings = [(10, None), (10, 0), (10, 10), (50, None), (50, 0), (100, None), (100, 50)]
-    lat_settings = [(1.0, 10), (0.1, 10)]
+    lat_settings = LATENCY_SETTINGS
     print(f"cpus={os.cpu_count()} loadavg at start={os.getloadavg()}")
     with EmbeddedValkey() as server:
         if opts.profile:

@@ -4,9 +4,10 @@ One control thread owns every queue call: it claims in batches (as many tasks as
 free places, plus a ``prefetch`` that adapts to how fast tasks finish), acknowledges finished
 tasks in batches (``finish_batch``: one backend call, usually sent alongside the next claim),
 extends the leases of everything it holds, runs the reaper, enforces task timeouts and backs
-off when the backend is unreachable. Handler code runs on pool threads that never touch the
-queue, so a slow handler cannot delay heartbeats and the in-memory backend needs no extra
-locking.
+off when the backend is unreachable. Handler code runs on pool threads; one of them at a time
+is the wake listener (it waits for work and makes the idle claim, ADR 38), and it runs the first
+task its claim brought itself after handing the listening to another (ADR 46). A thread never
+touches the queue while it runs a handler, so a slow handler cannot delay heartbeats.
 
 A Python thread cannot be killed. When a sync task passes ``task_timeout_seconds`` it is
 failed at once with :class:`~fairque_core.domain.errors.TaskTimeoutError` (retry or DLQ by policy),
@@ -43,17 +44,20 @@ __all__ = ["Worker"]
 
 
 class _Pool:
-    """Daemon threads that run jobs; grows to the number of jobs running at once."""
+    """Daemon threads that run jobs (a task's slot, or a callable: the wake listener's turn,
+    ADR 46); grows to the number of jobs running at once. After ``shutdown`` a thread whose
+    job ends leaves instead of waiting for another."""
 
     def __init__(self, run: Callable[[wa.Slot], None], name: str) -> None:
         self._run = run
         self._name = name
-        self._jobs: SimpleQueue[wa.Slot | None] = SimpleQueue()
+        self._jobs: SimpleQueue[wa.Slot | Callable[[], None] | None] = SimpleQueue()
         self._lock = threading.Lock()
         self._idle = 0
         self._threads = 0
+        self._closed = False
 
-    def submit(self, slot: wa.Slot) -> None:
+    def submit(self, job: wa.Slot | Callable[[], None]) -> None:
         with self._lock:
             if self._idle:
                 self._idle -= 1
@@ -63,19 +67,26 @@ class _Pool:
                     target=self._loop, name=f"{self._name}-{self._threads}", daemon=True
                 )
                 thread.start()
-        self._jobs.put(slot)
+        self._jobs.put(job)
 
     def _loop(self) -> None:
         while True:
-            slot = self._jobs.get()
-            if slot is None:
+            job = self._jobs.get()
+            if job is None:
                 return
-            self._run(slot)
+            if isinstance(job, wa.Slot):
+                self._run(job)
+            else:
+                job()
             with self._lock:
+                if self._closed:
+                    self._threads -= 1
+                    return
                 self._idle += 1
 
     def shutdown(self) -> None:
         with self._lock:
+            self._closed = True
             idle, self._idle = self._idle, 0
             self._threads -= idle
         for _ in range(idle):
@@ -115,8 +126,10 @@ class Worker(WorkerDriver[FairQueue]):
         # thread waits on the queue's wake signal and wakes the loop when it comes (or, with
         # listener_claims, makes the claim the loop handed it, ADR 38)
         self._listen = threading.Event()
-        self._listener: threading.Thread | None = None
         self._ended = False  # the control loop is over: the listener releases what it brings
+        # a task the listener's claim brought that the listener's thread runs itself, once
+        # another pool thread has taken over the listening (ADR 46); only the listener uses it
+        self._run_here: wa.Slot | None = None
 
     # ------------------------------------------------------------------ public
     def start(self) -> None:
@@ -126,10 +139,9 @@ class Worker(WorkerDriver[FairQueue]):
             target=self._main, name=f"fairque-{self.config.id}-loop", daemon=True
         )
         self._thread.start()
-        self._listener = threading.Thread(
-            target=self._listen_for_work, name=f"fairque-{self.config.id}-wake", daemon=True
-        )
-        self._listener.start()
+        # the listener is a job of the pool: the thread that makes a claim runs its first
+        # task itself and hands the listening on to another (ADR 46)
+        self._pool.submit(self._listen_for_work)
 
     def request_stop(self) -> None:
         """Ask for a graceful stop and return at once (safe in a signal handler)."""
@@ -207,9 +219,12 @@ class Worker(WorkerDriver[FairQueue]):
     def _listen_for_work(self) -> None:
         """While the loop is idle, block on the queue's wake signal and wake the loop.
 
-        Its own thread, because a blocking pop holds a connection for up to a poll interval;
-        the loop keeps its timers. Errors are the loop's to report (it meets the same outage
-        on its next call); here they only pause listening.
+        A thread of its own (a pool thread, one at a time), because a blocking pop holds a
+        connection for up to a poll interval; the loop keeps its timers. Errors are the loop's
+        to report (it meets the same outage on its next call); here they only pause listening.
+        When its claim brought a task it may start (``_run_here``), this thread hands the
+        listening to another pool thread and runs that task itself: no thread hand-off between
+        the claim's reply and the handler (ADR 46).
         """
         while not self._stop_requested.is_set():
             self._listen.wait()
@@ -221,8 +236,21 @@ class Worker(WorkerDriver[FairQueue]):
             except Exception as exc:  # an outage (or a closed queue): pause, then listen again
                 woke = exc
             pause = self._listened(woke)
+            own, self._run_here = self._run_here, None
+            if own is not None:
+                self._pool.submit(self._listen_on)  # the next claim is another thread's
+                self._execute(own)
+                return
             if pause is not None:
                 self._stop_requested.wait(pause)
+
+    def _listen_on(self) -> None:
+        """The listening, handed on by a listener that runs a task it claimed: wake the loop
+        (its next cycle hands out the next claim), then listen. The loop is woken from here,
+        not by that listener, so that the only thread it wakes before its handler starts is
+        this one (a woken thread can take the core, and then waits for the GIL it holds)."""
+        self._wake.set()
+        self._listen_for_work()
 
     def _claim_for_loop(self) -> bool:
         """See ``_listen_call``: what it brought goes to the loop at once (``health()`` counts
@@ -235,12 +263,23 @@ class Worker(WorkerDriver[FairQueue]):
             got = self._listener_claim(handed)()
         except Exception as exc:
             got = exc
+        slots: list[wa.Slot] = []
         with self._guard:
             booked = not self._ended
             if booked:
                 self._loop.listener_claimed(got)
+                # while the control thread sleeps, start the tasks from here: the first on
+                # this thread (see _listen_for_work), the others on the pool; no thread
+                # hand-off and no loop cycle between the claim's reply and a handler (ADR 46)
+                if self.listener_starts:
+                    slots = self._loop.start_handed(time.monotonic())
+        if slots:
+            self._run_here = slots[0]  # this thread runs it (see _listen_for_work)
+        for slot in slots[1:]:
+            self._pool.submit(slot)
         if booked:
-            self._wake.set()
+            if not slots:  # else _listen_on wakes it
+                self._wake.set()
         elif isinstance(got, list):
             self._release(got)
         elif isinstance(got, Exception):

@@ -230,6 +230,12 @@ class Handoff:
         self._answers.append(result)
         self._number = 0
 
+    def brought_tasks(self) -> bool:
+        """Whether the answers not yet taken brought tasks, and are all task lists (no error,
+        no unmade claim)."""
+        answers = self._answers
+        return bool(answers) and all(isinstance(got, list) for got in answers) and any(answers)
+
     def unbooked_count(self) -> int:
         """How many tasks the answers not yet taken brought."""
         return sum(len(got) for got in self._answers if isinstance(got, list))

@@ -222,6 +222,11 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
             got = exc
         with self._guard:  # health() counts its tasks from here on (any thread may ask)
             self._loop.listener_claimed(got)
+            # while the control loop sleeps, start the tasks from here: no wait for it to
+            # wake and run a cycle first (ADR 46)
+            slots = self._loop.start_handed(time.monotonic()) if self.listener_starts else []
+        for slot in slots:
+            self._tasks[slot.task.task_id] = asyncio.create_task(self._execute(slot))
         self._wake.set()
         if isinstance(got, Exception):
             raise got

@@ -24,7 +24,7 @@ from fairque_core.app import worker_loop as wl
 from fairque_core.app.config import QueueConfig, WorkerConfig
 from fairque_core.app.handlers import TaskHandler
 from fairque_core.app.worker_loop import logger
-from fairque_core.app.worker_pacing import listener_pause
+from fairque_core.app.worker_pacing import LISTEN_MIN_WAIT_SECONDS, listener_pause
 from fairque_core.domain.errors import NotReplicatedError
 from fairque_core.domain.models import Task
 
@@ -214,6 +214,14 @@ class WorkerDriver(Generic[Q]):
     #: goes as two calls at once: the client reads one reply while the server runs the other
     #: call, which outweighs the one call's saving there (ADR 40, bench_finish_claim.py).
     combined_acks_limit: ClassVar[int | None] = 40
+    #: The least wait of a claim handed to the listener when the queue's backend blocks on its
+    #: wake signal (``claim_when_ready``, ADR 38): see ``LISTEN_MIN_WAIT_SECONDS`` (ADR 46).
+    #: 0: the idle poll's wait (the way before, kept for the A/B benchmark
+    #: ``bench/bench_worker.py --latency-ab``).
+    listen_floor: ClassVar[float] = LISTEN_MIN_WAIT_SECONDS
+    #: The listener starts the tasks it brought while the control loop sleeps (ADR 46); False:
+    #: the loop starts them at its next cycle (the way before, kept for the same A/B).
+    listener_starts: ClassVar[bool] = True
 
     _wake: Flag
     _listen: Flag
@@ -228,11 +236,14 @@ class WorkerDriver(Generic[Q]):
     ) -> None:
         # the listener claims (ADR 38) unless switched off or the queue cannot
         self._claiming = type(self).listener_claims and hasattr(queue, "claim_when_ready")
+        # the listener's claim blocks on the wake signal only where the backend makes it so
+        blocks = hasattr(getattr(queue, "backend", None), "claim_when_ready")
         self._loop = wl.WorkerLoop(
             config,
             lease_seconds=queue.config.lease_seconds,
             prefetch=prefetch,
             listener_claims=self._claiming,
+            listen_floor=type(self).listen_floor if self._claiming and blocks else 0.0,
         )
         self.config = config
         self.handler = handler

@@ -66,7 +66,9 @@ class WorkerLoop(LeaseSteps):
     that times out gives its place back at once while fewer than ``stuck_limit`` (by default
     ``max_concurrent_tasks``) timed-out handlers are still running; past that its place is freed
     only when its handler returns. ``rng`` makes the backoff jitter reproducible.
-    ``listener_claims``: the loop hands its claims to the listener while it listens (ADR 38).
+    ``listener_claims``: the loop hands its claims to the listener while it listens (ADR 38);
+    ``listen_floor``: such a claim waits at least this long (at most the poll interval), for a
+    listener whose wait blocks on the queue's wake signal (ADR 46; 0: the idle poll's wait).
     """
 
     def __init__(
@@ -78,6 +80,7 @@ class WorkerLoop(LeaseSteps):
         stuck_limit: int | None = None,
         rng: random.Random | None = None,
         listener_claims: bool = False,
+        listen_floor: float = 0.0,
     ) -> None:
         check_worker_config(config)
         if prefetch is not None and prefetch < 0:
@@ -93,6 +96,7 @@ class WorkerLoop(LeaseSteps):
         self.stats = Stats()
         self.backoff = Backoff(rng=rng)
         self.idle_poll = IdlePoll(config.poll_interval_seconds)
+        self.listen_floor = min(float(config.poll_interval_seconds), listen_floor)
         self.handoff = act.Handoff(listener_claims, 2 * config.poll_interval_seconds + 10.0)
         self.claims_sent = 0  # claims sent or handed to the listener, numbered 1, 2, ...
         self._claim_out = 0  # the number of the loop's own claim waiting for its reply; 0: none
@@ -114,6 +118,8 @@ class WorkerLoop(LeaseSteps):
         self._releases: list[Slot] = []
         self._now = 0.0
         self._steps: Steps | None = None
+        self._parked = False  # the last action was a Sleep: the driver is asleep in it
+        self._early: bool | None = None  # a listener's answer booked early (start_handed)
         self._reply: Any = None
         self._error: BaseException | None = None
 
@@ -129,6 +135,21 @@ class WorkerLoop(LeaseSteps):
     def listener_claimed(self, result: object) -> None:
         """The listener's claim came back: its tasks, its exception, or None (not made)."""
         self.handoff.answer(result)
+
+    def start_handed(self, now: float) -> list[Slot]:
+        """The tasks the listener's answers brought, to start NOW, on the listener's side,
+        while the driver sleeps (its last action was a :class:`act.Sleep`): booked as the next
+        cycle would book them (that cycle counts them as its claim) and dispatched, so the
+        first handler starts without waiting for the driver to wake and run a cycle. Empty
+        when the driver is not asleep, the loop is not running, or an answer is an error or
+        an unmade claim (the cycle books those, as before)."""
+        if not self._parked or self.state != "running" or not self.handoff.brought_tasks():
+            return []
+        self._now = now
+        self._early = self._take_handed()
+        if self.buffer and self.executing < self.cap:
+            return self._dispatch(now)
+        return []
 
     def stop(self, now: float, *, force: bool = False) -> None:
         """Begin the graceful stop: claiming stops, unstarted claims are released, running tasks
@@ -166,6 +187,11 @@ class WorkerLoop(LeaseSteps):
     # ------------------------------------------------------------------ actions out
     def next_action(self, now: float) -> Action:
         """The next thing to do, ``now`` being the driver's monotonic clock."""
+        action = self._next(now)
+        self._parked = isinstance(action, act.Sleep)
+        return action
+
+    def _next(self, now: float) -> Action:
         self._now = now
         while True:
             if self._steps is None:
@@ -226,6 +252,9 @@ class WorkerLoop(LeaseSteps):
     # ------------------------------------------------------------------ one cycle
     def _cycle(self, now: float) -> Steps:
         handed = self._take_handed()
+        early, self._early = self._early, None
+        if handed is None:
+            handed = early  # booked already by start_handed, while the driver slept
         if self.state == "stopping":
             assert self.shutdown_at is not None
             if self.drained or now >= self.shutdown_at:
@@ -267,7 +296,8 @@ class WorkerLoop(LeaseSteps):
         if handing:
             self.claims_sent += 1
         until = now + self._next_wait(now, idle=idle)
-        yield act.Sleep(until, self.listening, handing, now + self.idle_poll.wait)
+        claim_by = now + max(self.idle_poll.wait, self.listen_floor)
+        yield act.Sleep(until, self.listening, handing, claim_by)
 
     def _final_flush(self) -> Steps:
         self._collect()

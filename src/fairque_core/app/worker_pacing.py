@@ -18,6 +18,7 @@ __all__ = [
     "CLAIM_LINGER_SECONDS",
     "IDLE_POLL_GROWTH",
     "IDLE_POLL_MIN_SECONDS",
+    "LISTEN_MIN_WAIT_SECONDS",
     "PREFETCH_COVER",
     "PREFETCH_LEASE_FRACTION",
     "PREFETCH_MAX",
@@ -41,6 +42,13 @@ CLAIM_LINGER_SECONDS = 0.002
 #: steady trickle of tasks, no busy polling once the queue stays empty).
 IDLE_POLL_MIN_SECONDS = 0.0005
 IDLE_POLL_GROWTH = 2.0
+#: ... but a claim handed to a listener whose wait blocks on the wake signal (ADR 38) waits at
+#: least this long (at most ``poll_interval_seconds``): every push, every claim that leaves work
+#: and every freed cap raises that signal, so a shorter poll finds nothing the signal would not
+#: bring, while each of its rounds is a gap in which the listener is not waiting and a push
+#: waits for the round to end (ADR 46). Under the Redis backend's 10 ms ``DUE_CHECK_SECONDS``,
+#: so such a wait is still one round trip (no ``next_due`` call first).
+LISTEN_MIN_WAIT_SECONDS = 0.008
 #: Longest time a finished task's acknowledgement waits for the next claim to carry it (while
 #: other tasks are still running, so that a claim is coming).
 ACK_LINGER_SECONDS = 0.002
