@@ -38,7 +38,8 @@ local state = {}
 -- seen[id]: id is in this call (true); 1 once the store loop below wrote it (a second message
 -- of that id is then a duplicate)
 local seen = {}
--- checked[key]: a tenant's queue or hash (only when this call may write it) was type-checked
+-- checked[key]: a tenant's queue or hash (only when this call may write it) was type-checked;
+-- checked[u]: tenant id u is valid
 local checked = {}
 -- had_ready[u]: a queue of u checked here already held ready work (so, without limits, u is
 -- active: see the store loop)
@@ -58,7 +59,12 @@ for k = 1, n do
   if uw ~= 0 and (uw == nil or uw < 0 or uw ~= FQ_FLOOR(uw)) then
     return fq_err('BAD_ARG', 'unique_window')
   end
-  if not fq_valid_id(u) then return fq_err('BAD_ID', 'user_id') end
+  -- a tenant id checked once per call (checked[u]: a key always holds the hash tag's '{',
+  -- outside the id grammar, so no id is ever a key of `checked`)
+  if not checked[u] then
+    if not fq_valid_id(u) then return fq_err('BAD_ID', 'user_id') end
+    checked[u] = true
+  end
   if p == nil then
     -- not a priority as the client spells it: the checks say why
     p = FQ_TONUMBER(ps)
@@ -125,15 +131,16 @@ end
 if not plain or q.lim_on then q.sched_len = fq_list_len(fq_sched_key(q)) end
 
 -- max_queued (flow control, _include/limits.lua): a push over a tenant's cap is refused whole
-local full = fq_limits_check_push(q, ARGV, at, n)
+local full = q.lim_on and fq_limits_check_push(q, ARGV, at, n) or nil
 if full ~= nil then return full end
 
 
--- per call, not per task: the formatted clock, the score of the last priority scored, pushes
--- by tenant
+-- per call, not per task: the formatted clock, the score of the last priority scored; the
+-- messages stored (counted per tenant as they are stored, fq_bump's work inline)
 local now_s = fq_int(now)
 local score_p, score_s = nil, nil
-local pushed = {}
+local stored = 0
+local tenant_counters = q.tenant_counters
 local out = {}
 local active = q.active_cache
 
@@ -173,11 +180,19 @@ for k = 1, n do
       FQ_CALL('SET', ukey, id)
       FQ_CALL('HSET', key, 'uk', ukey, 'uw', uw)
     end
-    pushed[u] = (pushed[u] or 0) + 1
+    stored = stored + 1
+    local tc = tenant_counters[u]
+    if tc == nil then
+      tc = {}
+      tenant_counters[u] = tc
+    end
+    tc.pushed = (tc.pushed or 0) + 1
     if nd == 0 and dms <= 0 then
       -- the common case, ready now: one HSET, then into the tenant's queue (fq_enqueue)
+      local seq_s = fq_int(seq)
+      q.seq_s = seq_s
       FQ_CALL('HSET', key, 'u', u, 'p', ps, 'b', ARGV[i + 5], 'm', ARGV[i + 4], 'rc', '0',
-        'seq', fq_int(seq), 'st', 'queued', 'rd', now_s, 'due', now_s, 'dms', dmss, 'rec', '0')
+        'seq', seq_s, 'st', 'queued', 'rd', now_s, 'due', now_s, 'dms', dmss, 'rec', '0')
       -- Without limits a tenant is active exactly while it has ready work, unless paused (and
       -- fq_activate keeps a paused one out anyway), so one that already had some (the size
       -- read by the type check above) needs no activation check: no tenant hash read, no ZSCORE
@@ -190,7 +205,8 @@ for k = 1, n do
         if score_p ~= p then
           score_p, score_s = p, fq_int(fq_score(p, now, q.horizon_ms))
         end
-        FQ_CALL('ZADD', fq_normal_key(q, u), score_s, fq_member(seq, id))
+        -- fq_member(seq, id), from the formatted seq: zero-padded to FQ_SEQ_WIDTH digits
+        FQ_CALL('ZADD', fq_normal_key(q, u), score_s, FQ_SEQ_PADS[#seq_s] .. seq_s .. id)
       end
       q.ready_delta = q.ready_delta + 1
       q.wake = true
@@ -218,8 +234,10 @@ for k = 1, n do
         end
       end
       local ready_now = failed_parent == nil and not waiting and due <= now
+      local seq_s = fq_int(seq)
+      q.seq_s = seq_s
       FQ_CALL('HSET', key, 'u', u, 'p', ps, 'b', ARGV[i + 5], 'm', ARGV[i + 4], 'rc', '0',
-        'seq', fq_int(seq), 'st', 'queued', 'rd', ready_now and now_s or '0',
+        'seq', seq_s, 'st', 'queued', 'rd', ready_now and now_s or '0',
         'due', fq_int(due), 'dms', dmss, 'rec', '0')
       if ready_now then
         fq_enqueue(q, r, now, false)
@@ -236,6 +254,6 @@ for k = 1, n do
     out[k] = 1
   end
 end
-for u, count in pairs(pushed) do fq_bump(q, u, 'pushed', count) end
+if stored > 0 then q.counters.pushed = (q.counters.pushed or 0) + stored end
 fq_close(q)
 return out

@@ -129,6 +129,8 @@ end
 -- The wake and sched lengths read here are kept (q.wake_len, q.sched_len) for fq_close, so a
 -- script that raises a signal pays nothing for its check
 local FQ_CHECK_ALL = {}
+-- fq_close's loop over the tenant records read, when the call read none (never written)
+local FQ_NO_TENANTS = {}
 
 local function fq_check_queue(q, how)
   how = how or FQ_CHECK_ALL
@@ -168,8 +170,9 @@ local function fq_open(keys, argv, how)
     move_limit = FQ_TONUMBER(argv[6]),
     max_payload = FQ_TONUMBER(argv[7]),
     -- counters: queue counter deltas; tenant_counters: per tenant counter and gauge deltas;
-    -- tenant_cache: tenant records read (tenant.lua); active_cache: tenant -> in its active set
-    counters = {}, tenant_counters = {}, tenant_cache = {}, active_cache = {},
+    -- active_cache: tenant -> in its active set; tenant_cache (tenant records read,
+    -- tenant.lua) is made by the first read
+    counters = {}, tenant_counters = {}, active_cache = {},
     -- ready_delta: change of the queue's ready gauge in this call; ready_base: its stored value
     ready_delta = 0, ready_base = 0,
     -- meta_fair: fq_meta reads only the fairness fields and the limits flag (see fq_meta)
@@ -234,9 +237,11 @@ local function fq_next_act(q)
   return q.act
 end
 
+-- (push.lua inlines it and keeps the figure formatted, q.seq_s, for fq_close's write)
 local function fq_next_seq(q)
   fq_meta(q)
   q.seq = q.seq + 1
+  q.seq_s = nil
   q.meta_dirty = true
   return q.seq
 end
@@ -266,12 +271,12 @@ end
 -- client's back loses that tenant's figures (`fairque doctor` reports and recomputes them)
 -- rather than failing a call whose other writes are done
 local function fq_close(q)
-  for name, by in pairs(q.counters) do
+  for name, by in FQ_NEXT, q.counters do
     if by ~= 0 then FQ_CALL('HINCRBY', q.stats, name, fq_int(by)) end
   end
-  for u, names in pairs(q.tenant_counters) do
+  for u, names in FQ_NEXT, q.tenant_counters do
     local key = fq_tenant_stats_key(q, u)
-    for name, by in pairs(names) do
+    for name, by in FQ_NEXT, names do
       if by ~= 0 then
         local now_count = FQ_PCALL('HINCRBY', key, name, fq_int(by))
         if name == 'pushed' and now_count == by then
@@ -280,7 +285,7 @@ local function fq_close(q)
       end
     end
   end
-  for u, t in pairs(q.tenant_cache) do
+  for u, t in FQ_NEXT, q.tenant_cache or FQ_NO_TENANTS do
     if t.dirty and not t.broken then
       local key = t.key or fq_tenant_key(q, u)
       if t.act == nil then
@@ -303,23 +308,22 @@ local function fq_close(q)
     -- the hash ends the same as when all four are written
     if q.fair_dirty or q.vtime_read == false or q.act_read == false then
       fq_meta_numbers(q)
-      FQ_CALL('HSET', q.meta, 'vtime', fq_int(q.vtime), 'seq', fq_int(q.seq),
+      FQ_CALL('HSET', q.meta, 'vtime', fq_int(q.vtime), 'seq', q.seq_s or fq_int(q.seq),
         'ready', fq_int(q.ready_base + q.ready_delta), 'act', fq_int(q.act))
     else
-      FQ_CALL('HSET', q.meta, 'seq', fq_int(q.seq),
+      FQ_CALL('HSET', q.meta, 'seq', q.seq_s or fq_int(q.seq),
         'ready', fq_int(q.ready_base + q.ready_delta))
     end
   end
   if q.tier_vtimes_changed ~= nil then
-    for tier, _ in pairs(q.tier_vtimes_changed) do
+    for tier, _ in FQ_NEXT, q.tier_vtimes_changed do
       FQ_CALL('HSET', q.meta, 'vtime:' .. tier, fq_int(q.tier_vtimes[tier]))
     end
   end
   -- the wake signal: a list holding at most one token, which idle workers BLPOP
   -- (its length read by fq_check_queue, before any write, unless the script checked nothing)
-  if q.wake then
-    local wake = fq_wake_key(q)
-    if (q.wake_len or fq_list_len(wake)) == 0 then FQ_CALL('RPUSH', wake, '1') end
+  if q.wake and (q.wake_len or fq_list_len(fq_wake_key(q))) == 0 then
+    FQ_CALL('RPUSH', fq_wake_key(q), '1')
   end
   -- the schedule signal (same shape): the queue's next due time moved earlier
   if q.resched then

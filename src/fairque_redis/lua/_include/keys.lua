@@ -8,7 +8,8 @@
   plain concatenation (the active-set key kept per call): no redis.call.
 ]]
 
--- the globals the scripts call most, as locals: in the function library (ADR 41) a global
+-- the globals the scripts call most, as locals (FQ_NEXT: a `for k, v in FQ_NEXT, t` loop
+-- is `pairs` without its call): in the function library (ADR 41) a global
 -- is a lookup in the library's environment and then, through its metatable, in the real
 -- globals (and `redis.call` one more in `redis`), on every use; a local of the library's top
 -- level is an upvalue of each function (ADR 44). Set by the library's first call
@@ -21,6 +22,7 @@ local FQ_TYPE = type
 local FQ_FIND = string.find
 local FQ_SUB = string.sub
 local FQ_FLOOR = math.floor
+local FQ_NEXT = next
 
 -- #'meta': the anchor key KEYS[1] is `<prefix>meta`
 local FQ_META_SUFFIX_LEN = 4

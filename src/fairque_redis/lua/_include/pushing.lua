@@ -15,6 +15,8 @@ local FQ_MESSAGE_FIELDS = 9
 -- the priorities as the client spells them (fq_int): read without tonumber, which costs more
 -- than the lookup; anything else takes the checked path in push.lua. Likewise a delay, window
 -- or dependency count of '0' (the common case) is read without tonumber
+-- the zeros that pad a formatted push sequence of 1-16 digits to FQ_SEQ_WIDTH (fq_member)
+local FQ_SEQ_PADS = {'000000000000000', '00000000000000', '0000000000000', '000000000000', '00000000000', '0000000000', '000000000', '00000000', '0000000', '000000', '00000', '0000', '000', '00', '0', ''}
 local FQ_PRIORITY_OF = {['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 5, ['6'] = 6}
 local function fq_valid_id(s)
   local len = #s

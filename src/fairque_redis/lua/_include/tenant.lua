@@ -61,7 +61,12 @@ local function fq_migrate_member(q, u, t)
 end
 
 local function fq_tenant(q, u)
-  local t = q.tenant_cache[u]
+  local cache = q.tenant_cache
+  if cache == nil then
+    cache = {}
+    q.tenant_cache = cache
+  end
+  local t = cache[u]
   if t == nil then
     local key = fq_tenant_key(q, u)
     local v = FQ_PCALL('HMGET', key, 'pass', 'stride', 'tier', 'act',
@@ -83,7 +88,7 @@ local function fq_tenant(q, u)
       paused = v[9] == '1', -- pause.lua: held out of its active set as a capped tenant
       broken = broken,
     }
-    q.tenant_cache[u] = t
+    cache[u] = t
     if t.act == nil then fq_migrate_member(q, u, t) end
   end
   return t
