@@ -248,7 +248,10 @@ def test_weighted_shares_among_the_unlimited_hold(
     pops = max(1000, int(100 * total_w / min(others)) + 1) + extra
     for user, w in zip(users, others, strict=True):
         backend.set_tenant_weight(user, w)
-        _fill(backend, user, pops + 10)
+        # more than the bar below lets the tenant be served: a run within the bars never
+        # empties its backlog (so it claims what it would with a deeper one), and a run that
+        # empties it served the tenant past the bar, which fails
+        _fill(backend, user, int(1.02 * pops * w / total_w) + 3)
     backend.set_tenant_weight(X, wx)
     if limit == "cap":
         backend.set_limits({"max_running": 2}, tenant=X)
