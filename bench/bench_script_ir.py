@@ -35,7 +35,7 @@ import redis
 from _callgrind import callgrind_server, old_src, script_in
 
 from fairque_core import Message, Priority
-from fairque_redis._function_library import LIBRARY
+from fairque_redis._function_library import LIBRARY, _deferred
 from fairque_redis.backend import RedisBackend
 from fairque_redis.scripts import resolve
 
@@ -45,16 +45,23 @@ SCRIPT_MARK = "-- ---- script push ----"
 
 
 def as_library(script: str) -> str:
-    """``script`` as a function library: the includes at load, the body as ``fq_bench_push``."""
+    """``script`` as a function library: the includes at load, the body as ``fq_bench_push``.
+    The constants that need a global (``FQ_CALL = redis.call`` ...) are set by the first call,
+    as the library builder does (a library's top level runs without them)."""
     lines = script.splitlines()
     mark = lines.index(SCRIPT_MARK)
-    head = "\n".join(lines[1:mark])  # without the script's shebang
+    head, init = _deferred("\n".join(lines[1:mark]))  # without the script's shebang
     body = "\n".join(lines[mark + 1 :])
+    setup = "local fq_bench_ready = false\nlocal function fq_bench_init()\n"
+    setup += "\n".join(init) + "\n  fq_bench_ready = true\nend\n"
     return (
         "#!lua name=fq_bench\n"
         + head
-        + "\nredis.register_function{function_name='fq_bench_push', "
+        + "\n"
+        + setup
+        + "redis.register_function{function_name='fq_bench_push', "
         + "callback=function(KEYS, ARGV)\n"
+        + "if not fq_bench_ready then fq_bench_init() end\n"
         + body
         + "\nend}\n"
     )
