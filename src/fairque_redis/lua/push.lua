@@ -29,7 +29,7 @@
 local q = fq_open(KEYS, ARGV, {meta = 'fair', sched = false})
 local n = FQ_TONUMBER(ARGV[8])
 local now = q.now
-local max_payload = q.max_payload
+local max_payload = FQ_TONUMBER(ARGV[7]) -- the header's max payload bytes
 
 -- check everything before the first write; at[k] is where message k starts in ARGV; state[k]
 -- the HMGET st, exp of its task key (read here, so that a damaged one refuses the call whole)

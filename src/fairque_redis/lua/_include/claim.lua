@@ -7,9 +7,10 @@
 
 -- due scheduled tasks (at most the move limit) into their tenants' queues, ready at due time
 local function fq_move_due(q)
-  if q.move_limit <= 0 then return end
+  local limit = q.move_limit or fq_move_limit(q)
+  if limit <= 0 then return end
   local due = FQ_CALL('ZRANGEBYSCORE', q.delayed, '-inf', fq_int(q.now), 'WITHSCORES',
-    'LIMIT', 0, q.move_limit)
+    'LIMIT', 0, limit)
   for k = 1, #due, 2 do
     local id = due[k]
     FQ_CALL('ZREM', q.delayed, id)

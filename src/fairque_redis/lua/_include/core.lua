@@ -165,10 +165,9 @@ local function fq_open(keys, argv, how)
     server_time = now == nil or now == '',
     strict_tiers = argv[2] == '1',
     horizon_ms = FQ_TONUMBER(argv[3]),
-    result_ttl_ms = FQ_TONUMBER(argv[4]),
-    max_recoveries = FQ_TONUMBER(argv[5]),
-    move_limit = FQ_TONUMBER(argv[6]),
-    max_payload = FQ_TONUMBER(argv[7]),
+    -- the header's other numbers are parsed by their first use (fq_result_ttl,
+    -- fq_max_recoveries, fq_move_limit; push reads max payload itself): few scripts read them
+    argv = argv,
     -- counters: queue counter deltas; tenant_counters: per tenant counter and gauge deltas;
     -- active_cache: tenant -> in its active set; tenant_cache (tenant records read,
     -- tenant.lua) is made by the first read
@@ -180,6 +179,26 @@ local function fq_open(keys, argv, how)
   }
   fq_check_queue(q, how)
   return q
+end
+
+-- ARGV[4] result TTL ms, ARGV[5] max recoveries, ARGV[6] delayed move limit: parsed on first
+-- use and kept in q (read them as `q.result_ttl_ms or fq_result_ttl(q)`)
+local function fq_result_ttl(q)
+  local v = FQ_TONUMBER(q.argv[4])
+  q.result_ttl_ms = v
+  return v
+end
+
+local function fq_max_recoveries(q)
+  local v = FQ_TONUMBER(q.argv[5])
+  q.max_recoveries = v
+  return v
+end
+
+local function fq_move_limit(q)
+  local v = FQ_TONUMBER(q.argv[6])
+  q.move_limit = v
+  return v
 end
 
 -- count `name` (a queue counter or a tenant gauge) for tenant u, flushed by fq_close
