@@ -56,6 +56,26 @@ def test_the_listener_starts_its_tasks_and_the_next_cycle_counts_them_as_its_cla
     assert sim.loop.health(sim.now, 0.0)["in_flight"] == 0
 
 
+def test_the_next_claim_is_handed_out_before_the_acknowledgement_goes() -> None:
+    sim = Starting(config(max_concurrent_tasks=4))
+    sim.cycle()
+    sim.push(1)
+    sim.bring(4)
+    sim.complete("t0")  # the task ended before the driver woke
+    mark = len(sim.actions)
+    sleep = sim.cycle()
+    assert isinstance(sleep, wa.Sleep)
+    assert sleep.claim == 4  # the listener waits again at once ...
+    assert not [a for _, a in sim.actions[mark:] if isinstance(a, wa.Ack)]  # ... no ack first
+    assert sleep.until - sim.now == pytest.approx(worker_pacing.ACK_LINGER_SECONDS)
+    sim.now = sleep.until
+    sleep = sim.cycle()  # the ack goes alone, the listener's claim still out
+    assert sim.finished == ["t0"]
+    assert isinstance(sleep, wa.Sleep)
+    assert sleep.claim == 0
+    assert sim.claims() == 1
+
+
 def test_the_listener_starts_no_more_than_the_free_places() -> None:
     sim = Starting(config(max_concurrent_tasks=2))
     sim.cycle()
@@ -160,3 +180,35 @@ def test_the_default_floor_stays_under_the_backends_due_check() -> None:
 
     # a wait this short is one round trip on the Redis backend (no next_due call first)
     assert 0 < worker_pacing.LISTEN_MIN_WAIT_SECONDS < DUE_CHECK_SECONDS
+
+
+def test_the_listener_takes_the_next_claim_without_waiting_for_a_cycle() -> None:
+    sim = Starting(config(max_concurrent_tasks=4))
+    sim.cycle()
+    sim.push(1)
+    sim.bring(4)
+    handing = sim.loop.hand_next(sim.now)
+    assert isinstance(handing, wa.Sleep)
+    assert handing.claim == 3  # the places still free
+    assert handing.claim_by > sim.now
+    health = sim.loop.health(sim.now, 0.0)
+    assert health["claims_sent"] == 3  # its own first claim, the first hand-out, this one
+    assert health["claims_settled"] == 2  # the one just handed is out
+    assert sim.loop.hand_next(sim.now) is None  # one out at a time
+    sleep = sim.cycle()  # the driver wakes: it hands out none, the listener has it
+    assert isinstance(sleep, wa.Sleep)
+    assert sleep.claim == 0
+    sim.push(1)
+    sim.answer(3)  # the listener's claim with that hand-out comes back
+    sim.cycle()
+    assert sim.started == ["t0", "t1"]
+    assert sim.claims() == 1
+
+
+def test_no_next_claim_while_the_driver_is_awake_or_the_loop_stops() -> None:
+    sim = Starting(config(max_concurrent_tasks=4))
+    sim.cycle()
+    sim.push(1)
+    sim.stop()
+    assert sim.bring(4) == []
+    assert sim.loop.hand_next(sim.now) is None

@@ -246,10 +246,14 @@ class Worker(WorkerDriver[FairQueue]):
 
     def _listen_on(self) -> None:
         """The listening, handed on by a listener that runs a task it claimed: wake the loop
-        (its next cycle hands out the next claim), then listen. The loop is woken from here,
-        not by that listener, so that the only thread it wakes before its handler starts is
-        this one (a woken thread can take the core, and then waits for the GIL it holds)."""
+        (it books the task's start in its timers), then listen, with the next claim that
+        listener took from the loop already waiting (``hand_next``) if there is one. The loop
+        is woken from here, not by that listener, so that the only thread it wakes before its
+        handler starts is this one (a woken thread can take the core, and then waits for the
+        GIL that listener holds)."""
         self._wake.set()
+        if self._handed is not None:
+            self._listen.set()
         self._listen_for_work()
 
     def _claim_for_loop(self) -> bool:
@@ -272,7 +276,13 @@ class Worker(WorkerDriver[FairQueue]):
                 # this thread (see _listen_for_work), the others on the pool; no thread
                 # hand-off and no loop cycle between the claim's reply and a handler (ADR 46)
                 if self.listener_starts:
-                    slots = self._loop.start_handed(time.monotonic())
+                    now = time.monotonic()
+                    slots = self._loop.start_handed(now)
+                    # and the next claim, for the listener this thread hands on to: it need
+                    # not wait for the loop to wake and run a cycle first
+                    handing = self._loop.hand_next(now) if slots else None
+                    if handing is not None:
+                        self._handed = handing
         if slots:
             self._run_here = slots[0]  # this thread runs it (see _listen_for_work)
         for slot in slots[1:]:

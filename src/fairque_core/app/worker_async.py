@@ -225,8 +225,12 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
             # while the control loop sleeps, start the tasks from here: no wait for it to
             # wake and run a cycle first (ADR 46)
             slots = self._loop.start_handed(time.monotonic()) if self.listener_starts else []
+            # and the next claim, for this listener's next turn: no wait for a loop cycle
+            handing = self._loop.hand_next(time.monotonic()) if slots else None
         for slot in slots:
             self._tasks[slot.task.task_id] = asyncio.create_task(self._execute(slot))
+        if handing is not None:
+            self._hand_out(handing)
         self._wake.set()
         if isinstance(got, Exception):
             raise got

@@ -120,6 +120,7 @@ class WorkerLoop(LeaseSteps):
         self._steps: Steps | None = None
         self._parked = False  # the last action was a Sleep: the driver is asleep in it
         self._early: bool | None = None  # a listener's answer booked early (start_handed)
+        self._acks_held = False
         self._reply: Any = None
         self._error: BaseException | None = None
 
@@ -150,6 +151,24 @@ class WorkerLoop(LeaseSteps):
         if self.buffer and self.executing < self.cap:
             return self._dispatch(now)
         return []
+
+    def hand_next(self, now: float) -> act.Sleep | None:
+        """After :meth:`start_handed`, while the driver still sleeps: the claim to hand the
+        listener at once, as the next cycle's end would hand it (a ``Sleep`` carrying it), so
+        that the listener waits again without waiting for that cycle (ADR 46). The cycle then
+        hands out none (one is out). None when there is none to hand."""
+        if not self._parked or self.state != "running":
+            return None
+        ready = self.listening and self.backoff.waiting(now) <= 0
+        handing = self.handoff.offer(self._claim_size() if ready else 0, now, self.claims_sent + 1)
+        if not handing:
+            return None
+        self.claims_sent += 1
+        return act.Sleep(now, True, handing, self._claim_by(now))
+
+    def _claim_by(self, now: float) -> float:
+        """When a claim handed to the listener now stops waiting."""
+        return now + max(self.idle_poll.wait, self.listen_floor)
 
     def stop(self, now: float, *, force: bool = False) -> None:
         """Begin the graceful stop: claiming stops, unstarted claims are released, running tasks
@@ -270,6 +289,7 @@ class WorkerLoop(LeaseSteps):
             # start what is in hand first: those tasks run while the queue calls below are out
             yield act.Run(self._dispatch(now))
         idle = True if handed is None else handed
+        self._acks_held = False  # this cycle held its acknowledgements back (_next_wait)
         if self.backoff.waiting(now) <= 0:
             try:
                 delegated = handed is not None or self.handoff.out(now)
@@ -277,7 +297,8 @@ class WorkerLoop(LeaseSteps):
                 if claim and self._acks and now < self.heartbeat_due and now < self.reap_due:
                     idle = yield from self._flush_and_claim()
                 else:
-                    yield from self._flush(hold_acks=not claim and self._acks_can_wait(now))
+                    self._acks_held = not claim and self._acks_can_wait(now)
+                    yield from self._flush(hold_acks=self._acks_held)
                     if now >= self.heartbeat_due:
                         yield from self._heartbeat(now)
                     if now >= self.reap_due:
@@ -296,8 +317,7 @@ class WorkerLoop(LeaseSteps):
         if handing:
             self.claims_sent += 1
         until = now + self._next_wait(now, idle=idle)
-        claim_by = now + max(self.idle_poll.wait, self.listen_floor)
-        yield act.Sleep(until, self.listening, handing, claim_by)
+        yield act.Sleep(until, self.listening, handing, self._claim_by(now))
 
     def _final_flush(self) -> Steps:
         self._collect()
@@ -364,12 +384,26 @@ class WorkerLoop(LeaseSteps):
     def _acks_can_wait(self, now: float) -> bool:
         """Hold the acknowledgements for the next claim to carry? Yes while tasks are running or
         buffered (a claim will follow as places free up), fewer than a claim's worth are
-        waiting and the oldest has waited less than ``ACK_LINGER_SECONDS``."""
+        waiting and the oldest has waited less than ``ACK_LINGER_SECONDS``. Also while this
+        cycle is about to hand the listener its claim (ADR 46): the listener waits again first
+        and the acknowledgements go in the next cycle, instead of delaying the hand-out by
+        their round trip (a task the listener started has often ended by then)."""
+        if self.state != "running" or now - self._acks_since >= ACK_LINGER_SECONDS:
+            return False
+        if self._handing_next(now):
+            return True
+        return (self.executing > 0 or bool(self.buffer)) and len(
+            self._acks
+        ) < self._claim_threshold()
+
+    def _handing_next(self, now: float) -> bool:
+        """Whether this cycle ends by handing the listener a claim (see ``_cycle``)."""
         return (
-            self.state == "running"
-            and (self.executing > 0 or bool(self.buffer))
-            and len(self._acks) < self._claim_threshold()
-            and now - self._acks_since < ACK_LINGER_SECONDS
+            self.handoff.enabled
+            and self.listening
+            and self.backoff.waiting(now) <= 0
+            and not self.handoff.out(now)
+            and self._claim_size() > 0
         )
 
     def _flush_and_claim(self) -> Generator[Action, Any, bool]:
@@ -512,7 +546,7 @@ class WorkerLoop(LeaseSteps):
                 return 0.0
             # acknowledgements waiting for a claim to carry them (see _acks_can_wait)
             acks_at = self._acks_since + ACK_LINGER_SECONDS if self._acks else math.inf
-            if self._acks and not self._acks_can_wait(now):
+            if self._acks and not (self._acks_held or self._acks_can_wait(now)):
                 return 0.0
             if self._room() > 0 and not idle and not stopping:
                 if self._room_since is None:
