@@ -7,6 +7,7 @@ a class whose fields they do not know. No server: the calls are built and their 
 from __future__ import annotations
 
 import inspect
+import json
 import warnings
 from typing import Any
 
@@ -16,11 +17,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fairque_core import Priority, Task
+from fairque_core.app import builtin_plugins
+from fairque_core.app.builtin_plugins import decode_json
 from fairque_core.app.config import QueueConfig
-from fairque_core.domain.errors import FairQueueError, PayloadTooLargeError, ScriptContractError
+from fairque_core.domain.errors import (
+    FairQueueError,
+    PayloadTooLargeError,
+    ScriptContractError,
+    TaskSerializationError,
+)
 from fairque_core.domain.models import Message, _slot_setters
 from fairque_core.ports import random_token
-from fairque_redis._script_calls import ScriptCalls
+from fairque_redis._script_calls import ScriptCalls, records
 from fairque_redis.keys import KeySpace
 
 
@@ -160,3 +168,60 @@ def test_slot_setters_refuse_fields_they_do_not_know() -> None:
     with pytest.raises(RuntimeError, match="fields are"):
         _slot_setters(Message, "task_id tenant")
     assert len(_slot_setters(Message, " ".join(f.name for f in attrs.fields(Message)))) == 14
+
+
+# ---------------------------------------------------------------- JSON read by the scanner
+
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=4)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+documents = st.one_of(
+    st.builds(
+        lambda value, before, after: before + json.dumps(value) + after,
+        json_values,
+        st.sampled_from(["", " ", "\n\t", "\ufeff"]),
+        st.sampled_from(["", " ", "\n", "x", "1", "{}", ",", "]"]),
+    ),
+    st.sampled_from(["", " ", "{", '{"a":}', "NaN", '{"a": NaN}', "[1,]", "\u2028", "{}{}"]),
+    st.text(max_size=6),
+)
+
+
+def _read_json(read: Any, text: str) -> Any:
+    try:
+        return ("value", read(text))
+    except Exception as exc:  # the error's type and words are part of the behaviour
+        return ("error", type(exc), str(exc))
+
+
+@given(documents)
+def test_the_payload_decoder_answers_as_decode_did(text: str) -> None:
+    reference = json.JSONDecoder(parse_constant=builtin_plugins._refuse_constant)
+
+    def before(doc: str) -> Any:  # decode_json as it was: the whole decode
+        try:
+            if doc.startswith("\ufeff"):
+                raise ValueError("Unexpected UTF-8 BOM")
+            value = reference.decode(doc)
+        except (ValueError, RecursionError, TypeError) as exc:
+            raise TaskSerializationError(f"payload is not valid UTF-8 JSON: {exc}") from exc
+        if not isinstance(value, dict):
+            raise TaskSerializationError(
+                f"payload decodes to {type(value).__name__}, not a JSON object"
+            )
+        return value
+
+    body = text.encode("utf-8", "surrogatepass")
+    assert _read_json(lambda _t: decode_json(body), text) == _read_json(before, text)
+
+
+@given(documents)
+def test_the_record_meta_decoder_answers_as_decode_did(text: str) -> None:
+    body = text.encode("utf-8", "surrogatepass")
+    assert _read_json(lambda _t: records._meta(body), text) == _read_json(
+        lambda _t: json.loads(body), text
+    )

@@ -99,6 +99,10 @@ def _refuse_constant(name: str) -> NoReturn:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+# The decoder's own scanner: ``decode`` of a document with no whitespace around it is one
+# ``scan_once(text, 0)`` that ends at ``len(text)`` (anything else: ``decode`` itself, which
+# answers or raises as it always did).
+_SCAN: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 
 
 def decode_json(body: bytes) -> dict[str, Any]:
@@ -107,7 +111,12 @@ def decode_json(body: bytes) -> dict[str, Any]:
         text = (body if type(body) is bytes else bytes(body)).decode("utf-8")
         if text.startswith("\ufeff"):  # as json.loads refuses it
             raise ValueError("Unexpected UTF-8 BOM")
-        value = _DECODER.decode(text)
+        try:
+            value, end = _SCAN(text, 0)
+        except StopIteration:  # not a value at 0 (whitespace first, or nothing): decode says
+            end = -1
+        if end != len(text):
+            value = _DECODER.decode(text)
     except (UnicodeDecodeError, ValueError, RecursionError, TypeError) as exc:
         raise TaskSerializationError(f"payload is not valid UTF-8 JSON: {exc}") from exc
     if not isinstance(value, dict):

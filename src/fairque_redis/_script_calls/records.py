@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fairque_core.domain.enums import Priority
@@ -109,11 +109,16 @@ def _meta(meta: Any) -> Any:
         except UnicodeDecodeError:
             return json.loads(meta)
         if not text.startswith("\ufeff"):
-            return _META_DECODER.decode(text)
+            try:  # the decoder's scanner: as decode for a document without whitespace around
+                value, end = _META_SCAN(text, 0)
+            except StopIteration:
+                return _META_DECODER.decode(text)
+            return value if end == len(text) else _META_DECODER.decode(text)
     return json.loads(meta)
 
 
 _META_DECODER = json.JSONDecoder()
+_META_SCAN: Callable[[str, int], tuple[Any, int]] = _META_DECODER.scan_once  # type: ignore[attr-defined]
 
 
 def read_message(fields: Sequence[Any]) -> Message:
