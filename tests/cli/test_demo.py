@@ -24,7 +24,7 @@ from fairque_cli.main import main
 from fairque_core import Task
 from fairque_redis import connect
 
-from .conftest import run_cli_here
+from .conftest import run_cli, run_cli_here
 
 pytestmark = [pytest.mark.redis]
 
@@ -34,7 +34,9 @@ DURATION = 6.0
 def run_demo(tmp_path: Path, attempt: int) -> tuple[dict[str, Any], str]:
     path = tmp_path / f"demo-{attempt}.json"
     started = time.monotonic()
-    proc = run_cli_here(["demo", "--duration", str(DURATION), "--json", str(path)])
+    # a child, not main() here: the demo's figures are wall-clock ones, and threads other
+    # tests left in this process would share its GIL
+    proc = run_cli(["demo", "--duration", str(DURATION), "--json", str(path)], timeout=60)
     elapsed = time.monotonic() - started
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
