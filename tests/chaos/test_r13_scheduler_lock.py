@@ -86,14 +86,17 @@ def _scenario(url: str, tmp_path: Path, *, ticks: int, kill_at: tuple[int, ...])
             wait_until(lambda at=at: pushed() >= at, 3 * at + 30, f"tick {at}", step=0.05)
             # a loaded leader may push several ticks at once before it was killed: the lock
             # then still names it for up to its lease, so wait for a live one to hold it
+            # (between the dead leader's lease running out and a standby's next round, nobody
+            # holds it: None is not a holder either, so the holder seen is the one checked)
             killed = {k["token"] for k in kills}
-            wait_until(
-                lambda killed=killed: admin.schedules.lock_holder() not in killed,
-                3 * LOCK_SECONDS + 30,
-                "a live lock holder",
-                step=0.05,
-            )
-            holder = admin.schedules.lock_holder()
+            seen: list[str | None] = [None]
+
+            def live_holder(killed: set[str] = killed, seen: list[str | None] = seen) -> bool:
+                seen[0] = admin.schedules.lock_holder()
+                return seen[0] is not None and seen[0] not in killed
+
+            wait_until(live_holder, 3 * LOCK_SECONDS + 30, "a live lock holder", step=0.05)
+            holder = seen[0]
             assert holder in by_token, (holder, list(by_token))
             assert holder not in killed, (holder, killed)
             duplicates = int(admin.get_stats()["duplicates"])
