@@ -219,8 +219,9 @@ class WorkerDriver(Generic[Q]):
     #: 0: the idle poll's wait (the way before, kept for the A/B benchmark
     #: ``bench/bench_worker.py --latency-ab``).
     listen_floor: ClassVar[float] = LISTEN_MIN_WAIT_SECONDS
-    #: The listener starts the tasks it brought while the control loop sleeps (ADR 46); False:
-    #: the loop starts them at its next cycle (the way before, kept for the same A/B).
+    #: The listener starts the tasks it brought while the control loop sleeps, and takes the
+    #: next claim to make at once (ADR 46); False: the loop starts them at its next cycle and
+    #: hands out the next claim at its end (the way before, kept for the same A/B).
     listener_starts: ClassVar[bool] = True
 
     _wake: Flag
