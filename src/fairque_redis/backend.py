@@ -196,10 +196,9 @@ class RedisBackend:
         return self._client
 
     def check_server(self) -> None:
-        """Check the server now: a PING (wrong credentials or a refused connection raise here,
-        typed) and the ``maxmemory-policy`` check every backend runs before its first command
-        (:class:`UnsafeServerConfigError` for an evicting policy, see
-        :mod:`fairque_redis.server_checks`). ``connect`` calls it."""
+        """Check the server now (``connect`` calls it): a PING (bad credentials or a refused
+        connection raise here, typed) and the ``maxmemory-policy`` check every backend runs
+        first (:class:`UnsafeServerConfigError`, see :mod:`fairque_redis.server_checks`)."""
         with translate_errors("ping", writes=False):
             self._client.ping()
         self._check_memory_policy("ping")
@@ -235,16 +234,14 @@ class RedisBackend:
         try:
             reply = script(keys=self._planner.anchors, args=call.args)
         except Exception:
-            # redis-py's errors become fairque's here: the same translation as around the
-            # call, entered only once a call failed (a call that succeeds pays nothing)
+            # redis-py's errors become fairque's, translated only once a call has failed
             with translate_errors(call.script, writes=call.writes):
                 raise
         return call.parse(reply)
 
     def _register_queue(self) -> None:
-        """Enter the queue's name in the server's queue registry (``fq:queues``), once per
-        backend, before its first write: one idempotent SADD (``fairque queues`` reads it).
-        A user whose ACL does not cover the key only misses the listing (logged once)."""
+        """Enter the queue in the server's registry (``fq:queues``, read by ``fairque queues``)
+        before its first write, once: one SADD; an ACL refusing it only loses the listing."""
         self._registered = True
         try:
             with translate_errors("register_queue", writes=True):
