@@ -274,15 +274,9 @@ class Worker(WorkerDriver[FairQueue]):
                 self._loop.listener_claimed(got)
                 # while the control thread sleeps, start the tasks from here: the first on
                 # this thread (see _listen_for_work), the others on the pool; no thread
-                # hand-off and no loop cycle between the claim's reply and a handler (ADR 46)
-                if self.listener_starts:
-                    now = time.monotonic()
-                    slots = self._loop.start_handed(now)
-                    # and the next claim, for the listener this thread hands on to: it need
-                    # not wait for the loop to wake and run a cycle first
-                    handing = self._loop.hand_next(now) if slots else None
-                    if handing is not None:
-                        self._handed = handing
+                # hand-off and no loop cycle between the claim's reply and a handler (ADR 46).
+                # The next claim waits for the listener this thread hands on to (_listen_on)
+                slots = self._start_handed(listen=False)
         if slots:
             self._run_here = slots[0]  # this thread runs it (see _listen_for_work)
         for slot in slots[1:]:

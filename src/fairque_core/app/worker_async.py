@@ -222,15 +222,11 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
             got = exc
         with self._guard:  # health() counts its tasks from here on (any thread may ask)
             self._loop.listener_claimed(got)
-            # while the control loop sleeps, start the tasks from here: no wait for it to
-            # wake and run a cycle first (ADR 46)
-            slots = self._loop.start_handed(time.monotonic()) if self.listener_starts else []
-            # and the next claim, for this listener's next turn: no wait for a loop cycle
-            handing = self._loop.hand_next(time.monotonic()) if slots else None
+            # while the control loop sleeps, start the tasks from here, and hand this listener
+            # its next claim: no wait for the loop to wake and run a cycle first (ADR 46)
+            slots = self._start_handed(listen=True)
         for slot in slots:
             self._tasks[slot.task.task_id] = asyncio.create_task(self._execute(slot))
-        if handing is not None:
-            self._hand_out(handing)
         self._wake.set()
         if isinstance(got, Exception):
             raise got

@@ -339,6 +339,22 @@ class WorkerDriver(Generic[Q]):
         self._handed = action
         self._listen.set()
 
+    def _start_handed(self, listen: bool) -> list[wa.Slot]:
+        """Under the guard, the listener's answer just booked: while the control loop sleeps,
+        the tasks it brought, to start from the listener's side, and the next claim kept for
+        the next listener (set ``_listen`` too when ``listen``), so that neither waits for a
+        loop cycle (ADR 46)."""
+        if not self.listener_starts:
+            return []
+        now = time.monotonic()
+        slots = self._loop.start_handed(now)
+        handing = self._loop.hand_next(now) if slots else None
+        if handing is not None:
+            self._handed = handing
+            if listen:
+                self._listen.set()
+        return slots
+
     def _take_hand_out(self) -> wa.Sleep | None:
         """The claim handed to the listener, if one waits (the listener takes it)."""
         self._listen.clear()
