@@ -95,20 +95,14 @@ for k = 1, n do
   state[k] = v
   if uk ~= '' then fq_probe(fq_unique_key(q, u, uk), 'GET', 'string') end
   -- the tenant's queue for this priority, once per call
-  if p == FQ_CRITICAL_PRIORITY then
-    local queue = fq_critical_key(q, u)
-    if not checked[queue] then
-      checked[queue] = true
-      local size = fq_probe(queue, 'LLEN', 'list')
-      if FQ_TYPE(size) == 'number' and size > 0 then had_ready[u] = true end
-    end
-  else
-    local queue = fq_normal_key(q, u)
-    if not checked[queue] then
-      checked[queue] = true
-      local size = fq_probe(queue, 'ZCARD', 'zset')
-      if FQ_TYPE(size) == 'number' and size > 0 then had_ready[u] = true end
-    end
+  local critical = p == FQ_CRITICAL_PRIORITY
+  local queue = critical and fq_critical_key(q, u) or fq_normal_key(q, u)
+  if not checked[queue] then
+    checked[queue] = true
+    local size
+    if critical then size = fq_probe(queue, 'LLEN', 'list')
+    else size = fq_probe(queue, 'ZCARD', 'zset') end
+    if FQ_TYPE(size) == 'number' and size > 0 then had_ready[u] = true end
   end
   -- the tenant's hash, once per call, when this call may write it: it activates u (no ready
   -- work seen yet, or limits on) or stores a delayed or dependent message of u. A ready
