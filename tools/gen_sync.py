@@ -59,6 +59,7 @@ NAMES: dict[str, str] = {
     "AsyncQueueBackend": "QueueBackend",
     "AsyncClaimsWhenReady": "ClaimsWhenReady",
     "AsyncFinishesAndClaims": "FinishesAndClaims",
+    "AsyncTakesIntake": "TakesIntake",
     "backend_async": "backend",
     "AsyncRedisBackend": "RedisBackend",
     "AsyncInMemoryBackend": "InMemoryBackend",

@@ -60,6 +60,7 @@ class FailureType(str, Enum):
     FAILED = "failed"  # retries exhausted
     EXPIRED = "expired"  # lease lost too often (worker died repeatedly)
     POISONED = "poisoned"  # undecodable payload, unknown task name, non-retriable error
+    REJECTED = "rejected"  # taken by the intake, refused when ingested (ADR 47)
 
     def __str__(self) -> str:
         return self.value

@@ -34,11 +34,17 @@ from __future__ import annotations
 import secrets
 from typing import Protocol
 
-from fairque_core.ports.backend import ClaimsWhenReady, FinishesAndClaims, QueueBackend
+from fairque_core.ports.backend import (
+    ClaimsWhenReady,
+    FinishesAndClaims,
+    QueueBackend,
+    TakesIntake,
+)
 from fairque_core.ports.backend_async import (
     AsyncClaimsWhenReady,
     AsyncFinishesAndClaims,
     AsyncQueueBackend,
+    AsyncTakesIntake,
 )
 from fairque_core.ports.values import FinishItem
 
@@ -46,11 +52,13 @@ __all__ = [
     "AsyncClaimsWhenReady",
     "AsyncFinishesAndClaims",
     "AsyncQueueBackend",
+    "AsyncTakesIntake",
     "ClaimsWhenReady",
     "Clock",
     "FinishItem",
     "FinishesAndClaims",
     "QueueBackend",
+    "TakesIntake",
     "TokenSource",
     "random_token",
 ]

@@ -14,12 +14,17 @@ from typing import Protocol
 
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.limits import LimitStatus
-from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
+from fairque_core.domain.models import Claimed, DLQEntry, IngestReport, Message, QueueSizes
 from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_core.ports.values import FinishItem
 
-__all__ = ["AsyncClaimsWhenReady", "AsyncFinishesAndClaims", "AsyncQueueBackend"]
+__all__ = [
+    "AsyncClaimsWhenReady",
+    "AsyncFinishesAndClaims",
+    "AsyncQueueBackend",
+    "AsyncTakesIntake",
+]
 
 
 class AsyncQueueBackend(Protocol):
@@ -376,4 +381,36 @@ class AsyncFinishesAndClaims(Protocol):
         finish flags and the claimed tasks. Bad arguments raise ``TaskValidationError``
         before any I/O, as ``claim`` does; an error fails both parts (neither took effect,
         or, for ``OutcomeUnknownError``, it is not known whether both did)."""
+        ...
+
+
+class AsyncTakesIntake(Protocol):
+    """An optional capability of a backend (ADR 47): the intake, a producer's append-only path.
+
+    ``push_intake`` stores messages durably in one cheap write, with none of ``push``'s checks
+    or placement; the backend checks, numbers and places them later, in intake order, when
+    it *ingests*: at the start of every ``claim``, ``claim_when_ready`` and
+    ``finish_and_claim`` (at most :data:`~fairque_core.domain.models.INTAKE_CLAIM_LIMIT`
+    entries per call) and on ``ingest``. Until then a message is in no tenant's queue: ``get``
+    does not know it, ``cancel`` cannot reach it, sizes and fairness do not count it. Ingesting
+    an entry is ``push`` of it at that moment (its ready time and sequence number are the
+    ingest's), except that a refusal does not raise: see :class:`IngestReport`. The engine
+    checks for the methods; on a backend without them ``push_intake`` is ``push_batch`` (the
+    checks answered at once)."""
+
+    async def push_intake(self, messages: Sequence[Message]) -> None:
+        """Append ``messages`` to the intake, in order, in one round trip (grouped per
+        partition on a partitioned queue). Only plain messages
+        (:func:`~fairque_core.domain.models.check_intake_message`): anything else raises
+        ``TaskValidationError`` before any I/O, as does a bad id or an oversized payload. An
+        empty sequence is a no-op. Wakes an idle worker when the intake was empty."""
+        ...
+
+    async def ingest(self, limit: int = 1000) -> IngestReport:
+        """Move up to ``limit`` (>= 1) entries from the head of the intake into the queue, as
+        the start of a claim does, and tell what became of them."""
+        ...
+
+    async def intake_size(self) -> int:
+        """Entries waiting in the intake (all partitions)."""
         ...
