@@ -36,6 +36,7 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("fairque_core/app/engine_schedules.py", "fairque_core/app/engine_schedules_async.py"),
     ("fairque_core/app/engine_results.py", "fairque_core/app/engine_results_async.py"),
     ("fairque_core/app/engine_acks.py", "fairque_core/app/engine_acks_async.py"),
+    ("fairque_core/app/engine_intake.py", "fairque_core/app/engine_intake_async.py"),
     ("fairque_redis/_script_objects.py", "fairque_redis/_script_objects_async.py"),
     ("fairque_core/app/handles.py", "fairque_core/app/handles_async.py"),
     ("fairque_core/app/batcher.py", "fairque_core/app/batcher_async.py"),

@@ -55,7 +55,16 @@ from fairque_core.domain.errors import (
     XComTooLargeError,
 )
 from fairque_core.domain.limits import Limits, LimitStatus, TenantQueueFullError
-from fairque_core.domain.models import Claimed, DLQEntry, Lease, Message, QueueSizes, Task
+from fairque_core.domain.models import (
+    INTAKE_CLAIM_LIMIT,
+    Claimed,
+    DLQEntry,
+    IngestReport,
+    Lease,
+    Message,
+    QueueSizes,
+    Task,
+)
 from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.retry import RetryDecision, RetrySchedule, decide
 from fairque_core.domain.schedules import Misfire, Schedule, ScheduleInfo, TaskTemplate
@@ -66,6 +75,7 @@ from fairque_core.memory.model import InMemoryBackend
 from fairque_core.ports import AsyncQueueBackend, Clock, QueueBackend, TokenSource
 
 __all__ = [
+    "INTAKE_CLAIM_LIMIT",
     "TERMINAL_STATES",
     "TRANSITIONS",
     "AsyncFairQueue",
@@ -96,6 +106,7 @@ __all__ = [
     "FairQueueError",
     "Group",
     "InMemoryBackend",
+    "IngestReport",
     "InvalidTransition",
     "Lease",
     "LeaseLostError",

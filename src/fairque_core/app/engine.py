@@ -32,6 +32,7 @@ from fairque_core.app.batcher import PushBatcher
 from fairque_core.app.config import FairQueueConfig, QueueConfig
 from fairque_core.app.deprecation import renamed_keyword, warn_renamed
 from fairque_core.app.engine_acks import AckMixin
+from fairque_core.app.engine_intake import IntakeMixin
 from fairque_core.app.engine_reads import ReadMixin
 from fairque_core.app.engine_results import ResultMixin
 from fairque_core.app.engine_schedules import ScheduleMixin
@@ -71,6 +72,14 @@ class MixinHost(Protocol):
 
     def _event(self, event: str, task: Task, **info: Any) -> None: ...
 
+    def _send(self, messages: Sequence[Message]) -> list[tuple[bool, str]]: ...
+
+    def _send_intake(self, messages: Sequence[Message]) -> list[tuple[bool, str]]: ...
+
+    def _handles(
+        self, tasks: Sequence[Task], outcomes: Sequence[tuple[bool, str]], *, intake: bool = False
+    ) -> list[TaskHandle]: ...
+
     def _listening(self) -> bool: ...
 
     def claim_batch(
@@ -92,7 +101,7 @@ class MixinHost(Protocol):
     ) -> list[Task]: ...
 
 
-class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin):
+class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
     """A fair multi-tenant queue: push, claim with leases, finish, fail, inspect.
 
     ``plugins`` are hook implementations added to the defaults (JSON codec, retry policy);

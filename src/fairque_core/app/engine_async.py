@@ -34,6 +34,7 @@ from fairque_core.app.batcher_async import AsyncPushBatcher
 from fairque_core.app.config import FairQueueConfig, QueueConfig
 from fairque_core.app.deprecation import renamed_keyword, warn_renamed
 from fairque_core.app.engine_acks_async import AsyncAckMixin
+from fairque_core.app.engine_intake_async import AsyncIntakeMixin
 from fairque_core.app.engine_reads_async import AsyncReadMixin
 from fairque_core.app.engine_results_async import AsyncResultMixin
 from fairque_core.app.engine_schedules_async import AsyncScheduleMixin
@@ -71,8 +72,18 @@ class MixinHost(Protocol):
     _backend: AsyncQueueBackend
     _config: QueueConfig
     _plugins: common.PluginHostLike
+    coalesce_pushes: bool  # unasync: remove
+    _intake_coalescer: PushCoalescer  # unasync: remove
 
     def _event(self, event: str, task: Task, **info: Any) -> None: ...
+
+    async def _send(self, messages: Sequence[Message]) -> list[tuple[bool, str]]: ...
+
+    async def _send_intake(self, messages: Sequence[Message]) -> list[tuple[bool, str]]: ...
+
+    def _handles(
+        self, tasks: Sequence[Task], outcomes: Sequence[tuple[bool, str]], *, intake: bool = False
+    ) -> list[AsyncTaskHandle]: ...
 
     def _listening(self) -> bool: ...
 
@@ -95,7 +106,9 @@ class MixinHost(Protocol):
     ) -> list[Task]: ...
 
 
-class AsyncFairQueue(AsyncResultMixin, AsyncReadMixin, AsyncScheduleMixin, AsyncAckMixin):
+class AsyncFairQueue(
+    AsyncResultMixin, AsyncReadMixin, AsyncScheduleMixin, AsyncAckMixin, AsyncIntakeMixin
+):
     """A fair multi-tenant queue: push, claim with leases, finish, fail, inspect.
 
     ``plugins`` are hook implementations added to the defaults (JSON codec, retry policy);
@@ -125,6 +138,7 @@ class AsyncFairQueue(AsyncResultMixin, AsyncReadMixin, AsyncScheduleMixin, Async
         self._closed = False
         self.coalesce_pushes = bool(coalesce_pushes)  # unasync: remove
         self._coalescer = PushCoalescer(self)  # unasync: remove
+        self._intake_coalescer = PushCoalescer(self, intake=True)  # unasync: remove
 
     # ------------------------------------------------------------------ construction
     @classmethod

@@ -46,6 +46,9 @@ __all__ = ["PUSH_REFUSALS", "ResultMixin", "settle"]
 
 # A wait without a timeout blocks in pieces this long, reading the state between them.
 _WAIT_PIECE_SECONDS = 30.0
+# A task still in the intake (ADR 47) has no end to wait on: looked for at these intervals.
+_INTAKE_FIRST_LOOK = 0.01
+_INTAKE_LAST_LOOK = 0.5
 # An XCom value is stored as "<content type>\n<body>" (the queue's codec made the body).
 _XCOM_SEPARATOR = b"\n"
 _XCOM_FIELD = "value"
@@ -94,8 +97,11 @@ class ResultMixin(MixinHost):
         flags = self._backend.push_batch(messages)
         return [(bool(f), m.task_id) for f, m in zip(flags, messages, strict=True)]
 
-    def _send_each(self, messages: Sequence[Message]) -> list[tuple[bool, str] | Exception]:
-        """Like :meth:`_send`, but every message gets its own outcome (ADR 35).
+    def _send_each(
+        self, messages: Sequence[Message], *, intake: bool = False
+    ) -> list[tuple[bool, str] | Exception]:
+        """Like :meth:`_send` (``intake``: like ``_send_intake``, the intake's append, ADR 47),
+        but every message gets its own outcome (ADR 35).
 
         One call first. A push call is refused whole, before its first write, when one message
         cannot be stored (PUSH_REFUSALS: a tenant over ``max_queued``, an unknown dependency,
@@ -104,29 +110,32 @@ class ResultMixin(MixinHost):
         store them. Any other error of the first call (the connection, the server) is raised:
         it is every message's.
         """
+        call = self._send_intake if intake else self._send
         try:
-            return list(self._send(messages))
+            return list(call(messages))
         except PUSH_REFUSALS as exc:
             if len(messages) == 1:
                 return [exc]
         out: list[tuple[bool, str] | Exception] = []
         for message in messages:
             try:
-                out.extend(self._send([message]))
+                out.extend(call([message]))
             except Exception as exc:  # the message's own outcome
                 out.append(exc)
         return out
 
     def _handles(
-        self, tasks: Sequence[Task], outcomes: Sequence[tuple[bool, str]]
+        self, tasks: Sequence[Task], outcomes: Sequence[tuple[bool, str]], *, intake: bool = False
     ) -> list[TaskHandle]:
-        """The handles of stored pushes (and their ``pushed`` events, when a plugin listens)."""
+        """The handles of stored pushes (and their ``pushed`` events, when a plugin listens);
+        ``intake``: stored in the intake (ADR 47), the event says so (``intake=True``)."""
         handles: list[TaskHandle] = []
         listening = self._listening()  # no hook dispatch per task when no plugin listens
+        info = {"intake": True} if intake else {}
         for task, (stored, holder) in zip(tasks, outcomes, strict=True):
             if listening:
-                self._event("pushed", task, duplicate=not stored)
-            handles.append(TaskHandle(holder, self, duplicate=not stored))
+                self._event("pushed", task, duplicate=not stored, **info)
+            handles.append(TaskHandle(holder, self, duplicate=not stored, intake=intake))
         return handles
 
     def result(self, task_id: str) -> TaskHandle:
@@ -134,20 +143,31 @@ class ResultMixin(MixinHost):
         validate_id(task_id, "task_id")
         return TaskHandle(task_id, self)
 
-    def wait_result(self, task_id: str, timeout: float | None = None) -> Any:
-        """``TaskHandle.get``: the result once the task ended, or its end as an exception."""
+    def wait_result(
+        self, task_id: str, timeout: float | None = None, *, intake: bool = False
+    ) -> Any:
+        """``TaskHandle.get``: the result once the task ended, or its end as an exception.
+
+        ``intake``: the task was pushed through the intake (ADR 47), so the queue may not know
+        it yet: until it is ingested it is looked for again at growing intervals (from
+        10 ms to 0.5 s), not refused as unknown."""
         validate_id(task_id, "task_id")
         limit = None if timeout is None else check_wait_timeout(timeout)
         deadline = None if limit is None else time.monotonic() + limit
+        look_again = _INTAKE_FIRST_LOOK
         while True:
             outcome = self._backend.get_outcome(task_id)
-            if outcome is None:
-                raise TaskNotFoundError(task_id)
-            if outcome.ended:
+            if outcome is not None and outcome.ended:
                 return settle(task_id, outcome)
+            if outcome is None and not intake:
+                raise TaskNotFoundError(task_id)
             left = _WAIT_PIECE_SECONDS if deadline is None else deadline - time.monotonic()
             if left <= 0:
                 raise ResultTimeoutError(task_id, limit if limit is not None else 0.0)
+            if outcome is None:  # still in the intake
+                time.sleep(min(left, look_again))
+                look_again = min(look_again * 2, _INTAKE_LAST_LOOK)
+                continue
             self._backend.wait_done(task_id, min(left, _WAIT_PIECE_SECONDS))
 
     # ------------------------------------------------------------------ XCom

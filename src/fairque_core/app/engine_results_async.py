@@ -11,6 +11,7 @@ the backend's end notification (``wait_done``), never polls.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -46,6 +47,9 @@ __all__ = ["PUSH_REFUSALS", "AsyncResultMixin", "settle"]
 
 # A wait without a timeout blocks in pieces this long, reading the state between them.
 _WAIT_PIECE_SECONDS = 30.0
+# A task still in the intake (ADR 47) has no end to wait on: looked for at these intervals.
+_INTAKE_FIRST_LOOK = 0.01
+_INTAKE_LAST_LOOK = 0.5
 # An XCom value is stored as "<content type>\n<body>" (the queue's codec made the body).
 _XCOM_SEPARATOR = b"\n"
 _XCOM_FIELD = "value"
@@ -96,8 +100,11 @@ class AsyncResultMixin(MixinHost):
         flags = await self._backend.push_batch(messages)
         return [(bool(f), m.task_id) for f, m in zip(flags, messages, strict=True)]
 
-    async def _send_each(self, messages: Sequence[Message]) -> list[tuple[bool, str] | Exception]:
-        """Like :meth:`_send`, but every message gets its own outcome (ADR 35).
+    async def _send_each(
+        self, messages: Sequence[Message], *, intake: bool = False
+    ) -> list[tuple[bool, str] | Exception]:
+        """Like :meth:`_send` (``intake``: like ``_send_intake``, the intake's append, ADR 47),
+        but every message gets its own outcome (ADR 35).
 
         One call first. A push call is refused whole, before its first write, when one message
         cannot be stored (PUSH_REFUSALS: a tenant over ``max_queued``, an unknown dependency,
@@ -106,29 +113,32 @@ class AsyncResultMixin(MixinHost):
         store them. Any other error of the first call (the connection, the server) is raised:
         it is every message's.
         """
+        call = self._send_intake if intake else self._send
         try:
-            return list(await self._send(messages))
+            return list(await call(messages))
         except PUSH_REFUSALS as exc:
             if len(messages) == 1:
                 return [exc]
         out: list[tuple[bool, str] | Exception] = []
         for message in messages:
             try:
-                out.extend(await self._send([message]))
+                out.extend(await call([message]))
             except Exception as exc:  # the message's own outcome
                 out.append(exc)
         return out
 
     def _handles(
-        self, tasks: Sequence[Task], outcomes: Sequence[tuple[bool, str]]
+        self, tasks: Sequence[Task], outcomes: Sequence[tuple[bool, str]], *, intake: bool = False
     ) -> list[AsyncTaskHandle]:
-        """The handles of stored pushes (and their ``pushed`` events, when a plugin listens)."""
+        """The handles of stored pushes (and their ``pushed`` events, when a plugin listens);
+        ``intake``: stored in the intake (ADR 47), the event says so (``intake=True``)."""
         handles: list[AsyncTaskHandle] = []
         listening = self._listening()  # no hook dispatch per task when no plugin listens
+        info = {"intake": True} if intake else {}
         for task, (stored, holder) in zip(tasks, outcomes, strict=True):
             if listening:
-                self._event("pushed", task, duplicate=not stored)
-            handles.append(AsyncTaskHandle(holder, self, duplicate=not stored))
+                self._event("pushed", task, duplicate=not stored, **info)
+            handles.append(AsyncTaskHandle(holder, self, duplicate=not stored, intake=intake))
         return handles
 
     def result(self, task_id: str) -> AsyncTaskHandle:
@@ -136,20 +146,31 @@ class AsyncResultMixin(MixinHost):
         validate_id(task_id, "task_id")
         return AsyncTaskHandle(task_id, self)
 
-    async def wait_result(self, task_id: str, timeout: float | None = None) -> Any:
-        """``TaskHandle.get``: the result once the task ended, or its end as an exception."""
+    async def wait_result(
+        self, task_id: str, timeout: float | None = None, *, intake: bool = False
+    ) -> Any:
+        """``TaskHandle.get``: the result once the task ended, or its end as an exception.
+
+        ``intake``: the task was pushed through the intake (ADR 47), so the queue may not know
+        it yet: until it is ingested it is looked for again at growing intervals (from
+        10 ms to 0.5 s), not refused as unknown."""
         validate_id(task_id, "task_id")
         limit = None if timeout is None else check_wait_timeout(timeout)
         deadline = None if limit is None else time.monotonic() + limit
+        look_again = _INTAKE_FIRST_LOOK
         while True:
             outcome = await self._backend.get_outcome(task_id)
-            if outcome is None:
-                raise TaskNotFoundError(task_id)
-            if outcome.ended:
+            if outcome is not None and outcome.ended:
                 return settle(task_id, outcome)
+            if outcome is None and not intake:
+                raise TaskNotFoundError(task_id)
             left = _WAIT_PIECE_SECONDS if deadline is None else deadline - time.monotonic()
             if left <= 0:
                 raise ResultTimeoutError(task_id, limit if limit is not None else 0.0)
+            if outcome is None:  # still in the intake
+                await asyncio.sleep(min(left, look_again))
+                look_again = min(look_again * 2, _INTAKE_LAST_LOOK)
+                continue
             await self._backend.wait_done(task_id, min(left, _WAIT_PIECE_SECONDS))
 
     # ------------------------------------------------------------------ XCom

@@ -17,19 +17,31 @@ __all__ = ["ResultSource", "TaskHandle"]
 class ResultSource(Protocol):
     """The engine's side of a handle."""
 
-    def wait_result(self, task_id: str, timeout: float | None = None) -> Any: ...
+    def wait_result(
+        self, task_id: str, timeout: float | None = None, *, intake: bool = False
+    ) -> Any: ...
 
 
 class TaskHandle(str):
-    """A pushed task's id, with ``duplicate`` and an awaitable :meth:`get`."""
+    """A pushed task's id, with ``duplicate`` and an awaitable :meth:`get`. ``intake``: the
+    task was stored in the queue's intake (ADR 47) and may not be known to the queue yet."""
 
     _source: ResultSource
     duplicate: bool
+    intake: bool
 
-    def __new__(cls, task_id: str, source: ResultSource, *, duplicate: bool = False) -> TaskHandle:
+    def __new__(
+        cls,
+        task_id: str,
+        source: ResultSource,
+        *,
+        duplicate: bool = False,
+        intake: bool = False,
+    ) -> TaskHandle:
         handle = super().__new__(cls, task_id)
         handle._source = source
         handle.duplicate = duplicate
+        handle.intake = intake
         return handle
 
     @property
@@ -43,9 +55,10 @@ class TaskHandle(str):
         Raises TaskFailedError (the stored error type, message and traceback summary) for a
         task that failed for good, TaskCanceledError for a canceled one, ResultTimeoutError
         (a TimeoutError) when it has not ended in time, TaskNotFoundError when the queue
-        knows no such task (never pushed, or its result TTL passed).
+        knows no such task (never pushed, or its result TTL passed). A task pushed through
+        the intake is waited for while it is not ingested yet (:attr:`intake`).
         """
-        return self._source.wait_result(str(self), timeout)
+        return self._source.wait_result(str(self), timeout, intake=self.intake)
 
     def __repr__(self) -> str:
         return f"TaskHandle({str(self)!r}, duplicate={self.duplicate})"

@@ -18,21 +18,31 @@ __all__ = ["AsyncResultSource", "AsyncTaskHandle"]
 class AsyncResultSource(Protocol):
     """The engine's side of a handle."""
 
-    async def wait_result(self, task_id: str, timeout: float | None = None) -> Any: ...
+    async def wait_result(
+        self, task_id: str, timeout: float | None = None, *, intake: bool = False
+    ) -> Any: ...
 
 
 class AsyncTaskHandle(str):
-    """A pushed task's id, with ``duplicate`` and an awaitable :meth:`get`."""
+    """A pushed task's id, with ``duplicate`` and an awaitable :meth:`get`. ``intake``: the
+    task was stored in the queue's intake (ADR 47) and may not be known to the queue yet."""
 
     _source: AsyncResultSource
     duplicate: bool
+    intake: bool
 
     def __new__(
-        cls, task_id: str, source: AsyncResultSource, *, duplicate: bool = False
+        cls,
+        task_id: str,
+        source: AsyncResultSource,
+        *,
+        duplicate: bool = False,
+        intake: bool = False,
     ) -> AsyncTaskHandle:
         handle = super().__new__(cls, task_id)
         handle._source = source
         handle.duplicate = duplicate
+        handle.intake = intake
         return handle
 
     @property
@@ -46,9 +56,10 @@ class AsyncTaskHandle(str):
         Raises TaskFailedError (the stored error type, message and traceback summary) for a
         task that failed for good, TaskCanceledError for a canceled one, ResultTimeoutError
         (a TimeoutError) when it has not ended in time, TaskNotFoundError when the queue
-        knows no such task (never pushed, or its result TTL passed).
+        knows no such task (never pushed, or its result TTL passed). A task pushed through
+        the intake is waited for while it is not ingested yet (:attr:`intake`).
         """
-        return await self._source.wait_result(str(self), timeout)
+        return await self._source.wait_result(str(self), timeout, intake=self.intake)
 
     def __repr__(self) -> str:
         return f"AsyncTaskHandle({str(self)!r}, duplicate={self.duplicate})"

@@ -52,7 +52,10 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 #: The events ``fairque_task_event`` is called with, and what ``info`` carries for each.
 TASK_EVENTS: Mapping[str, str] = {
-    "pushed": "the task was accepted by the backend; info: duplicate (bool, a known task id)",
+    "pushed": (
+        "the task was accepted by the backend; info: duplicate (bool, a known task id); "
+        "intake (True) when it was stored in the queue's intake, not yet checked (ADR 47)"
+    ),
     "started": "a worker claimed the task; info: wait_seconds, recoveries, worker_id",
     "finished": "the task succeeded; info: run_seconds",
     "failed": "one attempt failed; info: error, failure_type, run_seconds",

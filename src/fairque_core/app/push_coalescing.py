@@ -21,11 +21,17 @@ as pushes keep arriving. Each caller still gets its own answer:
 The only visible difference from one call per push: a tenant refused by ``max_queued`` has one
 more refusal counted (the refused group call) than the same pushes one by one would count.
 Async only: the sync engine's callers are threads, whose pushes stay one call each.
+
+The same machinery groups ``push_intake`` calls (ADR 47): the engine's second coalescer is
+made with ``intake=True``, so its calls are the intake's append (the engine's ``_send_intake``)
+and its handles the intake's (``_intake_handles``); the grouping, the cancellation and the
+error rules above are the same.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from fairque_core.app.handles_async import AsyncTaskHandle
@@ -44,11 +50,15 @@ _Outcome = tuple[bool, str]
 
 
 class PushCoalescer:
-    """The group commit of one :class:`AsyncFairQueue` (used by its ``push``)."""
+    """The group commit of one :class:`AsyncFairQueue`: of its ``push`` calls, or, with
+    ``intake``, of its ``push_intake`` calls (ADR 47)."""
 
-    def __init__(self, queue: AsyncFairQueue, *, max_group: int = MAX_GROUP) -> None:
+    def __init__(
+        self, queue: AsyncFairQueue, *, max_group: int = MAX_GROUP, intake: bool = False
+    ) -> None:
         self._queue = queue
         self._max_group = max_group
+        self._intake = intake
         # The loop a push call is in flight on (None: none is). An AsyncFairQueue belongs to
         # one event loop, as its client's connections do.
         self._busy: asyncio.AbstractEventLoop | None = None
@@ -65,7 +75,7 @@ class PushCoalescer:
         if busy is None:  # nothing in flight: this push is its own call, sent at once
             self._busy = loop
             try:
-                [handle] = await self._queue._store([task], [message])
+                [handle] = await self._own_call(task, message)
             finally:
                 if self._waiting and not loop.is_closed():  # arrived meanwhile: a task sends them
                     self._drainer = loop.create_task(self._drain(), name="fairque-push-group")
@@ -76,15 +86,26 @@ class PushCoalescer:
             future: asyncio.Future[_Outcome] = loop.create_future()
             self._waiting.append((message, future))
             outcome = await future
-            [handle] = self._queue._handles([task], [outcome])
+            [handle] = self._make_handles([task], [outcome])
             return handle
         if busy.is_closed():  # left busy by a loop closed mid-flight: start afresh
             self._busy = None
             self._waiting.clear()
             return await self.push(task, message)
         # used from a second running loop (not supported for grouping): its own call
-        [handle] = await self._queue._store([task], [message])
+        [handle] = await self._own_call(task, message)
         return handle
+
+    async def _own_call(self, task: Task, message: Message) -> list[AsyncTaskHandle]:
+        send = self._queue._send_intake if self._intake else self._queue._send
+        return self._make_handles([task], await send([message]))
+
+    def _make_handles(
+        self, tasks: Sequence[Task], outcomes: Sequence[_Outcome]
+    ) -> list[AsyncTaskHandle]:
+        if self._intake:
+            return self._queue._intake_handles(tasks, outcomes)
+        return self._queue._handles(tasks, outcomes)
 
     async def _drain(self) -> None:
         try:
@@ -108,7 +129,8 @@ class PushCoalescer:
         self.grouped += len(group)
         outcomes: list[_Outcome | Exception]
         try:
-            outcomes = await self._queue._send_each([message for message, _f in group])
+            messages = [message for message, _f in group]
+            outcomes = await self._queue._send_each(messages, intake=self._intake)
         except Exception as exc:  # the whole call failed: every caller's error
             outcomes = [exc] * len(group)
         except BaseException:

@@ -47,6 +47,8 @@ class TaskEvent(str, Enum):
     PUSH_READY = "push_ready"  # no delay, no unfinished dependency
     PUSH_DELAYED = "push_delayed"  # execute_after in the future
     PUSH_WAITING = "push_waiting"  # depends on tasks that have not finished yet
+    # refused when the intake was ingested (ADR 47): stored straight into the DLQ, as REJECTED
+    INGEST_REJECTED = "ingest_rejected"
     # waiting ends
     DUE = "due"  # the delay or retry backoff ran out; moved to the tenant's queue
     DEPENDENCIES_MET = "dependencies_met"  # last dependency finished, no delay left
@@ -83,9 +85,11 @@ INITIAL_TRANSITIONS: Mapping[TaskEvent, TaskState] = MappingProxyType(
         _E.PUSH_READY: _S.QUEUED,
         _E.PUSH_DELAYED: _S.SCHEDULED,
         _E.PUSH_WAITING: _S.DEFERRED,
+        _E.INGEST_REJECTED: _S.FAILED,
     }
 )
-"""Where a new task enters, by push event (the task had no state before)."""
+"""Where a new task enters, by push event (the task had no state before; one pushed through
+the intake has none until it is ingested, ADR 47)."""
 
 TRANSITIONS: Mapping[TaskState, Mapping[TaskEvent, TaskState]] = _freeze(
     {

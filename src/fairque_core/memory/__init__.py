@@ -8,6 +8,7 @@ Where to look:
 * ``model.py``: :class:`InMemoryBackend`, with push, claim, cancel and the reads;
 * ``leases.py``: heartbeat, finish, fail, release and the expired-lease reaper;
 * ``dlq.py``: the dead-letter queue (entering it, list, requeue, purge);
+* ``intake.py``: the intake (ADR 47): push_intake, and ingesting at a claim or on ``ingest``;
 * ``store.py``: task records, tenants' ready work, state moves, the lock;
 * ``wake.py``: the wake signal idle workers wait on;
 * ``async_model.py``: :class:`AsyncInMemoryBackend`, the same model behind the async port.

@@ -114,6 +114,9 @@ class AsyncInMemoryBackend(AsyncScheduleOps):
     register_worker = _at_once(InMemoryBackend.register_worker)
     list_workers = _at_once(InMemoryBackend.list_workers)
     remove_workers = _at_once(InMemoryBackend.remove_workers)
+    push_intake = _at_once(InMemoryBackend.push_intake)
+    ingest = _at_once(InMemoryBackend.ingest)
+    intake_size = _at_once(InMemoryBackend.intake_size)
 
     async def wait_for_work(self, timeout: float) -> bool:
         if check_wait_timeout(timeout) == 0:

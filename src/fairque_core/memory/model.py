@@ -10,8 +10,9 @@ call is atomic, as a script call is on Redis); ``wait_for_work`` waits without h
 
 This file holds push, claim, cancel and the reads. The rest of the model, by concept:
 ``leases.py`` (heartbeat, finish, fail, release, the reaper), ``dlq.py`` (the dead-letter
-queue), ``store.py`` (records, tenants' ready work, state moves), ``wake.py`` (the wake
-signal), and the fair choice of a tenant in :mod:`fairque_core.domain.fairness`.
+queue), ``intake.py`` (the intake, ADR 47, ingested at the start of a claim), ``store.py``
+(records, tenants' ready work, state moves), ``wake.py`` (the wake signal), and the fair
+choice of a tenant in :mod:`fairque_core.domain.fairness`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 from fairque_core.domain.enums import TaskState
 from fairque_core.domain.errors import TaskNotFoundError, TaskValidationError
 from fairque_core.domain.limits import LIMIT_COUNTERS
-from fairque_core.domain.models import Claimed, Lease, Message, QueueSizes
+from fairque_core.domain.models import INTAKE_CLAIM_LIMIT, Claimed, Lease, Message, QueueSizes
 from fairque_core.domain.scoring import STAT_COUNTERS, stride_for, to_ms
 from fairque_core.domain.states import TaskEvent, next_state
 from fairque_core.domain.validation import (
@@ -31,6 +32,7 @@ from fairque_core.domain.validation import (
 )
 from fairque_core.memory import limits
 from fairque_core.memory.figures import FigureOps
+from fairque_core.memory.intake import IntakeOps
 from fairque_core.memory.leases import LeaseOps
 from fairque_core.memory.limit_ops import LimitOps
 from fairque_core.memory.pause import PauseOps
@@ -44,7 +46,9 @@ __all__ = ["InMemoryBackend"]
 _ALIVE = (TaskState.SCHEDULED, TaskState.DEFERRED, TaskState.QUEUED, TaskState.STARTED)
 
 
-class InMemoryBackend(LeaseOps, ScheduleOps, OperatorOps, ResultOps, FigureOps, LimitOps, PauseOps):
+class InMemoryBackend(
+    IntakeOps, LeaseOps, ScheduleOps, OperatorOps, ResultOps, FigureOps, LimitOps, PauseOps
+):
     """The reference backend. ``clock`` returns epoch seconds (default ``time.time``);
     ``token_source`` makes lease tokens (default :func:`fairque_core.ports.random_token`)."""
 
@@ -159,6 +163,8 @@ class InMemoryBackend(LeaseOps, ScheduleOps, OperatorOps, ResultOps, FigureOps, 
         groups = [None] if not assigned and not steal else [assigned or (), steal or ()]
         pinned = groups != [None]
         now = self._now()
+        if self._intake:  # the intake first, whatever count and a pause say (ADR 47)
+            self._ingest(now, INTAKE_CLAIM_LIMIT)
         self._move_due(now)
         if self._limits.on:
             limits.unpark_due(self, now)
@@ -185,8 +191,9 @@ class InMemoryBackend(LeaseOps, ScheduleOps, OperatorOps, ResultOps, FigureOps, 
                 limits.queue_started(self, now)
             lease = Lease(token=rec.token, deadline=rec.deadline_ms / 1000, worker_id=worker_id)
             claimed.append(Claimed(message=rec.message, lease=lease, recoveries=rec.recoveries))
-        if claimed and self._fair.has_active():
-            self._wake.signal()  # ready work left behind: pass the signal on to the next worker
+        if claimed and (self._fair.has_active() or self._intake):
+            # ready work (or intake entries) left behind: pass the signal on to the next worker
+            self._wake.signal()
         return claimed
 
     # ------------------------------------------------------------------ cancel

@@ -143,6 +143,7 @@ class ModelStore:
         self._leases: dict[str, int] = {}  # task id -> deadline ms
         self._dlq: dict[str, int] = {}  # task id -> moved ms
         self._first_push: dict[str, int] = {}  # tenant -> ms of its first counted push
+        self._intake: deque[Message] = deque()  # pushed, not yet ingested (memory/intake.py)
         self._seq = 0
         self._counters = dict.fromkeys((*STAT_COUNTERS, *LIMIT_COUNTERS), 0)
         # flow control (memory/limits.py): untouched until a limit is first set
