@@ -552,6 +552,34 @@ class ModelVsRedis(RuleBasedStateMachine):
         label = ", ".join(f"{m.task_id}/{m.delay}" for m in batch)
         self.both(f"push_batch({label} for {user})", lambda b: b.push_batch(batch))
 
+    @precondition(ready)
+    @rule(
+        ms=st.lists(messages, max_size=5),
+        again=st.booleans(),
+        cap=st.none() | st.integers(1, 2),
+    )
+    def push_intake(self, ms: list[Message], again: bool, cap: int | None) -> None:
+        """The intake (ADR 47): plain messages appended, some ids repeated, and now and then
+        a ``max_queued`` cap their ingest may run into (refused into the DLQ as REJECTED)."""
+        plain = [attrs.evolve(m, delay=0.0, depends_on=()) for m in ms]
+        if again and plain:
+            plain.append(attrs.evolve(plain[0], body=b"again"))
+        if cap is not None and plain:
+            user = plain[0].tenant
+            self.both(
+                f"set_limits(max_queued={cap}, {user})",
+                lambda b: b.set_limits({"max_queued": cap}, tenant=user),
+            )
+        label = ", ".join(f"{m.task_id}/{m.tenant}/{int(m.priority)}" for m in plain)
+        self.both(f"push_intake({label})", lambda b: b.push_intake(plain))
+
+    @precondition(ready)
+    @rule(limit=st.sampled_from([0, 1, 2, 3, 1000]))
+    def ingest(self, limit: int) -> None:
+        report = self.both(f"ingest({limit})", lambda b: b.ingest(limit))
+        if report is not None and report.rejected:
+            event("intake: a message rejected at ingest")
+
     # ------------------------------------------------------------------ state
     @invariant()
     def same_limits(self) -> None:
@@ -606,6 +634,7 @@ class ModelVsRedis(RuleBasedStateMachine):
             "list_dlq": lambda b: b.list_dlq(limit=100),
             "list_tenants": lambda b: b.list_tenants(limit=1000),
             "list_tenants(page)": lambda b: b.list_tenants(limit=2, offset=1),
+            "intake_size": lambda b: b.intake_size(),
         }
         for user in KNOWN_USERS:
             checks[f"tenant_stats({user})"] = lambda b, u=user: b.tenant_stats(u)
