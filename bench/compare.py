@@ -60,7 +60,14 @@ MEASURES: dict[str, tuple[str, str | None]] = {
     "drain_async": ("drain", "async"),
     "async_push": ("async_push", None),
     "latency": ("latency", None),
+    # fairque alone: the producer's side through the intake (ADR 47), the same measures
+    "enqueue_one_intake": ("enqueue_one", None),
+    "enqueue_bulk_intake": ("enqueue_bulk", None),
+    "async_push_intake": ("async_push", None),
+    "latency_intake": ("latency", None),
 }
+#: the measures only fairque makes (its second push path); peers report them as skipped
+INTAKE = "_intake"
 TIMEOUT = 900
 
 
@@ -107,9 +114,14 @@ def run_one(lib: str, key: str, n: int, latency_n: int) -> dict[str, Any]:
         return {"skip": "no asyncio worker"}
     if key == "drain_async" and lib in ASYNC_NATIVE:
         return {"same_as": "drain_defaults"}
-    spec: dict[str, Any] = {"measure": measure, "n": latency_n if key == "latency" else n}
+    if key.endswith(INTAKE) and lib != "fairque":
+        return {"skip": "fairque only (its intake)"}
+    latency = measure == "latency"
+    spec: dict[str, Any] = {"measure": measure, "n": latency_n if latency else n}
     if mode:
         spec["mode"] = mode
+    if key.endswith(INTAKE):
+        spec["push"] = "intake"
     return run_spec(lib, spec)
 
 

@@ -16,7 +16,7 @@ def fmt(result: dict[str, Any] | None, key: str) -> str:
         return f"n/a ({result['skip']})"
     if "error" in result:
         return f"failed ({result['error']})"
-    if key == "latency":
+    if key.startswith("latency"):
         return f"{result['p50']:.2f} / {result['p99']:.2f} ms"
     if key == "server_us":
         return f"{result['server_us']:.1f} µs"
@@ -36,7 +36,9 @@ def rows(med: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, str]]:
     huey = peers.get("huey", {})
 
     def best(key: str, field: str, low: bool = False) -> tuple[str, dict[str, Any] | None]:
-        # tuned: each peer at its better setting, its defaults or its tuned one
+        # tuned: each peer at its better setting, its defaults or its tuned one; an intake
+        # measure (fairque's second push path, ADR 47) against the peers' one push path
+        key = key.removesuffix("_intake")
         keys = ["drain_defaults", key] if key == "drain_tuned" else [key]
         found = [(lib, per[k]) for lib, per in peers.items() for k in keys if ok(per.get(k))]
         if not found:
@@ -67,6 +69,12 @@ def rows(med: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, str]]:
          lambda v: vs_huey("drain_defaults", 1.5, v)),
         ("async producer, 100 concurrent pushes", "async_push", "rate",
          lambda v: vs_huey("enqueue_one", 3, v)),
+        ("enqueue one by one, intake (ADR 47)", "enqueue_one_intake", "rate",
+         lambda v: vs_huey("enqueue_one", 0.9, v)),
+        ("enqueue bulk, intake", "enqueue_bulk_intake", "rate",
+         lambda v: absolute(v, 40_000, False, ">= 40,000/s")),
+        ("async producer, intake", "async_push_intake", "rate",
+         lambda v: vs_huey("enqueue_one", 3, v)),
     ]  # fmt: skip
     out: list[dict[str, str]] = []
     for label, key, field, target in spec:
@@ -82,17 +90,18 @@ def rows(med: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, str]]:
                 row["ratio"] = f"{float(mine[field]) / float(peer[field]):.2f}x"
             row["target"], row["met"] = target(float(mine[field]))
         out.append(row)
-    mine = fq.get("latency")
-    name, peer = best("latency", "p50", low=True)
-    row = {"measure": "latency at 200/s, p50 / p99", "fairque": fmt(mine, "latency")}
-    row.update({"best peer": f"{name} {fmt(peer, 'latency')}" if peer else "none ran"})
-    row.update({"ratio": "", "target": "p50 <= 0.5 ms, p99 <= 1.5 ms", "met": ""})
-    if ok(mine):
-        assert mine is not None
-        if peer is not None:
-            row["ratio"] = f"{peer['p50'] / mine['p50']:.2f}x"
-        row["met"] = "yes" if mine["p50"] <= 0.5 and mine["p99"] <= 1.5 else "no"
-    out.append(row)
+    for label, key in (("", "latency"), (", intake producer", "latency_intake")):
+        mine = fq.get(key)
+        name, peer = best("latency", "p50", low=True)
+        row = {"measure": f"latency at 200/s, p50 / p99{label}", "fairque": fmt(mine, key)}
+        row.update({"best peer": f"{name} {fmt(peer, 'latency')}" if peer else "none ran"})
+        row.update({"ratio": "", "target": "p50 <= 0.5 ms, p99 <= 1.5 ms", "met": ""})
+        if ok(mine):
+            assert mine is not None
+            if peer is not None:
+                row["ratio"] = f"{peer['p50'] / mine['p50']:.2f}x"
+            row["met"] = "yes" if mine["p50"] <= 0.5 and mine["p99"] <= 1.5 else "no"
+        out.append(row)
     for label, key in (("defaults", "drain_defaults"), ("tuned", "drain_tuned")):
         mine = fq.get(key)
         name, peer = best(key, "server_us", low=True)

@@ -69,6 +69,9 @@ class Base:
 
     def __init__(self, url: str) -> None:
         self.url = url
+        #: the spec's ``push`` (fairque: ``"intake"`` pushes through the intake, ADR 47; every
+        #: other library has one push path and ignores it)
+        self.push_mode: str | None = None
 
     def enqueue(self, i: int, pushed_at: float) -> None:
         raise NotImplementedError
@@ -172,6 +175,7 @@ def run(adapter_cls: type[Base]) -> None:
 
     spec = json.loads(sys.argv[1])
     adapter = adapter_cls(spec["url"])
+    adapter.push_mode = spec.get("push")
     try:
         result = _measures.measure(adapter, spec, sys.argv[0])
     except Unsupported as exc:

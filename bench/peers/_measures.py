@@ -153,7 +153,7 @@ def latency(adapter: Base, n: int, adapter_file: str, keep: bool) -> dict[str, A
     def until(sink: Sink) -> None:
         wait_for(lambda: len(sink.stamped), n, 30 + n * LATENCY_INTERVAL)
 
-    spec = {"measure": "produce", "n": n}
+    spec = {"measure": "produce", "n": n, "push": adapter.push_mode}
     sink, load, _ = _with_producer(adapter, spec, adapter_file, until)
     delays = sink.delays()
     result = {

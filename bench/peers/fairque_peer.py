@@ -5,7 +5,9 @@ queue is filled with ``bench_worker.fill`` (``push_batch`` of 1,000). Worker mod
 ``defaults`` is ``Worker(WorkerConfig(), ...)`` with no ``prefetch`` argument; ``tuned`` is
 ``max_concurrent_tasks=100, prefetch=50``; ``async`` is ``AsyncWorker`` with the defaults and
 an async no-op handler; an int is ``max_concurrent_tasks`` with the default prefetch.
-Public fairque names only.
+With the spec's ``"push": "intake"`` (compare.py's ``*_intake`` measures) the producer's
+side pushes through the intake (``push_intake``, ``push_intake_batch``; ADR 47) instead of
+``push``/``push_batch``. Public fairque names only.
 """
 
 from __future__ import annotations
@@ -52,10 +54,16 @@ class Adapter(Base):
         self.queue = connect(url, queue=QUEUE)
 
     def enqueue(self, i: int, pushed_at: float) -> None:
-        self.queue.push(_task(i, pushed_at))
+        if self.push_mode == "intake":
+            self.queue.push_intake(_task(i, pushed_at))
+        else:
+            self.queue.push(_task(i, pushed_at))
 
     def enqueue_bulk(self, items: list[tuple[int, float]]) -> None:
-        self.queue.push_batch([_task(i, t) for i, t in items])
+        if self.push_mode == "intake":
+            self.queue.push_intake_batch([_task(i, t) for i, t in items])
+        else:
+            self.queue.push_batch([_task(i, t) for i, t in items])
 
     def enqueue_as(self, tenant: str, i: int, pushed_at: float) -> None:
         self.queue.push(_task(i, pushed_at, tenant))
@@ -72,6 +80,8 @@ class Adapter(Base):
         aqueue = await aconnect(self.url, queue=QUEUE)
 
         def push(i: int, pushed_at: float) -> Awaitable[object]:
+            if self.push_mode == "intake":
+                return aqueue.push_intake(_task(i, pushed_at))
             return aqueue.push(_task(i, pushed_at))
 
         return push, aqueue.close

@@ -29,7 +29,11 @@ ROWS = [
     "drain, tuned (cap 100, prefetch 50)",
     "drain, AsyncWorker defaults",
     "async producer, 100 concurrent pushes",
+    "enqueue one by one, intake (ADR 47)",
+    "enqueue bulk, intake",
+    "async producer, intake",
     "latency at 200/s, p50 / p99",
+    "latency at 200/s, p50 / p99, intake producer",
     "server CPU per drained task, defaults",
     "server CPU per drained task, tuned",
 ]
@@ -68,8 +72,10 @@ def test_quick_run_for_fairque_alone_prints_every_row(
         assert row["met"] in ("yes", "no", "n/a (huey not run)"), row
         assert row["best peer"] == "none ran"
     fq = doc["median"]["fairque"]
-    assert all(fq[key]["rate"] > 0 for key in ("enqueue_one", "drain_defaults", "async_push"))
-    assert 0 < fq["latency"]["p50"] <= fq["latency"]["p99"]
+    rated = ("enqueue_one", "drain_defaults", "async_push", "enqueue_one_intake")
+    assert all(fq[key]["rate"] > 0 for key in rated)
+    for key in ("latency", "latency_intake"):
+        assert 0 < fq[key]["p50"] <= fq[key]["p99"]
 
 
 def test_the_best_peer_is_taken_among_peers_that_ran() -> None:
@@ -79,6 +85,7 @@ def test_the_best_peer_is_taken_among_peers_that_ran() -> None:
         "drain_defaults": {"rate": 8000.0, "server_us": 40.0},
         "drain_tuned": {"rate": 21000.0, "server_us": 20.0},
         "latency": {"p50": 0.4, "p99": 1.4},
+        "enqueue_one_intake": {"rate": 9500.0},
     }
     med = {
         "fairque": fairque,
@@ -109,6 +116,10 @@ def test_the_best_peer_is_taken_among_peers_that_ran() -> None:
     assert cpu["best peer"] == "huey 30.0 µs"
     assert (cpu["ratio"], cpu["met"]) == ("0.75x", "no")
     assert rows["enqueue bulk (batches of 1000)"]["fairque"] == "not run"
+    # an intake row stands against the peers' one push path (they have no intake)
+    intake = rows["enqueue one by one, intake (ADR 47)"]
+    assert intake["best peer"] == "huey 10,000/s"
+    assert (intake["ratio"], intake["met"]) == ("0.95x", "yes")  # 9,500 >= 0.9 x 10,000
 
 
 def test_report_of_a_saved_run_counts_an_asyncio_peer_drain_once(tmp_path: Path) -> None:
