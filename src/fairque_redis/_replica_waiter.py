@@ -60,13 +60,14 @@ class ReplicaWaiter(_WaiterBase):
             self._detected(self._send(conn, probes))
         # FCALL, or EVALSHA where functions are off (ADR 41); a reply that says the call did
         # not run (NOSCRIPT, a missing library, functions refused) is dealt with by the script
-        # object (a load, or functions off) and the call sent again, ATTEMPTS times in all
-        command = script.command(keys, args)
+        # object (a load, or functions off) and the call sent again, ATTEMPTS times in all.
+        # No script: ``args`` is a plain command (the intake's RPUSH, ADR 47), sent once
+        command = tuple(args) if script is None else script.command(keys, args)
         for attempt in range(1, ATTEMPTS + 1):
-            seen = script.generation
+            seen = None if script is None else script.generation
             started = time.monotonic()
             reply, waited = self._send(conn, self._script_commands(command))
-            if attempt == ATTEMPTS:
+            if script is None or attempt == ATTEMPTS:
                 break
             command = script.recover(reply, seen, keys, args)
             if command is None:

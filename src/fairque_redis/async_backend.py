@@ -15,7 +15,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
@@ -24,11 +24,12 @@ from fairque_core.app.config import FairQueueConfig, QueueConfig, RedisConfig
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import BackendPermissionError, LeaseLostError
 from fairque_core.domain.limits import LimitStatus
-from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
+from fairque_core.domain.models import Claimed, DLQEntry, IngestReport, Message, QueueSizes
 from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_core.domain.validation import check_wait_timeout, validate_id
 from fairque_core.ports import AsyncQueueBackend, Clock, FinishItem, TokenSource, random_token
+from fairque_redis import _intake as intake
 from fairque_redis import _wake_claim as wc
 from fairque_redis._client_options import (
     MIN_BLOCK_SECONDS,
@@ -59,14 +60,14 @@ class AsyncRedisBackend:
 
     The client must return bytes (``decode_responses=False``). Build it with :meth:`from_url`
     or :meth:`from_config` to get fairque's settings (automatic retries off for scripts, TLS
-    verification on). ``clock`` is for tests only: it replaces server ``TIME``.
-    Before its first command the backend reads ``INFO memory`` once and refuses a server whose
+    verification on). ``clock`` is for tests only: it replaces server ``TIME``. Before its
+    first command the backend reads ``INFO memory`` once and refuses a server whose
     ``maxmemory-policy`` may evict keys (:class:`UnsafeServerConfigError`) unless
     ``allow_eviction`` is True; :meth:`check_server` runs that check (and a PING) at once.
     With ``durability="replicated"`` (or a :class:`~fairque_redis._durability.Durability`)
-    every write but the work loop's claim, heartbeat and reap waits for a replica to confirm it
-    and raises NotReplicatedError when none does in time (ADR 33). ``scripts="functions"``
-    (default: Redis Functions, EVALSHA where refused) or ``"eval"`` (ADR 41; also ?scripts=)."""
+    every write but the work loop's claim, heartbeat and reap waits for a replica to confirm
+    it, else NotReplicatedError (ADR 33). ``scripts="functions"`` (default: Redis Functions,
+    EVALSHA where refused) or ``"eval"`` (ADR 41; also ?scripts=). The intake (ADR 47)."""
 
     def __init__(
         self,
@@ -125,9 +126,8 @@ class AsyncRedisBackend:
         ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``, timeouts ...). A whole
         FairQueueConfig as ``config`` contributes its ``redis`` section too: options,
         durability, ``scripts`` (under a ``scripts=`` option or the URL's ``?scripts=``).
-        ``queue`` defaults to the queue config's name (``"default"`` without a config).
-        ``allow_eviction`` (or the config's ``redis.allow_eviction``) accepts a server whose
-        ``maxmemory-policy`` may evict keys."""
+        ``queue`` defaults to the queue config's name (``"default"`` without a config);
+        ``allow_eviction`` (or ``redis.allow_eviction``) accepts an evicting server."""
         if durability is None:  # the config's redis section decides (ADR 33)
             durability = Durability.of(config if isinstance(config, FairQueueConfig) else None)
         plan = plan_client(
@@ -167,11 +167,10 @@ class AsyncRedisBackend:
     ) -> AsyncRedisBackend:
         """A backend from the ``redis`` and ``queue`` sections of a FairQueueConfig (the
         redis section's options, eviction, durability and scripts: see :meth:`from_url`)."""
-        queue_config = queue_config if queue_config is not None else QueueConfig()
         return cls.from_url(
             config_url(redis_config),
             cluster=redis_config.cluster,
-            config=FairQueueConfig(redis=redis_config, queue=queue_config),
+            config=FairQueueConfig(redis=redis_config, queue=queue_config or QueueConfig()),
             clock=clock,
             token_source=token_source,
         )
@@ -199,8 +198,7 @@ class AsyncRedisBackend:
 
     async def check_server(self) -> None:
         """Check the server now (``connect`` calls it): a PING (bad credentials or a refused
-        connection raise here, typed) and the ``maxmemory-policy`` check every backend runs
-        first (:class:`UnsafeServerConfigError`, see :mod:`fairque_redis.server_checks`)."""
+        connection raise here, typed), then the ``maxmemory-policy`` check (server_checks)."""
         with translate_errors("ping", writes=False):
             await self._client.ping()
         await self._check_memory_policy("ping")
@@ -230,11 +228,14 @@ class AsyncRedisBackend:
             await self._check_memory_policy(call.script)
         if call.writes and not self._registered:
             await self._register_queue()
-        script = self._scripts[call.script]
+        script = self._scripts.get(call.script)  # None: a plain command (the intake's RPUSH)
         if call.writes and self._replicas and self._replicas.waits_after(call.script):
             return await self._replicas.run(call, script, self._planner.anchors)
         try:
-            reply = await script(keys=self._planner.anchors, args=call.args)
+            if script is None:
+                reply = await cast(Any, self._client).execute_command(*call.args)
+            else:
+                reply = await script(keys=self._planner.anchors, args=call.args)
         except Exception:
             # redis-py's errors become fairque's, translated only once a call has failed
             with translate_errors(call.script, writes=call.writes):
@@ -263,14 +264,10 @@ class AsyncRedisBackend:
         return created
 
     async def push_batch(self, messages: Sequence[Message]) -> list[bool]:
-        if not messages:
-            return []
-        return await self._run(self._planner.push(messages))
+        return await self._run(self._planner.push(messages)) if messages else []
 
     async def push_batch_detailed(self, messages: Sequence[Message]) -> list[tuple[bool, str]]:
-        if not messages:
-            return []
-        return await self._run(self._planner.push_detailed(messages))
+        return await self._run(self._planner.push_detailed(messages)) if messages else []
 
     async def claim(
         self,
@@ -289,6 +286,19 @@ class AsyncRedisBackend:
             lease_seconds=lease_seconds,
         )
         return await self._run(call)
+
+    async def push_intake(self, messages: Sequence[Message]) -> None:
+        """One plain RPUSH, then the wake signal if the intake was empty (ADR 47, ``_intake``)."""
+        entries = intake.encode_entries(self._planner, messages)
+        if entries and await self._run(intake.append_call(self._keys, entries)) == len(entries):
+            with translate_errors("push_intake", writes=True):
+                await intake.wake(self._client.pipeline(transaction=False), self._keys).execute()
+
+    async def ingest(self, limit: int = 1000) -> IngestReport:
+        return await self._run(intake.ingest_call(self._planner, limit))
+
+    async def intake_size(self) -> int:
+        return await self._run(intake.size_call(self._keys))
 
     # ------------------------------------------------------------------ leases
     async def heartbeat(
@@ -319,9 +329,7 @@ class AsyncRedisBackend:
         await self._run(self._planner.finish([item], strict=True))
 
     async def finish_batch(self, items: Sequence[FinishItem]) -> list[bool]:
-        if not items:
-            return []
-        return await self._run(self._planner.finish(items, strict=False))
+        return await self._run(self._planner.finish(items, strict=False)) if items else []
 
     async def finish_and_claim(
         self, items: Sequence[FinishItem], **claim: Any
@@ -368,9 +376,8 @@ class AsyncRedisBackend:
         """Block on the task's end notification (``done:<id>``, one token the ending script
         leaves for the result TTL) with ``BLMOVE done done``: it rotates the list onto itself,
         so the token stays and every waiter wakes. The token is left only for a task a waiter
-        armed first (watch.lua, one call before blocking): True at once when the task has
-        ended already. At most the client's socket timeout allows (the caller waits again for
-        the rest)."""
+        armed first (watch.lua, one call before blocking): True at once when it has ended.
+        At most the client's socket timeout allows (the caller waits again for the rest)."""
         validate_id(task_id, "task_id")
         seconds = blocking_seconds(check_wait_timeout(timeout), self._client)
         ended = await self._run(self._planner.watch(task_id))
@@ -385,15 +392,11 @@ class AsyncRedisBackend:
         return got is not None
 
     async def xcom_get(self, tenant: str, items: Sequence[tuple[str, str]]) -> list[bytes | None]:
-        if not items:
-            return []
-        return await self._run(self._planner.xcom_get(tenant, items))
+        return await self._run(self._planner.xcom_get(tenant, items)) if items else []
 
     async def queue_sizes(self, tenants: Sequence[str]) -> dict[str, QueueSizes]:
         call = self._planner.queue_sizes(tenants)
-        if not tenants:
-            return {}
-        return await self._run(call)
+        return await self._run(call) if tenants else {}
 
     async def stats(self) -> dict[str, int]:
         return await self._run(self._planner.stats())
@@ -450,9 +453,7 @@ class AsyncRedisBackend:
 
     async def tenant_weights(self, tenants: Sequence[str]) -> dict[str, tuple[float, int]]:
         call = self._planner.tenant_weights(tenants)
-        if not tenants:
-            return {}
-        return await self._run(call)
+        return await self._run(call) if tenants else {}
 
     async def tenant_fairness(
         self, tenants: Sequence[str] | None = None, *, limit: int = 100, offset: int = 0
@@ -487,9 +488,8 @@ class AsyncRedisBackend:
 
     async def wait_for_work(self, timeout: float) -> bool:
         """Wait for the wake signal or the first scheduled task coming due (see the port): one
-        ``next_due`` script call, then a BLPOP on the wake and schedule signals for the time
-        left or until that due time, whichever is shorter (LPOP of the wake signal under 1 ms).
-        A schedule signal (an earlier due time) sends it round again."""
+        ``next_due`` script call, then a BLPOP on the wake and schedule signals until either
+        (LPOP of the wake under 1 ms). A schedule signal (an earlier due) sends it round again."""
         woke, _ = await self._wait(check_wait_timeout(timeout), None)
         return woke
 
@@ -505,8 +505,8 @@ class AsyncRedisBackend:
     ) -> list[Claimed]:
         """:meth:`wait_for_work`, then :meth:`claim`, with no round trip between them (ADR 38):
         the claim is pipelined behind the BLPOP and runs when it returns (woken or timed out);
-        an empty claim after a wake or a schedule signal waits again for the time left. On a
-        cluster, or when a claim waits for replicas: each pop, then the claim."""
+        an empty claim after a wake or a schedule signal waits again for the time left (on a
+        cluster, or when a claim waits for replicas: each pop, then the claim)."""
         plan = functools.partial(
             self._planner.claim,
             worker_id=worker_id,

@@ -13,7 +13,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from redis import Redis
 from redis.cluster import RedisCluster
@@ -22,11 +22,12 @@ from fairque_core.app.config import FairQueueConfig, QueueConfig, RedisConfig
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import BackendPermissionError, LeaseLostError
 from fairque_core.domain.limits import LimitStatus
-from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
+from fairque_core.domain.models import Claimed, DLQEntry, IngestReport, Message, QueueSizes
 from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_core.domain.validation import check_wait_timeout, validate_id
 from fairque_core.ports import Clock, FinishItem, QueueBackend, TokenSource, random_token
+from fairque_redis import _intake as intake
 from fairque_redis import _wake_claim as wc
 from fairque_redis._client_options import (
     MIN_BLOCK_SECONDS,
@@ -57,14 +58,14 @@ class RedisBackend:
 
     The client must return bytes (``decode_responses=False``). Build it with :meth:`from_url`
     or :meth:`from_config` to get fairque's settings (automatic retries off for scripts, TLS
-    verification on). ``clock`` is for tests only: it replaces server ``TIME``.
-    Before its first command the backend reads ``INFO memory`` once and refuses a server whose
+    verification on). ``clock`` is for tests only: it replaces server ``TIME``. Before its
+    first command the backend reads ``INFO memory`` once and refuses a server whose
     ``maxmemory-policy`` may evict keys (:class:`UnsafeServerConfigError`) unless
     ``allow_eviction`` is True; :meth:`check_server` runs that check (and a PING) at once.
     With ``durability="replicated"`` (or a :class:`~fairque_redis._durability.Durability`)
-    every write but the work loop's claim, heartbeat and reap waits for a replica to confirm it
-    and raises NotReplicatedError when none does in time (ADR 33). ``scripts="functions"``
-    (default: Redis Functions, EVALSHA where refused) or ``"eval"`` (ADR 41; also ?scripts=)."""
+    every write but the work loop's claim, heartbeat and reap waits for a replica to confirm
+    it, else NotReplicatedError (ADR 33). ``scripts="functions"`` (default: Redis Functions,
+    EVALSHA where refused) or ``"eval"`` (ADR 41; also ?scripts=). The intake (ADR 47)."""
 
     def __init__(
         self,
@@ -123,9 +124,8 @@ class RedisBackend:
         ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``, timeouts ...). A whole
         FairQueueConfig as ``config`` contributes its ``redis`` section too: options,
         durability, ``scripts`` (under a ``scripts=`` option or the URL's ``?scripts=``).
-        ``queue`` defaults to the queue config's name (``"default"`` without a config).
-        ``allow_eviction`` (or the config's ``redis.allow_eviction``) accepts a server whose
-        ``maxmemory-policy`` may evict keys."""
+        ``queue`` defaults to the queue config's name (``"default"`` without a config);
+        ``allow_eviction`` (or ``redis.allow_eviction``) accepts an evicting server."""
         if durability is None:  # the config's redis section decides (ADR 33)
             durability = Durability.of(config if isinstance(config, FairQueueConfig) else None)
         plan = plan_client(
@@ -165,11 +165,10 @@ class RedisBackend:
     ) -> RedisBackend:
         """A backend from the ``redis`` and ``queue`` sections of a FairQueueConfig (the
         redis section's options, eviction, durability and scripts: see :meth:`from_url`)."""
-        queue_config = queue_config if queue_config is not None else QueueConfig()
         return cls.from_url(
             config_url(redis_config),
             cluster=redis_config.cluster,
-            config=FairQueueConfig(redis=redis_config, queue=queue_config),
+            config=FairQueueConfig(redis=redis_config, queue=queue_config or QueueConfig()),
             clock=clock,
             token_source=token_source,
         )
@@ -197,8 +196,7 @@ class RedisBackend:
 
     def check_server(self) -> None:
         """Check the server now (``connect`` calls it): a PING (bad credentials or a refused
-        connection raise here, typed) and the ``maxmemory-policy`` check every backend runs
-        first (:class:`UnsafeServerConfigError`, see :mod:`fairque_redis.server_checks`)."""
+        connection raise here, typed), then the ``maxmemory-policy`` check (server_checks)."""
         with translate_errors("ping", writes=False):
             self._client.ping()
         self._check_memory_policy("ping")
@@ -228,11 +226,14 @@ class RedisBackend:
             self._check_memory_policy(call.script)
         if call.writes and not self._registered:
             self._register_queue()
-        script = self._scripts[call.script]
+        script = self._scripts.get(call.script)  # None: a plain command (the intake's RPUSH)
         if call.writes and self._replicas and self._replicas.waits_after(call.script):
             return self._replicas.run(call, script, self._planner.anchors)
         try:
-            reply = script(keys=self._planner.anchors, args=call.args)
+            if script is None:
+                reply = cast(Any, self._client).execute_command(*call.args)
+            else:
+                reply = script(keys=self._planner.anchors, args=call.args)
         except Exception:
             # redis-py's errors become fairque's, translated only once a call has failed
             with translate_errors(call.script, writes=call.writes):
@@ -261,14 +262,10 @@ class RedisBackend:
         return created
 
     def push_batch(self, messages: Sequence[Message]) -> list[bool]:
-        if not messages:
-            return []
-        return self._run(self._planner.push(messages))
+        return self._run(self._planner.push(messages)) if messages else []
 
     def push_batch_detailed(self, messages: Sequence[Message]) -> list[tuple[bool, str]]:
-        if not messages:
-            return []
-        return self._run(self._planner.push_detailed(messages))
+        return self._run(self._planner.push_detailed(messages)) if messages else []
 
     def claim(
         self,
@@ -287,6 +284,19 @@ class RedisBackend:
             lease_seconds=lease_seconds,
         )
         return self._run(call)
+
+    def push_intake(self, messages: Sequence[Message]) -> None:
+        """One plain RPUSH, then the wake signal if the intake was empty (ADR 47, ``_intake``)."""
+        entries = intake.encode_entries(self._planner, messages)
+        if entries and self._run(intake.append_call(self._keys, entries)) == len(entries):
+            with translate_errors("push_intake", writes=True):
+                intake.wake(self._client.pipeline(transaction=False), self._keys).execute()
+
+    def ingest(self, limit: int = 1000) -> IngestReport:
+        return self._run(intake.ingest_call(self._planner, limit))
+
+    def intake_size(self) -> int:
+        return self._run(intake.size_call(self._keys))
 
     # ------------------------------------------------------------------ leases
     def heartbeat(self, task_id: str, token: str, lease_seconds: float | None = None) -> float:
@@ -315,9 +325,7 @@ class RedisBackend:
         self._run(self._planner.finish([item], strict=True))
 
     def finish_batch(self, items: Sequence[FinishItem]) -> list[bool]:
-        if not items:
-            return []
-        return self._run(self._planner.finish(items, strict=False))
+        return self._run(self._planner.finish(items, strict=False)) if items else []
 
     def finish_and_claim(
         self, items: Sequence[FinishItem], **claim: Any
@@ -364,9 +372,8 @@ class RedisBackend:
         """Block on the task's end notification (``done:<id>``, one token the ending script
         leaves for the result TTL) with ``BLMOVE done done``: it rotates the list onto itself,
         so the token stays and every waiter wakes. The token is left only for a task a waiter
-        armed first (watch.lua, one call before blocking): True at once when the task has
-        ended already. At most the client's socket timeout allows (the caller waits again for
-        the rest)."""
+        armed first (watch.lua, one call before blocking): True at once when it has ended.
+        At most the client's socket timeout allows (the caller waits again for the rest)."""
         validate_id(task_id, "task_id")
         seconds = blocking_seconds(check_wait_timeout(timeout), self._client)
         ended = self._run(self._planner.watch(task_id))
@@ -381,15 +388,11 @@ class RedisBackend:
         return got is not None
 
     def xcom_get(self, tenant: str, items: Sequence[tuple[str, str]]) -> list[bytes | None]:
-        if not items:
-            return []
-        return self._run(self._planner.xcom_get(tenant, items))
+        return self._run(self._planner.xcom_get(tenant, items)) if items else []
 
     def queue_sizes(self, tenants: Sequence[str]) -> dict[str, QueueSizes]:
         call = self._planner.queue_sizes(tenants)
-        if not tenants:
-            return {}
-        return self._run(call)
+        return self._run(call) if tenants else {}
 
     def stats(self) -> dict[str, int]:
         return self._run(self._planner.stats())
@@ -446,9 +449,7 @@ class RedisBackend:
 
     def tenant_weights(self, tenants: Sequence[str]) -> dict[str, tuple[float, int]]:
         call = self._planner.tenant_weights(tenants)
-        if not tenants:
-            return {}
-        return self._run(call)
+        return self._run(call) if tenants else {}
 
     def tenant_fairness(
         self, tenants: Sequence[str] | None = None, *, limit: int = 100, offset: int = 0
@@ -483,9 +484,8 @@ class RedisBackend:
 
     def wait_for_work(self, timeout: float) -> bool:
         """Wait for the wake signal or the first scheduled task coming due (see the port): one
-        ``next_due`` script call, then a BLPOP on the wake and schedule signals for the time
-        left or until that due time, whichever is shorter (LPOP of the wake signal under 1 ms).
-        A schedule signal (an earlier due time) sends it round again."""
+        ``next_due`` script call, then a BLPOP on the wake and schedule signals until either
+        (LPOP of the wake under 1 ms). A schedule signal (an earlier due) sends it round again."""
         woke, _ = self._wait(check_wait_timeout(timeout), None)
         return woke
 
@@ -501,8 +501,8 @@ class RedisBackend:
     ) -> list[Claimed]:
         """:meth:`wait_for_work`, then :meth:`claim`, with no round trip between them (ADR 38):
         the claim is pipelined behind the BLPOP and runs when it returns (woken or timed out);
-        an empty claim after a wake or a schedule signal waits again for the time left. On a
-        cluster, or when a claim waits for replicas: each pop, then the claim."""
+        an empty claim after a wake or a schedule signal waits again for the time left (on a
+        cluster, or when a claim waits for replicas: each pop, then the claim)."""
         plan = functools.partial(
             self._planner.claim,
             worker_id=worker_id,

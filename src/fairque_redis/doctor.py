@@ -55,6 +55,8 @@ _SINGLETON_TYPES = {
     "sched": "list",
     "tenants": "zset",
     "parked": "zset",
+    "intake": "list",
+    "intake_bad": "list",
 }
 #: KeySpace builder -> Redis type, for the families that end with an id.
 _FAMILY_BUILDERS = {
@@ -156,8 +158,8 @@ def snapshot(client: Any, queue: str) -> dict[str, Any]:
             value = {_text(k): v for k, v in reply.items()}
         elif kind == "zset":
             value = [(_text(m), float(s)) for m, s in reply]
-        elif kind == "list":
-            value = [_text(v) for v in reply]
+        elif kind == "list":  # an intake entry's body may be any bytes (ADR 47)
+            value = [v.decode("utf-8", "surrogateescape") for v in reply]
         elif kind == "set":
             value = {_text(v) for v in reply}
         contents[suffix] = (kind, value)

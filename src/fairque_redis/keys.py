@@ -39,6 +39,9 @@ key                type    contents
                            rate), scored by the time (ms) they may start again; the claim
                            moves the due ones back like due scheduled tasks (ADR 28)
 ``tenants``        zset    every tenant that ever pushed, scored by its first push (ms)
+``intake``         list    messages appended by ``push_intake`` (ADR 47), one versioned entry
+                           each (``fairque_redis._intake``), ingested by every claim first
+``intake:bad``     list    intake entries an ingest could not read, kept raw for an operator
 ``schedules``      hash    cron schedules: name -> definition (JSON, ``domain/schedules.py``)
 ``schedule_fired`` hash    cron schedules: name -> last fired tick (epoch ms)
 ``scheduler_lock`` string  the scheduler lock: the holder's token, with a PX expiry
@@ -222,6 +225,17 @@ class KeySpace:
     def wake(self) -> str:
         """The wake signal (a list of at most one token); Lua builds it with ``fq_wake_key``."""
         return self.prefix + "wake"
+
+    @property
+    def intake(self) -> str:
+        """The intake (a list of entries ``push_intake`` appended, ADR 47); Lua builds it with
+        ``fq_intake_key``."""
+        return self.prefix + "intake"
+
+    @property
+    def intake_bad(self) -> str:
+        """Intake entries an ingest could not read (a list, raw); Lua: ``fq_intake_bad_key``."""
+        return self.prefix + "intake:bad"
 
     @property
     def parked(self) -> str:

@@ -199,6 +199,7 @@ SCRIPTS: Mapping[str, ScriptSpec] = {
     spec.name: spec
     for spec in (
         ScriptSpec("push", allow_oom=False),
+        ScriptSpec("ingest"),
         ScriptSpec("claim"),
         ScriptSpec("heartbeat"),
         ScriptSpec("finish"),

@@ -2,12 +2,14 @@
 --[[ claim: lease up to `count` ready tasks, fairly (InMemoryBackend.claim).
 
   KEYS[1] meta  KEYS[2] stats  KEYS[3] tiers  KEYS[4] delayed  KEYS[5] leases  KEYS[6] dlq
-  (derived) task:<id> c:<tenant> n:<tenant> active:<tier> tenant:<t> ts:<t>
+  (derived) task:<id> c:<tenant> n:<tenant> active:<tier> tenant:<t> ts:<t> intake
+  intake:bad (first, up to 256 entries of the intake are ingested: _include/intake.lua)
   ARGV[1..7] common header (see _include/core.lua)
   ARGV[8] worker id  ARGV[9] lease ms  ARGV[10] count  ARGV[11] 1 = groups follow, 0 = all
   then (groups) A, A assigned tenant ids, S, S steal tenant ids
   then `count` lease tokens (the i-th claimed task gets the i-th token)
-  Raises the wake signal when it claimed and ready tasks remain (or it moved due ones).
+  Raises the wake signal when it claimed or ingested and ready tasks remain, or entries remain
+  in the intake.
   Returns: {now_ms, n, then per claimed task: id, user, priority, retry count, meta, body,
            recoveries, then the tenants and task keys it repaired}
   A tenant whose structures were damaged behind the client's back (a queue deleted or of

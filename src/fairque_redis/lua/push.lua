@@ -38,12 +38,10 @@ local state = {}
 -- seen[id]: id is in this call (true); 1 once the store loop below wrote it (a second message
 -- of that id is then a duplicate)
 local seen = {}
--- checked[key]: a tenant's queue or hash (only when this call may write it) was type-checked;
--- checked[u]: tenant id u is valid
+-- the call's push state (see _include/pushing.lua): the keys and tenant ids checked, the
+-- tenants that had ready work, the formatted clock, the last score
 local checked = {}
--- had_ready[u]: a queue of u checked here already held ready work (so, without limits, u is
--- active: see the store loop)
-local had_ready = {}
+local pc = {checked = checked, had_ready = {}, now_s = fq_int(now)}
 -- every message is ready now, without dependencies (the signal below is never raised)
 local plain = true
 local i = 9
@@ -94,27 +92,9 @@ for k = 1, n do
   if v['err'] ~= nil then fq_check_type(key, 'hash') end
   state[k] = v
   if uk ~= '' then fq_probe(fq_unique_key(q, u, uk), 'GET', 'string') end
-  -- the tenant's queue for this priority, once per call
-  local critical = p == FQ_CRITICAL_PRIORITY
-  local queue = critical and fq_critical_key(q, u) or fq_normal_key(q, u)
-  if not checked[queue] then
-    checked[queue] = true
-    local size
-    if critical then size = fq_probe(queue, 'LLEN', 'list')
-    else size = fq_probe(queue, 'ZCARD', 'zset') end
-    if FQ_TYPE(size) == 'number' and size > 0 then had_ready[u] = true end
-  end
-  -- the tenant's hash, once per call, when this call may write it: it activates u (no ready
-  -- work seen yet, or limits on) or stores a delayed or dependent message of u. A ready
-  -- message of a tenant that already had ready work, without limits, leaves the hash alone
-  -- (the store loop skips the activation check for it, ADR 31): no check (ADR 39)
-  if q.lim_on or not had_ready[u] or dms > 0 or nd ~= 0 then
-    local tkey = fq_tenant_key(q, u)
-    if not checked[tkey] then
-      checked[tkey] = true
-      fq_probe(tkey, 'HLEN', 'hash')
-    end
-  end
+  -- the tenant's queue for this priority and, when this call may write it, its hash
+  local damage = fq_push_probe(q, pc, u, p, dms > 0 or nd ~= 0)
+  if damage ~= nil then return fq_err('DAMAGED', damage) end
   seen[id] = true
   at[k] = i
   i = i + FQ_MESSAGE_FIELDS + nd
@@ -129,14 +109,10 @@ local full = q.lim_on and fq_limits_check_push(q, ARGV, at, n) or nil
 if full ~= nil then return full end
 
 
--- per call, not per task: the formatted clock, the score of the last priority scored; the
--- messages stored (counted per tenant as they are stored, fq_bump's work inline)
-local now_s = fq_int(now)
-local score_p, score_s = nil, nil
+-- the messages stored (counted per tenant as they are stored: fq_push_number)
+local now_s = pc.now_s
 local stored = 0
-local tenant_counters = q.tenant_counters
 local out = {}
-local active = q.active_cache
 
 for k = 1, n do
   i = at[k]
@@ -166,47 +142,16 @@ for k = 1, n do
     local p = FQ_PRIORITY_OF[ps]
     local dms = dmss == '0' and 0 or FQ_TONUMBER(dmss)
     local nd = nds == '0' and 0 or FQ_TONUMBER(nds)
-    -- fq_next_seq, inline: fq_open (meta = 'fair') has read q.seq
-    local seq = q.seq + 1
-    q.seq = seq
-    q.meta_dirty = true
     if ukey ~= '' then
       FQ_CALL('SET', ukey, id)
       FQ_CALL('HSET', key, 'uk', ukey, 'uw', uw)
     end
     stored = stored + 1
-    local tc = tenant_counters[u]
-    if tc == nil then
-      tc = {}
-      tenant_counters[u] = tc
-    end
-    tc.pushed = (tc.pushed or 0) + 1
     if nd == 0 and dms <= 0 then
-      -- the common case, ready now: one HSET, then into the tenant's queue (fq_enqueue)
-      local seq_s = fq_int(seq)
-      q.seq_s = seq_s
-      FQ_CALL('HSET', key, 'u', u, 'p', ps, 'b', ARGV[i + 5], 'm', ARGV[i + 4], 'rc', '0',
-        'seq', seq_s, 'st', 'queued', 'rd', now_s, 'due', now_s, 'dms', dmss, 'rec', '0')
-      -- Without limits a tenant is active exactly while it has ready work, unless paused (and
-      -- fq_activate keeps a paused one out anyway), so one that already had some (the size
-      -- read by the type check above) needs no activation check: no tenant hash read, no ZSCORE
-      if had_ready[u] and not q.lim_on and active[u] == nil then
-        active[u] = true
-      end
-      if p == FQ_CRITICAL_PRIORITY then
-        FQ_CALL('RPUSH', fq_critical_key(q, u), id)
-      else
-        if score_p ~= p then
-          score_p, score_s = p, fq_int(fq_score(p, now, q.horizon_ms))
-        end
-        -- fq_member(seq, id), from the formatted seq: zero-padded to FQ_SEQ_WIDTH digits
-        FQ_CALL('ZADD', fq_normal_key(q, u), score_s, FQ_SEQ_PADS[#seq_s] .. seq_s .. id)
-      end
-      q.ready_delta = q.ready_delta + 1
-      q.wake = true
-      -- fq_activate returns at once for a tenant known active (fq_is_active's cache)
-      if active[u] ~= true then fq_activate(q, u) end
+      -- the common case, ready now: one HSET, then into the tenant's queue
+      fq_push_ready(q, pc, key, id, u, p, ps, dmss, ARGV[i + 4], ARGV[i + 5])
     else
+      local seq = fq_push_number(q, u)
       local due = now + math.max(0, dms)
       local r = {
         id = id, user = u, priority = p, seq = seq, due_ms = due, delay_ms = dms,

@@ -3,7 +3,7 @@
   Mirrors the pure Python module fairque_core/domain/fairness.py (pick and serve; activate,
   deactivate, refund and the tenant's pass are in tenant.lua): keep the two in step.
 ]]
---- @include "task"
+--- @include "intake"
 
 -- due scheduled tasks (at most the move limit) into their tenants' queues, ready at due time
 local function fq_move_due(q)
@@ -474,12 +474,14 @@ local function fq_serve(q, u, pinned)
 end
 
 -- lease up to `count` ready tasks, fairly, on the open queue `q` (claim.lua and the claim part
--- of finish_claim.lua). Its arguments are read from argv from `at` on: worker id, lease ms,
+-- of finish_claim.lua), after ingesting up to FQ_INTAKE_CLAIM_LIMIT entries of the intake
+-- (intake.lua; whatever `count`, paused or not). Its arguments are read from argv from `at` on: worker id, lease ms,
 -- count, 1 = groups follow, 0 = all, then (groups) A, A assigned tenant ids, S, S steal
 -- tenant ids, then `count` lease tokens (the i-th claimed task gets the i-th token).
 -- Returns claim.lua's reply: {now_ms, n, then per claimed task: id, user, priority, retry
 -- count, meta, body, recoveries, then the tenants and task keys it repaired}. Raises the wake
--- signal (q.wake) when it claimed and ready tasks remain; fq_close writes everything back
+-- signal (q.wake) when it claimed or ingested and ready tasks remain, or entries remain in the
+-- intake; fq_close writes everything back
 local function fq_claim(q, argv, at)
   -- checked: active-set members checked in this call (fq_pick); repaired: what was
   q.checked, q.repaired = {}, {}
@@ -501,6 +503,19 @@ local function fq_claim(q, argv, at)
   local tokens_at = i
   q.av_off = count < FQ_AV_MIN_COUNT
 
+  -- the intake first (ADR 47): what producers appended is pushed now, before anything moves
+  -- or is picked. Its wake is decided below, with the claim's
+  local wake = q.wake
+  local ingested, _, _, left = fq_ingest(q, FQ_INTAKE_CLAIM_LIMIT)
+  if ingested == nil then
+    q.repaired[#q.repaired + 1] = fq_intake_key(q) -- another type: left for the doctor
+    ingested, left = 0, 0
+  elseif ingested > 0 then
+    q.wake = wake
+    -- push's shortcut may have marked a paused tenant that had ready work active: the claim
+    -- asks the active sets again
+    q.active_cache = {}
+  end
   fq_move_due(q)
   -- flow control (_include/limits.lua): parked tenants due again, then per start the
   -- queue-wide limits, the tenant's rate and cap
@@ -558,10 +573,12 @@ local function fq_claim(q, argv, at)
   for s = 1, #leases, FQ_ZADD_CHUNK do
     FQ_CALL('ZADD', q.leases, unpack(leases, s, math.min(s + FQ_ZADD_CHUNK - 1, #leases)))
   end
-  -- ready work left behind: pass the wake signal on to the next idle worker
-  if n > 0 then
+  -- ready work left behind by a claim that leased or ingested, or entries left in the
+  -- intake: pass the wake signal on to the next idle worker
+  if n > 0 or ingested > 0 then
     fq_meta(q)
     if q.ready_base + q.ready_delta > 0 then q.wake = true end
   end
+  if left > 0 then q.wake = true end
   return out
 end

@@ -111,3 +111,13 @@ end
 local function fq_sched_key(q)
   return q.prefix .. 'sched'
 end
+
+-- the intake (ADR 47): producers' entries waiting to be ingested, and the entries an ingest
+-- could not read at all (KeySpace.intake, .intake_bad)
+local function fq_intake_key(q)
+  return q.prefix .. 'intake'
+end
+
+local function fq_intake_bad_key(q)
+  return q.prefix .. 'intake:bad'
+end

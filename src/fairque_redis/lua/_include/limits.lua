@@ -160,6 +160,27 @@ local function fq_unpark_due(q)
   end
 end
 
+-- u's max_queued when `adding` more tasks would take u past it, the refusal counted (push's
+-- refusal, and the intake's at ingest); nil when they fit or u has no cap. u's ready and
+-- scheduled tasks count, this call's change to its scheduled gauge included. A key of another
+-- type counts as empty (read with pcall: an ingest must not fail half-way; the type checks
+-- that refuse a damaged key are the caller's)
+local function fq_limits_over_cap(q, u, adding)
+  local cap = fq_limits_of(q, u).mq
+  if cap == nil then return nil end
+  local stats = fq_tenant_stats_key(q, u)
+  local delta = q.tenant_counters[u]
+  local c = FQ_PCALL('LLEN', fq_critical_key(q, u))
+  local z = FQ_PCALL('ZCARD', fq_normal_key(q, u))
+  local queued = (FQ_TYPE(c) == 'number' and c or 0) + (FQ_TYPE(z) == 'number' and z or 0)
+    + (FQ_TONUMBER(FQ_PCALL('HGET', stats, 'scheduled')) or 0)
+    + ((delta and delta.scheduled) or 0)
+  if queued + adding <= cap then return nil end
+  FQ_PCALL('HINCRBY', stats, 'refusals', 1)
+  FQ_CALL('HINCRBY', q.stats, 'refusals', 1)
+  return cap
+end
+
 -- max_queued: nil, or the error reply refusing the whole push (limits.check_push). at[k] is
 -- where message k starts in argv (id, then tenant)
 local function fq_limits_check_push(q, argv, at, n)
@@ -179,17 +200,8 @@ local function fq_limits_check_push(q, argv, at, n)
     end
   end
   for _, u in ipairs(order) do
-    local cap = fq_limits_of(q, u).mq
-    if cap ~= nil then
-      local queued = FQ_CALL('LLEN', fq_critical_key(q, u))
-        + FQ_CALL('ZCARD', fq_normal_key(q, u))
-        + FQ_TONUMBER(FQ_CALL('HGET', fq_tenant_stats_key(q, u), 'scheduled') or '0')
-      if queued + adding[u] > cap then
-        FQ_CALL('HINCRBY', fq_tenant_stats_key(q, u), 'refusals', 1)
-        FQ_CALL('HINCRBY', q.stats, 'refusals', 1)
-        return fq_err('QUEUE_FULL', fq_int(cap) .. ' ' .. u)
-      end
-    end
+    local cap = fq_limits_over_cap(q, u, adding[u])
+    if cap ~= nil then return fq_err('QUEUE_FULL', fq_int(cap) .. ' ' .. u) end
   end
   return nil
 end

@@ -1,0 +1,145 @@
+"""The intake's entries (ADR 47): how ``push_intake`` writes a message as one list element,
+and the calls and replies around it. No I/O.
+
+An entry is versioned and reads back unchanged whatever bytes the meta and body hold::
+
+    1|<task id>|<tenant>|<priority 1-6>|<delay ms, <= 0>|<len(meta)>|<meta><body>
+
+Ids and tenants follow the id grammar, which has no ``|``; the meta (the record's ``m`` field,
+:func:`~fairque_redis._script_calls.records.encode_meta`) is counted in bytes and the body is
+the rest. ``lua/_include/intake.lua`` (``FQ_INTAKE_HEAD``) reads it; :func:`decode_entry` is
+the same reading in Python, for tests and tools.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from fairque_core.domain.enums import Priority
+from fairque_core.domain.errors import TaskValidationError
+from fairque_core.domain.models import IngestReport, Message, check_intake_message
+from fairque_core.domain.scoring import to_ms
+from fairque_redis._script_calls import Call, ScriptCalls
+from fairque_redis._script_calls.base import contract, int_reply
+from fairque_redis._script_calls.records import encode_meta
+from fairque_redis.keys import KeySpace
+
+__all__ = [
+    "ENTRY_VERSION",
+    "IntakeEntry",
+    "append_call",
+    "decode_entry",
+    "encode_entries",
+    "encode_entry",
+    "ingest_call",
+    "parse_report",
+    "size_call",
+    "wake",
+]
+
+#: The version an entry starts with (``lua/_include/intake.lua`` reads this one only).
+ENTRY_VERSION = b"1"
+
+_HEAD = re.compile(rb"1\|([^|]*)\|([^|]*)\|([^|]*)\|([^|]*)\|([0-9]+)\|", re.S)
+
+
+def encode_entry(message: Message) -> bytes:
+    """One message's intake entry (checked already: see :func:`encode_entries`)."""
+    meta = encode_meta(message).encode()
+    delay = message.delay
+    dms = 0 if delay == 0 else to_ms(delay)
+    return b"%s|%s|%s|%d|%d|%d|%s%s" % (
+        ENTRY_VERSION,
+        message.task_id.encode(),
+        message.tenant.encode(),
+        int(message.priority),
+        dms,
+        len(meta),
+        meta,
+        message.body,
+    )
+
+
+def encode_entries(planner: ScriptCalls, messages: Sequence[Message]) -> list[bytes]:
+    """The entries of ``messages``, every one checked first, before anything is sent: only a
+    plain message (``check_intake_message``), then the checks ``push`` makes (ids, tenant,
+    priority, payload size against the queue's maximum). TaskValidationError or
+    PayloadTooLargeError."""
+    for message in messages:
+        check_intake_message(message)
+        planner.check_message(message)
+    return [encode_entry(message) for message in messages]
+
+
+@attrs.frozen
+class IntakeEntry:
+    """An entry read back (:func:`decode_entry`)."""
+
+    task_id: str
+    tenant: str
+    priority: int
+    delay_ms: int
+    meta: bytes
+    body: bytes
+
+
+def decode_entry(entry: bytes) -> IntakeEntry | None:
+    """An entry's fields as ``intake.lua`` reads them, or None where it would not."""
+    head = _HEAD.match(entry)
+    if head is None:
+        return None
+    task_id, tenant, priority, delay, length = head.groups()
+    at = head.end()
+    size = int(length)
+    if at + size > len(entry) or not re.fullmatch(rb"-?[0-9]+", delay):
+        return None
+    if priority not in {b"%d" % p for p in Priority}:
+        return None
+    return IntakeEntry(
+        task_id=task_id.decode("ascii", "replace"),
+        tenant=tenant.decode("ascii", "replace"),
+        priority=int(priority),
+        delay_ms=int(delay),
+        meta=entry[at : at + size],
+        body=entry[at + size :],
+    )
+
+
+def parse_report(reply: Any) -> IngestReport:
+    """``ingest.lua``'s reply: ingested, duplicates, rejected, left."""
+    ok = isinstance(reply, list) and len(reply) == 4 and all(isinstance(x, int) for x in reply)
+    contract("ingest", ok, reply)
+    ingested, duplicates, rejected, left = reply
+    return IngestReport(ingested=ingested, duplicates=duplicates, rejected=rejected, left=left)
+
+
+def ingest_call(planner: ScriptCalls, limit: int) -> Call[IngestReport]:
+    """The call of ``ingest.lua`` for up to ``limit`` entries (an int >= 1)."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise TaskValidationError("limit", limit, "must be an int >= 1")
+    return Call("ingest", [*planner.header(), limit], parse_report)
+
+
+def append_call(keys: KeySpace, entries: list[bytes]) -> Call[int]:
+    """The producer's one command: ``RPUSH <intake> e1 e2 ...`` (no script; a backend runs a
+    Call whose name is no script as this plain command). Its reply is the intake's new
+    length: equal to ``len(entries)`` when the intake was empty before."""
+    return Call("push_intake", ["RPUSH", keys.intake, *entries], int_reply("push_intake"))
+
+
+def size_call(keys: KeySpace) -> Call[int]:
+    """``LLEN <intake>``: the entries waiting."""
+    return Call("intake_size", ["LLEN", keys.intake], int_reply("intake_size"), writes=False)
+
+
+def wake(pipe: Any, keys: KeySpace) -> Any:
+    """Queue the raise of the wake signal on ``pipe`` (a pipeline without MULTI, returned):
+    LPUSH of a token, then LTRIM to the first, so the list still holds one token at most (a
+    worker's BLPOP between the two takes it, and the LTRIM finds nothing to cut)."""
+    pipe.lpush(keys.wake, b"1")
+    pipe.ltrim(keys.wake, 0, 0)
+    return pipe
