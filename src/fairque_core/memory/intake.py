@@ -8,9 +8,9 @@ signal is raised, when the intake was empty, so an idle worker comes to claim.
 *Ingesting* takes entries from the head, in order, and does for each what ``push`` of that
 message would do at that moment, with one clock reading for the whole ingest:
 
+* a live task has the id: ``duplicates`` counted, nothing stored (checked first);
 * stored (a new id, or one whose record is past its logical expiry): ``pushed`` counted,
   QUEUED, ready now with the next sequence number, its tenant made active;
-* a live task has the id: ``duplicates`` counted, nothing stored;
 * refused where ``push`` would have raised (its tenant at ``max_queued``, counted in
   ``refusals``; a payload over the queue's maximum): the message becomes a task record in
   state FAILED, in the dead-letter queue with failure type REJECTED and the reason, counted
@@ -75,7 +75,8 @@ class IntakeOps(DLQOps):
         ingested = duplicates = rejected = 0
         for _ in range(min(limit, len(self._intake))):
             message = self._intake.popleft()
-            reason = self._refusal(message, now)
+            # a live task's id is a duplicate whatever else (push counts it so), checked first
+            reason = "" if self._live(message.task_id, now) else self._refusal(message, now)
             if reason:
                 self._reject(message, now, reason)
                 rejected += 1
@@ -88,7 +89,7 @@ class IntakeOps(DLQOps):
         )
 
     def _refusal(self, message: Message, now: int) -> str:
-        """Why ``push`` of ``message`` would raise now (its reason text), or ``""``."""
+        """Why ``push`` of ``message`` (a new id) would raise now (its reason text), or ``""``."""
         cap = self._config.max_payload_bytes
         if len(message.body) > cap:
             # push_intake refused it already and the model's config does not change: stated
