@@ -32,12 +32,10 @@ not a server: this measures client CPU only; ``bench_push.py`` measures the real
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
-import sys
 from pathlib import Path
+
+from _child import run_child
 
 from fairque_redis.embedded import EmbeddedValkey
 
@@ -172,18 +170,8 @@ else:
 
 
 def _child(src: Path, url: str, mode: str, n: int, tag: str) -> dict[str, float]:
-    env = dict(os.environ, PYTHONPATH=str(src), FAIRQUE_DISABLE_PLUGIN_AUTOLOAD="1")
-    out = subprocess.run(
-        [sys.executable, "-c", CHILD, url, f"cc{tag}", mode, str(n)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"child {mode} of {src} failed:\n{out.stderr[-2000:]}")
-    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
+    args = ["-c", CHILD, url, f"cc{tag}", mode, str(n)]
+    return run_child(args, str(src), {"FAIRQUE_DISABLE_PLUGIN_AUTOLOAD": "1"})
 
 
 def main() -> None:

@@ -35,13 +35,13 @@ import json
 import multiprocessing
 import os
 import statistics
-import subprocess
-import sys
 import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+from _child import run_child
 
 from fairque_core import Task, TaskHandler, Worker, WorkerConfig
 from fairque_redis import connect
@@ -237,16 +237,8 @@ def main() -> None:
             names = list(builds) if round_no % 2 == 0 else list(builds)[::-1]
             for name in names:
                 path = builds[name]
-                env = dict(os.environ) if path is None else dict(os.environ, PYTHONPATH=path)
                 spec = json.dumps([server.url, opts.count, opts.poll])
-                out = subprocess.run(
-                    [sys.executable, __file__, "--one", spec],
-                    env=env,
-                    check=True,
-                    capture_output=True,
-                    text=True,
-                )
-                got = json.loads(out.stdout.strip().splitlines()[-1])
+                got = run_child([__file__, "--one", spec], path)
                 runs[name].append(got)
                 print(
                     f"round {round_no + 1} {name}: total p50 {got['total'][0]:.0f} us "

@@ -58,13 +58,13 @@ import multiprocessing
 import os
 import pstats
 import statistics
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from _child import run_child
 
 # public names only: --compare runs this file against older builds too
 from fairque_core import AsyncWorker, FairQueue, Task, TaskHandler, Worker, WorkerConfig
@@ -268,16 +268,8 @@ def compare(old_src: str, rounds: int, total: int) -> None:
             order = ["old", "new"] if round_no % 2 == 0 else ["new", "old"]
             for name, kind, cap, prefetch in COMPARE:
                 for build in order:
-                    env = dict(os.environ, PYTHONPATH=builds[build])
                     spec = json.dumps([server.url, kind, total, cap, prefetch])
-                    out = subprocess.run(
-                        [sys.executable, __file__, "--one", spec],
-                        env=env,
-                        check=True,
-                        capture_output=True,
-                        text=True,
-                    )
-                    result = json.loads(out.stdout.strip().splitlines()[-1])
+                    result = run_child([__file__, "--one", spec], builds[build])
                     rates.setdefault((build, name), []).append(result["rate"])
                     print(
                         f"round {round_no + 1} {build:>3} {name:<16} {result['rate']:>8,.0f}/s "
@@ -315,13 +307,7 @@ def combined_ab(rounds: int, total: int) -> None:
             for name, kind, cap, prefetch in COMBINED_SETTINGS:
                 for mode in order:
                     spec = json.dumps([server.url, kind, total, cap, prefetch, mode])
-                    out = subprocess.run(
-                        [sys.executable, __file__, "--one", spec],
-                        check=True,
-                        capture_output=True,
-                        text=True,
-                    )
-                    result = json.loads(out.stdout.strip().splitlines()[-1])
+                    result = run_child([__file__, "--one", spec])
                     runs.setdefault((mode, name), []).append(result)
                     print(
                         f"round {round_no + 1} {mode:>6} {name:<16} {result['rate']:>8,.0f}/s "
@@ -450,16 +436,8 @@ def latency_runs(
         for poll, cap in LATENCY_SETTINGS:
             for name in order:
                 path, mode = builds[name]
-                env = dict(os.environ) if path is None else dict(os.environ, PYTHONPATH=path)
                 spec = json.dumps([url, count, poll, cap, mode])
-                out = subprocess.run(
-                    [sys.executable, __file__, "--one-latency", spec],
-                    env=env,
-                    check=True,
-                    capture_output=True,
-                    text=True,
-                )
-                got = json.loads(out.stdout.strip().splitlines()[-1])
+                got = run_child([__file__, "--one-latency", spec], path)
                 runs.setdefault((name, poll, cap), []).append(got)
                 print(
                     f"round {round_no + 1} {name:>6} poll {poll:>4} cap {cap:>3} "
