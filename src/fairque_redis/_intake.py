@@ -32,6 +32,8 @@ __all__ = [
     "ENTRY_VERSION",
     "IntakeEntry",
     "append_call",
+    "check_limit",
+    "check_messages",
     "decode_entry",
     "encode_entries",
     "encode_entry",
@@ -64,15 +66,27 @@ def encode_entry(message: Message) -> bytes:
     )
 
 
-def encode_entries(planner: ScriptCalls, messages: Sequence[Message]) -> list[bytes]:
-    """The entries of ``messages``, every one checked first, before anything is sent: only a
-    plain message (``check_intake_message``), then the checks ``push`` makes (ids, tenant,
+def check_messages(planner: ScriptCalls, messages: Sequence[Message]) -> None:
+    """Refuse, before anything is sent, what ``push_intake`` does not take: anything but a
+    plain message (``check_intake_message``), then what ``push`` refuses (ids, tenant,
     priority, payload size against the queue's maximum). TaskValidationError or
     PayloadTooLargeError."""
     for message in messages:
         check_intake_message(message)
         planner.check_message(message)
+
+
+def encode_entries(planner: ScriptCalls, messages: Sequence[Message]) -> list[bytes]:
+    """The entries of ``messages``, every one checked first (:func:`check_messages`)."""
+    check_messages(planner, messages)
     return [encode_entry(message) for message in messages]
+
+
+def check_limit(limit: object) -> int:
+    """``ingest``'s ``limit``: an int >= 1, else TaskValidationError."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise TaskValidationError("limit", limit, "must be an int >= 1")
+    return limit
 
 
 @attrs.frozen
@@ -119,9 +133,7 @@ def parse_report(reply: Any) -> IngestReport:
 
 def ingest_call(planner: ScriptCalls, limit: int) -> Call[IngestReport]:
     """The call of ``ingest.lua`` for up to ``limit`` entries (an int >= 1)."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise TaskValidationError("limit", limit, "must be an int >= 1")
-    return Call("ingest", [*planner.header(), limit], parse_report)
+    return Call("ingest", [*planner.header(), check_limit(limit)], parse_report)
 
 
 def append_call(keys: KeySpace, entries: list[bytes]) -> Call[int]:

@@ -67,7 +67,8 @@ class TierLoad:
 @attrs.frozen
 class PartitionLoad:
     """One partition's summary: server time, ready gauge, paused flag, the first due times of
-    its scheduled tasks and parked tenants (ms, -1 = none), and its active tiers."""
+    its scheduled tasks and parked tenants (ms, -1 = none), its active tiers, and the entries
+    waiting in its intake (ADR 47)."""
 
     now_ms: int
     ready: int
@@ -75,12 +76,14 @@ class PartitionLoad:
     delayed_head: int
     parked_head: int
     tiers: tuple[TierLoad, ...] = ()
+    intake: int = 0
 
     @property
     def due(self) -> bool:
         """Whether a claim here would move work that is due (a scheduled task or a parked
-        tenant) although no tenant is active yet."""
-        return any(0 <= head <= self.now_ms for head in (self.delayed_head, self.parked_head))
+        tenant) or ingest entries of the intake although no tenant is active yet."""
+        heads = (self.delayed_head, self.parked_head)
+        return self.intake > 0 or any(0 <= head <= self.now_ms for head in heads)
 
     def weight(self, tier: int) -> float:
         return sum(t.weight for t in self.tiers if t.tier == tier)
@@ -109,11 +112,15 @@ def parse_summary(reply: Any) -> PartitionLoad:
             total = sum(_weight_of_stride(s) for s in strides)
             weight = total if sampled >= active else active * total / max(1, sampled)
             tiers.append(TierLoad(tier, active, weight))
+        waiting = 0
+        if i == len(reply) - 1:  # the intake's length (ADR 47; absent from older summaries)
+            waiting = int(reply[i])
+            i += 1
         if i != len(reply):
             raise ValueError("long reply")
     except (TypeError, ValueError, IndexError) as exc:
         raise ScriptContractError("partition_summary", reply) from exc
-    return PartitionLoad(now, ready, bool(paused), delayed, parked, tuple(tiers))
+    return PartitionLoad(now, ready, bool(paused), delayed, parked, tuple(tiers), waiting)
 
 
 class PartitionPicker:

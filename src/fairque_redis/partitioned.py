@@ -37,11 +37,12 @@ from redis.cluster import RedisCluster
 from fairque_core.app.config import FairQueueConfig, QueueConfig, RedisConfig
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import ConfigurationError, TaskValidationError
-from fairque_core.domain.models import Claimed, Message
+from fairque_core.domain.models import Claimed, IngestReport, Message
 from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.validation import check_wait_timeout, validate_id
 from fairque_core.ports import Clock, FinishItem, QueueBackend, TokenSource, random_token
 from fairque_redis._client_options import config_url, plan_client
+from fairque_redis._intake import check_limit
 from fairque_redis._partition_pick import PartitionPicker
 from fairque_redis.backend import RedisBackend
 from fairque_redis.keys import KeySpace, partition_for
@@ -307,6 +308,44 @@ class PartitionedBackend(PartitionReads):
                 self._remember(messages[i].task_id, n)
         self._picker.touch()
         return out
+
+    # ------------------------------------------------------------------ the intake (ADR 47)
+    def push_intake(self, messages: Sequence[Message]) -> None:
+        """Each partition's entries in its own intake (tenant -> partition as for push): one
+        RPUSH per partition, in partition order; every message checked before the first."""
+        self._parts[0].check_intake(messages)
+        if not messages:
+            return
+        groups = self._split([m.tenant for m in messages])
+        self._ready()
+        for n, indexes in sorted(groups.items()):
+            self._parts[n].push_intake([messages[i] for i in indexes])
+            for i in indexes:
+                self._remember(messages[i].task_id, n)
+        self._picker.touch()
+
+    def ingest(self, limit: int = 1000) -> IngestReport:
+        """Up to ``limit`` entries in all, partition after partition; ``left`` counts every
+        partition's intake."""
+        room = check_limit(limit)
+        self._ready()
+        done = [0, 0, 0]
+        left = 0
+        for part in self._parts:
+            if room == 0:
+                left += part.intake_size()
+                continue
+            got = part.ingest(room)
+            done = [done[0] + got.ingested, done[1] + got.duplicates, done[2] + got.rejected]
+            room -= got.ingested + got.duplicates + got.rejected
+            left += got.left
+        if done[0]:
+            self._picker.touch()
+        return IngestReport(ingested=done[0], duplicates=done[1], rejected=done[2], left=left)
+
+    def intake_size(self) -> int:
+        self._ready()
+        return sum([part.intake_size() for part in self._parts])
 
     # ------------------------------------------------------------------ claim
     def _clock_mark(self) -> object:

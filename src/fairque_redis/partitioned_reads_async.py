@@ -23,10 +23,11 @@ from fairque_core.app.config import QueueConfig
 from fairque_core.domain.enums import FailureType
 from fairque_core.domain.errors import ConfigurationError, TaskValidationError
 from fairque_core.domain.limits import LimitStatus
-from fairque_core.domain.models import DLQEntry, QueueSizes
+from fairque_core.domain.models import DLQEntry, Message, QueueSizes
 from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_core.domain.validation import check_tenant_page, validate_id
 from fairque_core.ports import Clock, TokenSource, random_token
+from fairque_redis import _intake as intake
 from fairque_redis._errors import translate_errors
 from fairque_redis._partition_pick import (
     SUMMARY_SAMPLE,
@@ -97,6 +98,11 @@ class AsyncPartition(AsyncRedisBackend):
             raise TaskValidationError("worker_id", worker_id, "must be a str")
         self._planner._lease_ms(lease_seconds)
 
+    def check_intake(self, messages: Sequence[Message]) -> None:
+        """The checks of ``push_intake`` (TaskValidationError, PayloadTooLargeError), sending
+        nothing."""
+        intake.check_messages(self._planner, messages)
+
     def check_reaper(self, limit: int) -> None:
         """The argument check of ``requeue_expired`` (builds the call, sends nothing)."""
         self._planner.requeue_expired(limit)
@@ -112,7 +118,7 @@ class AsyncPartition(AsyncRedisBackend):
         args: list[str | int] = [now, keys.active(0)[:-1], keys.tenant(""), SUMMARY_SAMPLE]
         with translate_errors("partition_summary", writes=False):
             reply = await self._scripts["partition_summary"](
-                keys=[keys.meta, keys.tiers, keys.delayed, keys.parked], args=args
+                keys=[keys.meta, keys.tiers, keys.delayed, keys.parked, keys.intake], args=args
             )
         return parse_summary(reply)
 

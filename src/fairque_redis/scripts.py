@@ -227,7 +227,9 @@ SCRIPTS: Mapping[str, ScriptSpec] = {
         ScriptSpec("purge_all"),
         ScriptSpec("tenant_weights", writes=False),
         ScriptSpec("tenant_figures", writes=False),
-        ScriptSpec("partition_summary", keys=("meta", "tiers", "delayed", "parked"), writes=False),
+        ScriptSpec(
+            "partition_summary", keys=("meta", "tiers", "delayed", "parked", "intake"), writes=False
+        ),
         ScriptSpec("scheduler_lock", keys=("lock",)),
         ScriptSpec("schedule_mark", keys=("lock", "schedules", "fired")),
     )

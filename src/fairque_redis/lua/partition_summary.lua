@@ -1,13 +1,14 @@
 #!lua flags=no-writes
 --[[ partition_summary: one partition's load for the partitioned backend's picker (ADR 34).
 
-  KEYS[1] meta  KEYS[2] tiers  KEYS[3] delayed  KEYS[4] parked
+  KEYS[1] meta  KEYS[2] tiers  KEYS[3] delayed  KEYS[4] parked  KEYS[5] intake
   ARGV[1] now in ms ('' = server TIME)  ARGV[2] the active sets' stem (+ tier)
   ARGV[3] the tenant records' stem (+ tenant)  ARGV[4] sample size (SUMMARY_SAMPLE)
   An active-set member is <activation number>|<tenant> (_include/tenant.lua; a bare tenant id
   in old data); a tenant without a stride has weight 1 (stride STRIDE_SCALE).
   Returns: {now, ready, paused 0/1, delayed head ms or -1, parked head ms or -1, #tiers,
-           then per tier: tier, active count, sampled count, the sampled tenants' strides}
+           then per tier: tier, active count, sampled count, the sampled tenants' strides,
+           then the entries waiting in the intake (ADR 47: a claim here ingests them)}
            (fairque_redis._partition_pick.parse_summary)
 ]]
 local now
@@ -42,4 +43,6 @@ for _, tier in ipairs(tiers) do
     table.insert(out, tonumber(redis.call('HGET', ARGV[3] .. u, 'stride') or '0'))
   end
 end
+local waiting = redis.pcall('LLEN', KEYS[5])
+table.insert(out, type(waiting) == 'number' and waiting or 0)
 return out
