@@ -26,6 +26,7 @@ from fairque_core.domain.scoring import to_ms
 from fairque_redis._script_calls import Call, ScriptCalls
 from fairque_redis._script_calls.base import contract, int_reply
 from fairque_redis._script_calls.records import encode_meta
+from fairque_redis._script_calls.tasks import plain_message
 from fairque_redis.keys import KeySpace
 
 __all__ = [
@@ -71,9 +72,11 @@ def check_messages(planner: ScriptCalls, messages: Sequence[Message]) -> None:
     plain message (``check_intake_message``), then what ``push`` refuses (ids, tenant,
     priority, payload size against the queue's maximum). TaskValidationError or
     PayloadTooLargeError."""
+    limit = planner.config.max_payload_bytes
     for message in messages:
         check_intake_message(message)
-        planner.check_message(message)
+        if not plain_message(message, limit):  # push's fast path first, as push_one
+            planner.check_message(message)
 
 
 def encode_entries(planner: ScriptCalls, messages: Sequence[Message]) -> list[bytes]:

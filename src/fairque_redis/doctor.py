@@ -292,6 +292,8 @@ def check_parsed(parsed: Parsed) -> list[str]:
         p.single,
     )
     live = p.live
+    if single.get("intake:bad"):  # kept raw by an ingest (ADR 47): an operator's to look at
+        bad.append(f"{len(single['intake:bad'])} intake entries could not be read (intake:bad)")
 
     # where each id is: (structure, tenant or "", score or None)
     places: dict[str, list[tuple[str, float | None]]] = defaultdict(list)

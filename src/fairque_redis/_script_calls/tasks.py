@@ -24,7 +24,7 @@ from fairque_redis._script_calls.records import (
     unreadable,
 )
 
-__all__ = ["TaskCalls"]
+__all__ = ["TaskCalls", "plain_message"]
 
 log = logging.getLogger("fairque.redis")
 
@@ -52,7 +52,7 @@ class TaskCalls(CallsBase):
     def push_one(self, message: Message) -> Call[list[bool]]:
         """``push([message])``: the same call and answer, built and read directly
         (``RedisBackend.push``'s path, issue 17)."""
-        if not _plain(message, self.config.max_payload_bytes):
+        if not plain_message(message, self.config.max_payload_bytes):
             self.check_message(message)
         args = self.header()
         args.append(1)
@@ -74,7 +74,7 @@ class TaskCalls(CallsBase):
         """Per message ``(stored, holder)``: see the port's ``push_batch_detailed``."""
         limit = self.config.max_payload_bytes
         for message in messages:
-            if not _plain(message, limit):
+            if not plain_message(message, limit):
                 self.check_message(message)
         args: list[Any] = self.header()
         args.append(len(messages))
@@ -172,7 +172,7 @@ class TaskCalls(CallsBase):
         return Call("cancel", [*self.header(), task_id], lambda r: parse(r) == 1)
 
 
-def _plain(m: Message, limit: int) -> bool:
+def plain_message(m: Message, limit: int) -> bool:
     """Whether ``check_message`` would pass ``m``, judged on plain types only (a str subclass,
     a dependency or a unique key answers False: ``check_message`` then decides)."""
     task_id, tenant = m.task_id, m.tenant

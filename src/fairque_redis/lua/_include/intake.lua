@@ -63,12 +63,12 @@ end
 
 -- ingest up to `limit` entries from the head of the intake, in order, at q.now. Returns how
 -- many were stored, duplicates, rejected (DLQ or intake:bad) and left in the intake; or nil
--- and the damage (fq_peek's detail) when the intake holds another type (nothing done)
+-- and the damage (fq_damage) when the intake holds another type (nothing done)
 local function fq_ingest(q, limit)
   local intake = fq_intake_key(q)
   local got = FQ_PCALL('LRANGE', intake, 0, limit - 1)
   if got['err'] ~= nil then
-    return nil, intake .. ' ' .. FQ_CALL('TYPE', intake)['ok'] .. ' list'
+    return nil, fq_damage(intake, 'list')
   end
   local n = #got
   if n == 0 then return 0, 0, 0, 0 end

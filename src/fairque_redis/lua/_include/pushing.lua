@@ -23,22 +23,18 @@ local function fq_valid_id(s)
   return len >= 1 and len <= FQ_MAX_ID_LEN and FQ_FIND(s, FQ_ID_PATTERN) ~= nil
 end
 
--- a cheap read `probe` of `key`, which must hold `want` or nothing: its reply, or nil and the
--- damage (`<key> <type> <wanted>`, FQ_E_DAMAGED's detail) when the key holds another type
-local function fq_peek(key, probe, want)
-  local reply = FQ_PCALL(probe, key)
-  if FQ_TYPE(reply) == 'table' then
-    return nil, key .. ' ' .. FQ_CALL('TYPE', key)['ok'] .. ' ' .. want
-  end
-  return reply
+-- `key` holds another type than `want`: the damage (`<key> <type> <wanted>`, FQ_E_DAMAGED's
+-- detail)
+local function fq_damage(key, want)
+  return key .. ' ' .. FQ_CALL('TYPE', key)['ok'] .. ' ' .. want
 end
 
 -- a key this call will write holds another type (damaged behind the client's back): refuse
 -- the whole call, typed, before the first write. `probe` is a cheap read of that type; its
 -- reply is returned
 local function fq_probe(key, probe, want)
-  local reply, damage = fq_peek(key, probe, want)
-  if damage ~= nil then error(fq_err('DAMAGED', damage)) end
+  local reply = FQ_PCALL(probe, key)
+  if FQ_TYPE(reply) == 'table' then error(fq_err('DAMAGED', fq_damage(key, want))) end
   return reply
 end
 
@@ -55,24 +51,21 @@ end
 -- call), and its hash when this call may write it: it activates u (no ready work seen yet, or
 -- limits on) or `hash_too` (push: a delayed or dependent message of u). A ready message of a
 -- tenant that already had ready work, without limits, leaves the hash alone (the store skips
--- the activation check for it, ADR 31): no check (ADR 39). nil, or the damage (fq_peek)
+-- the activation check for it, ADR 31): no check (ADR 39). nil, or the damage (fq_damage)
 local function fq_push_probe(q, pc, u, p, hash_too)
   local checked = pc.checked
   local critical = p == FQ_CRITICAL_PRIORITY
   local queue = critical and fq_critical_key(q, u) or fq_normal_key(q, u)
   if not checked[queue] then
-    local size, damage
-    if critical then size, damage = fq_peek(queue, 'LLEN', 'list')
-    else size, damage = fq_peek(queue, 'ZCARD', 'zset') end
-    if damage ~= nil then return damage end
+    local size = FQ_PCALL(critical and 'LLEN' or 'ZCARD', queue)
+    if FQ_TYPE(size) == 'table' then return fq_damage(queue, critical and 'list' or 'zset') end
     checked[queue] = true
     if size > 0 then pc.had_ready[u] = true end
   end
   if hash_too or q.lim_on or not pc.had_ready[u] then
     local tkey = fq_tenant_key(q, u)
     if not checked[tkey] then
-      local _, damage = fq_peek(tkey, 'HLEN', 'hash')
-      if damage ~= nil then return damage end
+      if FQ_TYPE(FQ_PCALL('HLEN', tkey)) == 'table' then return fq_damage(tkey, 'hash') end
       checked[tkey] = true
     end
   end
