@@ -444,34 +444,36 @@ def test_replicated_without_a_replica_raises_after_the_append(valkey_server: Any
 
 
 @pytest.fixture(scope="module")
-def valkey_pair() -> Iterator[tuple[Any, Any]]:
-    """A Valkey primary and a linked replica."""
+def replicated_valkey() -> Iterator[tuple[str, str]]:
+    """(primary url, replica url): an embedded Valkey and its replica, in sync."""
     from fairque_redis.embedded import EmbeddedValkey, ServerBinaryNotFoundError
 
     try:
         primary = EmbeddedValkey(extra_args=["--repl-diskless-sync-delay", "0"])
     except ServerBinaryNotFoundError as exc:
         pytest.skip(f"valkey unavailable: {exc}")
-    with primary:
-        replica = EmbeddedValkey(extra_args=["--replicaof", "127.0.0.1", str(primary.port)])
-        with replica:
-            raw = redis.Redis.from_url(replica.url)
-            deadline = time.monotonic() + 15
-            while raw.info("replication").get("master_link_status") != "up":
-                assert time.monotonic() < deadline, "the replica never synced"
-                time.sleep(0.02)
-            raw.close()
-            yield primary, replica
+    with (
+        primary,
+        EmbeddedValkey(extra_args=["--replicaof", primary.host, str(primary.port)]) as replica,
+    ):
+        link = redis.Redis.from_url(replica.url)
+        synced = any(
+            link.info("replication").get("master_link_status") == "up" or time.sleep(0.02)
+            for _ in range(750)
+        )
+        link.close()
+        assert synced, "the replica never synced"
+        yield primary.url, replica.url
 
 
 def test_replicated_with_a_replica_has_the_entries_there_on_return(
-    valkey_pair: tuple[Any, Any],
+    replicated_valkey: tuple[str, str],
 ) -> None:
-    primary, replica = valkey_pair
+    primary, replica = replicated_valkey
     name = queue_name()
     replicated = Durability("replicated", timeout_ms=2000, replica_fsync=False)
-    on_replica = redis.Redis.from_url(replica.url)
-    with RedisBackend.from_url(primary.url, queue=name, durability=replicated) as backend:
+    on_replica = redis.Redis.from_url(replica)
+    with RedisBackend.from_url(primary, queue=name, durability=replicated) as backend:
         for k in range(20):
             backend.push_intake([msg(f"t{k}")])
             assert on_replica.llen(backend.keys.intake) == k + 1  # there when it returned
