@@ -7,7 +7,7 @@ round to round, on a fresh queue whose T tenants are already active (a warm-up p
 
 - ``push one``: ``RedisBackend.push(message)``, one call per task (the push script);
 - ``intake one``: ``RedisBackend.push_intake([message])``, one call per task (one plain RPUSH;
-  LPUSH + LTRIM of the wake after one that found the intake empty);
+  LREM + LPUSH of the wake after one that found the intake empty);
 - ``huey-like``: ``LPUSH`` of a 100-byte string per task on a plain client, the floor;
 - ``push batch``: ``push_batch`` of 1,000 messages per call;
 - ``ingest``: ``ingest(1000)`` until the intake is empty (the entries ``intake one`` left), the
@@ -15,7 +15,7 @@ round to round, on a fresh queue whose T tenants are already active (a warm-up p
 
 Per mode: the rate (tasks/s, wall clock, client included), the client's CPU per task, and the
 server's µs per task (INFO commandstats, reset before the timed part: FCALL, EVALSHA, RPUSH,
-LPUSH, LTRIM). Medians over the rounds and the median of the per-round ratios against ``push
+LPUSH, LREM). Medians over the rounds and the median of the per-round ratios against ``push
 one``; on a shared machine read the ratios, not the absolute figures.
 """
 
@@ -34,7 +34,7 @@ from fairque_core import Message, Priority
 from fairque_redis.backend import RedisBackend
 from fairque_redis.embedded import EmbeddedValkey
 
-COUNTED = ("fcall", "evalsha", "rpush", "lpush", "ltrim")
+COUNTED = ("fcall", "evalsha", "rpush", "lpush", "lrem")
 MODES = ("push one", "intake one", "huey-like", "push batch", "ingest")
 
 

@@ -153,8 +153,9 @@ def size_call(keys: KeySpace) -> Call[int]:
 
 def wake(pipe: Any, keys: KeySpace) -> Any:
     """Queue the raise of the wake signal on ``pipe`` (a pipeline without MULTI, returned):
-    LPUSH of a token, then LTRIM to the first, so the list still holds one token at most (a
-    worker's BLPOP between the two takes it, and the LTRIM finds nothing to cut)."""
+    LREM of every token, then LPUSH of one, so the list holds one token (the scripts' ``1``),
+    however many producers found the intake empty; a worker's BLPOP between the two finds the
+    list empty and waits for the LPUSH. Both commands are in the documented ACL."""
+    pipe.lrem(keys.wake, 0, b"1")
     pipe.lpush(keys.wake, b"1")
-    pipe.ltrim(keys.wake, 0, 0)
     return pipe

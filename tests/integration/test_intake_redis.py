@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -256,13 +257,13 @@ def test_the_producer_sends_one_plain_rpush_and_wakes_only_an_empty_intake(
     backend, admin = env
     backend.push(msg("warm"))  # the backend's first-call checks and registry done
     script_calls = calls(admin, "fcall", "evalsha", "eval")
-    before = calls(admin, "rpush", "lpush", "ltrim")
-    backend.push_intake([msg("a"), msg("b")])  # empty before: RPUSH, then LPUSH + LTRIM
-    assert calls(admin, "rpush", "lpush", "ltrim") - before == 3
-    before = calls(admin, "rpush", "lpush", "ltrim")
+    before = calls(admin, "rpush", "lpush", "lrem")
+    backend.push_intake([msg("a"), msg("b")])  # empty before: RPUSH, then LREM + LPUSH
+    assert calls(admin, "rpush", "lpush", "lrem") - before == 3
+    before = calls(admin, "rpush", "lpush", "lrem")
     for k in range(5):  # not empty: one RPUSH each, nothing else
         backend.push_intake([msg(f"c{k}")])
-    assert calls(admin, "rpush", "lpush", "ltrim") - before == 5
+    assert calls(admin, "rpush", "lpush", "lrem") - before == 5
     assert calls(admin, "fcall", "evalsha", "eval") == script_calls  # no script at all
     assert admin.lrange(backend.keys.wake, 0, -1) == [b"1"]  # one token, however many pushes
     assert backend.intake_size() == 7
@@ -347,6 +348,29 @@ def test_a_paused_queue_still_ingests(env: tuple[RedisBackend, redis.Redis]) -> 
     assert backend.get_state("a") is TaskState.QUEUED
     backend.resume()
     assert [c.message.task_id for c in backend.claim(count=2)] == ["a", "b"]
+
+
+def test_the_documented_least_rights_user_pushes_and_ingests(valkey_server: Any) -> None:
+    """docs/operations.md's ACL user (its rules read from the doc) can push_intake (RPUSH, and
+    LREM + LPUSH for the wake) and its claims can ingest (LRANGE, LPOP inside the script)."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    block = re.search(r"```\nACL SETUSER fairque (.*?)```", doc, re.S)
+    assert block is not None
+    name, user = queue_name(), f"fq-{uuid.uuid4().hex[:8]}"
+    rules = [w for w in block.group(1).replace("{orders", "{" + name).split() if w[0] != ">"]
+    admin = redis.Redis.from_url(valkey_server.url)
+    admin.execute_command("ACL", "SETUSER", user, *rules, ">pw")
+    url = f"redis://{user}:pw@127.0.0.1:{valkey_server.port}/0"
+    try:
+        with RedisBackend.from_url(url, queue=name) as backend:
+            backend.push_intake([msg("a"), msg("b", "bob")])
+            backend.push_intake([msg("c")])
+            assert len(backend.claim(count=1)) == 1
+            assert backend.ingest(5) == IngestReport(left=0)
+            assert len(backend.claim(count=5)) == 2
+    finally:
+        admin.execute_command("ACL", "DELUSER", user)
+        admin.close()
 
 
 # ---------------------------------------------------------------------- modes and topologies

@@ -13,9 +13,9 @@
   message becomes a task record in state failed, in the dead-letter queue with failure type
   `rejected` and the reason (fq_to_dlq, as a task that fails for good: counted `dead`). An
   entry whose id or tenant does not read, or whose task key holds another type, is moved raw
-  to `intake:bad`. The entries are read with LRANGE and trimmed once they are done (LTRIM):
-  an error half-way (a damaged key no check foresaw) loses none, and ingesting one again
-  finds its id stored (a duplicate).
+  to `intake:bad`. The entries are read with LRANGE and popped once they are done (LPOP with
+  a count, a command the documented least-rights ACL has): an error half-way (a damaged key
+  no check foresaw) loses none, and ingesting one again finds its id stored (a duplicate).
 ]]
 --- @include "pushing"
 
@@ -111,7 +111,7 @@ local function fq_ingest(q, limit)
       end
     end
   end
-  FQ_CALL('LTRIM', intake, n, -1)
+  FQ_CALL('LPOP', intake, n)
   if bad ~= nil then
     fq_intake_set_aside(q, bad)
     rejected = rejected + #bad
