@@ -41,7 +41,9 @@ local seen = {}
 -- the call's push state (see _include/pushing.lua): the keys and tenant ids checked, the
 -- tenants that had ready work, the formatted clock, the last score
 local checked = {}
-local pc = {checked = checked, had_ready = {}, now_s = fq_int(now)}
+-- (every field set here: a field added later would grow the table during the call)
+local pc = {checked = checked, had_ready = {}, now_s = fq_int(now), score_p = false,
+  score_s = false}
 -- every message is ready now, without dependencies (the signal below is never raised)
 local plain = true
 local i = 9

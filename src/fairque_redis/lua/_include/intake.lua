@@ -74,8 +74,8 @@ local function fq_ingest(q, limit)
   if n == 0 then return 0, 0, 0, 0 end
   fq_meta(q)
   local now = q.now
-  local pc = {checked = {}, had_ready = {}, now_s = fq_int(now),
-    max_payload = FQ_TONUMBER(q.argv[7])}
+  local pc = {checked = {}, had_ready = {}, now_s = fq_int(now), score_p = false,
+    score_s = false, max_payload = FQ_TONUMBER(q.argv[7])}
   local stored, dups, rejected = 0, 0, 0
   local bad = nil
   for k = 1, n do
