@@ -1,6 +1,6 @@
 """The producer's cost through the intake (ADR 47) against push, in one run, rounds alternating.
 
-    uv run --no-sync python bench/bench_intake.py [--rounds R] [--count N] [--tenants T]
+    uv run --no-sync python bench/bench_intake.py [--rounds R] [--count N] [--tenants T] [--ir]
 
 One embedded Valkey, one process. Each round runs every mode once, the order rotating from
 round to round, on a fresh queue whose T tenants are already active (a warm-up push each):
@@ -17,6 +17,11 @@ Per mode: the rate (tasks/s, wall clock, client included), the client's CPU per 
 server's µs per task (INFO commandstats, reset before the timed part: FCALL, EVALSHA, RPUSH,
 LPUSH, LREM). Medians over the rounds and the median of the per-round ratios against ``push
 one``; on a shared machine read the ratios, not the absolute figures.
+
+``--ir`` counts instead of timing: a Valkey under callgrind (``_callgrind.py``, counting inside
+FCALL only), and per round the instructions per message of ``ingest(1000)`` of 1,000 entries
+``push_intake`` left, and of ``push_batch`` of 1,000 messages (the same work done at once),
+each counted after a full collection of the functions' Lua heap.
 """
 
 from __future__ import annotations
@@ -97,12 +102,45 @@ def one_round(url: str, admin: redis.Redis, n: int, tenants: int, order: list[st
     return out
 
 
+def count_ir(rounds: int, tenants: int) -> None:
+    from _callgrind import GC_FUNCTION, GC_LIBRARY, TIMEOUT, callgrind_server
+
+    n = 1000
+    with callgrind_server(("fcallCommand",)) as (url, counter):
+        admin = redis.Redis.from_url(url, socket_timeout=TIMEOUT)
+        admin.function_load(GC_LIBRARY, replace=True)
+        got: dict[str, list[float]] = {"ingest": [], "push_batch": []}
+        for r in range(rounds):
+            queue = f"bi-{uuid.uuid4().hex[:8]}"
+            with RedisBackend.from_url(url, queue=queue, socket_timeout=TIMEOUT) as backend:
+                backend.push_batch(messages(f"w{r}-", tenants, tenants))  # library and tenants
+                backend.push_intake(messages(f"i{r}-", n, tenants))
+                admin.fcall(GC_FUNCTION, 0)
+                counter.zero()
+                report = backend.ingest(n)
+                got["ingest"].append(counter.dump() / n)
+                assert report.ingested == n, report
+                batch = messages(f"b{r}-", n, tenants)
+                admin.fcall(GC_FUNCTION, 0)
+                counter.zero()
+                backend.push_batch(batch)
+                got["push_batch"].append(counter.dump() / n)
+        admin.close()
+    print(f"instructions per message inside FCALL ({rounds} rounds, {tenants} active tenants)")
+    for name, values in got.items():
+        print(f"  {name:<11} {statistics.median(values):>10,.0f}  rounds: {values}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--count", type=int, default=3000)
     parser.add_argument("--tenants", type=int, default=100)
+    parser.add_argument("--ir", action="store_true", help="count instructions (callgrind)")
     args = parser.parse_args()
+    if args.ir:
+        count_ir(min(args.rounds, 3), args.tenants)
+        return
     rounds: list[dict[str, dict[str, float]]] = []
     with EmbeddedValkey() as server:
         admin = redis.Redis.from_url(server.url)
