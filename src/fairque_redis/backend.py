@@ -27,15 +27,9 @@ from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_core.domain.validation import check_wait_timeout, validate_id
 from fairque_core.ports import Clock, FinishItem, QueueBackend, TokenSource, random_token
+from fairque_redis import _client_options as co
 from fairque_redis import _intake as intake
 from fairque_redis import _wake_claim as wc
-from fairque_redis._client_options import (
-    MIN_BLOCK_SECONDS,
-    blocking_seconds,
-    config_url,
-    plan_client,
-    require_bytes_client,
-)
 from fairque_redis._durability import Durability, replica_waiter
 from fairque_redis._errors import translate_errors
 from fairque_redis._script_calls import Call, ScriptCalls
@@ -81,7 +75,7 @@ class RedisBackend:
     ) -> None:
         self._keys = KeySpace(queue)
         self._config = config if config is not None else QueueConfig(name=queue)
-        require_bytes_client(client)
+        co.require_bytes_client(client)
         self._client = client
         self._owns_client = False
         self._planner = ScriptCalls(
@@ -128,7 +122,7 @@ class RedisBackend:
         ``allow_eviction`` (or ``redis.allow_eviction``) accepts an evicting server."""
         if durability is None:  # the config's redis section decides (ADR 33)
             durability = Durability.of(config if isinstance(config, FairQueueConfig) else None)
-        plan = plan_client(
+        plan = co.plan_client(
             url,
             queue=queue,
             cluster=cluster,
@@ -166,7 +160,7 @@ class RedisBackend:
         """A backend from the ``redis`` and ``queue`` sections of a FairQueueConfig (the
         redis section's options, eviction, durability and scripts: see :meth:`from_url`)."""
         return cls.from_url(
-            config_url(redis_config),
+            co.config_url(redis_config),
             cluster=redis_config.cluster,
             config=FairQueueConfig(redis=redis_config, queue=queue_config or QueueConfig()),
             clock=clock,
@@ -293,7 +287,10 @@ class RedisBackend:
                 intake.wake(self._client.pipeline(transaction=False), self._keys).execute()
 
     def ingest(self, limit: int = 1000) -> IngestReport:
-        return self._run(intake.ingest_call(self._planner, limit))
+        plan = intake.IngestPlan(self._planner, limit)  # script calls of 1,000 entries at most
+        while plan.due:
+            plan.take(self._run(plan.call()))
+        return plan.report
 
     def intake_size(self) -> int:
         return self._run(intake.size_call(self._keys))
@@ -372,16 +369,16 @@ class RedisBackend:
         """Block on the task's end notification (``done:<id>``, one token the ending script
         leaves for the result TTL) with ``BLMOVE done done``: it rotates the list onto itself,
         so the token stays and every waiter wakes. The token is left only for a task a waiter
-        armed first (watch.lua, one call before blocking): True at once when it has ended.
-        At most the client's socket timeout allows (the caller waits again for the rest)."""
+        armed first (watch.lua, one call before blocking): True at once when it has ended; at
+        most what the client's socket timeout allows (the caller waits again)."""
         validate_id(task_id, "task_id")
-        seconds = blocking_seconds(check_wait_timeout(timeout), self._client)
+        seconds = co.blocking_seconds(check_wait_timeout(timeout), self._client)
         ended = self._run(self._planner.watch(task_id))
         if ended or ended is None:
             return bool(ended)
         key = self._keys.done(task_id)
         with translate_errors("wait_done", writes=False):
-            if seconds < MIN_BLOCK_SECONDS:
+            if seconds < co.MIN_BLOCK_SECONDS:
                 return bool(self._client.exists(key))
             # redis-py types the timeout int; the server takes decimal seconds (6.0+)
             got = self._client.blmove(key, key, seconds, "LEFT", "RIGHT")  # type: ignore[arg-type]
@@ -519,7 +516,7 @@ class RedisBackend:
     ) -> tuple[bool, list[Claimed]]:
         """The wait for work; with ``plan`` (a claim's builder) each pop carries a claim, until
         one leases tasks or time is up. ``(woken or due, claimed)``."""
-        deadline = time.monotonic() + blocking_seconds(timeout, self._client)
+        deadline = time.monotonic() + co.blocking_seconds(timeout, self._client)
         wake = self._keys.wake.encode()
         while True:
             # no next_due when the claim follows soon anyway: it moves what has come due
@@ -539,9 +536,9 @@ class RedisBackend:
                 self._polling, got = wc.note_polling(got.error), None
                 if not claimed:
                     continue
-            woke = got is not None and (block < MIN_BLOCK_SECONDS or got[0] == wake)
+            woke = got is not None and (block < co.MIN_BLOCK_SECONDS or got[0] == wake)
             late = woke if plan is None else time.monotonic() >= deadline
-            if claimed or block < MIN_BLOCK_SECONDS or late:
+            if claimed or block < co.MIN_BLOCK_SECONDS or late:
                 return woke, claimed
 
     def _pop_and_claim(self, block: float, call: Call[list[Claimed]] | None) -> Any:
@@ -550,7 +547,7 @@ class RedisBackend:
         if call is None or not self._pipelines_claims:  # the pop, then (if any) the claim
             try:
                 with translate_errors("wait_for_work", writes=False):
-                    if block < MIN_BLOCK_SECONDS:
+                    if block < co.MIN_BLOCK_SECONDS:
                         popped: Any = self._client.lpop(keys.wake)
                     else:
                         popped = self._client.blpop([keys.wake, keys.sched], timeout=block)

@@ -31,7 +31,7 @@ from fairque_core.domain.enums import FailureType, Priority, TaskState
 from fairque_core.domain.errors import DamagedKeyError, PayloadTooLargeError, TaskValidationError
 from fairque_core.domain.models import INTAKE_CLAIM_LIMIT, IngestReport, Message
 from fairque_redis._durability import Durability
-from fairque_redis._intake import ENTRY_VERSION, decode_entry, encode_entry
+from fairque_redis._intake import ENTRY_VERSION, INGEST_CHUNK, decode_entry, encode_entry
 from fairque_redis.backend import RedisBackend
 from fairque_redis.keys import partition_for
 from fairque_redis.partitioned import PartitionedBackend
@@ -337,6 +337,23 @@ def test_a_claim_passes_the_wake_on_while_entries_are_left(
     assert [c.message.task_id for c in backend.claim(count=5)] == ["b", "solo"]
     assert admin.llen(wake) == 0  # all leased: no wake
     backend.finish(held.message.task_id, held.lease.token)
+
+
+def test_a_large_ingest_is_several_bounded_script_calls(
+    env: tuple[RedisBackend, redis.Redis],
+) -> None:
+    """ingest(limit) takes INGEST_CHUNK entries per script call at most (a script holds the
+    server), until ``limit`` are done or the intake is empty; the report sums the calls."""
+    backend, admin = env
+    backend.push_intake([msg(f"t{k}", f"u{k % 9}") for k in range(INGEST_CHUNK * 2 + 600)])
+    backend.push_intake([msg("t0")])  # a duplicate, last
+    scripts = calls(admin, "fcall")
+    report = backend.ingest(INGEST_CHUNK * 2 + 500)
+    assert report == IngestReport(ingested=INGEST_CHUNK * 2 + 500, left=101)
+    assert calls(admin, "fcall") - scripts == 3  # 1,000 + 1,000 + 500
+    scripts = calls(admin, "fcall")
+    assert backend.ingest(10**6) == IngestReport(ingested=100, duplicates=1, left=0)
+    assert calls(admin, "fcall") - scripts == 1  # the intake ran dry in the first
 
 
 def test_a_paused_queue_still_ingests(env: tuple[RedisBackend, redis.Redis]) -> None:
