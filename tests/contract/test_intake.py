@@ -312,6 +312,22 @@ def test_push_intake_wakes_an_idle_worker(backend):
     assert _ids(backend.claim()) == ["a0"]
 
 
+def test_a_claim_that_leases_nothing_passes_the_wake_on_while_entries_wait(backend):
+    """A paused queue leases nothing, but its claim still ingests (at most the limit): the
+    entries left in the intake keep the wake signal raised, for the next claim to ingest."""
+    box = intake(backend)
+    box.push_intake([msg(f"a{i:04d}") for i in range(INTAKE_CLAIM_LIMIT + 3)])
+    backend.pause()
+    _drain_wake(backend)
+    assert backend.claim(count=5) == []
+    assert box.intake_size() == 3
+    assert backend.wait_for_work(0) is True
+    assert backend.claim(count=5) == []
+    assert box.intake_size() == 0
+    backend.resume()
+    assert _ids(backend.claim(count=2)) == ["a0000", "a0001"]
+
+
 def test_a_flood_through_the_intake_is_served_as_fairly_as_pushed(make_backend, backend_kind):
     """A heavy tenant's flood takes no more turns from a light one through the intake than
     pushed: the light tenant's five tasks are claimed within the first ten either way."""

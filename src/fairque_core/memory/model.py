@@ -163,8 +163,9 @@ class InMemoryBackend(
         groups = [None] if not assigned and not steal else [assigned or (), steal or ()]
         pinned = groups != [None]
         now = self._now()
+        ingested = 0
         if self._intake:  # the intake first, whatever count and a pause say (ADR 47)
-            self._ingest(now, INTAKE_CLAIM_LIMIT)
+            ingested = self._ingest(now, INTAKE_CLAIM_LIMIT).ingested
         self._move_due(now)
         if self._limits.on:
             limits.unpark_due(self, now)
@@ -191,8 +192,9 @@ class InMemoryBackend(
                 limits.queue_started(self, now)
             lease = Lease(token=rec.token, deadline=rec.deadline_ms / 1000, worker_id=worker_id)
             claimed.append(Claimed(message=rec.message, lease=lease, recoveries=rec.recoveries))
-        if claimed and (self._fair.has_active() or self._intake):
-            # ready work (or intake entries) left behind: pass the signal on to the next worker
+        if ((claimed or ingested) and self._fair.has_active()) or self._intake:
+            # ready work left behind by a claim that leased or ingested, or entries left in
+            # the intake (even with nothing leased): pass the signal on to the next worker
             self._wake.signal()
         return claimed
 
