@@ -52,6 +52,7 @@ def _queue_row(queue: FairQueue) -> dict[str, Any]:
         "scheduled": int(stats.get("scheduled", 0)),
         "leased": int(stats.get("leased", 0)),
         "dlq": int(stats.get("dlq", 0)),
+        "intake": int(stats.get("intake", 0)),
         "active_tenants": int(stats.get("active_tenants", 0)),
         "tenants": queue.list_tenants(limit=0)[1],
     }
@@ -77,13 +78,13 @@ def _run_queues(args: argparse.Namespace, out: TextIO) -> int:
     if not rows:
         out.write(f"no queues on {describe_target(config)} yet (a queue is listed once written)\n")
         return 0
-    header = ["queue", "ready", "scheduled", "leased", "dlq", "active tenants", "tenants"]
+    header = ["queue", "intake", "ready", "scheduled", "leased", "dlq", "active tenants", "tenants"]
     table = [[str(row[k]) for k in ("queue", *_QUEUE_COLUMNS)] for row in rows]
     out.write("\n".join(format_table(header, table, right=range(1, len(header)))) + "\n")
     return 0
 
 
-_QUEUE_COLUMNS = ("ready", "scheduled", "leased", "dlq", "active_tenants", "tenants")
+_QUEUE_COLUMNS = ("intake", "ready", "scheduled", "leased", "dlq", "active_tenants", "tenants")
 
 
 # ---- tenants ---------------------------------------------------------------------------------
@@ -310,7 +311,8 @@ def add_operator_commands(sub: SubCommands) -> None:
         "queues",
         help="list the queues of the server with their sizes",
         description="List the queues registered on the server (a queue registers itself "
-        "before its first write) with ready, scheduled, leased, DLQ and tenant counts.",
+        "before its first write) with intake (not yet ingested), ready, scheduled, leased, "
+        "DLQ and tenant counts.",
     )
     _json_flag(p)
     p.set_defaults(func=_run_queues)

@@ -88,6 +88,8 @@ class QueueCounts:
     dlq: int | None
     active_tenants: int | None
     counters: Mapping[str, int]
+    #: entries in the intake, not yet ingested (ADR 47)
+    intake: int | None = None
 
 
 async def queue_counts(queue: AsyncFairQueue) -> QueueCounts:
@@ -102,6 +104,7 @@ async def queue_counts(queue: AsyncFairQueue) -> QueueCounts:
         dlq=_int(_first(stats, "dlq")),
         active_tenants=_int(_first(stats, "active_tenants")),
         counters=counters,
+        intake=_int(_first(stats, "intake")),
     )
 
 

@@ -16,8 +16,9 @@ What the queue holds, read from ``get_stats()`` once :meth:`OpenTelemetryMetrics
 is given a source (attribute ``queue``; the figures are queue-wide, the same in every process
 that reports them):
 
-* gauges ``fairque.queue.tasks`` (attribute ``state``: ready, scheduled, deferred when the
-  backend reports it, running), ``fairque.queue.depth`` (their sum),
+* gauges ``fairque.queue.tasks`` (attribute ``state``: intake (stored by ``push_intake``, not
+  yet ingested, ADR 47), ready, scheduled, running, and each of intake and deferred only when
+  the backend reports it), ``fairque.queue.depth`` (their sum),
   ``fairque.queue.dlq_size`` and ``fairque.queue.active_tenants``;
 * counters (cumulative since the queue was created) named in :data:`QUEUE_COUNTERS`, among
   them ``fairque.queue.leases_recovered`` (expired leases the reaper gave back) and
@@ -136,7 +137,13 @@ QUEUE_COUNTERS: Mapping[str, tuple[str, str]] = {
     "dlq_requeued": ("fairque.queue.dlq_requeued", "Dead-letter entries queued again"),
 }
 # fairque.queue.tasks state -> get_stats() key
-_STATES = (("ready", "ready"), ("scheduled", "scheduled"), ("deferred", "deferred"))
+# intake: entries not yet ingested (ADR 47); a queue that does not report it leaves it out
+_STATES = (
+    ("intake", "intake"),
+    ("ready", "ready"),
+    ("scheduled", "scheduled"),
+    ("deferred", "deferred"),
+)
 _RUNNING_KEY = "leased"
 
 
@@ -379,7 +386,7 @@ class OpenTelemetryMetrics:
             "fairque.queue.tasks",
             callbacks=[self._observe_tasks],
             unit="{task}",
-            description="Tasks in the queue by state (ready, scheduled, deferred, running)",
+            description="Tasks in the queue by state (intake, ready, scheduled, deferred, running)",
         )
         gauge(
             "fairque.queue.depth",

@@ -44,11 +44,13 @@ def _push(queue: Any, tenant: str, n: int, **kwargs: Any) -> list[str]:
 
 def test_queues_lists_written_queues_with_sizes(server_url, queue_name, queue):
     _push(queue, "alice", 3)
+    queue.push_intake_batch([Task.create("bob", Priority.NORMAL, {"k": k}) for k in range(2)])
     rows = cli_json("--url", server_url, "--queue", queue_name, "queues")
     mine = [r for r in rows if r["queue"] == queue_name]
     assert mine == [
         {
             "queue": queue_name,
+            "intake": 2,  # not ingested yet (ADR 47): no claim has run
             "ready": 3,
             "scheduled": 0,
             "leased": 0,

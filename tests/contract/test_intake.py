@@ -312,6 +312,17 @@ def test_push_intake_wakes_an_idle_worker(backend):
     assert _ids(backend.claim()) == ["a0"]
 
 
+def test_stats_count_the_intake_until_it_is_ingested(backend):
+    box = intake(backend)
+    assert backend.stats()["intake"] == 0
+    box.push_intake([msg(f"a{i}") for i in range(3)])
+    stats = backend.stats()
+    assert (stats["intake"], stats["ready"]) == (3, 0)
+    backend.claim(count=1)
+    stats = backend.stats()
+    assert (stats["intake"], stats["ready"], stats["leased"]) == (0, 2, 1)
+
+
 def test_a_claim_that_leases_nothing_passes_the_wake_on_while_entries_wait(backend):
     """A paused queue leases nothing, but its claim still ingests (at most the limit): the
     entries left in the intake keep the wake signal raised, for the next claim to ingest."""

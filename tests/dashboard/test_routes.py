@@ -22,6 +22,9 @@ def test_overview_shows_counts_charts_and_jain(seeded: Env) -> None:
         assert _count(html, "running") == 1
         assert _count(html, "DLQ") == 2
         assert _count(html, "deferred") is None  # the queue does not report it yet: n/a
+        assert _count(html, "intake") == 0
+        seeded.queue.push_intake(Task.create("zed"))  # stored, not ingested (ADR 47)
+        assert _count(client.get("/?partial=live").text, "intake") == 1
         live = client.get("/?partial=live")
         assert live.status_code == 200
         assert "<html" not in live.text

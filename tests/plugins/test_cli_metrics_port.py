@@ -205,7 +205,7 @@ def test_worker_metrics_port_serves_fairque_counters(run: Run) -> None:
 
 def test_worker_metrics_port_serves_queue_gauges_and_counters(run: Run) -> None:
     text, queue = run.text, f'queue="{run.name}"'
-    for state in ("ready", "scheduled", "running"):
+    for state in ("intake", "ready", "scheduled", "running"):
         assert f'state="{state}"' in text, state
         assert sample_total(text, "fairque_queue_tasks", queue, f'state="{state}"') == 0, state
     assert sample_total(text, "fairque_queue_depth", queue) == 0, text

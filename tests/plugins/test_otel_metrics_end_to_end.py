@@ -187,6 +187,7 @@ def test_metrics_match_what_the_worker_did(
         }
         assert queue_value(before, "fairque.queue.depth", name) == {"": len(tasks)}
         assert queue_value(before, "fairque.queue.tasks", name) == {
+            "intake": 0,
             "ready": len(tasks),
             "scheduled": 0,
             "running": 0,
@@ -252,6 +253,7 @@ def test_metrics_match_what_the_worker_did(
 
         # queue-wide figures, from get_stats()
         assert queue_value(found, "fairque.queue.tasks", name) == {
+            "intake": 0,
             "ready": 0,
             "scheduled": 0,
             "running": 0,

@@ -277,6 +277,7 @@ class InMemoryBackend(
         out["dlq"] = len(self._dlq)
         out["active_tenants"] = self._fair.active_count()
         out["paused"] = int(self._queue_paused)
+        out["intake"] = len(self._intake)  # entries not yet ingested (ADR 47)
         return out
 
     @locked

@@ -194,7 +194,9 @@ class QueueBackend(Protocol):
         ...
 
     def stats(self) -> dict[str, int]:
-        """Queue counters (see ``scoring.STAT_COUNTERS``) and gauges, all keys present."""
+        """Queue counters (see ``scoring.STAT_COUNTERS``) and gauges (``ready``,
+        ``scheduled``, ``leased``, ``dlq``, ``active_tenants``, ``paused``, and ``intake``:
+        entries waiting in the intake, ADR 47), all keys present."""
         ...
 
     def tenant_stats(self, tenant: str) -> dict[str, int]:

@@ -26,7 +26,7 @@ from fairque_redis._script_calls.records import read_message
 
 __all__ = ["InspectionCalls"]
 
-_QUEUE_GAUGES = ("ready", "scheduled", "leased", "dlq", "active_tenants", "paused")
+_QUEUE_GAUGES = ("ready", "scheduled", "leased", "dlq", "active_tenants", "paused", "intake")
 _STATES = {state.value: state for state in TaskState}
 
 

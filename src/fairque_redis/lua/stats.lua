@@ -6,8 +6,9 @@
   ARGV[1..7] common header (see _include/core.lua)
   ARGV[8] tenant id ('' = the whole queue)
   Returns: flat {name, value, ...}: every counter present in the hash, then the gauges
-           (queue: ready scheduled leased dlq active_tenants paused; tenant: ready scheduled
-           leased); paused: 1 while the queue is paused (pause.lua)
+           (queue: ready scheduled leased dlq active_tenants paused intake; tenant: ready
+           scheduled leased); paused: 1 while the queue is paused (pause.lua); intake: entries
+           waiting in the intake, not yet ingested (ADR 47)
 ]]
 --- @include "_include/core"
 
@@ -20,6 +21,9 @@ if u == '' then
   for _, tier in ipairs(FQ_CALL('ZRANGE', q.tiers, 0, -1)) do
     active = active + FQ_CALL('ZCARD', fq_active_key(q, tier))
   end
+  -- pcall: an intake of another type (damaged) reads as empty here; a claim reports the key
+  local intake = FQ_PCALL('LLEN', fq_intake_key(q))
+  if FQ_TYPE(intake) ~= 'number' then intake = 0 end
   local gauges = {
     'ready', FQ_TONUMBER(FQ_CALL('HGET', q.meta, 'ready') or '0'),
     'scheduled', FQ_CALL('ZCARD', q.delayed),
@@ -27,6 +31,7 @@ if u == '' then
     'dlq', FQ_CALL('ZCARD', q.dlq),
     'active_tenants', active,
     'paused', FQ_CALL('HGET', q.meta, 'pau') == '1' and 1 or 0,
+    'intake', intake,
   }
   for _, x in ipairs(gauges) do table.insert(out, x) end
 else
