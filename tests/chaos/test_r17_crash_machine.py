@@ -3,8 +3,8 @@
 A hypothesis ``RuleBasedStateMachine`` drives the same operations into the reference model
 (``InMemoryBackend``) and a ``RedisBackend`` on a Valkey of its own with ``appendonly yes`` and
 ``appendfsync always``, on one shared fake clock with the same deterministic lease tokens.
-Besides push / claim / finish / fail / heartbeat / release / cancel / advance / reap, two fault
-steps:
+Besides push / push_intake / ingest / claim / finish / fail / heartbeat / release / cancel /
+advance / reap, two fault steps:
 
 - *crash worker*: a worker claims up to three tasks and dies (its tokens are never used again);
   the clock passes the lease and the reaper runs: the tasks come back (or go to the DLQ past
@@ -155,6 +155,19 @@ class CrashMachine(RuleBasedStateMachine):
         self.both(f"push_batch({[(m.task_id, m.tenant) for m in ms]})", lambda b: b.push_batch(ms))
 
     @precondition(ready)
+    @rule(ms=st.lists(messages.filter(lambda m: m.delay <= 0), min_size=1, max_size=3))
+    def push_intake(self, ms: list[Message]) -> None:
+        """The intake (ADR 47): stored at once, placed by the next claim or ingest; an entry
+        must survive a restart as any other write does."""
+        ids = [m.task_id for m in ms]
+        self.both(f"push_intake({ids})", lambda b: b.push_intake(ms))
+
+    @precondition(ready)
+    @rule(limit=st.integers(1, 4))
+    def ingest(self, limit: int) -> None:
+        self.both(f"ingest({limit})", lambda b: b.ingest(limit))
+
+    @precondition(ready)
     @rule(count=st.integers(1, 3))
     def claim(self, count: int) -> None:
         got = self.both(f"claim({count})", lambda b: b.claim(worker_id="w", count=count))
@@ -233,6 +246,7 @@ class CrashMachine(RuleBasedStateMachine):
             "stats": lambda b: b.stats(),
             "queue_sizes": lambda b: b.queue_sizes(USERS),
             "list_dlq": lambda b: b.list_dlq(limit=100),
+            "intake_size": lambda b: b.intake_size(),
         }
         for user in USERS:
             checks[f"tenant_stats({user})"] = lambda b, u=user: b.tenant_stats(u)
