@@ -28,7 +28,7 @@ for _, id in ipairs(expired) do
   fq_drop_lease(q, r)
   r.recoveries = r.recoveries + 1
   FQ_CALL('HSET', fq_task_key(q, id), 'rec', fq_int(r.recoveries))
-  if r.recoveries > (q.max_recoveries or fq_max_recoveries(q)) then
+  if r.recoveries > (q.max_recoveries or fq_header(q, 'max_recoveries')) then
     fq_to_dlq(q, r, 'expired', 'lease expired ' .. fq_int(r.recoveries) .. ' times')
   else
     fq_bump(q, r.user, 'recovered', 1)

@@ -7,7 +7,7 @@
 
 -- due scheduled tasks (at most the move limit) into their tenants' queues, ready at due time
 local function fq_move_due(q)
-  local limit = q.move_limit or fq_move_limit(q)
+  local limit = q.move_limit or fq_header(q, 'move_limit')
   if limit <= 0 then return end
   local due = FQ_CALL('ZRANGEBYSCORE', q.delayed, '-inf', fq_int(q.now), 'WITHSCORES',
     'LIMIT', 0, limit)

@@ -165,8 +165,8 @@ local function fq_open(keys, argv, how)
     server_time = now == nil or now == '',
     strict_tiers = argv[2] == '1',
     horizon_ms = FQ_TONUMBER(argv[3]),
-    -- the header's other numbers are parsed by their first use (fq_result_ttl,
-    -- fq_max_recoveries, fq_move_limit; push reads max payload itself): few scripts read them
+    -- the header's other numbers are parsed by their first use (fq_header; push reads max
+    -- payload itself): few scripts read them
     argv = argv,
     -- counters: queue counter deltas; tenant_counters: per tenant counter and gauge deltas;
     -- active_cache: tenant -> in its active set; tenant_cache (tenant records read,
@@ -181,23 +181,14 @@ local function fq_open(keys, argv, how)
   return q
 end
 
--- ARGV[4] result TTL ms, ARGV[5] max recoveries, ARGV[6] delayed move limit: parsed on first
--- use and kept in q (read them as `q.result_ttl_ms or fq_result_ttl(q)`)
-local function fq_result_ttl(q)
-  local v = FQ_TONUMBER(q.argv[4])
-  q.result_ttl_ms = v
-  return v
-end
+-- ARGV[4] result TTL ms, ARGV[5] max recoveries, ARGV[6] delayed move limit: each parsed on
+-- its first use and kept in q under its name (read them as `q.result_ttl_ms or
+-- fq_header(q, 'result_ttl_ms')`: after the first read, no call)
+local FQ_HEADER_AT = {result_ttl_ms = 4, max_recoveries = 5, move_limit = 6}
 
-local function fq_max_recoveries(q)
-  local v = FQ_TONUMBER(q.argv[5])
-  q.max_recoveries = v
-  return v
-end
-
-local function fq_move_limit(q)
-  local v = FQ_TONUMBER(q.argv[6])
-  q.move_limit = v
+local function fq_header(q, name)
+  local v = FQ_TONUMBER(q.argv[FQ_HEADER_AT[name]])
+  q[name] = v
   return v
 end
 

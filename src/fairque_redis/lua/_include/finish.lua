@@ -79,7 +79,8 @@ local function fq_finish(q, argv, at, strict)
       -- run needs become empty (the record keeps state, tenant, priority, retry count and
       -- result for the result TTL; docs/delivery.md; no reader decodes a finished task's
       -- payload)
-      if exp == nil then exp = fq_int(q.now + (q.result_ttl_ms or fq_result_ttl(q))) end
+      local ttl = q.result_ttl_ms or fq_header(q, 'result_ttl_ms')
+      if exp == nil then exp = fq_int(q.now + ttl) end
       local fields = {'st', 'finished', 'exp', exp, 'b', '', 'm', ''}
       if has == '1' then
         fields[9] = 'res'
@@ -91,7 +92,7 @@ local function fq_finish(q, argv, at, strict)
         FQ_CALL('DEL', xkey)
         FQ_CALL('HSET', xkey, unpack(argv, xat, xat + 2 * nx - 1))
         if q.server_time then
-          FQ_CALL('PEXPIRE', xkey, fq_int(math.max(q.result_ttl_ms or fq_result_ttl(q), 1)))
+          FQ_CALL('PEXPIRE', xkey, fq_int(math.max(ttl, 1)))
         end
       end
       r.state = 'finished'

@@ -148,7 +148,7 @@ end
 local function fq_unpark_due(q)
   local parked = fq_parked_key(q)
   local due = FQ_CALL('ZRANGEBYSCORE', parked, '-inf', fq_int(q.now), 'LIMIT', 0,
-    q.move_limit or fq_move_limit(q))
+    q.move_limit or fq_header(q, 'move_limit'))
   for _, member in ipairs(due) do
     FQ_CALL('ZREM', parked, member)
     if member ~= FQ_QUEUE_PARK then

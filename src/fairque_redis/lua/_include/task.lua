@@ -65,7 +65,7 @@ local function fq_ended(q, r)
   if not r.waited then return end
   local done = fq_done_key(q, r.id)
   if FQ_CALL('LLEN', done) == 0 then FQ_CALL('RPUSH', done, '1') end
-  FQ_CALL('PEXPIRE', done, fq_int(math.max(q.result_ttl_ms or fq_result_ttl(q), 1)))
+  FQ_CALL('PEXPIRE', done, fq_int(math.max(q.result_ttl_ms or fq_header(q, 'result_ttl_ms'), 1)))
 end
 
 -- into the tenant's critical FIFO (head when given back) or scored set, tenant activated;
@@ -167,7 +167,7 @@ local function fq_expire_record(q, r, with_children)
   if not q.server_time then return end
   local ms = q.ttl_s
   if ms == nil then
-    ms = fq_int(math.max(q.result_ttl_ms or fq_result_ttl(q), 0))
+    ms = fq_int(math.max(q.result_ttl_ms or fq_header(q, 'result_ttl_ms'), 0))
     q.ttl_s = ms
   end
   FQ_CALL('PEXPIRE', r.key or fq_task_key(q, r.id), ms)
@@ -177,7 +177,7 @@ end
 
 local function fq_close_record(q, r)
   FQ_CALL('HSET', r.key or fq_task_key(q, r.id), 'exp',
-    fq_int(q.now + (q.result_ttl_ms or fq_result_ttl(q))))
+    fq_int(q.now + (q.result_ttl_ms or fq_header(q, 'result_ttl_ms'))))
   fq_expire_record(q, r, true)
   fq_ended(q, r)
 end
