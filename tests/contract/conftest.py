@@ -106,6 +106,15 @@ ONE_SLOT_ONLY: dict[str, str] = {
 # Commands that a probe (or a cluster client's topology refresh) sends, never the backend
 # under test on its own behalf.
 _PROBE_COMMANDS = ("cmdstat_info", "cmdstat_cluster")
+#: Buckets a probe's ``SCAN MATCH`` walks per call (fewer round trips on a server full of other
+#: tests' keys), and keys per DEL when a queue's keys are deleted.
+_SCAN_COUNT = 10_000
+_DELETE_CHUNK = 500
+
+
+def _glob_escape(text: str) -> str:
+    """``text`` as a literal in a Redis glob pattern (``SCAN MATCH``, ``KEYS``)."""
+    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
 
 
 def _require_redis_backend() -> Any:
@@ -214,7 +223,28 @@ class RedisProbe:
         return keys
 
     def queue_keys(self) -> set[str]:
-        return {k for k in self.all_keys() if k.startswith(self.prefix)}
+        """Every key whose name starts with the queue's prefix, as text.
+
+        The same set as filtering :meth:`all_keys` by the prefix, but the server does the
+        filtering (``SCAN MATCH``): the session servers keep the keys other tests left, tens of
+        thousands after the chaos and CLI tests, and reading them all back at every teardown
+        cost more than most contract tests themselves. On the cluster only the node that owns
+        the queue's hash tag is scanned: a key named ``fq:{<queue>}:...`` hashes to that slot
+        whatever follows the tag (a partitioned queue's keys carry P tags: every node).
+        """
+        pattern = _glob_escape(self.prefix) + "*"
+        if self.cluster and not self.partitioned:
+            nodes = [self.client.get_node_from_key("{" + self.queue + "}")]
+        else:
+            nodes = self._nodes()
+        keys: set[str] = set()
+        for node in nodes:
+            if node is None:
+                it = self.client.scan_iter(match=pattern, count=_SCAN_COUNT)
+            else:
+                it = self.client.scan_iter(match=pattern, count=_SCAN_COUNT, target_nodes=node)
+            keys.update(k.decode() if isinstance(k, bytes) else k for k in it)
+        return keys
 
     def keyslot(self, name: str) -> int:
         return int(self.client.cluster_keyslot(name))
@@ -227,8 +257,11 @@ class RedisProbe:
                 self.client.execute_command("SCRIPT", "FLUSH", target_nodes=node)
 
     def delete_queue_keys(self) -> None:
-        for key in self.queue_keys():
-            self.client.delete(key)
+        """Delete every key of the queue: one DEL per slot (a redis-py cluster client splits a
+        many-key DEL by slot itself), not one round trip per key."""
+        keys = sorted(self.queue_keys())
+        for start in range(0, len(keys), _DELETE_CHUNK):
+            self.client.delete(*keys[start : start + _DELETE_CHUNK])
 
 
 @pytest.fixture(scope="session")
