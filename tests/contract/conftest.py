@@ -226,9 +226,9 @@ class RedisProbe:
         """Every key whose name starts with the queue's prefix, as text.
 
         The same set as filtering :meth:`all_keys` by the prefix, but the server does the
-        filtering (``SCAN MATCH``): the session servers keep the keys other tests left, tens of
-        thousands after the chaos and CLI tests, and reading them all back at every teardown
-        cost more than most contract tests themselves. On the cluster only the node that owns
+        filtering (``SCAN MATCH``): the session servers keep the keys other tests left (the
+        chaos and CLI tests run first), and reading them all back at every teardown cost more
+        than most contract tests themselves (ADR 48). On the cluster only the node that owns
         the queue's hash tag is scanned: a key named ``fq:{<queue>}:...`` hashes to that slot
         whatever follows the tag (a partitioned queue's keys carry P tags: every node).
         """
