@@ -54,17 +54,9 @@ from fairque_core.domain.errors import (
     UnsafeServerConfigError,
     XComTooLargeError,
 )
+from fairque_core.domain.intake import INTAKE_CLAIM_LIMIT, IngestReport
 from fairque_core.domain.limits import Limits, LimitStatus, TenantQueueFullError
-from fairque_core.domain.models import (
-    INTAKE_CLAIM_LIMIT,
-    Claimed,
-    DLQEntry,
-    IngestReport,
-    Lease,
-    Message,
-    QueueSizes,
-    Task,
-)
+from fairque_core.domain.models import Claimed, DLQEntry, Lease, Message, QueueSizes, Task
 from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.retry import RetryDecision, RetrySchedule, decide
 from fairque_core.domain.schedules import Misfire, Schedule, ScheduleInfo, TaskTemplate

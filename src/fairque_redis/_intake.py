@@ -21,7 +21,8 @@ import attrs
 
 from fairque_core.domain.enums import Priority
 from fairque_core.domain.errors import TaskValidationError
-from fairque_core.domain.models import IngestReport, Message, check_intake_message
+from fairque_core.domain.intake import IngestReport, check_intake_message
+from fairque_core.domain.models import Message
 from fairque_core.domain.scoring import to_ms
 from fairque_redis._script_calls import Call, ScriptCalls
 from fairque_redis._script_calls.base import contract, int_reply

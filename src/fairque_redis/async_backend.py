@@ -23,8 +23,9 @@ from redis.asyncio.cluster import RedisCluster
 from fairque_core.app.config import FairQueueConfig, QueueConfig, RedisConfig
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import BackendPermissionError, LeaseLostError
+from fairque_core.domain.intake import IngestReport
 from fairque_core.domain.limits import LimitStatus
-from fairque_core.domain.models import Claimed, DLQEntry, IngestReport, Message, QueueSizes
+from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
 from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_core.domain.validation import check_wait_timeout, validate_id

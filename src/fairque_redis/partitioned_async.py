@@ -39,7 +39,8 @@ from redis.asyncio.cluster import RedisCluster
 from fairque_core.app.config import FairQueueConfig, QueueConfig, RedisConfig
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import ConfigurationError, TaskValidationError
-from fairque_core.domain.models import Claimed, IngestReport, Message
+from fairque_core.domain.intake import IngestReport
+from fairque_core.domain.models import Claimed, Message
 from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.validation import check_wait_timeout, validate_id
 from fairque_core.ports import AsyncQueueBackend, Clock, FinishItem, TokenSource, random_token

@@ -29,7 +29,8 @@ from redis.cluster import RedisCluster
 from fairque_core import NotReplicatedError, QueueConfig
 from fairque_core.domain.enums import FailureType, Priority, TaskState
 from fairque_core.domain.errors import DamagedKeyError, PayloadTooLargeError, TaskValidationError
-from fairque_core.domain.models import INTAKE_CLAIM_LIMIT, IngestReport, Message
+from fairque_core.domain.intake import INTAKE_CLAIM_LIMIT, IngestReport
+from fairque_core.domain.models import Message
 from fairque_redis._durability import Durability
 from fairque_redis._intake import ENTRY_VERSION, INGEST_CHUNK, decode_entry, encode_entry
 from fairque_redis.backend import RedisBackend

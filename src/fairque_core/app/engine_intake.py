@@ -6,7 +6,7 @@
 Part of :class:`~fairque_core.app.engine.FairQueue`, kept apart to keep modules
 short. ``push_intake`` makes the message exactly as ``push`` does (plugin headers, tracing,
 the codec, the size limit; every check before any I/O), refuses a task that is not plain
-(:func:`~fairque_core.domain.models.check_intake_message`: a delay, dependencies or a unique
+(:func:`~fairque_core.domain.intake.check_intake_message`: a delay, dependencies or a unique
 key need their checks answered at push time) and hands it to the backend's optional
 ``push_intake`` (the port's ``TakesIntake``): one cheap append. The queue checks, numbers
 and places it later, when a claim (or :meth:`IntakeMixin.ingest`) ingests it: see
@@ -27,7 +27,8 @@ from fairque_core.app.arguments import check_tasks
 from fairque_core.app.handles import TaskHandle
 from fairque_core.app.messages import to_message
 from fairque_core.domain.errors import TaskValidationError
-from fairque_core.domain.models import IngestReport, Message, Task, check_intake_message
+from fairque_core.domain.intake import IngestReport, check_intake_message
+from fairque_core.domain.models import Message, Task
 
 if TYPE_CHECKING:  # the engine's members used here (MixinHost), a base for mypy only
     from fairque_core.app.engine import MixinHost

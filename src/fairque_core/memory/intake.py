@@ -28,8 +28,9 @@ from collections.abc import Sequence
 
 from fairque_core.domain.enums import FailureType
 from fairque_core.domain.errors import TaskValidationError
+from fairque_core.domain.intake import IngestReport, check_intake_message
 from fairque_core.domain.limits import TenantQueueFullError
-from fairque_core.domain.models import IngestReport, Message, check_intake_message
+from fairque_core.domain.models import Message
 from fairque_core.domain.states import TaskEvent, next_state
 from fairque_core.memory import limits
 from fairque_core.memory.dlq import DLQOps

@@ -21,8 +21,9 @@ from collections.abc import Sequence
 
 from fairque_core.domain.enums import TaskState
 from fairque_core.domain.errors import TaskNotFoundError, TaskValidationError
+from fairque_core.domain.intake import INTAKE_CLAIM_LIMIT
 from fairque_core.domain.limits import LIMIT_COUNTERS
-from fairque_core.domain.models import INTAKE_CLAIM_LIMIT, Claimed, Lease, Message, QueueSizes
+from fairque_core.domain.models import Claimed, Lease, Message, QueueSizes
 from fairque_core.domain.scoring import STAT_COUNTERS, stride_for, to_ms
 from fairque_core.domain.states import TaskEvent, next_state
 from fairque_core.domain.validation import (

@@ -13,8 +13,9 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from fairque_core.domain.enums import FailureType, TaskState
+from fairque_core.domain.intake import IngestReport
 from fairque_core.domain.limits import LimitStatus
-from fairque_core.domain.models import Claimed, DLQEntry, IngestReport, Message, QueueSizes
+from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
 from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_core.ports.values import FinishItem
@@ -390,7 +391,7 @@ class TakesIntake(Protocol):
     ``push_intake`` stores messages durably in one cheap write, with none of ``push``'s checks
     or placement; the backend checks, numbers and places them later, in intake order, when
     it *ingests*: at the start of every ``claim``, ``claim_when_ready`` and
-    ``finish_and_claim`` (at most :data:`~fairque_core.domain.models.INTAKE_CLAIM_LIMIT`
+    ``finish_and_claim`` (at most :data:`~fairque_core.domain.intake.INTAKE_CLAIM_LIMIT`
     entries per call) and on ``ingest``. Until then a message is in no tenant's queue: ``get``
     does not know it, ``cancel`` cannot reach it, sizes and fairness do not count it. Ingesting
     an entry is ``push`` of it at that moment (its ready time and sequence number are the
@@ -401,7 +402,7 @@ class TakesIntake(Protocol):
     def push_intake(self, messages: Sequence[Message]) -> None:
         """Append ``messages`` to the intake, in order, in one round trip (grouped per
         partition on a partitioned queue). Only plain messages
-        (:func:`~fairque_core.domain.models.check_intake_message`): anything else raises
+        (:func:`~fairque_core.domain.intake.check_intake_message`): anything else raises
         ``TaskValidationError`` before any I/O, as does a bad id or an oversized payload. An
         empty sequence is a no-op. Wakes an idle worker when the intake was empty."""
         ...
