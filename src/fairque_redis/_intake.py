@@ -20,8 +20,7 @@ from typing import Any
 import attrs
 
 from fairque_core.domain.enums import Priority
-from fairque_core.domain.errors import TaskValidationError
-from fairque_core.domain.intake import IngestReport, check_intake_message
+from fairque_core.domain.intake import IngestReport, check_ingest_limit, check_intake_message
 from fairque_core.domain.models import Message
 from fairque_core.domain.scoring import to_ms
 from fairque_redis._script_calls import Call, ScriptCalls
@@ -36,7 +35,6 @@ __all__ = [
     "IngestPlan",
     "IntakeEntry",
     "append_call",
-    "check_limit",
     "check_messages",
     "decode_entry",
     "encode_entries",
@@ -88,13 +86,6 @@ def encode_entries(planner: ScriptCalls, messages: Sequence[Message]) -> list[by
     return [encode_entry(message) for message in messages]
 
 
-def check_limit(limit: object) -> int:
-    """``ingest``'s ``limit``: an int >= 1, else TaskValidationError."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise TaskValidationError("limit", limit, "must be an int >= 1")
-    return limit
-
-
 @attrs.frozen
 class IntakeEntry:
     """An entry read back (:func:`decode_entry`)."""
@@ -139,7 +130,7 @@ def parse_report(reply: Any) -> IngestReport:
 
 def ingest_call(planner: ScriptCalls, limit: int) -> Call[IngestReport]:
     """The call of ``ingest.lua`` for up to ``limit`` entries (an int >= 1)."""
-    return Call("ingest", [*planner.header(), check_limit(limit)], parse_report)
+    return Call("ingest", [*planner.header(), check_ingest_limit(limit)], parse_report)
 
 
 #: The most entries one ``ingest.lua`` call takes: a script holds the server while it runs
@@ -154,27 +145,21 @@ class IngestPlan:
 
     def __init__(self, planner: ScriptCalls, limit: int) -> None:
         self._planner = planner
-        self._room = check_limit(limit)
-        self.report = IngestReport(left=1)
-        self._started = False
+        self._room = check_ingest_limit(limit)
+        self.report = IngestReport()
+        self._calls = 0
 
     @property
     def due(self) -> bool:
-        return self._room > 0 and self.report.left > 0
+        return self._room > 0 and (self._calls == 0 or self.report.left > 0)
 
     def call(self) -> Call[IngestReport]:
         return ingest_call(self._planner, min(self._room, INGEST_CHUNK))
 
     def take(self, got: IngestReport) -> None:
-        done = self.report if self._started else IngestReport()
-        self._started = True
-        self._room -= got.ingested + got.duplicates + got.rejected
-        self.report = IngestReport(
-            ingested=done.ingested + got.ingested,
-            duplicates=done.duplicates + got.duplicates,
-            rejected=done.rejected + got.rejected,
-            left=got.left,
-        )
+        self._calls += 1
+        self._room -= got.done
+        self.report = attrs.evolve(self.report + got, left=got.left)
 
 
 def append_call(keys: KeySpace, entries: list[bytes]) -> Call[int]:

@@ -37,13 +37,12 @@ from redis.cluster import RedisCluster
 from fairque_core.app.config import FairQueueConfig, QueueConfig, RedisConfig
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import ConfigurationError, TaskValidationError
-from fairque_core.domain.intake import IngestReport
+from fairque_core.domain.intake import IngestReport, check_ingest_limit
 from fairque_core.domain.models import Claimed, Message
 from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.validation import check_wait_timeout, validate_id
 from fairque_core.ports import Clock, FinishItem, QueueBackend, TokenSource, random_token
 from fairque_redis._client_options import config_url, plan_client
-from fairque_redis._intake import check_limit
 from fairque_redis._partition_pick import PartitionPicker
 from fairque_redis.backend import RedisBackend
 from fairque_redis.keys import KeySpace, partition_for
@@ -328,21 +327,16 @@ class PartitionedBackend(PartitionReads):
     def ingest(self, limit: int = 1000) -> IngestReport:
         """Up to ``limit`` entries in all, partition after partition; ``left`` counts every
         partition's intake."""
-        room = check_limit(limit)
+        room = check_ingest_limit(limit)
         self._ready()
-        done = [0, 0, 0]
-        left = 0
+        total = IngestReport()
         for part in self._parts:
-            if room == 0:
-                left += part.intake_size()
-                continue
-            got = part.ingest(room)
-            done = [done[0] + got.ingested, done[1] + got.duplicates, done[2] + got.rejected]
-            room -= got.ingested + got.duplicates + got.rejected
-            left += got.left
-        if done[0]:
+            got = part.ingest(room) if room else IngestReport(left=part.intake_size())
+            total += got
+            room -= got.done
+        if total.ingested:
             self._picker.touch()
-        return IngestReport(ingested=done[0], duplicates=done[1], rejected=done[2], left=left)
+        return total
 
     def intake_size(self) -> int:
         self._ready()

@@ -39,13 +39,12 @@ from redis.asyncio.cluster import RedisCluster
 from fairque_core.app.config import FairQueueConfig, QueueConfig, RedisConfig
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import ConfigurationError, TaskValidationError
-from fairque_core.domain.intake import IngestReport
+from fairque_core.domain.intake import IngestReport, check_ingest_limit
 from fairque_core.domain.models import Claimed, Message
 from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.validation import check_wait_timeout, validate_id
 from fairque_core.ports import AsyncQueueBackend, Clock, FinishItem, TokenSource, random_token
 from fairque_redis._client_options import config_url, plan_client
-from fairque_redis._intake import check_limit
 from fairque_redis._partition_pick import PartitionPicker
 from fairque_redis.async_backend import AsyncRedisBackend
 from fairque_redis.async_schedules import AsyncRedisScheduleStore
@@ -330,21 +329,16 @@ class AsyncPartitionedBackend(AsyncPartitionReads):
     async def ingest(self, limit: int = 1000) -> IngestReport:
         """Up to ``limit`` entries in all, partition after partition; ``left`` counts every
         partition's intake."""
-        room = check_limit(limit)
+        room = check_ingest_limit(limit)
         await self._ready()
-        done = [0, 0, 0]
-        left = 0
+        total = IngestReport()
         for part in self._parts:
-            if room == 0:
-                left += await part.intake_size()
-                continue
-            got = await part.ingest(room)
-            done = [done[0] + got.ingested, done[1] + got.duplicates, done[2] + got.rejected]
-            room -= got.ingested + got.duplicates + got.rejected
-            left += got.left
-        if done[0]:
+            got = await part.ingest(room) if room else IngestReport(left=await part.intake_size())
+            total += got
+            room -= got.done
+        if total.ingested:
             self._picker.touch()
-        return IngestReport(ingested=done[0], duplicates=done[1], rejected=done[2], left=left)
+        return total
 
     async def intake_size(self) -> int:
         await self._ready()

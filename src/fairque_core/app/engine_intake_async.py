@@ -26,8 +26,7 @@ from typing import TYPE_CHECKING
 from fairque_core.app.arguments import check_tasks
 from fairque_core.app.handles_async import AsyncTaskHandle
 from fairque_core.app.messages import to_message
-from fairque_core.domain.errors import TaskValidationError
-from fairque_core.domain.intake import IngestReport, check_intake_message
+from fairque_core.domain.intake import IngestReport, check_ingest_limit, check_intake_message
 from fairque_core.domain.models import Message, Task
 
 if TYPE_CHECKING:  # the engine's members used here (MixinHost), a base for mypy only
@@ -82,8 +81,7 @@ class AsyncIntakeMixin(MixinHost):
         of every claim does (up to ``INTAKE_CLAIM_LIMIT`` there), and report what became of
         them. Workers need not call it; it is for a queue nobody claims from yet, or to
         read the outcome. An empty report on a backend without the intake."""
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise TaskValidationError("limit", limit, "must be an int >= 1")
+        check_ingest_limit(limit)
         call = getattr(self._backend, "ingest", None)
         if call is None:
             return IngestReport()

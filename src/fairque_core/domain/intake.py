@@ -13,8 +13,9 @@ import attrs
 
 from fairque_core.domain.errors import TaskValidationError
 from fairque_core.domain.models import Message
+from fairque_core.domain.validation import check_count
 
-__all__ = ["INTAKE_CLAIM_LIMIT", "IngestReport", "check_intake_message"]
+__all__ = ["INTAKE_CLAIM_LIMIT", "IngestReport", "check_ingest_limit", "check_intake_message"]
 
 
 @attrs.frozen(kw_only=True)
@@ -33,6 +34,21 @@ class IngestReport:
     duplicates: int = 0
     rejected: int = 0
     left: int = 0
+
+    def __add__(self, other: IngestReport) -> IngestReport:
+        """Both reports' counts added, ``left`` too (two partitions' intakes); an ingest made
+        of several calls on one intake takes the last call's ``left`` instead."""
+        return IngestReport(
+            ingested=self.ingested + other.ingested,
+            duplicates=self.duplicates + other.duplicates,
+            rejected=self.rejected + other.rejected,
+            left=self.left + other.left,
+        )
+
+    @property
+    def done(self) -> int:
+        """Entries this ingest took from the intake: ingested, duplicates and rejected."""
+        return self.ingested + self.duplicates + self.rejected
 
 
 #: The most intake entries one claim (or finish-and-claim) ingests before it picks (ADR 47):
@@ -55,3 +71,8 @@ def check_intake_message(message: Message) -> None:
         raise TaskValidationError(
             "unique_key", message.unique_key, "the intake takes no tasks with a unique key"
         )
+
+
+def check_ingest_limit(limit: object) -> int:
+    """``ingest``'s ``limit``: an int >= 1 (TaskValidationError before any I/O)."""
+    return check_count(limit, "limit", 1)

@@ -27,8 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fairque_core.domain.enums import FailureType
-from fairque_core.domain.errors import TaskValidationError
-from fairque_core.domain.intake import IngestReport, check_intake_message
+from fairque_core.domain.intake import IngestReport, check_ingest_limit, check_intake_message
 from fairque_core.domain.limits import TenantQueueFullError
 from fairque_core.domain.models import Message
 from fairque_core.domain.states import TaskEvent, next_state
@@ -63,9 +62,7 @@ class IntakeOps(DLQOps):
 
     @locked
     def ingest(self, limit: int = 1000) -> IngestReport:
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise TaskValidationError("limit", limit, "must be an int >= 1")
-        return self._ingest(self._now(), limit)
+        return self._ingest(self._now(), check_ingest_limit(limit))
 
     @locked
     def intake_size(self) -> int:

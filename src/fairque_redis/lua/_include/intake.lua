@@ -19,8 +19,8 @@
 ]]
 --- @include "pushing"
 
--- the most entries a claim ingests before it picks (models.INTAKE_CLAIM_LIMIT; a unit test
--- keeps the two equal)
+-- the most entries a claim ingests before it picks (INTAKE_CLAIM_LIMIT in
+-- fairque_core/domain/intake.py; a test keeps the two equal)
 local FQ_INTAKE_CLAIM_LIMIT = 256
 -- an entry of version 1: id, tenant, priority, delay, meta length, then where meta starts
 local FQ_INTAKE_HEAD = '^1|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(%d+)|()'
