@@ -283,8 +283,10 @@ class AsyncRedisBackend:
         return await self._run(call)
 
     async def push_intake(self, messages: Sequence[Message]) -> None:
-        """One plain RPUSH, then the wake signal if the intake was empty (ADR 47, ``_intake``)."""
-        entries = intake.encode_entries(self._planner, messages)
+        await self.append_intake(intake.encode_entries(self._planner, messages))
+
+    async def append_intake(self, entries: list[bytes]) -> None:
+        """One plain RPUSH of checked entries, then the wake if the intake was empty (ADR 47)."""
         if entries and await self._run(intake.append_call(self._keys, entries)) == len(entries):
             with translate_errors("push_intake", writes=True):
                 await intake.wake(self._client.pipeline(transaction=False), self._keys).execute()

@@ -281,8 +281,10 @@ class RedisBackend:
         return self._run(call)
 
     def push_intake(self, messages: Sequence[Message]) -> None:
-        """One plain RPUSH, then the wake signal if the intake was empty (ADR 47, ``_intake``)."""
-        entries = intake.encode_entries(self._planner, messages)
+        self.append_intake(intake.encode_entries(self._planner, messages))
+
+    def append_intake(self, entries: list[bytes]) -> None:
+        """One plain RPUSH of checked entries, then the wake if the intake was empty (ADR 47)."""
         if entries and self._run(intake.append_call(self._keys, entries)) == len(entries):
             with translate_errors("push_intake", writes=True):
                 intake.wake(self._client.pipeline(transaction=False), self._keys).execute()

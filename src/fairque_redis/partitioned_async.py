@@ -314,14 +314,14 @@ class AsyncPartitionedBackend(AsyncPartitionReads):
     # ------------------------------------------------------------------ the intake (ADR 47)
     async def push_intake(self, messages: Sequence[Message]) -> None:
         """Each partition's entries in its own intake (tenant -> partition as for push): one
-        RPUSH per partition, in partition order; every message checked before the first."""
-        self._parts[0].check_intake(messages)
-        if not messages:
+        RPUSH per partition, in partition order; every message checked (once) before the first."""
+        entries = self._parts[0].encode_intake(messages)
+        if not entries:
             return
         groups = self._split([m.tenant for m in messages])
         await self._ready()
         for n, indexes in sorted(groups.items()):
-            await self._parts[n].push_intake([messages[i] for i in indexes])
+            await self._parts[n].append_intake([entries[i] for i in indexes])
             for i in indexes:
                 self._remember(messages[i].task_id, n)
         self._picker.touch()

@@ -98,10 +98,10 @@ class AsyncPartition(AsyncRedisBackend):
             raise TaskValidationError("worker_id", worker_id, "must be a str")
         self._planner._lease_ms(lease_seconds)
 
-    def check_intake(self, messages: Sequence[Message]) -> None:
-        """The checks of ``push_intake`` (TaskValidationError, PayloadTooLargeError), sending
-        nothing."""
-        intake.check_messages(self._planner, messages)
+    def encode_intake(self, messages: Sequence[Message]) -> list[bytes]:
+        """``push_intake``'s entries, every message checked first (TaskValidationError,
+        PayloadTooLargeError), sending nothing: any partition's ``append_intake`` takes them."""
+        return intake.encode_entries(self._planner, messages)
 
     def check_reaper(self, limit: int) -> None:
         """The argument check of ``requeue_expired`` (builds the call, sends nothing)."""
