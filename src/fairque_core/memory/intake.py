@@ -12,7 +12,8 @@ message would do at that moment, with one clock reading for the whole ingest:
 * stored (a new id, or one whose record is past its logical expiry): ``pushed`` counted,
   QUEUED, ready now with the next sequence number, its tenant made active;
 * refused where ``push`` would have raised (its tenant at ``max_queued``, counted in
-  ``refusals``; a payload over the queue's maximum): the message becomes a task record in
+  ``refusals``; the model cannot meet a payload over its maximum at ingest, push_intake
+  refused it): the message becomes a task record in
   state FAILED, in the dead-letter queue with failure type REJECTED and the reason, counted
   ``dead`` as a task failing into the DLQ is. ``requeue_dlq`` sends it back through the
   normal path. Nothing is dropped.
@@ -87,12 +88,10 @@ class IntakeOps(DLQOps):
         )
 
     def _refusal(self, message: Message, now: int) -> str:
-        """Why ``push`` of ``message`` (a new id) would raise now (its reason text), or ``""``."""
-        cap = self._config.max_payload_bytes
-        if len(message.body) > cap:
-            # push_intake refused it already and the model's config does not change: stated
-            # for the rule the Redis script follows (a server whose maximum was lowered)
-            return f"{REJECTED_PREFIX}payload of {len(message.body)} bytes over {cap}"
+        """Why ``push`` of ``message`` (a new id) would raise now (its reason text), or ``""``.
+        Only ``max_queued``: ``push_intake`` refused an oversized payload already and the
+        model's one config never changes (the Redis ingest also refuses against a worker's
+        lower maximum, which the model cannot have)."""
         if self._limits.on:
             try:
                 limits.check_push(self, [message], now)  # counts the refusal, as push does
