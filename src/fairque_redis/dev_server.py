@@ -128,6 +128,10 @@ def _locked(root: Path) -> Iterator[None]:
 
 
 def _pid_alive(pid: int) -> bool:
+    """``pid`` names a process that has not exited. A zombie has: it ran to its end (a stopped
+    server has flushed its AOF) and only waits for its parent to reap it. A daemon's parent is
+    init, and some containers' init reaps late: here 1-2 s after the server's exit, which
+    ``stop`` would otherwise spend waiting."""
     if pid <= 0:
         return False
     try:
@@ -136,7 +140,19 @@ def _pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    return not _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    """The process's state in ``/proc/<pid>/stat`` is Z or X (False without ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            text = stat.read()
+    except OSError:
+        return False
+    # the state is the field after the command's parenthesised name, which may hold spaces
+    fields = text.rpartition(b")")[2].split()
+    return bool(fields) and fields[0] in (b"Z", b"X")
 
 
 def _server_pid(port: int, timeout: float = 1.0) -> int | None:
