@@ -1,11 +1,13 @@
 """Partitioned queues (ADR 34) on the embedded 3-master cluster: P=1 against P=3.
 
-    uv run python bench/bench_partitions.py [--tenants 30] [--tasks 600] [--workers 3]
+    uv run python bench/bench_partitions.py [--tenants 30] [--tasks 600] [--workers 3] [--rounds N]
 
 For each P: one fresh queue, ``tenants`` x ``tasks`` no-op tasks pushed in batches (all
 tenants equally weighted and backlogged; for P=3 the tenant ids are picked 1/3 per
 partition), then ``workers`` worker processes drain it with claim batches of ``--count`` and
-``finish_batch``. Printed per P:
+``finish_batch``. ``--rounds N`` repeats P=1 and P=3, the order flipping each round, and ends
+with the median of the per-round ratios of the per-task CPU (the machine is shared: read
+that). Printed per P:
 
 - throughput (tasks per second of the drain, wall clock);
 - Jain's index of the per-tenant served counts at the half-way cut (every tenant backlogged);
@@ -25,6 +27,8 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import os
+import statistics
 import time
 import uuid
 from collections import Counter, defaultdict
@@ -142,19 +146,8 @@ def run(cluster: EmbeddedCluster, partitions: int, args: argparse.Namespace) -> 
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tenants", type=int, default=30)
-    parser.add_argument("--tasks", type=int, default=600, help="tasks per tenant")
-    parser.add_argument("--workers", type=int, default=3)
-    parser.add_argument("--count", type=int, default=20, help="claim batch size")
-    args = parser.parse_args()
-    with EmbeddedCluster() as cluster:
-        results = {p: run(cluster, p, args) for p in (1, 3)}
-    print(
-        f"{args.tenants} tenants x {args.tasks} tasks, {args.workers} worker processes, "
-        f"claim batches of {args.count}, 3-master embedded Valkey cluster"
-    )
+def report(results: dict[int, dict[str, Any]]) -> float | None:
+    """Print one round's figures; the ratio of P=3's busiest master's per-task CPU to P=1's."""
     for p, r in results.items():
         print(
             f"\nP={p}: {r['served']}/{r['total']} served, {r['rate']:,.0f} tasks/s, "
@@ -167,17 +160,56 @@ def main() -> None:
             print(f"  master {name}: {r['per_master'][name]:>7} claims ({share:6.1%}), {cost}")
     busy = [c for c in results[3]["cpu_per_task"].values() if c is not None]
     one = [c for c in results[1]["cpu_per_task"].values() if c is not None]
-    if busy and one:
-        cost = max(busy)
+    if not (busy and one):
+        return None
+    cost = max(busy)
+    print(
+        f"\nper-task server CPU: P=1 {max(one):.1f} us on its one master; "
+        f"P=3 at most {cost:.1f} us on each master (x{cost / max(one):.3f})"
+    )
+    for masters in (3, 10, 100):
         print(
-            f"\nper-task server CPU: P=1 {max(one):.1f} us on its one master; "
-            f"P=3 at most {cost:.1f} us on each master"
+            f"  projection, {masters} masters (P={masters}): server ceiling "
+            f"{masters * 1e6 / cost:,.0f} tasks/s (vs {1e6 / max(one):,.0f} with P=1)"
         )
-        for masters in (3, 10, 100):
+    return cost / max(one)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tenants", type=int, default=30)
+    parser.add_argument("--tasks", type=int, default=600, help="tasks per tenant")
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--count", type=int, default=20, help="claim batch size")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="rounds of P=1 and P=3, the order flipping"
+    )
+    args = parser.parse_args()
+    print(
+        f"{args.tenants} tenants x {args.tasks} tasks, {args.workers} worker processes, "
+        f"claim batches of {args.count}, 3-master embedded Valkey cluster"
+    )
+    ratios: list[float] = []
+    jains: list[float] = []
+    with EmbeddedCluster() as cluster:
+        for r in range(args.rounds):
+            order = (1, 3) if r % 2 == 0 else (3, 1)
+            results = {p: run(cluster, p, args) for p in order}
             print(
-                f"  projection, {masters} masters (P={masters}): server ceiling "
-                f"{masters * 1e6 / cost:,.0f} tasks/s (vs {1e6 / max(one):,.0f} with P=1)"
+                f"\n--- round {r + 1} (order P={order[0]}, P={order[1]}; "
+                f"load {os.getloadavg()[0]:.1f})"
             )
+            ratio = report({p: results[p] for p in (1, 3)})
+            if ratio is not None:
+                ratios.append(ratio)
+            jains.append(results[3]["jain"])
+    if args.rounds > 1 and ratios:
+        print(
+            f"\n{args.rounds} rounds: P=3's busiest master / P=1's master, per-task server CPU: "
+            f"median x{statistics.median(ratios):.3f} (each: "
+            + ", ".join(f"x{x:.2f}" for x in ratios)
+            + f"); P=3 Jain at the half-way cut, least {min(jains):.4f}"
+        )
 
 
 if __name__ == "__main__":
