@@ -18,7 +18,9 @@ tables of such a file again.
 The first table is the issue's: per measure, fairque, the best peer, their ratio (above 1:
 fairque ahead; for latency and server CPU, lower is better, so the ratio is peer / fairque),
 the issue's target and whether this run met it. Ratios are printed, never asserted. The
-second table has every library's figures. Server CPU is Valkey's ``used_cpu_sys +
+second table has every library's figures, and the ``floor`` row: redis-py and one Redis list
+with no queue around them (``peers/floor_peer.py``), what any Python queue on this server and
+machine pays at least; it is never the best peer. Server CPU is Valkey's ``used_cpu_sys +
 used_cpu_user`` (INFO cpu) from the worker's start to its stop, per drained task.
 """
 
@@ -48,6 +50,9 @@ PEERS: dict[str, list[str]] = {
     "taskiq": ["taskiq==0.13.0", "taskiq-redis==1.2.4", "hiredis"],
     "arq": ["arq==0.28.0"],  # arq pins redis[hiredis] < 6
     "celery": ["celery[redis]==5.7.0", "hiredis"],
+    # not a queue: redis-py and one list (bench/peers/floor_peer.py), the machine's floor;
+    # printed in the table of every library, never the "best peer" (compare_report.FLOOR)
+    "floor": ["redis==8.1.0", "hiredis"],
 }
 #: peers whose only worker is an asyncio one: their default drain is their AsyncWorker figure
 ASYNC_NATIVE = {"taskiq", "arq"}
@@ -91,7 +96,7 @@ def install(lib: str) -> str | None:
         return None
     if not Path(command(lib)[0]).exists():
         return "uv not found"
-    module = "taskiq_redis" if lib == "taskiq" else lib
+    module = {"taskiq": "taskiq_redis", "floor": "redis"}.get(lib, lib)
     try:
         out = subprocess.run(
             [*command(lib), "-c", f"import {module}"],

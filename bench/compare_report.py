@@ -30,9 +30,14 @@ def ok(result: dict[str, Any] | None) -> bool:
     return result is not None and "skip" not in result and "error" not in result
 
 
+#: the harness's reference row (redis-py and one list, bench/peers/floor_peer.py): not a queue,
+#: so never the best peer
+FLOOR = "floor"
+
+
 def rows(med: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, str]]:
     fq = med["fairque"]
-    peers = {lib: per for lib, per in med.items() if lib != "fairque"}
+    peers = {lib: per for lib, per in med.items() if lib not in ("fairque", FLOOR)}
     huey = peers.get("huey", {})
 
     def best(key: str, field: str, low: bool = False) -> tuple[str, dict[str, Any] | None]:
