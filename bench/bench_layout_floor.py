@@ -1,7 +1,7 @@
 """What a claim and a finish cost the server at least, per storage layout (issue 17; ADR 49).
 
     uv run --no-sync python bench/bench_layout_floor.py [--batch N] [--calls C]
-        [--rounds R] [--drain N] [--skip-callgrind] [--skip-drain]
+        [--rounds R] [--drain N] [--push] [--skip-callgrind] [--skip-drain]
 
 Issue 17 asks for <= 25 µs of server CPU per drained task. fairque's claim and finish cost
 ~70-85 µs here. This bench asks how much of that any script on the same layout would pay,
@@ -35,6 +35,13 @@ Two measures:
    order flipping each round; medians of ``R`` rounds (default 3). The client's own time is
    not in the figure.
 
+``--push`` measures one-message pushes the same two ways instead (200 counted, and the server
+CPU per push of ``--drain`` pushes one after another): the least push of each layout refuses a
+known id (``record``: EXISTS, then HSET of the record; ``packed`` and ``location``: HSETNX),
+adds the id to the ready set and counts it; the list is a plain LPUSH (no script, no
+duplicate check); ``fairque`` is ``RedisBackend.push`` of one ready NORMAL message into a
+queue whose 100 tenants are all active.
+
 The gap between ``record`` and ``fairque`` is what fairque's features cost on top of its layout
 (fair choice among tenants, counters, limits, repairs); the gap between the layouts is what a
 change of layout could save. Figures and what follows from them: ADR 49, docs/benchmarks.md.
@@ -53,6 +60,7 @@ import msgpack
 import redis
 from _callgrind import GC_FUNCTION, GC_LIBRARY, callgrind_server
 from bench_claim_finish_ir import measure as measure_fairque
+from bench_claim_finish_ir import measure_push as measure_fairque_push
 
 from fairque_core import Message, Priority
 from fairque_redis._function_library import LIBRARY
@@ -173,6 +181,32 @@ redis.register_function('floor_packed_finish', packed_finish)
 redis.register_function('floor_location_claim', location_claim)
 redis.register_function('floor_location_finish', location_finish)
 redis.register_function('floor_list_claim', list_claim)
+-- one push (ARGV: id, tenant, body, meta, sequence): refused (0) when the id is known
+local function record_push(keys, argv)
+  local key = '{f}:t:' .. argv[1]
+  if redis.call('EXISTS', key) == 1 then return 0 end
+  redis.call('HSET', key, 'u', argv[2], 'p', '3', 'b', argv[3], 'm', argv[4], 'rc', '0',
+    'st', 'queued', 'seq', argv[5])
+  redis.call('ZADD', '{f}:ready', argv[5], argv[1])
+  redis.call('HINCRBY', '{f}:stats', 'pushed', 1)
+  return 1
+end
+local function packed_push(keys, argv)
+  local rec = cmsgpack.pack({'queued', '', '', '0', argv[3], argv[4], 0, argv[2], 3})
+  if redis.call('HSETNX', '{f}:recs', argv[1], rec) == 0 then return 0 end
+  redis.call('ZADD', '{f}:ready', argv[5], argv[1])
+  redis.call('HINCRBY', '{f}:stats', 'pushed', 1)
+  return 1
+end
+local function location_push(keys, argv)
+  if redis.call('HSETNX', '{f}:bodies', argv[1], argv[3]) == 0 then return 0 end
+  redis.call('ZADD', '{f}:ready', argv[5], argv[1])
+  redis.call('HINCRBY', '{f}:stats', 'pushed', 1)
+  return 1
+end
+redis.register_function('floor_record_push', record_push)
+redis.register_function('floor_packed_push', packed_push)
+redis.register_function('floor_location_push', location_push)
 """
 
 
@@ -273,6 +307,66 @@ def instructions(batch: int, calls: int) -> dict[str, dict[str, float]]:
     return out
 
 
+def push_one(client: redis.Redis, layout: str, i: int) -> None:
+    """One push of task p<i> in ``layout`` (the list: a plain LPUSH, no script)."""
+    if layout == "list":
+        client.lpush("{f}:list", b"p%d|%s" % (i, BODY))
+        return
+    stored = client.fcall(f"floor_{layout}_push", 0, f"p{i}", "u0", BODY, META, i)
+    assert stored == 1, (layout, stored)
+
+
+def push_instructions(calls: int) -> dict[str, float]:
+    """Instructions per one-message push, every layout and fairque's push (100 tenants)."""
+    out: dict[str, float] = {}
+    with callgrind_server(("fcallCommand", "lpushCommand")) as (url, counter):
+        client = redis.Redis.from_url(url, socket_timeout=300)
+        client.function_load(FLOOR_LIBRARY, replace=True)
+        client.function_load(GC_LIBRARY, replace=True)
+        client.function_load(LIBRARY.code, replace=True)
+        for layout in LAYOUTS:
+            client.flushall()
+            for i in range(20):  # warm
+                push_one(client, layout, 10**6 + i)
+            client.fcall(GC_FUNCTION, 0)
+            counter.zero()
+            for i in range(calls):
+                push_one(client, layout, i)
+            out[layout] = counter.dump() / calls
+        client.flushall()
+        got = measure_fairque_push(
+            url, "floorp", dict(LIBRARY.functions), counter, 100, 1000, calls
+        )
+        out["fairque, 100 tenants"] = got["push"]
+        client.close()
+    return out
+
+
+def push_cpu(url: str, what: str, n: int) -> float:
+    """Server CPU µs per one-message push, ``n`` pushes one after another."""
+    client = redis.Redis.from_url(url)
+    client.flushall()
+    if what.startswith("fairque"):
+        backend = RedisBackend.from_url(url, queue="floorp")
+        msgs = [
+            Message(task_id=f"p{i}", tenant=f"u{i % 100}", priority=Priority.NORMAL, body=BODY)
+            for i in range(n)
+        ]
+        backend.push(msgs[0])
+        before = cpu(client)
+        for m in msgs[1:]:
+            backend.push(m)
+        backend.close()
+    else:
+        push_one(client, what, 0)
+        before = cpu(client)
+        for i in range(1, n):
+            push_one(client, what, i)
+    spent = cpu(client) - before
+    client.close()
+    return spent / (n - 1) * 1e6
+
+
 def cpu(client: redis.Redis) -> float:
     info = client.info("cpu")
     return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
@@ -323,10 +417,14 @@ def drain_cpu(url: str, what: str, n: int, batch: int) -> float:
     return spent / n * 1e6
 
 
-def drains(n: int, batch: int, rounds: int) -> dict[str, list[float]]:
+def drains(n: int, batch: int, rounds: int, push: bool) -> dict[str, list[float]]:
     from fairque_redis.embedded import EmbeddedValkey
 
-    names = [*LAYOUTS, "fairque, 1 tenant", "fairque, 100 tenants"]
+    names = (
+        [*LAYOUTS, "fairque, 100 tenants"]
+        if push
+        else [*LAYOUTS, "fairque, 1 tenant", "fairque, 100 tenants"]
+    )
     out: dict[str, list[float]] = {name: [] for name in names}
     with EmbeddedValkey() as server:
         setup = redis.Redis.from_url(server.url)
@@ -334,7 +432,10 @@ def drains(n: int, batch: int, rounds: int) -> dict[str, list[float]]:
         setup.close()
         for r in range(rounds):
             for name in names if r % 2 == 0 else list(reversed(names)):
-                out[name].append(drain_cpu(server.url, name, n, batch))
+                if push:
+                    out[name].append(push_cpu(server.url, name, n))
+                else:
+                    out[name].append(drain_cpu(server.url, name, n, batch))
     return out
 
 
@@ -344,19 +445,38 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=6, help="counted calls (callgrind)")
     parser.add_argument("--rounds", type=int, default=3, help="drain rounds per layout")
     parser.add_argument("--drain", type=int, default=20_000, help="tasks per drain")
+    parser.add_argument(
+        "--push", action="store_true", help="one-message pushes instead of claims and finishes"
+    )
     parser.add_argument("--skip-callgrind", action="store_true")
     parser.add_argument("--skip-drain", action="store_true")
     opts = parser.parse_args()
+    if opts.push:
+        calls = opts.calls if opts.calls != 6 else 200
+        pushed = {} if opts.skip_callgrind else push_instructions(calls)
+        timed = {} if opts.skip_drain else drains(opts.drain, opts.batch, opts.rounds, True)
+        print(
+            f"one-message pushes: instructions per push inside FCALL/LPUSH ({calls} pushes, "
+            f"callgrind); server CPU per push of {opts.drain:,} pushes one by one (INFO cpu, "
+            f"median of {opts.rounds} rounds; load average {os.getloadavg()[0]:.1f})"
+        )
+        print(f"  {'layout':<22}{'push':>10}{'server µs':>10}")
+        for name in dict.fromkeys([*pushed, *timed]):
+            line = f"  {name:<22}"
+            line += f"{pushed[name]:>10,.0f}" if name in pushed else " " * 10
+            if name in timed:
+                line += f"{statistics.median(timed[name]):>10.1f}"
+            print(line)
+        return
     counted = {} if opts.skip_callgrind else instructions(opts.batch, opts.calls)
-    timed = {} if opts.skip_drain else drains(opts.drain, opts.batch, opts.rounds)
+    timed = {} if opts.skip_drain else drains(opts.drain, opts.batch, opts.rounds, False)
     print(
         f"claims and finishes of {opts.batch}; instructions inside FCALL per task "
         f"({opts.calls} calls, callgrind); server CPU per task of a {opts.drain:,}-task drain "
         f"(INFO cpu, median of {opts.rounds} rounds; load average {os.getloadavg()[0]:.1f})"
     )
     print(f"  {'layout':<22}{'claim':>10}{'finish':>10}{'both':>10}{'drain µs':>10}")
-    names = list(dict.fromkeys([*counted, *timed]))
-    for name in names:
+    for name in dict.fromkeys([*counted, *timed]):
         c = counted.get(name)
         line = f"  {name:<22}"
         if c:
