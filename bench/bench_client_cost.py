@@ -1,7 +1,7 @@
 """Client CPU per pushed and per claimed task, without the socket, for two trees side by side.
 
     uv run --no-sync python bench/bench_client_cost.py [--compare OLD_SRC] [--rounds N]
-        [--modes backend,queue,async,claim,aclaim] [--count N]
+        [--modes backend,queue,async,claim,aclaim,intake,aintake,ibatch] [--count N]
 
 What a push or a claim costs the client is the Python of fairque's layers and of redis-py
 (packing, the pool, the reply parser); the kernel's share of a loopback ``sendall``/``recv``
@@ -22,7 +22,10 @@ tree's ``src``) that:
 Modes: ``backend`` (``RedisBackend.push`` of a ready-made Message, one by one), ``queue``
 (``FairQueue.push(Task.create(...))``), ``async`` (``await AsyncFairQueue.push(Task.create(
 ...))``, one coroutine), ``claim`` and ``aclaim`` (``claim_batch(100)``, sync and asyncio,
-decoding included: µs and calls per claimed task).
+decoding included: µs and calls per claimed task), ``intake`` and ``aintake``
+(``FairQueue.push_intake(Task.create(...))`` one by one, sync and asyncio; the replayed reply
+is an intake's length of 10**6, never a call's entry count, so no wake is raised), and
+``ibatch`` (``FairQueue.push_intake_batch`` of 100 tasks made by ``Task.create``, per task).
 
 The trees alternate order round by round; the report gives medians and the median of the
 per-round ratios new/old (read those: the machine is shared and noisy). A replayed reply is
@@ -39,7 +42,7 @@ from _child import run_child
 
 from fairque_redis.embedded import EmbeddedValkey
 
-MODES = ("backend", "queue", "async", "claim", "aclaim")
+MODES = ("backend", "queue", "async", "claim", "aclaim", "intake", "aintake", "ibatch")
 
 CHILD = r"""
 import asyncio, cProfile, json, pstats, sys, time
@@ -100,6 +103,8 @@ def run_sync():
     record(conns, seen)
     backend.push(msg(10**9, "u0"))
     push_reply = seen[-1]
+    if mode in ("intake", "ibatch"):
+        push_reply = 10**6  # RPUSH's reply, an intake's length: never a call's count (no wake)
     assert len(fq.claim_batch(CLAIM)) == CLAIM
     replay(conns, seen[-1] if mode == "claim" else push_reply, asynchronous=False)
     ms = [msg(i, f"u{i % TENANTS}") for i in range(n)]  # outside the measured part
@@ -113,6 +118,16 @@ def run_sync():
             for i in range(n):
                 fq.push(Task.create(f"u{i % TENANTS}", Priority.NORMAL, {"n": 1}))
             return n
+        if mode == "intake":
+            for i in range(n):
+                fq.push_intake(Task.create(f"u{i % TENANTS}", Priority.NORMAL, {"n": 1}))
+            return n
+        if mode == "ibatch":
+            for _ in range(max(1, n // CLAIM)):
+                fq.push_intake_batch(
+                    [Task.create(f"u{i % TENANTS}", Priority.NORMAL, {"n": 1}) for i in range(100)]
+                )
+            return max(1, n // CLAIM) * CLAIM
         return sum(len(fq.claim_batch(CLAIM)) for _ in range(max(1, n // CLAIM)))
 
     work()  # warm-up
@@ -137,6 +152,8 @@ async def run_async():
     record(conns, seen)
     await backend.push(msg(10**9, "u0"))
     push_reply = seen[-1]
+    if mode == "aintake":
+        push_reply = 10**6  # RPUSH's reply, an intake's length: never a call's count (no wake)
     assert len(await aq.claim_batch(CLAIM)) == CLAIM
     replay(conns, seen[-1] if mode == "aclaim" else push_reply, asynchronous=True)
 
@@ -144,6 +161,10 @@ async def run_async():
         if mode == "async":
             for i in range(n):
                 await aq.push(Task.create(f"u{i % TENANTS}", Priority.NORMAL, {"n": 1}))
+            return n
+        if mode == "aintake":
+            for i in range(n):
+                await aq.push_intake(Task.create(f"u{i % TENANTS}", Priority.NORMAL, {"n": 1}))
             return n
         got = 0
         for _ in range(max(1, n // CLAIM)):
@@ -162,7 +183,7 @@ async def run_async():
     prof.disable()
     report(cpus, calls_of(prof, tasks))
 
-if mode in ("async", "aclaim"):
+if mode in ("async", "aclaim", "aintake"):
     asyncio.run(run_async())
 else:
     run_sync()

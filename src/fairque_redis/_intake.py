@@ -13,6 +13,7 @@ the same reading in Python, for tests and tools.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -23,6 +24,7 @@ from fairque_core.domain.enums import Priority
 from fairque_core.domain.intake import IngestReport, check_ingest_limit, check_intake_message
 from fairque_core.domain.models import Message
 from fairque_core.domain.scoring import to_ms
+from fairque_core.domain.validation import MAX_ID_LENGTH, id_fullmatch
 from fairque_redis._script_calls import Call, ScriptCalls
 from fairque_redis._script_calls.base import contract, int_reply
 from fairque_redis._script_calls.records import encode_meta
@@ -41,6 +43,7 @@ __all__ = [
     "encode_entry",
     "ingest_call",
     "parse_report",
+    "plain_entry",
     "size_call",
     "wake",
 ]
@@ -68,6 +71,59 @@ def encode_entry(message: Message) -> bytes:
     )
 
 
+# The id grammar's character class (``id_fullmatch`` is the bound fullmatch of its pattern,
+# ``[...]+``), for the head of a plain entry: version, task id, tenant, each id of
+# 1-MAX_ID_LENGTH characters of the grammar, which has no ``|``: one match checks both ids.
+_ID_PATTERN: str = id_fullmatch.__self__.pattern  # type: ignore[attr-defined]
+if not (_ID_PATTERN.startswith("[") and _ID_PATTERN.endswith("]+") and "|" not in _ID_PATTERN):
+    raise RuntimeError(f"the id grammar {_ID_PATTERN!r} is not one class: update _PLAIN_HEAD")
+_ID_CLASS = _ID_PATTERN.removesuffix("+")
+_PLAIN_HEAD = re.compile(
+    rf"1\|{_ID_CLASS}{{1,{MAX_ID_LENGTH}}}\|{_ID_CLASS}{{1,{MAX_ID_LENGTH}}}\|"
+).fullmatch
+_PLAIN_CT = "application/json"
+_DIGITS = {p: str(int(p)) for p in Priority}  # a Priority's field, also its range check
+_isfinite = math.isfinite
+
+
+def plain_entry(message: Message, limit: int) -> bytes | None:
+    """The entry of a plain message in one step, or None when ``message`` is not plain.
+
+    Plain: what :func:`check_messages` accepts without a word and ``encode_meta`` writes in its
+    common shape, judged on plain types only: str ids of the grammar (one match of the entry's
+    head checks both), a :class:`Priority`, no dependency, unique key, headers or name, the
+    JSON content type, an int ``max_retries``, a finite float ``created_at``, a ``delay`` of
+    exactly 0 (ready now) and a ``bytes`` body of at most ``limit`` bytes. Such a message's
+    entry is the bytes :func:`encode_entry` writes for it (a property test pins it); anything
+    else answers None and takes :func:`check_messages` and :func:`encode_entry`, which raise
+    the typed error it earns or encode it as before (issue 17: the producer's path)."""
+    task_id, tenant, body, delay = message.task_id, message.tenant, message.body, message.delay
+    if not (type(task_id) is str and type(tenant) is str and type(body) is bytes):
+        return None
+    head = f"1|{task_id}|{tenant}|"
+    priority, created, retries = message.priority, message.created_at, message.max_retries
+    if not (
+        _PLAIN_HEAD(head) is not None
+        and type(priority) is Priority
+        and not message.depends_on
+        and not message.unique_key
+        and not message.headers
+        and not message.name
+        and message.content_type == _PLAIN_CT
+        and type(retries) is int
+        and type(created) is float
+        and _isfinite(created)
+        and (type(delay) is float or type(delay) is int)
+        and delay == 0
+        and len(body) <= limit
+    ):
+        return None
+    # encode_meta's common shape; ASCII throughout (ids of the grammar, numbers), so its
+    # length in characters is its length in bytes
+    meta = f'["{_PLAIN_CT}",{retries},{created!r},{delay!r},[],{{}},""]'
+    return f"{head}{_DIGITS[priority]}|0|{len(meta)}|{meta}".encode() + body
+
+
 def check_messages(planner: ScriptCalls, messages: Sequence[Message]) -> None:
     """Refuse, before anything is sent, what ``push_intake`` does not take: anything but a
     plain message (``check_intake_message``), then what ``push`` refuses (ids, tenant,
@@ -81,9 +137,18 @@ def check_messages(planner: ScriptCalls, messages: Sequence[Message]) -> None:
 
 
 def encode_entries(planner: ScriptCalls, messages: Sequence[Message]) -> list[bytes]:
-    """The entries of ``messages``, every one checked first (:func:`check_messages`)."""
-    check_messages(planner, messages)
-    return [encode_entry(message) for message in messages]
+    """The entries of ``messages``, every one checked first (:func:`check_messages`): plain
+    messages in one step each (:func:`plain_entry`); once one is not, all of them the general
+    way, so the error raised is the one the first failing message earns, before any I/O."""
+    limit = planner.config.max_payload_bytes
+    entries: list[bytes] = []
+    for message in messages:
+        entry = plain_entry(message, limit)
+        if entry is None:
+            check_messages(planner, messages)
+            return [encode_entry(message) for message in messages]
+        entries.append(entry)
+    return entries
 
 
 @attrs.frozen
@@ -166,7 +231,10 @@ def append_call(keys: KeySpace, entries: list[bytes]) -> Call[int]:
     """The producer's one command: ``RPUSH <intake> e1 e2 ...`` (no script; a backend runs a
     Call whose name is no script as this plain command). Its reply is the intake's new
     length: equal to ``len(entries)`` when the intake was empty before."""
-    return Call("push_intake", ["RPUSH", keys.intake, *entries], int_reply("push_intake"))
+    return Call("push_intake", ["RPUSH", keys.intake, *entries], _read_length)
+
+
+_read_length = int_reply("push_intake")
 
 
 def size_call(keys: KeySpace) -> Call[int]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fairque_core.app.arguments import check_tasks
 from fairque_core.app.handles import TaskHandle
@@ -39,6 +39,12 @@ __all__ = ["IntakeMixin"]
 
 class IntakeMixin(MixinHost):
     """push_intake, push_intake_batch, ingest and intake_size (see the engine)."""
+
+    if TYPE_CHECKING:  # the result mixin's, which the handles made here wait with
+
+        def wait_result(
+            self, task_id: str, timeout: float | None = None, *, intake: bool = False
+        ) -> Any: ...
 
     @property
     def takes_intake(self) -> bool:
@@ -59,8 +65,14 @@ class IntakeMixin(MixinHost):
         the reason, and the handle's ``get`` raises TaskFailedError for it. On a backend
         without the intake this is a push (its checks answered at once)."""
         message = self._intake_message(task)
-        [handle] = self._intake_handles([task], self._send_intake([message]))
-        return handle
+        append = getattr(self._backend, "push_intake", None)
+        if append is None:  # a push, its checks answered at once
+            [handle] = self._handles([task], self._send([message]))
+            return handle
+        append([message])
+        if self._listening():
+            self._event("pushed", task, duplicate=False, intake=True)
+        return TaskHandle(message.task_id, self, intake=True)
 
     def push_intake_batch(self, tasks: Sequence[Task]) -> list[TaskHandle]:
         """:meth:`push_intake` of many tasks in one backend call, in the order given (which
@@ -71,7 +83,14 @@ class IntakeMixin(MixinHost):
             return []
         now = time.time()
         messages = [self._intake_message(task, now) for task in tasks]
-        return self._intake_handles(tasks, self._send_intake(messages))
+        append = getattr(self._backend, "push_intake", None)
+        if append is None:  # a push, its checks answered at once
+            return self._handles(tasks, self._send(messages))
+        append(messages)
+        if self._listening():
+            for task in tasks:
+                self._event("pushed", task, duplicate=False, intake=True)
+        return [TaskHandle(message.task_id, self, intake=True) for message in messages]
 
     def ingest(self, limit: int = 1000) -> IngestReport:
         """Move up to ``limit`` (>= 1) tasks from the intake into the queue now, as the start
@@ -94,7 +113,8 @@ class IntakeMixin(MixinHost):
     def _intake_message(self, task: Task, now: float | None = None) -> Message:
         """``task`` made into a message as ``push`` makes it, then checked as plain."""
         message = to_message(task, self._plugins, self._config, now)
-        check_intake_message(message)
+        if message.delay > 0 or message.depends_on or message.unique_key:  # not plain
+            check_intake_message(message)  # which says why
         return message
 
     def _send_intake(self, messages: Sequence[Message]) -> list[tuple[bool, str]]:
@@ -109,5 +129,6 @@ class IntakeMixin(MixinHost):
     def _intake_handles(
         self, tasks: Sequence[Task], outcomes: Sequence[tuple[bool, str]]
     ) -> list[TaskHandle]:
-        """The handles (and ``pushed`` events, marked ``intake``) of an intake call."""
+        """The handles (and ``pushed`` events, marked ``intake``) of an intake call (the
+        coalescer's; ``push_intake`` and ``push_intake_batch`` make the same directly)."""
         return self._handles(tasks, outcomes, intake=self.takes_intake)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fairque_core.app.arguments import check_tasks
 from fairque_core.app.handles_async import AsyncTaskHandle
@@ -39,6 +39,12 @@ __all__ = ["AsyncIntakeMixin"]
 
 class AsyncIntakeMixin(MixinHost):
     """push_intake, push_intake_batch, ingest and intake_size (see the engine)."""
+
+    if TYPE_CHECKING:  # the result mixin's, which the handles made here wait with
+
+        async def wait_result(
+            self, task_id: str, timeout: float | None = None, *, intake: bool = False
+        ) -> Any: ...
 
     @property
     def takes_intake(self) -> bool:
@@ -62,8 +68,14 @@ class AsyncIntakeMixin(MixinHost):
         # concurrent calls share intake calls, as pushes do (ADR 35)  # unasync: remove
         if self.coalesce_pushes:  # unasync: remove
             return await self._intake_coalescer.push(task, message)  # unasync: remove
-        [handle] = self._intake_handles([task], await self._send_intake([message]))
-        return handle
+        append = getattr(self._backend, "push_intake", None)
+        if append is None:  # a push, its checks answered at once
+            [handle] = self._handles([task], await self._send([message]))
+            return handle
+        await append([message])
+        if self._listening():
+            self._event("pushed", task, duplicate=False, intake=True)
+        return AsyncTaskHandle(message.task_id, self, intake=True)
 
     async def push_intake_batch(self, tasks: Sequence[Task]) -> list[AsyncTaskHandle]:
         """:meth:`push_intake` of many tasks in one backend call, in the order given (which
@@ -74,7 +86,14 @@ class AsyncIntakeMixin(MixinHost):
             return []
         now = time.time()
         messages = [self._intake_message(task, now) for task in tasks]
-        return self._intake_handles(tasks, await self._send_intake(messages))
+        append = getattr(self._backend, "push_intake", None)
+        if append is None:  # a push, its checks answered at once
+            return self._handles(tasks, await self._send(messages))
+        await append(messages)
+        if self._listening():
+            for task in tasks:
+                self._event("pushed", task, duplicate=False, intake=True)
+        return [AsyncTaskHandle(message.task_id, self, intake=True) for message in messages]
 
     async def ingest(self, limit: int = 1000) -> IngestReport:
         """Move up to ``limit`` (>= 1) tasks from the intake into the queue now, as the start
@@ -97,7 +116,8 @@ class AsyncIntakeMixin(MixinHost):
     def _intake_message(self, task: Task, now: float | None = None) -> Message:
         """``task`` made into a message as ``push`` makes it, then checked as plain."""
         message = to_message(task, self._plugins, self._config, now)
-        check_intake_message(message)
+        if message.delay > 0 or message.depends_on or message.unique_key:  # not plain
+            check_intake_message(message)  # which says why
         return message
 
     async def _send_intake(self, messages: Sequence[Message]) -> list[tuple[bool, str]]:
@@ -112,5 +132,6 @@ class AsyncIntakeMixin(MixinHost):
     def _intake_handles(
         self, tasks: Sequence[Task], outcomes: Sequence[tuple[bool, str]]
     ) -> list[AsyncTaskHandle]:
-        """The handles (and ``pushed`` events, marked ``intake``) of an intake call."""
+        """The handles (and ``pushed`` events, marked ``intake``) of an intake call (the
+        coalescer's; ``push_intake`` and ``push_intake_batch`` make the same directly)."""
         return self._handles(tasks, outcomes, intake=self.takes_intake)

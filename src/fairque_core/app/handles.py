@@ -27,8 +27,10 @@ class TaskHandle(str):
     task was stored in the queue's intake (ADR 47) and may not be known to the queue yet."""
 
     _source: ResultSource
-    duplicate: bool
-    intake: bool
+    # the defaults live on the class: a handle stores only what differs (one push makes one
+    # handle, so its cost is on the producer's path, issue 17)
+    duplicate: bool = False
+    intake: bool = False
 
     def __new__(
         cls,
@@ -38,10 +40,12 @@ class TaskHandle(str):
         duplicate: bool = False,
         intake: bool = False,
     ) -> TaskHandle:
-        handle = super().__new__(cls, task_id)
+        handle = str.__new__(cls, task_id)
         handle._source = source
-        handle.duplicate = duplicate
-        handle.intake = intake
+        if duplicate:
+            handle.duplicate = duplicate
+        if intake:
+            handle.intake = intake
         return handle
 
     @property

@@ -28,8 +28,10 @@ class AsyncTaskHandle(str):
     task was stored in the queue's intake (ADR 47) and may not be known to the queue yet."""
 
     _source: AsyncResultSource
-    duplicate: bool
-    intake: bool
+    # the defaults live on the class: a handle stores only what differs (one push makes one
+    # handle, so its cost is on the producer's path, issue 17)
+    duplicate: bool = False
+    intake: bool = False
 
     def __new__(
         cls,
@@ -39,10 +41,12 @@ class AsyncTaskHandle(str):
         duplicate: bool = False,
         intake: bool = False,
     ) -> AsyncTaskHandle:
-        handle = super().__new__(cls, task_id)
+        handle = str.__new__(cls, task_id)
         handle._source = source
-        handle.duplicate = duplicate
-        handle.intake = intake
+        if duplicate:
+            handle.duplicate = duplicate
+        if intake:
+            handle.intake = intake
         return handle
 
     @property

@@ -67,25 +67,28 @@ def to_message(
     name nor huge headers slip past it. A push starts the attempt count: the message's
     ``retry_count`` is 0 whatever the task carries (both backends store it so).
     """
-    if not isinstance(task, Task):
+    if type(task) is not Task and not isinstance(task, Task):
         raise TaskTypeError("task", task, "must be a fairque_core.Task")
-    if task.task_id in task.depends_on:
+    # a task without dependencies, headers or a name (the common one) skips their tests
+    deps, headers, name = task.depends_on, task.headers, task.name
+    if deps and task.task_id in deps:
         raise TaskValidationError("depends_on", task.task_id, "a task cannot depend on itself")
-    if UNREADABLE_HEADER in task.headers:
+    if headers and UNREADABLE_HEADER in headers:
         raise TaskValidationError("headers", UNREADABLE_HEADER, "is reserved for fairque")
-    headers = host.push_headers(task, queue=config.name)
-    if headers != task.headers:
-        task = attrs.evolve(task, headers={**task.headers, **headers})
+    added = host.push_headers(task, queue=config.name)
+    if added != headers:
+        task = attrs.evolve(task, headers={**headers, **added})
+        headers = task.headers
     try:
         body, content_type = host.encode(task)
     except FairQueueError:
         raise
     except Exception as exc:
         raise TaskSerializationError(f"cannot encode the payload of {task.task_id}: {exc}") from exc
-    size = len(body) + _extra_bytes(task)
+    size = len(body) + _extra_bytes(task) if name or deps or headers else len(body)
     if size > config.max_payload_bytes:
         raise PayloadTooLargeError(size, config.max_payload_bytes)
-    current = time.time() if now is None else now
+    delay = task.execute_after - (time.time() if now is None else now)
     return unchecked_message(
         task_id=task.task_id,
         tenant=task.tenant,
@@ -95,10 +98,10 @@ def to_message(
         retry_count=0,
         max_retries=task.max_retries,
         created_at=task.created_at,
-        delay=max(0.0, task.execute_after - current),
-        depends_on=task.depends_on,
-        headers=dict(task.headers),
-        name=task.name,
+        delay=delay if delay > 0.0 else 0.0,  # max(0.0, delay), NaN included
+        depends_on=deps,
+        headers=dict(headers) if headers else {},
+        name=name,
         unique_key=task.unique_key,
         unique_window=task.unique_window_seconds,
     )
