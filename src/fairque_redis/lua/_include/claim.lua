@@ -292,6 +292,97 @@ local function fq_av_head(q, key, want)
   return false -- never: a window read again has its lowest member at A's head
 end
 
+-- u was just served (fq_reserve) and its active set holds no other member: the next serves
+-- are all u's while it has work, so up to `k` more are reserved at once, with the state the
+-- serves one by one would leave (a pick would find u at the head each time: the view read
+-- the set whole, no bound, its first sequence is used up and the rescored one holds u
+-- alone). Only a scored set whose size is known and a critical list known empty qualify
+-- (fq_reserve learnt both), and an integer pass and stride (the view's passes are integers,
+-- fq_av_place)
+local function fq_reserve_run(q, u, k)
+  local av = q.av
+  if av == nil or av.bounded or av.c <= av.n or av.bh ~= av.bt or av.b[4 * av.bh - 2] ~= u then
+    return
+  end
+  local t = q.tenant_cache[u]
+  local left = t.normal_left
+  if not t.no_critical or left == nil or left == 0 or t.pass % 1 ~= 0
+    or t.stride % 1 ~= 0 then
+    return
+  end
+  if k > left then k = left end
+  -- the k serves: each a reserved task of the scored set, one ready task fewer, the tier's
+  -- virtual time at u's pass before the serve (the last one's stays), the pass a stride up
+  local s = q.serve_n
+  local serves = q.serves
+  for j = s + 1, s + k do serves[j] = u end
+  q.serve_n = s + k
+  t.pend_n = (t.pend_n or 0) + k -- (its serve may have taken the last critical task)
+  t.normal_left = left - k
+  q.ready_delta = q.ready_delta - k
+  local tier = fq_tier_key(q, t)
+  fq_set_vtime(q, tier, t.pass + (k - 1) * t.stride)
+  t.pass = t.pass + k * t.stride
+  if left > k then
+    av.b[4 * av.bh] = t.pass -- rescored in the view (fq_place), still alone in it
+  else
+    fq_deactivate(q, u) -- the last serve took its last task
+  end
+end
+
+-- the pops of the serves reserved so far (fq_reserve: one LPOP and one ZPOPMIN of the count
+-- per tenant), then their leases in the order served (q.lease, fq_claim's). A tenant's
+-- `leased` and `claimed` counters are bumped once, by its leases made, after its last
+local function fq_claim_flush(q)
+  local s = q.serve_n
+  if s == 0 then return end
+  q.serve_n = 0
+  local serves, cache, lease = q.serves, q.tenant_cache, q.lease
+  for k = 1, s do
+    local u = serves[k]
+    local t = cache[u]
+    local c, m = t.pend_c or 0, t.pend_n or 0
+    if c + m == 1 then -- served once: its one pop, no cursor (the common case of many tenants)
+      local id
+      if c == 1 then
+        id = FQ_CALL('LPOP', t.critical_key)
+      else
+        id = FQ_SUB(FQ_CALL('ZPOPMIN', t.normal_key)[1], FQ_SEQ_WIDTH + 1)
+      end
+      t.pend_c, t.pend_n = nil, nil
+      if lease(u, id, false) then
+        fq_bump(q, u, 'leased', 1)
+        fq_bump(q, u, 'claimed', 1)
+      end
+    else
+      local at = t.pend_at
+      if at == nil then
+        at = 0
+        t.pend_ok = 0
+        if c > 0 then t.pend_crit = FQ_CALL('LPOP', t.critical_key, c) end
+        if m > 0 then t.pend_norm = FQ_CALL('ZPOPMIN', t.normal_key, m) end
+      end
+      at = at + 1
+      local id
+      if at <= c then
+        id = t.pend_crit[at]
+      else
+        id = FQ_SUB(t.pend_norm[2 * (at - c) - 1], FQ_SEQ_WIDTH + 1) -- without its sequence
+      end
+      if lease(u, id, false) then t.pend_ok = t.pend_ok + 1 end
+      if at == c + m then -- u's last reserved task
+        if t.pend_ok > 0 then
+          fq_bump(q, u, 'leased', t.pend_ok)
+          fq_bump(q, u, 'claimed', t.pend_ok)
+        end
+        t.pend_at, t.pend_c, t.pend_n, t.pend_crit, t.pend_norm = nil, nil, nil, nil, nil
+      else
+        t.pend_at = at
+      end
+    end
+  end
+end
+
 -- a member picked from an active set the first time in this call must be its tenant's own:
 -- activation number and tier as in the tenant hash. A tenant hash that is gone is rebuilt
 -- from the member (its number, and its score as the pass; weight 1). Any other mismatch (a
@@ -327,6 +418,8 @@ local function fq_check_member(q, u, key, tier, member, score)
   end
   q.active_cache[u] = nil
   if not t.broken then
+    -- the queues are read: the pops reserved so far are made first (fq_claim_flush)
+    if q.serve_n ~= nil then fq_claim_flush(q) end
     local c = FQ_PCALL('LLEN', fq_critical_key(q, u))
     local z = FQ_PCALL('ZCARD', fq_normal_key(q, u))
     if (FQ_TYPE(c) == 'number' and c > 0) or (FQ_TYPE(z) == 'number' and z > 0) then
@@ -386,12 +479,51 @@ local function fq_pick(q, groups, want)
   return nil
 end
 
--- pop the next task of tenant u (critical FIFO first), move the virtual time of u's tier to
--- the tier's lowest pass (u's own unless `pinned`: the claim named its tenants), advance the
--- pass, keep u active or not. Within one call nothing but these pops changes a tenant's
--- queues, so what a serve learnt of them is kept on the tenant record for its next serve in
--- the same call: an empty critical list is not popped again (t.no_critical) and the size of
--- the scored set is counted down instead of read again (t.normal_left)
+-- what a serve does after it took (or reserved) u's task: the virtual time of u's tier moves
+-- to the tier's lowest pass (u's own unless `pinned`: the claim named its tenants), the pass
+-- advances, u stays active when it has work left (`more`) or leaves its active set
+local function fq_served(q, u, t, tier, pinned, more)
+  q.ready_delta = q.ready_delta - 1
+  local lowest = t.pass
+  if pinned then
+    lowest = FQ_TONUMBER(FQ_CALL('ZRANGE', fq_active_key(q, tier), 0, 0, 'WITHSCORES')[2])
+  end
+  fq_set_vtime(q, tier, lowest)
+  t.pass = t.pass + t.stride
+  t.dirty = true
+  if more then
+    fq_place(q, u, t)
+  else
+    fq_deactivate(q, u)
+  end
+end
+
+-- the size left of u's scored set: read once per call (ZCARD), then counted down by the
+-- serves (t.normal_left); a key of another type reads as empty, named and counted
+local function fq_normal_left(q, u, t)
+  local left = t.normal_left
+  if left == nil then
+    local normal = t.normal_key
+    left = FQ_PCALL('ZCARD', normal)
+    if FQ_TYPE(left) == 'table' then
+      if q.checked[normal] == nil then
+        q.checked[normal] = true
+        q.repaired[#q.repaired + 1] = normal
+        fq_bump(q, u, 'repaired', 1)
+      end
+      left = 0
+    end
+    t.normal_left = left
+  end
+  return left
+end
+
+-- pop the next task of tenant u (critical FIFO first), then fq_served. Within one call nothing
+-- but the claim's own pops changes a tenant's queues, so what a serve learnt of them is kept
+-- on the tenant record for its next serve in the same call: an empty critical list is not
+-- popped again (t.no_critical) and the size of the scored set is counted down instead of read
+-- again (t.normal_left). A claim with flow control serves this way (each start may change
+-- what the next pick sees); any other reserves (fq_reserve)
 local function fq_serve(q, u, pinned)
   local t = fq_tenant(q, u)
   local tier = fq_tier_key(q, t)
@@ -436,41 +568,100 @@ local function fq_serve(q, u, pinned)
     if t.normal_left ~= nil then t.normal_left = t.normal_left - 1 end
     id = FQ_SUB(popped[1], FQ_SEQ_WIDTH + 1) -- the member without its sequence
   end
-  q.ready_delta = q.ready_delta - 1
-  local lowest = t.pass
-  if pinned then
-    lowest = FQ_TONUMBER(FQ_CALL('ZRANGE', fq_active_key(q, tier), 0, 0, 'WITHSCORES')[2])
-  end
-  fq_set_vtime(q, tier, lowest)
-  t.pass = t.pass + t.stride
-  t.dirty = true
   -- work left: the critical list first (read only when this serve popped from it), then the
   -- scored set's size (read once per call, see above)
   local more = false
   if critical_left then
     if FQ_CALL('LLEN', critical) > 0 then more = true else t.no_critical = true end
   end
-  if not more then
-    if t.normal_left == nil then
-      local left = FQ_PCALL('ZCARD', normal)
+  if not more then more = fq_normal_left(q, u, t) > 0 end
+  fq_served(q, u, t, tier, pinned, more)
+  return id
+end
+
+--[[ A claim without flow control reserves its tasks and pops them later (ADR 52). Each serve
+  records its tenant in q.serves (q.serve_n of them) and counts the task it would have popped
+  on the tenant record (t.pend_c from the critical list, then t.pend_n from the scored set);
+  fq_claim_flush pops each tenant's reserved tasks at once (one LPOP and one ZPOPMIN of the
+  count) and leases them in the order served. The picks, the tasks, the tokens and every
+  write are those of a pop per serve, because between a serve and the flush nothing reads a
+  tenant's queues: a pick reads the active sets and tenant hashes only, and the one reader of
+  queues on the way, a repair in fq_check_member, flushes first. A serve learns what the pop
+  would have told (was there a task; is work left) from one LLEN and one ZCARD per tenant and
+  call, counted down per serve. The pops of a tenant served once cost what they did; a tenant
+  served k times pays one pop for its k tasks instead of k.
+]]
+
+-- fq_serve without the pop: u's next task is reserved (see above). Returns true, or nil as
+-- fq_serve (u had no work to serve: deactivated, counted)
+local function fq_reserve(q, u, pinned)
+  local t = fq_tenant(q, u)
+  local tier = fq_tier_key(q, t)
+  if t.normal_key == nil then t.normal_key = fq_normal_key(q, u) end
+  if not t.no_critical and q.crit ~= nil and q.crit[u] == true then
+    t.no_critical = true -- its list was found empty when the view read it (fq_av_open)
+  end
+  local critical = false
+  if not t.no_critical then
+    local c = t.critical_left
+    if c == nil then
+      local key = t.critical_key
+      if key == nil then
+        key = fq_critical_key(q, u)
+        t.critical_key = key
+      end
+      c = FQ_PCALL('LLEN', key)
+      if FQ_TYPE(c) == 'table' then
+        if q.checked[key] == nil then
+          q.checked[key] = true
+          q.repaired[#q.repaired + 1] = key
+          fq_bump(q, u, 'repaired', 1)
+        end
+        c = 0
+      end
+    end
+    if c > 0 then
+      critical = true
+      t.critical_left = c - 1
+      t.pend_c = (t.pend_c or 0) + 1
+    else
+      t.no_critical = true
+    end
+  end
+  if not critical then
+    -- the pop's answer: a task, none (an active tenant without work) or a damaged set
+    local left = t.normal_left
+    if left == nil then
+      local normal = t.normal_key
+      left = FQ_PCALL('ZCARD', normal)
       if FQ_TYPE(left) == 'table' then
         if q.checked[normal] == nil then
           q.checked[normal] = true
           q.repaired[#q.repaired + 1] = normal
-          fq_bump(q, u, 'repaired', 1)
         end
         left = 0
       end
-      t.normal_left = left
     end
-    more = t.normal_left > 0
+    if left == 0 then
+      q.repaired[#q.repaired + 1] = u
+      fq_bump(q, u, 'repaired', 1)
+      t.normal_left = nil
+      fq_deactivate(q, u)
+      return nil
+    end
+    t.normal_left = left - 1
+    t.pend_n = (t.pend_n or 0) + 1
   end
-  if more then
-    fq_place(q, u, t)
-  else
-    fq_deactivate(q, u)
+  local s = q.serve_n + 1
+  q.serve_n = s
+  q.serves[s] = u
+  local more = false
+  if critical then
+    if t.critical_left > 0 then more = true else t.no_critical = true end
   end
-  return id
+  if not more then more = fq_normal_left(q, u, t) > 0 end
+  fq_served(q, u, t, tier, pinned, more)
+  return true
 end
 
 -- lease up to `count` ready tasks, fairly, on the open queue `q` (claim.lua and the claim part
@@ -525,18 +716,29 @@ local function fq_claim(q, argv, at)
   if q.paused then count = 0 end
   local out = {q.now, 0}
   local deadline = fq_int(q.now + lease_ms)
-  local lease_flag = limited and '1' or '0'
+  -- tenants read from now on are read lean (fq_tenant) when neither limits nor strict tiers
+  -- are in use
+  q.lean_tenants = not limited and not q.strict_tiers
   local n = 0
   local leases = {} -- deadline, id, ...: one ZADD for the batch below
-  -- lease task `id` of tenant u (served from its queue); false when its key is of another
-  -- type (damaged behind the client's back): nothing to lease, the id has left the queue,
-  -- counted
-  local function lease(u, id, token)
+  -- lease task `id` of tenant u (served from its queue) with the next token; false when its
+  -- key is of another type (damaged behind the client's back): nothing to lease, the id has
+  -- left the queue, counted. `bump`: count it in u's `leased` and `claimed` now (a claim
+  -- that reserves counts a tenant's leases once, fq_claim_flush)
+  local function lease(u, id, bump)
     local key = fq_task_key(q, id)
     -- cdl: the claim's deadline; a lease that expires still at it never started (refund)
     -- lc: a lease of a queue with limits (its end looks at the tenant's cap)
-    local set = FQ_PCALL('HSET', key, 'st', 'started', 'tok', token, 'wk', worker,
-      'dl', deadline, 'cdl', deadline, 'lc', lease_flag)
+    -- (written only with limits: until meta `lim` is set no lease ever had it, and it is
+    -- never unset, set_limits.lua; a reader tests it for '1')
+    local set
+    if limited then
+      set = FQ_PCALL('HSET', key, 'st', 'started', 'tok', argv[tokens_at + n],
+        'wk', worker, 'dl', deadline, 'cdl', deadline, 'lc', '1')
+    else
+      set = FQ_PCALL('HSET', key, 'st', 'started', 'tok', argv[tokens_at + n],
+        'wk', worker, 'dl', deadline, 'cdl', deadline)
+    end
     if FQ_TYPE(set) == 'table' then
       q.repaired[#q.repaired + 1] = key
       fq_bump(q, u, 'repaired', 1)
@@ -545,27 +747,46 @@ local function fq_claim(q, argv, at)
     n = n + 1
     leases[2 * n - 1] = deadline
     leases[2 * n] = id
-    fq_bump(q, u, 'leased', 1)
-    fq_bump(q, u, 'claimed', 1)
+    if bump then
+      fq_bump(q, u, 'leased', 1)
+      fq_bump(q, u, 'claimed', 1)
+    end
     if limited then
       fq_limits_after_start(q, u)
       fq_queue_started(q)
     end
     local v = FQ_CALL('HMGET', key, 'p', 'rc', 'm', 'b', 'rec')
-    local o = #out
+    local o = 7 * n - 5 -- out holds now_ms, n and 7 values per lease made before this one
     out[o + 1], out[o + 2], out[o + 3], out[o + 4] = id, u, v[1], v[2]
     out[o + 5], out[o + 6], out[o + 7] = v[3], v[4], v[5]
     return true
   end
 
-  while n < count do
-    if limited and not fq_queue_may_start(q, n) then break end
-    local u = fq_pick(q, groups, count - n + 1)
-    if u == nil then break end
-    -- false: a damaged member was dropped; a nil id: a damaged tenant was deactivated. Either
-    -- way the loop picks again (each repair removes what was picked)
-    local id = u and fq_serve(q, u, groups ~= nil)
-    if id then lease(u, id, argv[tokens_at + n]) end
+  -- false from fq_pick: a damaged member was dropped; nil from a serve: a damaged tenant was
+  -- deactivated. Either way the loop picks again (each repair removes what was picked), as
+  -- after a lease refused by a damaged task key
+  local pinned = groups ~= nil
+  if limited then
+    while n < count do
+      if not fq_queue_may_start(q, n) then break end
+      local u = fq_pick(q, groups, count - n + 1)
+      if u == nil then break end
+      local id = u and fq_serve(q, u, pinned)
+      if id then lease(u, id, true) end
+    end
+  else
+    -- reserved, popped and leased by fq_claim_flush: when the reserved tasks would fill the
+    -- claim, and at the end
+    q.serves, q.serve_n, q.lease = {}, 0, lease
+    while n < count do
+      local u = fq_pick(q, groups, count - n - q.serve_n + 1)
+      if u == nil then break end
+      if u and fq_reserve(q, u, pinned) and not pinned and n + q.serve_n < count then
+        fq_reserve_run(q, u, count - n - q.serve_n)
+      end
+      if n + q.serve_n >= count then fq_claim_flush(q) end
+    end
+    fq_claim_flush(q)
   end
   fq_av_drop(q) -- the passes the view changed go back to the set
   out[2] = n

@@ -304,6 +304,8 @@ local function fq_close(q)
         -- rebuilt from its active-set member (claim.lua): weight and tier as served
         FQ_PCALL('HSET', key, 'pass', fq_int(t.pass), 'act', fq_int(t.act),
           'stride', fq_int(t.stride), 'tier', fq_int(t.tier))
+      elseif t.act == t.act_read then -- its activation number is stored already
+        FQ_PCALL('HSET', key, 'pass', fq_int(t.pass))
       else
         FQ_PCALL('HSET', key, 'pass', fq_int(t.pass), 'act', fq_int(t.act))
       end

@@ -14,18 +14,16 @@
 -- ids per ZREM of the finished tasks' leases (and keys per EXISTS): unpack has a stack limit
 local FQ_ZREM_CHUNK = 500
 
--- what a finish reads of task `id`'s record: fq_rec's fields but those only a task made
--- ready again needs (priority, sequence, ready, due and delay times, recoveries). nil when
--- absent or past its logical expiry, damaged as fq_rec reads it
-local function fq_rec_finish(q, id)
-  local key = fq_task_key(q, id)
-  local v = FQ_CALL('HMGET', key, 'st', 'u', 'exp', 'tok', 'uk', 'uw', 'lc', 'wt')
-  if v[1] == false or v[2] == false then return nil end
-  if fq_expired(v[3], q.now) then return nil end
-  return {
-    id = id, key = key, state = v[1], user = v[2], token = v[4], unique_key = v[5],
-    unique_window = FQ_TONUMBER(v[6]) or 0, limited = v[7] == '1', waited = v[8] == '1',
-  }
+-- a finish reads of task `id`'s record (key `key`) fq_rec's fields but those only a task made
+-- ready again needs (priority, sequence, ready, due and delay times, recoveries) and the
+-- unique key's window (read when it has a unique key). Returns its fields as read: state,
+-- tenant, token, unique key, lc, wt; the state false when absent or past its logical expiry,
+-- damaged as fq_rec reads it
+local function fq_rec_finish(q, key)
+  local v = FQ_CALL('HMGET', key, 'st', 'u', 'exp', 'tok', 'uk', 'lc', 'wt')
+  local state, user = v[1], v[2]
+  if state == false or user == false or fq_expired(v[3], q.now) then return false end
+  return state, user, v[4], v[5], v[6], v[7]
 end
 
 -- whether any of the items' tasks has dependents (children:<id>), in one EXISTS per chunk:
@@ -46,6 +44,14 @@ local function fq_any_children(q, argv, at, n)
   return false
 end
 
+-- `n` tasks of tenant u finished (their results `bytes` long in all): its `leased` gauge and
+-- `finished` and `result_bytes` counters, as fq_drop_lease and fq_finish count one
+local function fq_finish_bump(q, u, n, bytes)
+  fq_bump(q, u, 'leased', -n)
+  fq_bump(q, u, 'finished', n)
+  if bytes > 0 then fq_bump(q, u, 'result_bytes', bytes) end
+end
+
 -- finish the items of argv (see the docblock; `at` is where N is). Returns the flags (N
 -- integers: 1 = finished, 0 = lease lost, item left unchanged; a repeat of the finish that
 -- finished the task, same token, is 1 and changes nothing: a finished task keeps its last
@@ -60,16 +66,20 @@ local function fq_finish(q, argv, at, strict)
   local unlease = {}
   local kin = n > 0 and fq_any_children(q, argv, at, n)
   local exp -- the logical expiry of what finishes now, formatted once
+  local ttl_ms -- the real expiry (server time), formatted once
+  -- `finished`, `leased` and `result_bytes` of a run of items of one tenant, counted once
+  local run_u, run_n, run_bytes = nil, 0, 0
   local i = at + 1
   for k = 1, n do
     local id, token, has, result = argv[i], argv[i + 1], argv[i + 2], argv[i + 3]
     local nx = FQ_TONUMBER(argv[i + 4])
     local xat = i + 5
     i = i + 5 + 2 * nx
-    local r = fq_rec_finish(q, id)
-    if r ~= nil and r.state == 'finished' and token ~= '' and r.token == token then
+    local key = fq_task_key(q, id)
+    local state, user, tok, ukey, lc, wt = fq_rec_finish(q, key)
+    if state == 'finished' and token ~= '' and tok == token then
       out[k] = 1 -- a repeat of this lease's finish (its reply was lost): done, nothing changes
-    elseif r == nil or r.state ~= 'started' or r.token ~= token then
+    elseif state ~= 'started' or tok ~= token then
       if strict then return nil, fq_err('LEASE_LOST', id) end
       out[k] = 0
     else
@@ -78,32 +88,64 @@ local function fq_finish(q, argv, at, strict)
       -- again. The payload goes in the same HSET: the body and the message metadata only a
       -- run needs become empty (the record keeps state, tenant, priority, retry count and
       -- result for the result TTL; docs/delivery.md; no reader decodes a finished task's
-      -- payload)
+      -- payload). The token stays in `tok` (a repeat of the finish is recognised)
       local ttl = q.result_ttl_ms or fq_header(q, 'result_ttl_ms')
       if exp == nil then exp = fq_int(q.now + ttl) end
-      local fields = {'st', 'finished', 'exp', exp, 'b', '', 'm', ''}
-      if has == '1' then
-        fields[9] = 'res'
-        fields[10] = result
-      end
-      fq_drop_lease(q, r, fields, unlease, true)
-      if nx > 0 then
-        local xkey = fq_xcom_key(q, r.user, id)
-        FQ_CALL('DEL', xkey)
-        FQ_CALL('HSET', xkey, unpack(argv, xat, xat + 2 * nx - 1))
-        if q.server_time then
-          FQ_CALL('PEXPIRE', xkey, fq_int(math.max(ttl, 1)))
+      if ukey == false and lc ~= '1' and wt ~= '1' and nx == 0 and not kin then
+        -- the common task (no unique key, no limits, no waiter, no XCom, no dependents):
+        -- fq_drop_lease, fq_expire_record and fq_ended's writes, inline
+        unlease[#unlease + 1] = id
+        if has == '1' then
+          FQ_CALL('HSET', key, 'st', 'finished', 'exp', exp, 'b', '', 'm', '', 'res', result,
+            'wk', '', 'dl', '0')
+        else
+          FQ_CALL('HSET', key, 'st', 'finished', 'exp', exp, 'b', '', 'm', '', 'wk', '',
+            'dl', '0')
         end
+        if q.server_time then
+          if ttl_ms == nil then ttl_ms = fq_int(math.max(ttl, 0)) end
+          FQ_CALL('PEXPIRE', key, ttl_ms)
+        end
+        if user ~= run_u then
+          if run_n > 0 then fq_finish_bump(q, run_u, run_n, run_bytes) end
+          run_u, run_n, run_bytes = user, 0, 0
+        end
+        run_n = run_n + 1
+        if has == '1' then run_bytes = run_bytes + #result end
+      else
+        -- what the general steps read of the counters is complete (fq_limits_running)
+        if run_n > 0 then fq_finish_bump(q, run_u, run_n, run_bytes) end
+        run_u, run_n, run_bytes = nil, 0, 0
+        local r = {
+          id = id, key = key, state = state, user = user, token = tok, unique_key = ukey,
+          unique_window = ukey and FQ_TONUMBER(FQ_CALL('HGET', key, 'uw')) or 0,
+          limited = lc == '1', waited = wt == '1',
+        }
+        local fields = {'st', 'finished', 'exp', exp, 'b', '', 'm', ''}
+        if has == '1' then
+          fields[9] = 'res'
+          fields[10] = result
+        end
+        fq_drop_lease(q, r, fields, unlease, true)
+        if nx > 0 then
+          local xkey = fq_xcom_key(q, user, id)
+          FQ_CALL('DEL', xkey)
+          FQ_CALL('HSET', xkey, unpack(argv, xat, xat + 2 * nx - 1))
+          if q.server_time then
+            FQ_CALL('PEXPIRE', xkey, fq_int(math.max(ttl, 1)))
+          end
+        end
+        r.state = 'finished'
+        fq_bump(q, user, 'finished', 1)
+        if has == '1' then fq_bump(q, user, 'result_bytes', #result) end
+        local kids = kin and fq_release_dependents(q, r) or 0
+        fq_expire_record(q, r, kids > 0)
+        fq_ended(q, r)
       end
-      r.state = 'finished'
-      fq_bump(q, r.user, 'finished', 1)
-      if has == '1' then fq_bump(q, r.user, 'result_bytes', #result) end
-      local kids = kin and fq_release_dependents(q, r) or 0
-      fq_expire_record(q, r, kids > 0)
-      fq_ended(q, r)
       out[k] = 1
     end
   end
+  if run_n > 0 then fq_finish_bump(q, run_u, run_n, run_bytes) end
   -- the leases of the finished tasks leave in one ZREM (chunked, see FQ_ZREM_CHUNK)
   for s = 1, #unlease, FQ_ZREM_CHUNK do
     FQ_CALL('ZREM', q.leases, unpack(unlease, s, math.min(s + FQ_ZREM_CHUNK - 1, #unlease)))

@@ -69,25 +69,48 @@ local function fq_tenant(q, u)
   local t = cache[u]
   if t == nil then
     local key = fq_tenant_key(q, u)
-    local v = FQ_PCALL('HMGET', key, 'pass', 'stride', 'tier', 'act',
-      'lim', 'tat', 'hold', 'capd', 'pau')
-    -- a tenant hash of another type (damaged behind the client's back) reads as a fresh
-    -- tenant marked broken: never written back; the claim deactivates it (claim.lua)
-    local broken = v['err'] ~= nil
-    if broken then v = {} end
-    -- lim/tat/hold/capd: flow control (limits.lua): own limits, GCRA tat (us), no start
-    -- before `hold` (ms), capped
-    t = {
-      key = key, -- kept for fq_close's write
-      pass = FQ_TONUMBER(v[1]) or 0,
-      stride = FQ_TONUMBER(v[2]) or FQ_DEFAULT_STRIDE,
-      tier = FQ_TONUMBER(v[3]) or 0,
-      act = FQ_TONUMBER(v[4]),
-      dirty = false,
-      lim = v[5] or '', tat = FQ_TONUMBER(v[6]) or 0, hold = FQ_TONUMBER(v[7]), capd = v[8] == '1',
-      paused = v[9] == '1', -- pause.lua: held out of its active set as a capped tenant
-      broken = broken,
-    }
+    if q.lean_tenants then
+      -- a claim that uses neither flow control nor strict tiers (claim.lua) reads what it
+      -- uses: the pass, stride, activation number and pause flag (the tier reads as 0 there,
+      -- and no limit field was ever written: meta `lim` is set before any)
+      local v = FQ_PCALL('HMGET', key, 'pass', 'stride', 'act', 'pau')
+      local broken = v['err'] ~= nil
+      if broken then v = {} end
+      local act = FQ_TONUMBER(v[3])
+      -- the nil fields are what the claim learns of the tenant (claim.lua): named here, the
+      -- record is made with room for them (a Lua table sized by its constructor's fields),
+      -- no rehash when they are set
+      t = {
+        key = key, pass = FQ_TONUMBER(v[1]) or 0, stride = FQ_TONUMBER(v[2]) or FQ_DEFAULT_STRIDE,
+        act = act, act_read = act, paused = v[4] == '1' or nil, broken = broken or nil,
+        member = nil, member_of = nil, normal_key = nil, normal_left = nil, no_critical = nil,
+        dirty = nil, pend_n = nil,
+      }
+    else
+      local v = FQ_PCALL('HMGET', key, 'pass', 'stride', 'tier', 'act',
+        'lim', 'tat', 'hold', 'capd', 'pau')
+      -- a tenant hash of another type (damaged behind the client's back) reads as a fresh
+      -- tenant marked broken: never written back; the claim deactivates it (claim.lua)
+      local broken = v['err'] ~= nil
+      if broken then v = {} end
+      -- lim/tat/hold/capd: flow control (limits.lua): own limits, GCRA tat (us), no start
+      -- before `hold` (ms), capped. The flags (capd, paused, broken; dirty, set by a change)
+      -- are nil rather than false (every reader tests them for truth): a nil takes no slot
+      -- of the record, which a claim fills with what it learns (claim.lua) without a rehash.
+      -- act_read: the activation number as read (fq_close writes `act` only when it changed)
+      local act = FQ_TONUMBER(v[4])
+      t = {
+        key = key, -- kept for fq_close's write
+        pass = FQ_TONUMBER(v[1]) or 0,
+        stride = FQ_TONUMBER(v[2]) or FQ_DEFAULT_STRIDE,
+        tier = FQ_TONUMBER(v[3]) or 0,
+        act = act, act_read = act,
+        lim = v[5] or '', tat = FQ_TONUMBER(v[6]) or 0, hold = FQ_TONUMBER(v[7]),
+        capd = v[8] == '1' or nil,
+        paused = v[9] == '1' or nil, -- pause.lua: held out of its active set as capped
+        broken = broken or nil,
+      }
+    end
     cache[u] = t
     if t.act == nil then fq_migrate_member(q, u, t) end
   end
