@@ -234,7 +234,12 @@ def append_call(keys: KeySpace, entries: list[bytes]) -> Call[int]:
     return Call("push_intake", ["RPUSH", keys.intake, *entries], _read_length)
 
 
-_read_length = int_reply("push_intake")
+def _read_length(reply: Any) -> int:
+    """RPUSH's reply: an int (ScriptContractError for anything else, as ``int_reply``)."""
+    return reply if type(reply) is int else _checked_length(reply)
+
+
+_checked_length = int_reply("push_intake")
 
 
 def size_call(keys: KeySpace) -> Call[int]:
