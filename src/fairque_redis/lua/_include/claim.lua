@@ -173,17 +173,8 @@ end
 
 -- fq_place's hook: true when u's member is held by the view (A's head or in B), rescored in
 -- B; false when the caller writes it, the view dropped first when it is of the same set
-local function fq_av_place(q, u, t, key)
-  local av = q.av
-  if av.key ~= key then return false end
-  local member, act = fq_av_take(av, t)
-  if member == nil then
-    fq_av_drop(q)
-    return false
-  end
-  -- the pass as fq_place writes it (fq_int: an integer; a pass that is not one is rare)
-  local pass = t.pass
-  if pass % 1 ~= 0 then pass = FQ_TONUMBER(fq_int(pass)) end
+-- member (of tenant u, activation number act or false) into B at its place for `pass`
+local function fq_av_insert(av, member, u, act, pass)
   -- last in B, then down past the members above it (usually none: the highest pass)
   local b, bh, j = av.b, av.bh, av.bt + 1
   av.bt = j
@@ -204,6 +195,20 @@ local function fq_av_place(q, u, t, key)
   end
   local o = 4 * j
   b[o - 3], b[o - 2], b[o - 1], b[o] = member, u, act, pass
+end
+
+local function fq_av_place(q, u, t, key)
+  local av = q.av
+  if av.key ~= key then return false end
+  local member, act = fq_av_take(av, t)
+  if member == nil then
+    fq_av_drop(q)
+    return false
+  end
+  -- the pass as fq_place writes it (fq_int: an integer; a pass that is not one is rare)
+  local pass = t.pass
+  if pass % 1 ~= 0 then pass = FQ_TONUMBER(fq_int(pass)) end
+  fq_av_insert(av, member, u, act, pass)
   return true
 end
 
@@ -301,9 +306,7 @@ end
 -- fq_av_place)
 local function fq_reserve_run(q, u, k)
   local av = q.av
-  if av == nil or av.bounded or av.c <= av.n or av.bh ~= av.bt or av.b[4 * av.bh - 2] ~= u then
-    return
-  end
+  if av.b[4 * av.bh - 2] ~= u then return end
   local t = q.tenant_cache[u]
   local left = t.normal_left
   if not t.no_critical or left == nil or left == 0 or t.pass % 1 ~= 0
@@ -327,6 +330,69 @@ local function fq_reserve_run(q, u, k)
     av.b[4 * av.bh] = t.pass -- rescored in the view (fq_place), still alone in it
   else
     fq_deactivate(q, u) -- the last serve took its last task
+  end
+end
+
+-- the view holds the whole active set (read whole, first sequence used up: every member is in
+-- the sorted rescored sequence B, and each pick is B's head) and two or more tenants: up to
+-- `k` serves are reserved in one loop, each of B's head, with the state the serves one by one
+-- would leave (fq_reserve, fq_served and fq_av_place's steps for a tenant that keeps work:
+-- the task reserved from its scored set, its pass a stride up and its member moved to its new
+-- place in B, the tier's virtual time at the last serve's old pass). Only when every member
+-- qualifies: a critical list known empty, a scored set of known size, an activation number
+-- in its member, integer passes and strides; a tenant down to its last task stops the loop
+-- (the general serve takes it and deactivates it)
+local function fq_reserve_round(q, k)
+  local av, cache = q.av, q.tenant_cache
+  local b = av.b
+  for j = av.bh, av.bt do
+    local o = 4 * j
+    local t = cache[b[o - 2]]
+    if t == nil or not t.no_critical or t.normal_left == nil or not b[o - 1]
+      or t.pass ~= b[o] or t.pass % 1 ~= 0 or t.stride % 1 ~= 0 then
+      return
+    end
+  end
+  local tier = fq_tier_key(q, cache[b[4 * av.bh - 2]]) -- the view's set: one tier
+  local serves, s = q.serves, q.serve_n
+  local served, lowest = 0, 0
+  while served < k do
+    local h = av.bh
+    local o = 4 * h
+    local u = b[o - 2]
+    local t = cache[u]
+    local left = t.normal_left
+    if left <= 1 then break end
+    local member, act, pass = b[o - 3], b[o - 1], b[o]
+    b[o - 3], b[o - 2], b[o - 1], b[o] = nil, nil, nil, nil
+    av.bh = h + 1
+    t.normal_left = left - 1
+    t.pend_n = (t.pend_n or 0) + 1
+    s = s + 1
+    serves[s] = u
+    lowest = pass
+    pass = pass + t.stride
+    t.pass = pass
+    t.dirty = true
+    fq_av_insert(av, member, u, act, pass)
+    served = served + 1
+  end
+  if served > 0 then
+    q.serve_n = s
+    q.ready_delta = q.ready_delta - served
+    fq_set_vtime(q, tier, lowest)
+  end
+end
+
+-- after a serve of u (fq_reserve) with `k` places left: the serves that need no pick
+-- (fq_reserve_run, fq_reserve_round) when the view holds the whole active set
+local function fq_reserve_more(q, u, k)
+  local av = q.av
+  if av == nil or av.bounded or av.c <= av.n or av.bt < av.bh then return end
+  if av.bh == av.bt then
+    fq_reserve_run(q, u, k)
+  else
+    fq_reserve_round(q, k)
   end
 end
 
@@ -782,7 +848,7 @@ local function fq_claim(q, argv, at)
       local u = fq_pick(q, groups, count - n - q.serve_n + 1)
       if u == nil then break end
       if u and fq_reserve(q, u, pinned) and not pinned and n + q.serve_n < count then
-        fq_reserve_run(q, u, count - n - q.serve_n)
+        fq_reserve_more(q, u, count - n - q.serve_n)
       end
       if n + q.serve_n >= count then fq_claim_flush(q) end
     end
