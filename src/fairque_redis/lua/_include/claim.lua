@@ -416,10 +416,7 @@ local function fq_claim_flush(q)
         id = FQ_SUB(FQ_CALL('ZPOPMIN', t.normal_key)[1], FQ_SEQ_WIDTH + 1)
       end
       t.pend_c, t.pend_n = nil, nil
-      if lease(u, id, false) then
-        fq_bump(q, u, 'leased', 1)
-        fq_bump(q, u, 'claimed', 1)
-      end
+      if lease(u, id, false) then fq_bump_lease(q, u, 1, 'claimed', 1) end
     else
       local at = t.pend_at
       if at == nil then
@@ -437,10 +434,7 @@ local function fq_claim_flush(q)
       end
       if lease(u, id, false) then t.pend_ok = t.pend_ok + 1 end
       if at == c + m then -- u's last reserved task
-        if t.pend_ok > 0 then
-          fq_bump(q, u, 'leased', t.pend_ok)
-          fq_bump(q, u, 'claimed', t.pend_ok)
-        end
+        if t.pend_ok > 0 then fq_bump_lease(q, u, t.pend_ok, 'claimed', t.pend_ok) end
         t.pend_at, t.pend_c, t.pend_n, t.pend_crit, t.pend_norm = nil, nil, nil, nil, nil
       else
         t.pend_at = at

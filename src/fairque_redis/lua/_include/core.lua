@@ -206,6 +206,20 @@ local function fq_bump(q, u, name, by)
   end
 end
 
+-- fq_bump of a lease's start or end for tenant u: its `leased` gauge by `by` and the counter
+-- `name` (claimed, finished) by `n`, in one step (a tenant's first figures made with room for
+-- both)
+local function fq_bump_lease(q, u, by, name, n)
+  local t = q.tenant_counters[u]
+  if t == nil then
+    q.tenant_counters[u] = {leased = by, [name] = n}
+  else
+    t.leased = (t.leased or 0) + by
+    t[name] = (t[name] or 0) + n
+  end
+  q.counters[name] = (q.counters[name] or 0) + n
+end
+
 -- the virtual time of `tier` (a decimal string; FairState.virtual_time): the `vtime` field
 -- without strict tiers, else `vtime:<tier>`, which reads as `vtime` until the tier is served
 local function fq_vtime(q, tier)

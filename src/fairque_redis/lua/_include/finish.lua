@@ -47,8 +47,7 @@ end
 -- `n` tasks of tenant u finished (their results `bytes` long in all): its `leased` gauge and
 -- `finished` and `result_bytes` counters, as fq_drop_lease and fq_finish count one
 local function fq_finish_bump(q, u, n, bytes)
-  fq_bump(q, u, 'leased', -n)
-  fq_bump(q, u, 'finished', n)
+  fq_bump_lease(q, u, -n, 'finished', n)
   if bytes > 0 then fq_bump(q, u, 'result_bytes', bytes) end
 end
 
