@@ -146,6 +146,7 @@ def drain(url: str, total: int, cap: int, prefetch: int | None) -> dict[str, Any
     server = monitor.backend.client  # type: ignore[attr-defined]
     server.config_resetstat()
     load = os.getloadavg()[0]
+    cpu = time.process_time()
     start = time.perf_counter()
     worker.start()
     deadline = start + DRAIN_TIMEOUT
@@ -154,6 +155,7 @@ def drain(url: str, total: int, cap: int, prefetch: int | None) -> dict[str, Any
             raise RuntimeError(f"drain timed out: worker {worker.health()}")
         time.sleep(0.005)
     elapsed = time.perf_counter() - start
+    cpu = time.process_time() - cpu  # this process: the worker's threads and the monitor
     worker.stop(10)
     # server time in scripts during the drain (claims, finishes, the monitor's stats reads)
     script_us = scripts_usec(server.info("commandstats"))
@@ -168,6 +170,7 @@ def drain(url: str, total: int, cap: int, prefetch: int | None) -> dict[str, Any
         "heartbeats": heartbeats.calls,
         "processed": stats["processed"],
         "server_us": script_us / total,
+        "cpu_us": cpu / total * 1e6,
         "load": load,
     }
 
@@ -213,6 +216,7 @@ async def drain_async(url: str, total: int, cap: int, prefetch: int | None) -> d
     server.config_resetstat()
     load = os.getloadavg()[0]
     start = time.perf_counter()
+    cpu = time.process_time()
     await worker.start()
     deadline = start + DRAIN_TIMEOUT
     while (await monitor.get_stats())["finished"] < total:
@@ -220,6 +224,7 @@ async def drain_async(url: str, total: int, cap: int, prefetch: int | None) -> d
             raise RuntimeError(f"drain timed out: worker {worker.health()}")
         await asyncio.sleep(0.005)
     elapsed = time.perf_counter() - start
+    cpu = time.process_time() - cpu
     await worker.stop(10)
     script_us = scripts_usec(server.info("commandstats"))
     server.close()
@@ -234,6 +239,7 @@ async def drain_async(url: str, total: int, cap: int, prefetch: int | None) -> d
         "heartbeats": heartbeats.calls,
         "processed": stats["processed"],
         "server_us": script_us / total,
+        "cpu_us": cpu / total * 1e6,
         "load": load,
     }
 
@@ -263,6 +269,7 @@ def compare(old_src: str, rounds: int, total: int) -> None:
     """Both builds side by side, each drain in a child process (see the module docstring)."""
     builds = {"old": str(Path(old_src).resolve()), "new": str(Path(__file__).parents[1] / "src")}
     rates: dict[tuple[str, str], list[float]] = {}
+    cpus: dict[tuple[str, str], list[float]] = {}
     with EmbeddedValkey() as server:
         for round_no in range(rounds):
             order = ["old", "new"] if round_no % 2 == 0 else ["new", "old"]
@@ -271,18 +278,38 @@ def compare(old_src: str, rounds: int, total: int) -> None:
                     spec = json.dumps([server.url, kind, total, cap, prefetch])
                     result = run_child([__file__, "--one", spec], builds[build])
                     rates.setdefault((build, name), []).append(result["rate"])
+                    # older copies of this file measured no CPU time
+                    cpus.setdefault((build, name), []).append(result.get("cpu_us", 0.0))
                     print(
                         f"round {round_no + 1} {build:>3} {name:<16} {result['rate']:>8,.0f}/s "
+                        f"cpu {result.get('cpu_us', 0.0):5.1f} us/task "
                         f"claims {result['claims']:>5} finishes {result['finishes']:>5} "
                         f"load {result['load']:.2f}",
                         flush=True,
                     )
     med = {key: statistics.median(values) for key, values in rates.items()}
     print(f"\nmedians of {rounds} rounds, {total:,} no-op tasks, tasks/s")
-    print(f"{'setting':<16} {'old':>8} {'new':>8} {'new/old':>8}")
+    print(
+        f"{'setting':<16} {'old':>8} {'new':>8} {'new/old':>8} {'x round':>8}   "
+        f"{'cpu old':>7} {'cpu new':>7} {'x round':>8}"
+    )
     for name, *_ in COMPARE:
         old, new = med[("old", name)], med[("new", name)]
-        print(f"{name:<16} {old:>8,.0f} {new:>8,.0f} {new / old:>8.2f}")
+        olds, news = rates[("old", name)], rates[("new", name)]
+        per_round = statistics.median(b / a for a, b in zip(olds, news, strict=True))
+        cpu_old, cpu_new = cpus[("old", name)], cpus[("new", name)]
+        cpu_round = statistics.median(
+            b / a if a else 0.0 for a, b in zip(cpu_old, cpu_new, strict=True)
+        )
+        print(
+            f"{name:<16} {old:>8,.0f} {new:>8,.0f} {new / old:>8.2f} {per_round:>8.2f}   "
+            f"{statistics.median(cpu_old):>7.1f} {statistics.median(cpu_new):>7.1f} "
+            f"{cpu_round:>8.2f}"
+        )
+    print(
+        "(x round: median of the per-round new/old ratios; cpu: the drain's process CPU time "
+        "per task in us, the worker's threads and the monitor's stats reads)"
+    )
     print(f"\n{'ratio':<34} {'old':>6} {'new':>6}")
     for label, num, den in (
         ("thread defaults / thread tuned", "thread defaults", "thread tuned"),

@@ -6,8 +6,10 @@ tasks in batches (``finish_batch``: one backend call, usually sent alongside the
 extends the leases of everything it holds, runs the reaper, enforces task timeouts and backs
 off when the backend is unreachable. Handler code runs on pool threads; one of them at a time
 is the wake listener (it waits for work and makes the idle claim, ADR 38), and it runs the first
-task its claim brought itself after handing the listening to another (ADR 46). A thread never
-touches the queue while it runs a handler, so a slow handler cannot delay heartbeats.
+task its claim brought itself after handing the listening to another (ADR 46). A thread whose
+handler returns books the end with the loop and runs the next buffered task itself while a
+place is free, so the places do not wait for a cycle of the control thread (ADR 51). A thread
+never touches the queue while it runs a handler, so a slow handler cannot delay heartbeats.
 
 A Python thread cannot be killed. When a sync task passes ``task_timeout_seconds`` it is
 failed at once with :class:`~fairque_core.domain.errors.TaskTimeoutError` (retry or DLQ by policy),
@@ -41,6 +43,10 @@ from fairque_core.app.worker_loop import logger
 from fairque_core.domain.models import Task
 
 __all__ = ["Worker"]
+
+#: Longest wait of a handler's thread for the control thread it woke, before it starts the
+#: next task (ADR 51).
+YIELD_SECONDS = 0.005
 
 
 class _Pool:
@@ -116,6 +122,8 @@ class Worker(WorkerDriver[FairQueue]):
             self.handler.process_task
         )
         self._wake = threading.Event()
+        self._awake = threading.Event()  # clear while the control thread sleeps
+        self._awake.set()
         self._stop_requested = threading.Event()
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
@@ -193,6 +201,14 @@ class Worker(WorkerDriver[FairQueue]):
 
     # ------------------------------------------------------------------ pool side
     def _execute(self, slot: wa.Slot) -> None:
+        """Run ``slot``'s task, then each task the loop gives this thread as the one before
+        ends (ADR 51)."""
+        next_slot: wa.Slot | None = slot
+        while next_slot is not None:
+            next_slot = self._run_one(next_slot)
+
+    def _run_one(self, slot: wa.Slot) -> wa.Slot | None:
+        """Run one task and book its end: the next task for this thread, or None."""
         task = slot.task
         started = time.perf_counter()
         ok = False
@@ -207,9 +223,22 @@ class Worker(WorkerDriver[FairQueue]):
         except BaseException as exc:
             value = exc
         self._task_ended(slot, ok, value)
-        self._completions.put((slot, ok, value, time.perf_counter() - started))
-        if not self._wake.is_set():
+        seconds = time.perf_counter() - started
+        if not self.places_chain:
+            self._completions.put((slot, ok, value, seconds))
+            if not self._wake.is_set():
+                self._wake.set()
+            return None
+        with self._guard:
+            next_slot, wake = self._loop.task_ended(slot, ok, value, seconds, time.monotonic())
+        if wake and not self._wake.is_set():
             self._wake.set()
+        if next_slot is not None and self._wake.is_set() and not self._awake.is_set():
+            # the loop was woken and has not run yet: let it have the interpreter first (a
+            # thread that runs task after task holds the GIL until the interpreter's switch
+            # interval forces it out, and the loop's claim would wait that long)
+            self._awake.wait(YIELD_SECONDS)
+        return next_slot
 
     def _cancel(self, slot: wa.Slot) -> None:
         """A thread cannot be cancelled: a timed-out task's thread runs on, its result dropped
@@ -345,8 +374,10 @@ class Worker(WorkerDriver[FairQueue]):
                 self._listen.clear()
         wait = action.until - time.monotonic()
         if wait > 0:
+            self._awake.clear()
             self._wake.wait(wait)
         self._wake.clear()  # before the completions are read: a later one sets it again
+        self._awake.set()
 
     def _perform(self, action: wa.Action) -> None:
         """Carry out one action of the loop that is not a sleep or a run: its queue call (its

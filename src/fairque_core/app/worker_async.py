@@ -66,6 +66,7 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
         # queue's wake signal and wakes the loop when it comes (see Worker)
         self._listen = asyncio.Event()
         self._listener: asyncio.Task[None] | None = None
+        self._calling = False  # the control loop waits for a queue call (see _run_one)
 
     # ------------------------------------------------------------------ public
     async def start(self) -> None:
@@ -120,6 +121,18 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
 
     # ------------------------------------------------------------------ task side
     async def _execute(self, slot: wa.Slot) -> None:
+        """Run ``slot``'s task, then each task the loop gives this asyncio task as the one
+        before ends (ADR 51); the event loop runs its other callbacks in between."""
+        next_slot: wa.Slot | None = await self._run_one(slot)
+        while next_slot is not None:
+            current = asyncio.current_task()
+            if current is not None:  # cancelled as that task's own on a timeout or the stop
+                self._tasks[next_slot.task.task_id] = current
+            await asyncio.sleep(0)
+            next_slot = await self._run_one(next_slot)
+
+    async def _run_one(self, slot: wa.Slot) -> wa.Slot | None:
+        """Run one task and book its end: the next task for this asyncio task, or None."""
         task = slot.task
         started = time.perf_counter()
         ok = False
@@ -140,9 +153,20 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
         self._task_ended(slot, ok, value)
         if self._threads.get(task.task_id) is False:
             self._threads[task.task_id] = True  # its thread runs on: it reports when it ends
-            return
+            return None
         self._threads.pop(task.task_id, None)
-        self._report(slot, ok, value, seconds)
+        # a cancelled task starts no other; nor does one that ends while the control loop's
+        # queue call is out: each task run here would put this asyncio task back in the event
+        # loop's queue, and every step of that call would wait behind all of them; the loop's
+        # cycle after the call books this end and starts the next task, as before ADR 51
+        if slot.timed_out or self._calling or not self.places_chain:
+            self._report(slot, ok, value, seconds)
+            return None
+        with self._guard:
+            next_slot, wake = self._loop.task_ended(slot, ok, value, seconds, time.monotonic())
+        if wake:
+            self._wake.set()
+        return next_slot
 
     def _report(self, slot: wa.Slot, ok: bool, value: Any, seconds: float) -> None:
         self._loop.task_done(slot, ok, value, seconds)
@@ -269,7 +293,11 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
                 elif isinstance(action, wa.Stopped):
                     break
                 else:
-                    await self._perform(action)
+                    self._calling = True
+                    try:
+                        await self._perform(action)
+                    finally:
+                        self._calling = False
         except asyncio.CancelledError:
             with self._guard:
                 loop.crashed(None, time.monotonic())

@@ -223,6 +223,11 @@ class WorkerDriver(Generic[Q]):
     #: next claim to make at once (ADR 46); False: the loop starts them at its next cycle and
     #: hands out the next claim at its end (the way before, kept for the same A/B).
     listener_starts: ClassVar[bool] = True
+    #: A handler's end is booked by the thread (or asyncio task) that ran it, which then runs
+    #: the next buffered task itself (ADR 51); False: the loop books it at its next cycle and
+    #: starts the next task from there (the way before, kept for the A/B benchmark
+    #: ``bench/bench_worker.py --chain-ab``).
+    places_chain: ClassVar[bool] = True
 
     _wake: Flag
     _listen: Flag

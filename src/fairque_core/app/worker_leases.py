@@ -99,9 +99,14 @@ class LeaseSteps:
         if self._releases:
             yield from self._flush_releases()
         if self._acks and not hold_acks:
-            ack = act.Ack(self._acks)
-            flags = yield from self._call(ack)
-            self._acks = []
+            # taken before the call: a handler's thread may book more meanwhile (ADR 51)
+            acks, self._acks = self._acks, []
+            ack = act.Ack(acks)
+            try:
+                flags = yield from self._call(ack)
+            except BaseException:
+                self._acks[:0] = acks  # kept for the next flush
+                raise
             self._settle(ack, flags)
         if self._fails:
             yield from self._flush_fails()

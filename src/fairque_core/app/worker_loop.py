@@ -12,7 +12,9 @@ action with the current time, carries the action out and reports the outcome::
     loop.done(result) / loop.failed(error)   # for the actions that call the queue
 
 Events that are not answers to an action: :meth:`WorkerLoop.task_done` (a handler returned,
-from any point of the loop; booked at the next cycle) and :meth:`WorkerLoop.stop`.
+from any point of the loop; booked at the next cycle), ``task_ended`` (the same, booked at once
+by the handler's thread, which gets the next buffered task to run; ADR 51) and
+:meth:`WorkerLoop.stop`.
 
 One pass of the loop (a *cycle*) is written below as a generator that yields the actions in
 the order the loop takes them (ADR 14): collect completions, expire overdue tasks, start what
@@ -21,7 +23,10 @@ dispatch, then a sleep. Prefetch depth, claim size and the ack batch adapt to ho
 finish (ADR 30); the buffer of claimed, unstarted tasks starts them in turns across tenants
 (ADR 37). The steps about the leases it holds (acknowledgements, failures, releases,
 heartbeats, the reaper) and the booking of a failed queue call are its base class,
-:class:`~fairque_core.app.worker_leases.LeaseSteps`.
+:class:`~fairque_core.app.worker_leases.LeaseSteps`; those about its places (handlers' ends
+booked, timeouts, starts, and :meth:`~fairque_core.app.worker_places.PlaceSteps.task_ended`, by
+which a driver books a handler's end from the thread that ran it and starts the next buffered
+task there, ADR 51) are :class:`~fairque_core.app.worker_places.PlaceSteps`.
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ from fairque_core.app.worker_pacing import (
     check_worker_config,
     heartbeat_interval,
 )
-from fairque_core.domain.errors import TaskTimeoutError
+from fairque_core.app.worker_places import PlaceSteps
 from fairque_core.domain.models import Task
 
 __all__ = ["Stats", "WorkerLoop", "check_worker_config", "safe_callback"]
@@ -58,7 +63,7 @@ logger = logging.getLogger("fairque.worker")
 
 
 # ---------------------------------------------------------------------------- the machine
-class WorkerLoop(LeaseSteps):
+class WorkerLoop(PlaceSteps, LeaseSteps):
     """The decisions of one worker, fed by its driver (see the module docstring).
 
     ``prefetch`` claims that many tasks beyond the free places, to hide claim latency; None (the
@@ -119,6 +124,7 @@ class WorkerLoop(LeaseSteps):
         self._now = 0.0
         self._steps: Steps | None = None
         self._parked = False  # the last action was a Sleep: the driver is asleep in it
+        self._acks_parked = False  # ... with acknowledgements waiting (see _wants_cycle)
         self._early: bool | None = None  # a listener's answer booked early (start_handed)
         self._acks_held = False
         self._reply: Any = None
@@ -208,6 +214,7 @@ class WorkerLoop(LeaseSteps):
         """The next thing to do, ``now`` being the driver's monotonic clock."""
         action = self._next(now)
         self._parked = isinstance(action, act.Sleep)
+        self._acks_parked = bool(self._acks)  # their linger is in the sleep's deadline
         return action
 
     def _next(self, now: float) -> Action:
@@ -332,55 +339,6 @@ class WorkerLoop(LeaseSteps):
                 len(self._acks) + len(self._fails) + len(self._releases),
             )
 
-    def _collect(self) -> None:
-        inbox, self._inbox = self._inbox, []
-        if not inbox:
-            return
-        if not self._acks:
-            self._acks_since = self._now
-        gauge = self.gauge
-        for slot, ok, value, run_seconds in inbox:
-            task_id = slot.task.task_id
-            self.running.pop(task_id, None)
-            if slot.zombie:
-                self.stuck -= 1
-            else:
-                self.executing -= 1
-            if slot.timed_out:
-                continue  # failed already when it timed out; its late outcome is dropped
-            gauge.ran(run_seconds)
-            slot.run_seconds = run_seconds
-            if slot.lost:
-                self.held.pop(task_id, None)
-            elif ok:
-                self._acks.append((slot, value))
-            else:
-                self._fails.append((slot, value))
-        if self.adaptive:
-            self.prefetch = gauge.depth()
-
-    def _expire(self, now: float) -> list[Slot]:
-        expired: list[Slot] = []
-        for slot in self.running.values():
-            started = slot.started_at
-            if slot.timed_out or started is None or now - started < self.timeout:
-                continue
-            expired.append(slot)
-            slot.timed_out = True
-            self.stats.timed_out += 1
-            logger.warning("worker %s: task %s timed out", self.config.id, slot.task.task_id)
-            if self.stuck < self.stuck_limit:
-                slot.zombie = True
-                self.stuck += 1
-                self.executing -= 1
-            slot.run_seconds = now - started
-            self.gauge.ran(slot.run_seconds)
-            if slot.lost:
-                self.held.pop(slot.task.task_id, None)
-            else:
-                self._fails.append((slot, TaskTimeoutError(slot.task.task_id, self.timeout)))
-        return expired
-
     def _acks_can_wait(self, now: float) -> bool:
         """Hold the acknowledgements for the next claim to carry? Yes while tasks are running or
         buffered (a claim will follow as places free up), fewer than a claim's worth are
@@ -438,12 +396,6 @@ class WorkerLoop(LeaseSteps):
         if outage is not None:
             raise outage
         return short
-
-    def _room(self) -> int:
-        return self.cap + self.prefetch - self.executing - len(self.buffer)
-
-    def _claim_threshold(self) -> int:
-        return max(1, (self.cap + self.prefetch) // 4)
 
     def _claim_size(self) -> int:
         room = self._room()
@@ -521,16 +473,6 @@ class WorkerLoop(LeaseSteps):
         short = len(tasks) < asked
         self.listening = short and running
         return short
-
-    def _dispatch(self, now: float) -> list[Slot]:
-        slots: list[Slot] = []
-        while self.buffer and self.executing < self.cap:
-            slot = self.buffer.popleft()
-            slot.started_at = now
-            self.executing += 1
-            self.running[slot.task.task_id] = slot
-            slots.append(slot)
-        return slots
 
     def _next_wait(self, now: float, *, idle: bool) -> float:
         stopping = self.state != "running"
