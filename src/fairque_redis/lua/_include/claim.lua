@@ -826,9 +826,9 @@ local function fq_claim(q, argv, at)
   -- deactivated. Either way the loop picks again (each repair removes what was picked), as
   -- after a lease refused by a damaged task key
   local pinned = groups ~= nil
-  if limited then
+  if limited or count == 1 then -- (a claim of one has nothing to pop at once)
     while n < count do
-      if not fq_queue_may_start(q, n) then break end
+      if limited and not fq_queue_may_start(q, n) then break end
       local u = fq_pick(q, groups, count - n + 1)
       if u == nil then break end
       local id = u and fq_serve(q, u, pinned)
