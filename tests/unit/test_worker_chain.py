@@ -276,6 +276,28 @@ def test_random_event_sequences_keep_the_invariants_with_chained_starts(
         assert cut_short or gave_up
 
 
+@settings(max_examples=500, deadline=None)
+@given(
+    cap=st.integers(1, 1000),
+    lease=st.floats(0.001, 3600.0),
+    runs=st.lists(st.floats(0.0, 120.0), min_size=1, max_size=5),
+    trips=st.lists(st.floats(-1.0, 10.0), min_size=1, max_size=5),
+)
+def test_the_gauge_gives_the_depth_rule_of_its_averages(
+    cap: int, lease: float, runs: list[float], trips: list[float]
+) -> None:
+    gauge = worker_pacing.PrefetchGauge(cap, lease)
+    assert gauge.depth() == 0  # nothing prefetched before a task ran and a claim was timed
+    for run in runs:
+        gauge.ran(run)
+    assert gauge.depth() == 0
+    for trip in trips:
+        gauge.tripped(trip)
+    assert gauge.run is not None
+    assert gauge.trip is not None
+    assert gauge.depth() == worker_pacing.prefetch_depth(cap, gauge.run, gauge.trip, lease)
+
+
 # ------------------------------------------------------------------ the drivers
 
 

@@ -143,6 +143,10 @@ class PrefetchGauge:
         self.lease_seconds = lease_seconds
         self.run: float | None = None
         self.trip: float | None = None
+        # prefetch_depth's factors, as it computes them (the same floats): depth() runs after
+        # every handler's end (ADR 51), so it spells the rule out instead of calling it
+        self._cover = cap * PREFETCH_COVER
+        self._bound = cap * PREFETCH_LEASE_FRACTION * lease_seconds
 
     def ran(self, seconds: float) -> None:
         self.run = seconds if self.run is None else self.run + EWMA_WEIGHT * (seconds - self.run)
@@ -154,9 +158,14 @@ class PrefetchGauge:
         )
 
     def depth(self) -> int:
-        if self.run is None or self.trip is None:
+        """``prefetch_depth(cap, run, trip, lease_seconds)`` of the current averages."""
+        run, trip = self.run, self.trip
+        if run is None or trip is None:
             return 0
-        return prefetch_depth(self.cap, self.run, self.trip, self.lease_seconds)
+        run = max(run, MIN_RUN_SECONDS)
+        want = math.floor(self._cover * max(0.0, trip) / run)
+        bound = math.floor(self._bound / run)
+        return min(want, PREFETCH_MAX, max(0, bound))
 
 
 def listener_pause(failures: int) -> float:
