@@ -122,13 +122,15 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
     # ------------------------------------------------------------------ task side
     async def _execute(self, slot: wa.Slot) -> None:
         """Run ``slot``'s task, then each task the loop gives this asyncio task as the one
-        before ends (ADR 51); the event loop runs its other callbacks in between."""
+        before ends (ADR 51). It lets the event loop run first when the control loop has been
+        woken (its wake-up waits in the event loop's queue), as a handler that awaits does."""
         next_slot: wa.Slot | None = await self._run_one(slot)
         while next_slot is not None:
             current = asyncio.current_task()
             if current is not None:  # cancelled as that task's own on a timeout or the stop
                 self._tasks[next_slot.task.task_id] = current
-            await asyncio.sleep(0)
+            if self._wake.is_set():
+                await asyncio.sleep(0)
             next_slot = await self._run_one(next_slot)
 
     async def _run_one(self, slot: wa.Slot) -> wa.Slot | None:
