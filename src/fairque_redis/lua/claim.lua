@@ -20,7 +20,7 @@
 ]]
 --- @include "_include/claim"
 
-local q = fq_open(KEYS, ARGV, {meta = true}) -- reads meta anyway (q.paused): its type check
+local q = fq_open(KEYS, ARGV, FQ_OPEN_CLAIM) -- reads meta anyway (q.paused): its type check
 local out = fq_claim(q, ARGV, 8)
 fq_close(q)
 return out

@@ -125,16 +125,44 @@ end
 --                   pcall instead of a separate HLEN: one command less; meta = 'fair' reads
 --                   only the fairness fields and the limits flag (see fq_meta)
 --   sched = false   the script raises no schedule signal on this call, so the sched list is
---                   not checked (fq_close reads and checks it, late, should it be raised)
+--                   not checked (fq_close reads and checks it, late, should it be raised);
+--                   sched = 'limits' checks it only when the meta read says limits are in
+--                   use (claim.lua: without limits a claim schedules nothing and parks no
+--                   one, so it never raises that signal; with `meta`, read first)
+--   later = true    check nothing now (q.checks_due): the script calls fq_check_queue
+--                   itself before its first write, once it knows what it writes (finish.lua,
+--                   see finish.lua's include)
+--   common_finish = true   (the finish's own checks) only what a finish of common tasks writes:
+--                   `leases` (a ZCARD) and `stats`; meta and the signal lists are left
+--                   unchecked, since that finish neither writes nor raises them
 -- The wake and sched lengths read here are kept (q.wake_len, q.sched_len) for fq_close, so a
 -- script that raises a signal pays nothing for its check
 local FQ_CHECK_ALL = {}
+-- the `how` of the scripts that name one, made once at FUNCTION LOAD (a table written in a
+-- script body is made again on every call, ADR 44): claim.lua, finish_claim.lua (the claim
+-- reads meta anyway: its type check; the finish part may schedule a dependent), ingest.lua,
+-- finish.lua
+local FQ_OPEN_CLAIM = {meta = true, sched = 'limits'}
+local FQ_OPEN_FINISH_CLAIM = {meta = true}
+local FQ_OPEN_FAIR = {meta = 'fair'}
+local FQ_OPEN_FINISH = {later = true}
+local FQ_CHECK_COMMON_FINISH = {common_finish = true}
 -- fq_close's loop over the tenant records read, when the call read none (never written)
 local FQ_NO_TENANTS = {}
 
 local function fq_check_queue(q, how)
   how = how or FQ_CHECK_ALL
   if how.read then return end
+  if how.later then
+    q.checks_due = true
+    return
+  end
+  q.checks_due = nil
+  if how.common_finish then
+    if FQ_TYPE(FQ_PCALL('ZCARD', q.leases)) == 'table' then fq_check_type(q.leases, 'zset') end
+    if FQ_TYPE(FQ_PCALL('HLEN', q.stats)) == 'table' then fq_check_type(q.stats, 'hash') end
+    return
+  end
   local zsets = FQ_PCALL('ZINTERCARD', 6, q.tiers, q.delayed, q.leases, q.dlq,
     fq_tenants_key(q), fq_parked_key(q), 'LIMIT', 1)
   if FQ_TYPE(zsets) == 'table' then
@@ -145,7 +173,10 @@ local function fq_check_queue(q, how)
   elseif FQ_TYPE(FQ_PCALL('HLEN', q.meta)) == 'table' then fq_check_type(q.meta, 'hash') end
   if FQ_TYPE(FQ_PCALL('HLEN', q.stats)) == 'table' then fq_check_type(q.stats, 'hash') end
   q.wake_len = fq_list_len(fq_wake_key(q))
-  if how.sched ~= false then q.sched_len = fq_list_len(fq_sched_key(q)) end
+  local sched = how.sched
+  if sched == nil or (sched == 'limits' and q.lim_on) then
+    q.sched_len = fq_list_len(fq_sched_key(q))
+  end
 end
 
 -- `how`: which checks this script needs (see fq_check_queue; nil = all). The context holds

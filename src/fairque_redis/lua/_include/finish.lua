@@ -14,13 +14,18 @@
 -- ids per ZREM of the finished tasks' leases (and keys per EXISTS): unpack has a stack limit
 local FQ_ZREM_CHUNK = 500
 
--- a finish reads of task `id`'s record (key `key`) fq_rec's fields but those only a task made
--- ready again needs (priority, sequence, ready, due and delay times, recoveries) and the
--- unique key's window (read when it has a unique key). Returns its fields as read: state,
--- tenant, token, unique key, lc, wt; the state false when absent or past its logical expiry,
--- damaged as fq_rec reads it
-local function fq_rec_finish(q, key)
-  local v = FQ_CALL('HMGET', key, 'st', 'u', 'exp', 'tok', 'uk', 'lc', 'wt')
+-- the fields a finish reads of a task's record: fq_rec's but those only a task made ready
+-- again needs (priority, sequence, ready, due and delay times, recoveries) and the unique
+-- key's window (read when it has a unique key)
+local function fq_read_finish(key)
+  return FQ_CALL('HMGET', key, 'st', 'u', 'exp', 'tok', 'uk', 'lc', 'wt')
+end
+
+-- task `id`'s record (key `key`) as a finish reads it: `v` the reply of fq_read_finish (read
+-- now when nil). Returns its fields as read: state, tenant, token, unique key, lc, wt; the
+-- state false when absent or past its logical expiry, damaged as fq_rec reads it
+local function fq_rec_finish(q, key, v)
+  if v == nil then v = fq_read_finish(key) end
   local state, user = v[1], v[2]
   if state == false or user == false or fq_expired(v[3], q.now) then return false end
   return state, user, v[4], v[5], v[6], v[7]
@@ -44,6 +49,44 @@ local function fq_any_children(q, argv, at, n)
   return false
 end
 
+-- finish.lua opens the queue unchecked (FQ_OPEN_FINISH): its type checks are made here,
+-- before the first write, as far as what the call may write. The items' records are read
+-- first (the read the loop would make, kept per item): when no item has dependents (`kin`)
+-- and none is of the general kind (a unique key, a lease under limits, a waiter, XCom
+-- values), the finish writes the records, `leases`, `stats` and the tenants' ts: keys only,
+-- and raises no signal: `leases` and `stats` are checked (FQ_CHECK_COMMON_FINISH), not meta
+-- nor the signal lists (nor the other sorted sets). Else everything, as fq_open checks. The
+-- reads stay valid until the loop uses them: a finish writes no other task's record but its
+-- dependents', never a started or finished one, except an id named twice, which is not read
+-- here (nil: the loop reads it after the first one's writes). A record key of another type
+-- stops the reads (the general checks, then the loop's read fails as it did). Returns the
+-- replies read, per item
+local function fq_finish_checks(q, argv, at, n, kin)
+  local pre = {}
+  local common = not kin
+  local seen = n > 1 and {} or nil
+  local i = at + 1
+  for k = 1, n do
+    local id = argv[i]
+    local nx = FQ_TONUMBER(argv[i + 4])
+    if seen == nil or seen[id] == nil then
+      if seen ~= nil then seen[id] = true end
+      local v = FQ_PCALL('HMGET', fq_task_key(q, id), 'st', 'u', 'exp', 'tok', 'uk', 'lc', 'wt')
+      if v['err'] ~= nil then
+        common = false
+        break
+      end
+      pre[k] = v
+      if common and (v[5] ~= false or v[6] == '1' or v[7] == '1' or nx ~= 0) then
+        common = false
+      end
+    end
+    i = i + 5 + 2 * nx
+  end
+  fq_check_queue(q, common and FQ_CHECK_COMMON_FINISH or FQ_CHECK_ALL)
+  return pre
+end
+
 -- `n` tasks of tenant u finished (their results `bytes` long in all): its `leased` gauge and
 -- `finished` and `result_bytes` counters, as fq_drop_lease and fq_finish count one
 local function fq_finish_bump(q, u, n, bytes)
@@ -64,6 +107,8 @@ local function fq_finish(q, argv, at, strict)
   local out = {}
   local unlease = {}
   local kin = n > 0 and fq_any_children(q, argv, at, n)
+  -- finish.lua: the records read first, then the checks (fq_finish_checks)
+  local pre = q.checks_due and fq_finish_checks(q, argv, at, n, kin)
   local exp -- the logical expiry of what finishes now, formatted once
   local ttl_ms -- the real expiry (server time), formatted once
   -- `finished`, `leased` and `result_bytes` of a run of items of one tenant, counted once
@@ -75,7 +120,7 @@ local function fq_finish(q, argv, at, strict)
     local xat = i + 5
     i = i + 5 + 2 * nx
     local key = fq_task_key(q, id)
-    local state, user, tok, ukey, lc, wt = fq_rec_finish(q, key)
+    local state, user, tok, ukey, lc, wt = fq_rec_finish(q, key, pre and pre[k])
     if state == 'finished' and token ~= '' and tok == token then
       out[k] = 1 -- a repeat of this lease's finish (its reply was lost): done, nothing changes
     elseif state ~= 'started' or tok ~= token then

@@ -1,0 +1,135 @@
+"""ADR 54: finish.lua type-checks the queue-wide keys after reading the items' records and
+before its first write, as far as what the call may write. A finish of common tasks (no unique
+key, no lease under limits, no waiter, no XCom values, no dependents) writes only the records,
+``leases``, ``stats`` and the tenants' figures: it checks ``leases`` and ``stats``; any other
+finish checks every queue-wide key, as before. Either way a damaged key it may write refuses the
+whole call, typed, before anything is written.
+
+On Valkey 9 and Redis 7 (the session servers, a fresh queue per test).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from fairque_core import DamagedKeyError, Message, Priority
+from fairque_core.domain.models import Claimed
+from fairque_redis.backend import RedisBackend
+
+pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
+
+
+@pytest.fixture(autouse=True)
+def _no_autoload(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAIRQUE_DISABLE_PLUGIN_AUTOLOAD", "1")
+
+
+@pytest.fixture(params=["valkey", "redis7"])
+def server_url(request: pytest.FixtureRequest) -> str:
+    name = {"valkey": "valkey_server", "redis7": "redis7_server"}[request.param]
+    return str(request.getfixturevalue(name).url)
+
+
+@pytest.fixture
+def setup(server_url: str) -> Iterator[tuple[RedisBackend, Any, str]]:
+    name = f"fck-{uuid.uuid4().hex[:8]}"
+    backend = RedisBackend.from_url(server_url, queue=name)
+    raw = redis.Redis.from_url(server_url)
+    try:
+        yield backend, raw, name
+    finally:
+        backend.close()
+        raw.close()
+
+
+def _claimed(backend: RedisBackend, *, unique: bool) -> list[Claimed]:
+    """A common task and, with ``unique``, one holding a unique key, both claimed."""
+    messages = [Message(task_id="plain-1", tenant="ann", priority=Priority.NORMAL, body=b"{}")]
+    if unique:
+        messages.append(
+            Message(
+                task_id="uniq-1",
+                tenant="ann",
+                priority=Priority.NORMAL,
+                body=b"{}",
+                unique_key="k1",
+            )
+        )
+    assert all(backend.push_batch(messages))
+    got = backend.claim(worker_id="w", count=len(messages))
+    assert sorted(c.message.task_id for c in got) == sorted(m.task_id for m in messages)
+    # the common task first: a batch whose first item alone would need the lighter checks
+    return sorted(got, key=lambda c: c.message.task_id != "plain-1")
+
+
+def _items(held: list[Claimed]) -> list[tuple[str, str, None]]:
+    return [(c.message.task_id, c.lease.token, None) for c in held]
+
+
+def _dump(raw: Any, name: str) -> dict[bytes, Any]:
+    return {k: raw.dump(k) for k in raw.scan_iter(match=f"fq:{{{name}}}:*")}
+
+
+@pytest.mark.parametrize("suffix", ["meta", "wake", "sched", "tiers", "dlq"])
+def test_a_finish_of_a_task_with_a_unique_key_refuses_on_any_damaged_queue_key(
+    setup: tuple[RedisBackend, Any, str], suffix: str
+) -> None:
+    backend, raw, name = setup
+    held = _claimed(backend, unique=True)
+    raw.set(f"fq:{{{name}}}:{suffix}", "junk")
+    before = _dump(raw, name)
+    with pytest.raises(DamagedKeyError) as err:
+        backend.finish_batch(_items(held))  # the common task first, then the unique one
+    assert err.value.key == f"fq:{{{name}}}:{suffix}"
+    assert _dump(raw, name) == before  # not even the common task's record was written
+
+
+@pytest.mark.parametrize("suffix", ["leases", "stats"])
+def test_a_finish_of_a_common_task_refuses_on_a_damaged_key_it_writes(
+    setup: tuple[RedisBackend, Any, str], suffix: str
+) -> None:
+    backend, raw, name = setup
+    held = _claimed(backend, unique=False)
+    raw.delete(f"fq:{{{name}}}:{suffix}")
+    raw.set(f"fq:{{{name}}}:{suffix}", "junk")
+    before = _dump(raw, name)
+    with pytest.raises(DamagedKeyError) as err:
+        backend.finish(held[0].message.task_id, held[0].lease.token)
+    assert err.value.key == f"fq:{{{name}}}:{suffix}"
+    assert _dump(raw, name) == before
+
+
+@pytest.mark.parametrize("suffix", ["wake", "sched"])
+def test_a_finish_of_a_common_task_leaves_the_signal_lists_alone(
+    setup: tuple[RedisBackend, Any, str], suffix: str
+) -> None:
+    """It neither writes nor raises them: their damage is the next call's that does."""
+    backend, raw, name = setup
+    held = _claimed(backend, unique=False)
+    key = f"fq:{{{name}}}:{suffix}"
+    raw.delete(key)
+    raw.set(key, "junk")
+    assert backend.finish_batch(_items(held)) == [True]
+    assert raw.get(key) == b"junk"
+    assert raw.hget(f"fq:{{{name}}}:task:plain-1", "st") == b"finished"
+    assert raw.zcard(f"fq:{{{name}}}:leases") == 0
+
+
+def test_an_id_named_twice_in_one_finish_is_finished_once(
+    setup: tuple[RedisBackend, Any, str],
+) -> None:
+    backend, raw, name = setup
+    held = _claimed(backend, unique=False)
+    item = _items(held)[0]
+    assert backend.finish_batch([item, item]) == [True, True]
+    assert raw.hget(f"fq:{{{name}}}:stats", "finished") == b"1"
+    assert raw.hget(f"fq:{{{name}}}:ts:ann", "finished") == b"1"
+    assert raw.hget(f"fq:{{{name}}}:ts:ann", "leased") == b"0"
+    # another token for the finished task: a lost lease, nothing counted
+    assert backend.finish_batch([(item[0], "not-the-token", None), item]) == [False, True]
+    assert raw.hget(f"fq:{{{name}}}:stats", "finished") == b"1"
