@@ -24,7 +24,11 @@ Modes: ``backend`` (``RedisBackend.push`` of a ready-made Message, one by one), 
 ...))``, one coroutine), ``claim`` and ``aclaim`` (``claim_batch(100)``, sync and asyncio,
 decoding included: µs and calls per claimed task), ``intake`` and ``aintake``
 (``FairQueue.push_intake(Task.create(...))`` one by one, sync and asyncio; the replayed reply
-is an intake's length of 10**6, never a call's entry count, so no wake is raised), and
+is an intake's length of 10**6, never a call's entry count, so no wake is raised),
+``agather`` (``AsyncFairQueue.push_intake`` of 100 concurrent coroutines at a time, an
+``asyncio.gather`` as ``compare.py``'s async push; the replayed read answers after one pass of
+the loop, as a reply from the server would, so the pushes that arrive meanwhile are grouped by
+the coalescer of ADR 35 as they are against a server), and
 ``ibatch`` (``FairQueue.push_intake_batch`` of 100 tasks made by ``Task.create``, per task).
 
 The trees alternate order round by round; the report gives medians and the median of the
@@ -42,7 +46,17 @@ from _child import run_child
 
 from fairque_redis.embedded import EmbeddedValkey
 
-MODES = ("backend", "queue", "async", "claim", "aclaim", "intake", "aintake", "ibatch")
+MODES = (
+    "backend",
+    "queue",
+    "async",
+    "claim",
+    "aclaim",
+    "intake",
+    "aintake",
+    "agather",
+    "ibatch",
+)
 
 CHILD = r"""
 import asyncio, cProfile, json, pstats, sys, time
@@ -73,11 +87,14 @@ def record(conns, seen):
                 return seen[-1]
         conn.read_response = read
 
-def replay(conns, reply, asynchronous):
+def replay(conns, reply, asynchronous, hop=False):
     # from here on nothing goes to the server: a send vanishes, a read answers ``reply``
+    # (``hop``: after one pass of the loop, as a real reply would, so concurrent callers run)
     async def asend(*a, **k):
         return None
     async def aread(*a, **k):
+        if hop:
+            await asyncio.sleep(0)
         return reply
     for conn in conns:
         if asynchronous:
@@ -152,10 +169,10 @@ async def run_async():
     record(conns, seen)
     await backend.push(msg(10**9, "u0"))
     push_reply = seen[-1]
-    if mode == "aintake":
+    if mode in ("aintake", "agather"):
         push_reply = 10**6  # RPUSH's reply, an intake's length: never a call's count (no wake)
     assert len(await aq.claim_batch(CLAIM)) == CLAIM
-    replay(conns, seen[-1] if mode == "aclaim" else push_reply, asynchronous=True)
+    replay(conns, seen[-1] if mode == "aclaim" else push_reply, True, mode == "agather")
 
     async def work():
         if mode == "async":
@@ -165,6 +182,15 @@ async def run_async():
         if mode == "aintake":
             for i in range(n):
                 await aq.push_intake(Task.create(f"u{i % TENANTS}", Priority.NORMAL, {"n": 1}))
+            return n
+        if mode == "agather":  # 100 concurrent pushes at a time, as compare.py's async_push
+            for s in range(0, n, CLAIM):
+                await asyncio.gather(
+                    *(
+                        aq.push_intake(Task.create(f"u{i % TENANTS}", Priority.NORMAL, {"n": 1}))
+                        for i in range(s, min(n, s + CLAIM))
+                    )
+                )
             return n
         got = 0
         for _ in range(max(1, n // CLAIM)):
@@ -183,7 +209,7 @@ async def run_async():
     prof.disable()
     report(cpus, calls_of(prof, tasks))
 
-if mode in ("async", "aclaim", "aintake"):
+if mode in ("async", "aclaim", "aintake", "agather"):
     asyncio.run(run_async())
 else:
     run_sync()

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from fairque_core.app.arguments import check_tasks
-from fairque_core.app.handles_async import AsyncTaskHandle
+from fairque_core.app.handles_async import AsyncTaskHandle, intake_handle
 from fairque_core.app.messages import to_message
 from fairque_core.domain.intake import IngestReport, check_ingest_limit, check_intake_message
 from fairque_core.domain.models import Message, Task
@@ -75,7 +75,7 @@ class AsyncIntakeMixin(MixinHost):
         await append([message])
         if self._listening():
             self._event("pushed", task, duplicate=False, intake=True)
-        return AsyncTaskHandle(message.task_id, self, intake=True)
+        return intake_handle(message.task_id, self)
 
     async def push_intake_batch(self, tasks: Sequence[Task]) -> list[AsyncTaskHandle]:
         """:meth:`push_intake` of many tasks in one backend call, in the order given (which
@@ -93,7 +93,7 @@ class AsyncIntakeMixin(MixinHost):
         if self._listening():
             for task in tasks:
                 self._event("pushed", task, duplicate=False, intake=True)
-        return [AsyncTaskHandle(message.task_id, self, intake=True) for message in messages]
+        return [intake_handle(message.task_id, self) for message in messages]
 
     async def ingest(self, limit: int = 1000) -> IngestReport:
         """Move up to ``limit`` (>= 1) tasks from the intake into the queue now, as the start

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-__all__ = ["AsyncResultSource", "AsyncTaskHandle"]
+__all__ = ["AsyncResultSource", "AsyncTaskHandle", "intake_handle"]
 
 
 class AsyncResultSource(Protocol):
@@ -70,3 +70,15 @@ class AsyncTaskHandle(str):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (str, (str(self),))  # pickles as the plain id
+
+
+_new_str = str.__new__
+
+
+def intake_handle(task_id: str, source: AsyncResultSource) -> AsyncTaskHandle:
+    """``AsyncTaskHandle(task_id, source, intake=True)``, the handle of a task stored in the
+    intake, without the keyword call (one per ``push_intake`` on the producer's path: ADR 53)."""
+    handle: AsyncTaskHandle = _new_str(AsyncTaskHandle, task_id)
+    handle._source = source
+    handle.intake = True
+    return handle
