@@ -133,3 +133,47 @@ def test_an_id_named_twice_in_one_finish_is_finished_once(
     # another token for the finished task: a lost lease, nothing counted
     assert backend.finish_batch([(item[0], "not-the-token", None), item]) == [False, True]
     assert raw.hget(f"fq:{{{name}}}:stats", "finished") == b"1"
+
+
+def test_an_id_named_first_with_a_lost_token_then_with_its_own_is_finished_and_unleased(
+    setup: tuple[RedisBackend, Any, str],
+) -> None:
+    backend, raw, name = setup
+    assert all(
+        backend.push_batch(
+            [
+                Message(task_id=f"t{i}", tenant="ann", priority=Priority.NORMAL, body=b"{}")
+                for i in range(2)
+            ]
+        )
+    )
+    held = sorted(backend.claim(worker_id="w", count=2), key=lambda c: c.message.task_id)
+    first, second = _items(held)
+    items = [first, (second[0], "not-the-token", None), second]
+    assert backend.finish_batch(items) == [True, False, True]
+    assert raw.hget(f"fq:{{{name}}}:task:t1", "st") == b"finished"
+    assert raw.zcard(f"fq:{{{name}}}:leases") == 0
+    assert raw.hget(f"fq:{{{name}}}:stats", "finished") == b"2"
+
+
+def test_a_finish_of_common_tasks_ends_their_leases_only(
+    setup: tuple[RedisBackend, Any, str],
+) -> None:
+    """Lost leases next to live ones: only the live ones leave ``leases``."""
+    backend, raw, name = setup
+    assert all(
+        backend.push_batch(
+            [
+                Message(task_id=f"t{i}", tenant="ann", priority=Priority.NORMAL, body=b"{}")
+                for i in range(4)
+            ]
+        )
+    )
+    held = sorted(backend.claim(worker_id="w", count=4), key=lambda c: c.message.task_id)
+    items = _items(held)
+    items[1] = (items[1][0], "not-the-token", None)
+    items[3] = ("gone", "x", None)
+    assert backend.finish_batch(items) == [True, False, True, False]
+    leases = {m.decode() for m in raw.zrange(f"fq:{{{name}}}:leases", 0, -1)}
+    assert leases == {"t1", "t3"}
+    assert raw.hget(f"fq:{{{name}}}:stats", "finished") == b"2"

@@ -130,11 +130,8 @@ end
 --                   use (claim.lua: without limits a claim schedules nothing and parks no
 --                   one, so it never raises that signal; with `meta`, read first)
 --   later = true    check nothing now (q.checks_due): the script calls fq_check_queue
---                   itself before its first write, once it knows what it writes (finish.lua,
---                   see finish.lua's include)
---   common_finish = true   (the finish's own checks) only what a finish of common tasks writes:
---                   `leases` (a ZCARD) and `stats`; meta and the signal lists are left
---                   unchecked, since that finish neither writes nor raises them
+--                   itself before its first write, once it knows what it writes (finish.lua:
+--                   the finish's include checks only what a finish of common tasks writes)
 -- The wake and sched lengths read here are kept (q.wake_len, q.sched_len) for fq_close, so a
 -- script that raises a signal pays nothing for its check
 local FQ_CHECK_ALL = {}
@@ -146,7 +143,6 @@ local FQ_OPEN_CLAIM = {meta = true, sched = 'limits'}
 local FQ_OPEN_FINISH_CLAIM = {meta = true}
 local FQ_OPEN_FAIR = {meta = 'fair'}
 local FQ_OPEN_FINISH = {later = true}
-local FQ_CHECK_COMMON_FINISH = {common_finish = true}
 -- fq_close's loop over the tenant records read, when the call read none (never written)
 local FQ_NO_TENANTS = {}
 
@@ -158,11 +154,6 @@ local function fq_check_queue(q, how)
     return
   end
   q.checks_due = nil
-  if how.common_finish then
-    if FQ_TYPE(FQ_PCALL('ZCARD', q.leases)) == 'table' then fq_check_type(q.leases, 'zset') end
-    if FQ_TYPE(FQ_PCALL('HLEN', q.stats)) == 'table' then fq_check_type(q.stats, 'hash') end
-    return
-  end
   local zsets = FQ_PCALL('ZINTERCARD', 6, q.tiers, q.delayed, q.leases, q.dlq,
     fq_tenants_key(q), fq_parked_key(q), 'LIMIT', 1)
   if FQ_TYPE(zsets) == 'table' then

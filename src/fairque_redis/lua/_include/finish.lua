@@ -54,22 +54,33 @@ end
 -- first (the read the loop would make, kept per item): when no item has dependents (`kin`)
 -- and none is of the general kind (a unique key, a lease under limits, a waiter, XCom
 -- values), the finish writes the records, `leases`, `stats` and the tenants' ts: keys only,
--- and raises no signal: `leases` and `stats` are checked (FQ_CHECK_COMMON_FINISH), not meta
--- nor the signal lists (nor the other sorted sets). Else everything, as fq_open checks. The
--- reads stay valid until the loop uses them: a finish writes no other task's record but its
--- dependents', never a started or finished one, except an id named twice, which is not read
--- here (nil: the loop reads it after the first one's writes). A record key of another type
--- stops the reads (the general checks, then the loop's read fails as it did). Returns the
--- replies read, per item
-local function fq_finish_checks(q, argv, at, n, kin)
+-- and raises no signal: only `leases` and `stats` are checked, not meta nor the signal lists
+-- (nor the other sorted sets). `stats` by HLEN; `leases` by the finish's own ZREM of the
+-- leases it ends, made here as its first write (a refusal then has written nothing): the
+-- tasks that finish are known from the reads (started, the lease's token, the first time
+-- the call names them), and the loop leaves `leases` alone (the second value returned,
+-- true). A strict finish of several items (its first lost lease stops it half-way) and one
+-- that names an id twice (the second may finish it, after the first lost it) do not: they
+-- check `leases` by ZCARD. Else everything, as fq_open checks. The reads stay valid
+-- until the loop uses them: a finish writes no other task's record but its dependents',
+-- never a started or finished one, except an id named twice, which is not read here (nil:
+-- the loop reads it after the first one's writes). A record key of another type stops the
+-- reads (the general checks, then the loop's read fails as it did). Returns the replies
+-- read, per item, and whether the leases are ended already
+local function fq_finish_checks(q, argv, at, n, kin, strict)
   local pre = {}
   local common = not kin
   local seen = n > 1 and {} or nil
+  local ending, e = {}, 0 -- the ids that finish, for the ZREM
+  local twice = false -- an id named twice (which of them finishes is the loop's to learn)
+  local now = q.now
   local i = at + 1
   for k = 1, n do
     local id = argv[i]
     local nx = FQ_TONUMBER(argv[i + 4])
-    if seen == nil or seen[id] == nil then
+    if seen ~= nil and seen[id] ~= nil then
+      twice = true
+    else
       if seen ~= nil then seen[id] = true end
       local v = FQ_PCALL('HMGET', fq_task_key(q, id), 'st', 'u', 'exp', 'tok', 'uk', 'lc', 'wt')
       if v['err'] ~= nil then
@@ -77,14 +88,33 @@ local function fq_finish_checks(q, argv, at, n, kin)
         break
       end
       pre[k] = v
-      if common and (v[5] ~= false or v[6] == '1' or v[7] == '1' or nx ~= 0) then
-        common = false
+      if common then
+        if v[5] ~= false or v[6] == '1' or v[7] == '1' or nx ~= 0 then
+          common = false
+        elseif v[1] == 'started' and v[4] == argv[i + 1] and v[2] ~= false
+          and not fq_expired(v[3], now) then
+          e = e + 1
+          ending[e] = id
+        end
       end
     end
     i = i + 5 + 2 * nx
   end
-  fq_check_queue(q, common and FQ_CHECK_COMMON_FINISH or FQ_CHECK_ALL)
-  return pre
+  if not common then
+    fq_check_queue(q, FQ_CHECK_ALL)
+    return pre, false
+  end
+  q.checks_due = nil
+  if FQ_TYPE(FQ_PCALL('HLEN', q.stats)) == 'table' then fq_check_type(q.stats, 'hash') end
+  if e == 0 or twice or (strict and n > 1) then
+    if FQ_TYPE(FQ_PCALL('ZCARD', q.leases)) == 'table' then fq_check_type(q.leases, 'zset') end
+    return pre, false
+  end
+  for s = 1, e, FQ_ZREM_CHUNK do
+    local r = FQ_PCALL('ZREM', q.leases, unpack(ending, s, math.min(s + FQ_ZREM_CHUNK - 1, e)))
+    if FQ_TYPE(r) == 'table' then fq_check_type(q.leases, 'zset') end
+  end
+  return pre, true
 end
 
 -- `n` tasks of tenant u finished (their results `bytes` long in all): its `leased` gauge and
@@ -108,7 +138,8 @@ local function fq_finish(q, argv, at, strict)
   local unlease = {}
   local kin = n > 0 and fq_any_children(q, argv, at, n)
   -- finish.lua: the records read first, then the checks (fq_finish_checks)
-  local pre = q.checks_due and fq_finish_checks(q, argv, at, n, kin)
+  local pre, unleased = nil, false
+  if q.checks_due then pre, unleased = fq_finish_checks(q, argv, at, n, kin, strict) end
   local exp -- the logical expiry of what finishes now, formatted once
   local ttl_ms -- the real expiry (server time), formatted once
   -- `finished`, `leased` and `result_bytes` of a run of items of one tenant, counted once
@@ -191,7 +222,8 @@ local function fq_finish(q, argv, at, strict)
   end
   if run_n > 0 then fq_finish_bump(q, run_u, run_n, run_bytes) end
   -- the leases of the finished tasks leave in one ZREM (chunked, see FQ_ZREM_CHUNK)
-  for s = 1, #unlease, FQ_ZREM_CHUNK do
+  -- (unleased: fq_finish_checks has ended them, every one a common task's)
+  for s = 1, unleased and 0 or #unlease, FQ_ZREM_CHUNK do
     FQ_CALL('ZREM', q.leases, unpack(unlease, s, math.min(s + FQ_ZREM_CHUNK - 1, #unlease)))
   end
   return out, i
