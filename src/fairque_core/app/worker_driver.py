@@ -225,8 +225,7 @@ class WorkerDriver(Generic[Q]):
     listener_starts: ClassVar[bool] = True
     #: A handler's end is booked by the thread (or asyncio task) that ran it, which then runs
     #: the next buffered task itself (ADR 51); False: the loop books it at its next cycle and
-    #: starts the next task from there (the way before, kept for the A/B benchmark
-    #: ``bench/bench_worker.py --chain-ab``).
+    #: starts the next task from there (the way before, kept to measure against: ADR 51).
     places_chain: ClassVar[bool] = True
 
     _wake: Flag
