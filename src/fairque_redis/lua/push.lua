@@ -26,7 +26,8 @@
 -- meta: read now (fq_meta, as the push reads it anyway) and so type-checked, only the
 -- fairness fields and the limits flag (push reads no other); the sched list only when this
 -- call may raise its signal (see below the checks)
-local q = fq_open(KEYS, ARGV, {meta = 'fair', sched = false})
+-- stats: checked below, before the first write (see there)
+local q = fq_open(KEYS, ARGV, {meta = 'fair', sched = false, stats = false})
 local n = FQ_TONUMBER(ARGV[8])
 local now = q.now
 local max_payload = FQ_TONUMBER(ARGV[7]) -- the header's max payload bytes
@@ -46,6 +47,8 @@ local pc = {checked = checked, had_ready = {}, now_s = fq_int(now), score_p = fa
   score_s = false}
 -- every message is ready now, without dependencies (the signal below is never raised)
 local plain = true
+-- a message names a unique key (whether it is stored is learnt only as the batch is stored)
+local any_unique = false
 local i = 9
 for k = 1, n do
   local id, u, ps, dmss, body = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 5]
@@ -93,7 +96,10 @@ for k = 1, n do
   local v = FQ_PCALL('HMGET', key, 'st', 'exp')
   if v['err'] ~= nil then fq_check_type(key, 'hash') end
   state[k] = v
-  if uk ~= '' then fq_probe(fq_unique_key(q, u, uk), 'GET', 'string') end
+  if uk ~= '' then
+    fq_probe(fq_unique_key(q, u, uk), 'GET', 'string')
+    any_unique = true
+  end
   -- the tenant's queue for this priority and, when this call may write it, its hash
   local damage = fq_push_probe(q, pc, u, p, dms > 0 or nd ~= 0)
   if damage ~= nil then return fq_err('DAMAGED', damage) end
@@ -105,6 +111,38 @@ end
 -- the schedule signal is raised only by a delayed or dependent message (fq_schedule) or a
 -- limit parking a tenant: then the sched list is checked too, still before the first write
 if not plain or q.lim_on then q.sched_len = fq_list_len(fq_sched_key(q)) end
+
+-- the stats hash: every message is counted there (pushed or a duplicate), so its type check
+-- can be its first write, made here before any other, when the counts are known before the
+-- messages are stored: without unique keys (a holder is read as the batch is stored) and
+-- without limits (max_queued counts a refusal, below). A message is stored when its id is
+-- neither live (state[k]) nor named earlier in the call; every other is a duplicate. The
+-- counts go to stats now (HINCRBY with pcall: another type refuses the call, nothing
+-- written) and fq_close leaves them (`precounted`). Else stats is checked by HLEN, as fq_open
+-- checks it
+local precounted = false
+if q.lim_on or any_unique then
+  if FQ_TYPE(FQ_PCALL('HLEN', q.stats)) == 'table' then fq_check_type(q.stats, 'hash') end
+elseif n > 0 then
+  local pushed, dups = 0, 0
+  for k = 1, n do
+    local id, v = ARGV[at[k]], state[k]
+    if seen[id] == 2 or (v[1] ~= false and not fq_expired(v[2], now)) then
+      dups = dups + 1
+    else
+      pushed = pushed + 1
+      seen[id] = 2 -- (the store loop below marks it 1 once stored)
+    end
+  end
+  local first, other = 'pushed', 'duplicates'
+  local by, rest = pushed, dups
+  if pushed == 0 then first, other, by, rest = 'duplicates', 'pushed', dups, 0 end
+  if FQ_TYPE(FQ_PCALL('HINCRBY', q.stats, first, fq_int(by))) == 'table' then
+    fq_check_type(q.stats, 'hash')
+  end
+  if rest > 0 then FQ_CALL('HINCRBY', q.stats, other, fq_int(rest)) end
+  precounted = true
+end
 
 -- max_queued (flow control, _include/limits.lua): a push over a tenant's cap is refused whole
 local full = q.lim_on and fq_limits_check_push(q, ARGV, at, n) or nil
@@ -195,6 +233,10 @@ for k = 1, n do
     out[k] = 1
   end
 end
-if stored > 0 then q.counters.pushed = (q.counters.pushed or 0) + stored end
+if precounted then
+  q.counters.duplicates = nil -- (counted in stats above; the tenants' counts stay for fq_close)
+elseif stored > 0 then
+  q.counters.pushed = (q.counters.pushed or 0) + stored
+end
 fq_close(q)
 return out

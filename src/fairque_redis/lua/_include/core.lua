@@ -129,6 +129,8 @@ end
 --                   sched = 'limits' checks it only when the meta read says limits are in
 --                   use (claim.lua: without limits a claim schedules nothing and parks no
 --                   one, so it never raises that signal; with `meta`, read first)
+--   stats = false   the stats hash is not checked: the script checks it itself before its
+--                   first write (push.lua: its first write is to stats, when it can be)
 --   later = true    check nothing now (q.checks_due): the script calls fq_check_queue
 --                   itself before its first write, once it knows what it writes (finish.lua:
 --                   the finish's include checks only what a finish of common tasks writes)
@@ -162,7 +164,9 @@ local function fq_check_queue(q, how)
   end
   if how.meta then fq_meta(q)
   elseif FQ_TYPE(FQ_PCALL('HLEN', q.meta)) == 'table' then fq_check_type(q.meta, 'hash') end
-  if FQ_TYPE(FQ_PCALL('HLEN', q.stats)) == 'table' then fq_check_type(q.stats, 'hash') end
+  if how.stats ~= false then
+    if FQ_TYPE(FQ_PCALL('HLEN', q.stats)) == 'table' then fq_check_type(q.stats, 'hash') end
+  end
   q.wake_len = fq_list_len(fq_wake_key(q))
   local sched = how.sched
   if sched == nil or (sched == 'limits' and q.lim_on) then

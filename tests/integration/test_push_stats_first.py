@@ -1,0 +1,111 @@
+"""ADR 54: push.lua without unique keys or limits counts its messages in ``stats`` first (pushed
+and duplicates, known from the records it reads before any write), and that write is the
+type check of ``stats``: a damaged hash refuses the call whole, typed, nothing written. The
+counts are those the store makes: an id named twice is stored once, a live id is a duplicate,
+an expired one is stored anew.
+
+On Valkey 9 and Redis 7 (the session servers, a fresh queue per test).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from fairque_core import DamagedKeyError, Message, Priority
+from fairque_redis.backend import RedisBackend
+
+pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
+
+
+@pytest.fixture(autouse=True)
+def _no_autoload(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAIRQUE_DISABLE_PLUGIN_AUTOLOAD", "1")
+
+
+@pytest.fixture(params=["valkey", "redis7"])
+def server_url(request: pytest.FixtureRequest) -> str:
+    name = {"valkey": "valkey_server", "redis7": "redis7_server"}[request.param]
+    return str(request.getfixturevalue(name).url)
+
+
+@pytest.fixture
+def setup(server_url: str) -> Iterator[tuple[RedisBackend, Any, str]]:
+    name = f"psf-{uuid.uuid4().hex[:8]}"
+    backend = RedisBackend.from_url(server_url, queue=name)
+    raw = redis.Redis.from_url(server_url)
+    try:
+        yield backend, raw, name
+    finally:
+        backend.close()
+        raw.close()
+
+
+def _msg(task_id: str, tenant: str = "ann", unique_key: str = "") -> Message:
+    return Message(
+        task_id=task_id,
+        tenant=tenant,
+        priority=Priority.NORMAL,
+        body=b"{}",
+        unique_key=unique_key,
+    )
+
+
+def _stats(raw: Any, name: str) -> dict[str, int]:
+    got = raw.hgetall(f"fq:{{{name}}}:stats")
+    return {k.decode(): int(v) for k, v in got.items()}
+
+
+def test_pushed_and_duplicates_are_counted_as_stored(
+    setup: tuple[RedisBackend, Any, str],
+) -> None:
+    backend, raw, name = setup
+    assert backend.push_batch([_msg("a")]) == [True]
+    # a live id, an id twice, a new one: 2 stored, 2 duplicates
+    assert backend.push_batch([_msg("a"), _msg("b"), _msg("b"), _msg("c", "bob")]) == [
+        False,
+        True,
+        False,
+        True,
+    ]
+    stats = _stats(raw, name)
+    assert stats["pushed"] == 3
+    assert stats["duplicates"] == 2
+    assert raw.hget(f"fq:{{{name}}}:ts:ann", "pushed") == b"2"
+    assert raw.hget(f"fq:{{{name}}}:ts:ann", "duplicates") == b"2"
+    # duplicates only: counted, nothing stored
+    assert backend.push_batch([_msg("a"), _msg("c", "bob")]) == [False, False]
+    stats = _stats(raw, name)
+    assert stats["pushed"] == 3
+    assert stats["duplicates"] == 4
+
+
+def test_an_expired_record_is_stored_anew_and_counted_pushed(
+    setup: tuple[RedisBackend, Any, str],
+) -> None:
+    backend, raw, name = setup
+    assert backend.push_batch([_msg("a")]) == [True]
+    raw.hset(f"fq:{{{name}}}:task:a", mapping={"st": "finished", "exp": "1"})
+    assert backend.push_batch([_msg("a")]) == [True]
+    assert _stats(raw, name)["pushed"] == 2
+    assert _stats(raw, name).get("duplicates", 0) == 0
+
+
+@pytest.mark.parametrize("unique", [False, True])
+def test_a_push_onto_a_damaged_stats_hash_writes_nothing(
+    setup: tuple[RedisBackend, Any, str], unique: bool
+) -> None:
+    backend, raw, name = setup
+    assert backend.push_batch([_msg("a")]) == [True]
+    raw.delete(f"fq:{{{name}}}:stats")
+    raw.set(f"fq:{{{name}}}:stats", "junk")
+    before = {k: raw.dump(k) for k in raw.scan_iter(match=f"fq:{{{name}}}:*")}
+    with pytest.raises(DamagedKeyError) as err:
+        backend.push_batch([_msg("b", unique_key="k" if unique else ""), _msg("a")])
+    assert err.value.key == f"fq:{{{name}}}:stats"
+    after = {k: raw.dump(k) for k in raw.scan_iter(match=f"fq:{{{name}}}:*")}
+    assert after == before
