@@ -4,6 +4,7 @@ the lease-token supply of one backend instance (:class:`CallsBase`). No I/O."""
 from __future__ import annotations
 
 import math
+import os
 import secrets
 import threading
 from collections.abc import Callable
@@ -22,6 +23,24 @@ __all__ = ["Call", "CallsBase", "contract", "int_list", "int_reply", "pairs", "t
 T = TypeVar("T")
 
 _TOKEN_BYTES = 16  # as fairque_core.ports.random_token
+_TOKEN_HEX = 2 * _TOKEN_BYTES
+# Randomness drawn per read of the OS's CSPRNG for the default token source: 256 tokens.
+# os.urandom releases the GIL, and with handler threads busy getting it back can take up to
+# the switch interval (5 ms) before the claim is even sent; one read per 256 tokens makes
+# that wait rare (issue 17, ADR 55).
+_BLOCK_BYTES = 4096
+
+# Forks seen by this process: a child must not hand out the tokens its parent holds buffered
+# (they would be used twice), so a buffer filled before the last fork is thrown away.
+_forks = [0]
+
+
+def _count_fork() -> None:
+    _forks[0] += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_count_fork)
 
 
 @attrs.frozen
@@ -94,6 +113,11 @@ class CallsBase:
         self.anchors = keys.anchors()
         self._spare: list[str] = []
         self._lock = threading.Lock()
+        # the default source's buffered randomness: hex text, used from _hex_at on, filled
+        # in the fork generation _hex_fork
+        self._hex = ""
+        self._hex_at = 0
+        self._hex_fork = _forks[0]
         # bytes, as they go out: redis-py's asyncio client encodes each str argument of
         # every call in Python (several checks per argument); the server sees the same ARGV
         self._static = [
@@ -120,21 +144,34 @@ class CallsBase:
         return to_ms(seconds)
 
     def _draw_tokens(self, count: int) -> list[str]:
+        if self.tokens is not random_token:
+            with self._lock:
+                taken = self._spare[:count]
+                del self._spare[:count]
+            # a given source is called per token
+            taken.extend(self.tokens() for _ in range(count - len(taken)))
+            return taken
         with self._lock:
+            if self._hex_fork != _forks[0]:  # forked since filled: nothing of the parent's
+                self._hex, self._hex_at, self._hex_fork = "", 0, _forks[0]
+                self._spare.clear()
             taken = self._spare[:count]
             del self._spare[:count]
-        missing = count - len(taken)
-        if missing > 0:
-            if self.tokens is random_token:
-                # the default source, drawn in one read of the OS's CSPRNG for the whole batch
-                block = secrets.token_hex(_TOKEN_BYTES * missing)
-                step = 2 * _TOKEN_BYTES
-                taken.extend(block[i : i + step] for i in range(0, len(block), step))
-            else:
-                taken.extend(self.tokens() for _ in range(missing))
+            missing = count - len(taken)
+            if missing > 0:
+                # the default source: cut from a block of the OS's CSPRNG read 4 KB at a time
+                at, end = self._hex_at, self._hex_at + missing * _TOKEN_HEX
+                text = self._hex
+                if end > len(text):
+                    fresh = secrets.token_hex(max(_BLOCK_BYTES, missing * _TOKEN_BYTES))
+                    text = self._hex = text[at:] + fresh
+                    at, end = 0, missing * _TOKEN_HEX
+                self._hex_at = end
+                taken.extend(text[i : i + _TOKEN_HEX] for i in range(at, end, _TOKEN_HEX))
         return taken
 
     def _give_back(self, unused: list[str]) -> None:
         if unused:
             with self._lock:
-                self._spare[:0] = unused
+                if self._hex_fork == _forks[0] or self.tokens is not random_token:
+                    self._spare[:0] = unused
