@@ -41,6 +41,7 @@ from fairque_core.app import hookspecs
 from fairque_core.app.builtin_plugins import (
     DEFAULT_PLUGINS,
     JSON_CONTENT_TYPE,
+    DefaultExecutor,
     JsonPayloadCodec,
     decode_json,
     encode_json,
@@ -81,6 +82,7 @@ class _Shortcuts(NamedTuple):
     json_decode: bool  # ... the only decoder
     headers: bool  # some plugin adds push headers
     events: bool  # some plugin receives task events
+    plain_execute: bool  # the default executor alone runs tasks: call the handler directly
 
 
 def _code_of(function: Callable[..., object]) -> object:
@@ -280,8 +282,23 @@ class PluginHost:
                 json_decode=self._json_only("fairque_payload_decode"),
                 headers=bool(self._hook("fairque_push_headers").get_hookimpls()),
                 events=bool(self._hook("fairque_task_event").get_hookimpls()),
+                plain_execute=self._default_executor_only(),
             )
         return found
+
+    def _default_executor_only(self) -> bool:
+        """Whether the built-in executor is the execute hook's one implementation (pluggy
+        would then call it alone, and it only calls the task)."""
+        impls = self._hook("fairque_task_execute").get_hookimpls()
+        if len(impls) != 1:
+            return False
+        [impl] = impls
+        hook = "fairque_task_execute"
+        return (
+            not (impl.wrapper or impl.hookwrapper)
+            and type(impl.plugin) is DefaultExecutor
+            and getattr(impl.function, "__func__", None) is getattr(DefaultExecutor, hook, None)
+        )
 
     def _json_only(self, hook: str) -> bool:
         """Whether the built-in JSON codec is the hook's one implementation (so calling its
@@ -395,9 +412,13 @@ class PluginHost:
         The exception raised by ``call`` itself propagates unchanged; a plugin's own failure
         is a PluginError.
         """
+        call = task_context.bind(task, call)  # current_task_context() inside the handler
+        if (self._shortcuts or self._shortcut()).plain_execute:
+            # the default executor alone: what it would do, without the hook call (issue 17);
+            # the handler's exception propagates unchanged, as through the hook
+            return call()
         hook = "fairque_task_execute"
         state: dict[str, Any] = {"called": False, "error": None}
-        call = task_context.bind(task, call)  # current_task_context() inside the handler
 
         def guarded() -> object:
             state["called"] = True
