@@ -122,7 +122,8 @@ class AsyncIntakeMixin(MixinHost):
 
     async def _send_intake(self, messages: Sequence[Message]) -> list[tuple[bool, str]]:
         """One intake call: the backend's append (every message stored there, its own id
-        its holder), or, without the capability, one push call (``_send``)."""
+        its holder), or, without the capability, one push call (``_send``). The coalescer
+        calls the backend's append itself when there is one (ADR 53)."""
         append = getattr(self._backend, "push_intake", None)
         if append is None:
             return await self._send(messages)
@@ -132,6 +133,7 @@ class AsyncIntakeMixin(MixinHost):
     def _intake_handles(
         self, tasks: Sequence[Task], outcomes: Sequence[tuple[bool, str]]
     ) -> list[AsyncTaskHandle]:
-        """The handles (and ``pushed`` events, marked ``intake``) of an intake call (the
-        coalescer's; ``push_intake`` and ``push_intake_batch`` make the same directly)."""
+        """The handles (and ``pushed`` events, marked ``intake``) of an intake call's outcomes
+        (the coalescer's without the capability; ``push_intake``, ``push_intake_batch`` and the
+        coalescer's stored callers make the same with ``intake_handle`` directly)."""
         return self._handles(tasks, outcomes, intake=self.takes_intake)
