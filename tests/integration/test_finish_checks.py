@@ -1,9 +1,10 @@
-"""ADR 54: finish.lua type-checks the queue-wide keys after reading the items' records and
-before its first write, as far as what the call may write. A finish of common tasks (no unique
-key, no lease under limits, no waiter, no XCom values, no dependents) writes only the records,
-``leases``, ``stats`` and the tenants' figures: it checks ``leases`` and ``stats``; any other
-finish checks every queue-wide key, as before. Either way a damaged key it may write refuses the
-whole call, typed, before anything is written.
+"""ADR 54: finish.lua type-checks the queue-wide keys after reading the record of its one item
+and before its first write, as far as what the call may write. A finish of one common task (no
+unique key, no lease under limits, no waiter, no XCom values, no dependents) writes only the
+record, ``leases``, ``stats`` and the tenant's figures: it checks ``stats`` and ``leases`` (the
+latter by the ZREM of its lease, its first write); a finish of several items, or of another
+kind of task, checks every queue-wide key, as before. Either way a damaged key it may write
+refuses the whole call, typed, before anything is written.
 
 On Valkey 9 and Redis 7 (the session servers, a fresh queue per test).
 """

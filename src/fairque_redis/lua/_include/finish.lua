@@ -50,71 +50,44 @@ local function fq_any_children(q, argv, at, n)
 end
 
 -- finish.lua opens the queue unchecked (FQ_OPEN_FINISH): its type checks are made here,
--- before the first write, as far as what the call may write. The items' records are read
--- first (the read the loop would make, kept per item): when no item has dependents (`kin`)
--- and none is of the general kind (a unique key, a lease under limits, a waiter, XCom
--- values), the finish writes the records, `leases`, `stats` and the tenants' ts: keys only,
--- and raises no signal: only `leases` and `stats` are checked, not meta nor the signal lists
--- (nor the other sorted sets). `stats` by HLEN; `leases` by the finish's own ZREM of the
--- leases it ends, made here as its first write (a refusal then has written nothing): the
--- tasks that finish are known from the reads (started, the lease's token, the first time
--- the call names them), and the loop leaves `leases` alone (the second value returned,
--- true). A strict finish of several items (its first lost lease stops it half-way) and one
--- that names an id twice (the second may finish it, after the first lost it) do not: they
--- check `leases` by ZCARD. Else everything, as fq_open checks. The reads stay valid
--- until the loop uses them: a finish writes no other task's record but its dependents',
--- never a started or finished one, except an id named twice, which is not read here (nil:
--- the loop reads it after the first one's writes). A record key of another type stops the
--- reads (the general checks, then the loop's read fails as it did). Returns the replies
--- read, per item, and whether the leases are ended already
-local function fq_finish_checks(q, argv, at, n, kin, strict)
-  local pre = {}
-  local common = not kin
-  local seen = n > 1 and {} or nil
-  local ending, e = {}, 0 -- the ids that finish, for the ZREM
-  local twice = false -- an id named twice (which of them finishes is the loop's to learn)
-  local now = q.now
-  local i = at + 1
-  for k = 1, n do
-    local id = argv[i]
-    local nx = FQ_TONUMBER(argv[i + 4])
-    if seen ~= nil and seen[id] ~= nil then
-      twice = true
-    else
-      if seen ~= nil then seen[id] = true end
-      local v = FQ_PCALL('HMGET', fq_task_key(q, id), 'st', 'u', 'exp', 'tok', 'uk', 'lc', 'wt')
-      if v['err'] ~= nil then
-        common = false
-        break
-      end
-      pre[k] = v
-      if common then
-        if v[5] ~= false or v[6] == '1' or v[7] == '1' or nx ~= 0 then
-          common = false
-        elseif v[1] == 'started' and v[4] == argv[i + 1] and v[2] ~= false
-          and not fq_expired(v[3], now) then
-          e = e + 1
-          ending[e] = id
-        end
-      end
-    end
-    i = i + 5 + 2 * nx
-  end
-  if not common then
+-- before the first write, as far as what the call may write. A finish of one item reads its
+-- record first (the read the loop would make: the reply is returned for it): when the task
+-- has no dependents (`kin`) and is of the common kind (no unique key, no lease under limits,
+-- no waiter, no XCom values), the finish writes the record, `leases`, `stats` and the
+-- tenant's ts: key only, and raises no signal: only `leases` and `stats` are checked, not
+-- meta nor the signal lists (nor the other sorted sets). `stats` by HLEN; `leases` by the
+-- finish's own ZREM of the lease it ends, made here as its first write (a refusal then has
+-- written nothing) when the read says the task finishes (started, the lease's token), and
+-- the loop leaves `leases` alone (the second value returned, true); by ZCARD when it does
+-- not. A finish of several items checks everything, as fq_open does (reading each record
+-- first and keeping the replies costs more than the three commands it would save: the
+-- tables' growth, ADR 54). A record key of another type: the general checks, then the loop's
+-- read fails as it did
+local function fq_finish_checks(q, argv, at, n, kin)
+  if n ~= 1 then
     fq_check_queue(q, FQ_CHECK_ALL)
-    return pre, false
+    return nil, false
+  end
+  local id, token, nx = argv[at + 1], argv[at + 2], FQ_TONUMBER(argv[at + 5])
+  local v = FQ_PCALL('HMGET', fq_task_key(q, id), 'st', 'u', 'exp', 'tok', 'uk', 'lc', 'wt')
+  if v['err'] ~= nil then
+    fq_check_queue(q, FQ_CHECK_ALL)
+    return nil, false
+  end
+  if kin or v[5] ~= false or v[6] == '1' or v[7] == '1' or nx ~= 0 then
+    fq_check_queue(q, FQ_CHECK_ALL)
+    return v, false
   end
   q.checks_due = nil
   if FQ_TYPE(FQ_PCALL('HLEN', q.stats)) == 'table' then fq_check_type(q.stats, 'hash') end
-  if e == 0 or twice or (strict and n > 1) then
+  if v[1] ~= 'started' or v[4] ~= token or v[2] == false or fq_expired(v[3], q.now) then
     if FQ_TYPE(FQ_PCALL('ZCARD', q.leases)) == 'table' then fq_check_type(q.leases, 'zset') end
-    return pre, false
+    return v, false
   end
-  for s = 1, e, FQ_ZREM_CHUNK do
-    local r = FQ_PCALL('ZREM', q.leases, unpack(ending, s, math.min(s + FQ_ZREM_CHUNK - 1, e)))
-    if FQ_TYPE(r) == 'table' then fq_check_type(q.leases, 'zset') end
+  if FQ_TYPE(FQ_PCALL('ZREM', q.leases, id)) == 'table' then
+    fq_check_type(q.leases, 'zset')
   end
-  return pre, true
+  return v, true
 end
 
 -- `n` tasks of tenant u finished (their results `bytes` long in all): its `leased` gauge and
@@ -137,9 +110,9 @@ local function fq_finish(q, argv, at, strict)
   local out = {}
   local unlease = {}
   local kin = n > 0 and fq_any_children(q, argv, at, n)
-  -- finish.lua: the records read first, then the checks (fq_finish_checks)
-  local pre, unleased = nil, false
-  if q.checks_due then pre, unleased = fq_finish_checks(q, argv, at, n, kin, strict) end
+  -- finish.lua: its checks, after the read of a single item's record (fq_finish_checks)
+  local read, unleased = nil, false -- (a finish of one item: its record as read)
+  if q.checks_due then read, unleased = fq_finish_checks(q, argv, at, n, kin) end
   local exp -- the logical expiry of what finishes now, formatted once
   local ttl_ms -- the real expiry (server time), formatted once
   -- `finished`, `leased` and `result_bytes` of a run of items of one tenant, counted once
@@ -151,7 +124,7 @@ local function fq_finish(q, argv, at, strict)
     local xat = i + 5
     i = i + 5 + 2 * nx
     local key = fq_task_key(q, id)
-    local state, user, tok, ukey, lc, wt = fq_rec_finish(q, key, pre and pre[k])
+    local state, user, tok, ukey, lc, wt = fq_rec_finish(q, key, read)
     if state == 'finished' and token ~= '' and tok == token then
       out[k] = 1 -- a repeat of this lease's finish (its reply was lost): done, nothing changes
     elseif state ~= 'started' or tok ~= token then
