@@ -109,11 +109,12 @@ def decode_json(body: bytes) -> dict[str, Any]:
     """The dict encoded in ``body``; TaskSerializationError for anything else."""
     try:
         text = (body if type(body) is bytes else bytes(body)).decode("utf-8")
-        if text.startswith("\ufeff"):  # as json.loads refuses it
-            raise ValueError("Unexpected UTF-8 BOM")
         try:
             value, end = _SCAN(text, 0)
-        except StopIteration:  # not a value at 0 (whitespace first, or nothing): decode says
+        except StopIteration:  # not a value at 0 (a BOM, whitespace, nothing): decode says
+            # a BOM is never a value, so it is looked for only here; refused as json.loads does
+            if text.startswith("\ufeff"):
+                raise ValueError("Unexpected UTF-8 BOM") from None
             end = -1
         if end != len(text):
             value = _DECODER.decode(text)

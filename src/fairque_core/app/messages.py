@@ -141,30 +141,62 @@ def decode_message(message: Message, host: PluginHostLike, lease: Lease | None =
         raise TaskSerializationError(
             f"the payload of {message.task_id} decodes to {type(payload).__name__}, not a mapping"
         )
-    created, delay = message.created_at, message.delay
-    if type(delay) is float or type(delay) is int:
+    # Whether ``Task(...)`` of these fields would pass every validator, judged on plain types
+    # only (anything else, e.g. a str subclass, takes the validators' path, which says why):
+    # spelled inline, each field read once, as it runs once per claimed task (issue 17).
+    task_id, tenant, priority = message.task_id, message.tenant, message.priority
+    retries, max_retries, created = message.retry_count, message.max_retries, message.created_at
+    delay, deps, name = message.delay, message.depends_on, message.name
+    unique_key, window = message.unique_key, message.unique_window
+    if (
+        (type(created) is float or type(created) is int)
+        and (type(delay) is float or type(delay) is int)
+        and 0.0 <= created <= MAX_EPOCH_SECONDS
+        and type(task_id) is str
+        and type(tenant) is str
+        and len(task_id) <= MAX_ID_LENGTH
+        and len(tenant) <= MAX_ID_LENGTH
+        and id_fullmatch(task_id) is not None
+        and id_fullmatch(tenant) is not None
+        and type(priority) is Priority
+        and type(payload) is dict
+        and type(retries) is int
+        and 0 <= retries <= MAX_RETRY_COUNT
+        and type(max_retries) is int
+        and 0 <= max_retries <= MAX_RETRY_COUNT
+        and type(deps) is tuple
+        and type(headers) is dict
+        and type(name) is str
+        and ((unique_key == "" and type(unique_key) is str) or is_valid_id(unique_key))
+        and (type(window) is float or type(window) is int)
+        and 0.0 <= window <= _FLOAT_MAX
+        and (lease is None or type(lease) is Lease)
+        and (not deps or all(is_valid_id(dep) for dep in deps))
+        and (not headers or all(type(k) is str and type(v) is str for k, v in headers.items()))
+    ):
         try:
-            ready = created + (delay if delay > 0 else 0.0)  # created + max(0.0, delay)
-        except (TypeError, OverflowError):
-            ready = -1.0  # not a time: the validators below say why
-        if _plain_record(message, payload, lease, ready):
-            # every field is of a plain type and passes its validator's rule: built without
-            # the validators, which would check it all again (issue 17)
+            # created + max(0.0, delay), NaN included; a plain int or float as both are
+            ready = created + (delay if delay > 0 else 0.0)
+        except OverflowError:  # an int too large for a float: the validators say why
+            ready = -1.0
+        if 0.0 <= ready <= MAX_EPOCH_SECONDS:
+            # every field passes its validator's rule: built without the validators, which
+            # would check it all again; values by position, in the Task's field order
             return unchecked_task(
-                task_id=message.task_id,
-                tenant=message.tenant,
-                priority=message.priority,
-                payload=payload,
-                retry_count=message.retry_count,
-                max_retries=message.max_retries,
-                created_at=created,
-                execute_after=ready,
-                depends_on=message.depends_on,
-                headers=dict(headers),
-                name=message.name,
-                unique_key=message.unique_key,
-                unique_window_seconds=message.unique_window,
-                lease=lease,
+                task_id,
+                tenant,
+                priority,
+                payload,
+                retries,
+                max_retries,
+                created,
+                ready,
+                deps,
+                dict(headers) if headers else {},
+                name,
+                unique_key,
+                window,
+                lease,
             )
     try:  # the validators say what is wrong with it
         return Task(
@@ -185,44 +217,6 @@ def decode_message(message: Message, host: PluginHostLike, lease: Lease | None =
         )
     except (TaskValidationError, TypeError, ValueError, OverflowError) as exc:
         raise TaskSerializationError(f"task {message.task_id} is malformed: {exc}") from exc
-
-
-def _plain_record(message: Message, payload: object, lease: Lease | None, ready: float) -> bool:
-    """Whether ``Task(...)`` of this message's fields would pass every validator, judged on
-    plain types only (anything else, e.g. a str subclass, answers False: the validators then
-    decide). Spelled inline, without a call per rule: it runs once per claimed task."""
-    task_id, tenant, headers = message.task_id, message.tenant, message.headers
-    retries, max_retries, created = message.retry_count, message.max_retries, message.created_at
-    unique_key, window, deps = message.unique_key, message.unique_window, message.depends_on
-    if not (
-        type(task_id) is str
-        and type(tenant) is str
-        and len(task_id) <= MAX_ID_LENGTH
-        and len(tenant) <= MAX_ID_LENGTH
-        and id_fullmatch(task_id) is not None
-        and id_fullmatch(tenant) is not None
-        and type(message.priority) is Priority
-        and type(payload) is dict
-        and type(retries) is int
-        and 0 <= retries <= MAX_RETRY_COUNT
-        and type(max_retries) is int
-        and 0 <= max_retries <= MAX_RETRY_COUNT
-        and (type(created) is float or type(created) is int)
-        and 0.0 <= created <= MAX_EPOCH_SECONDS
-        and (type(ready) is float or type(ready) is int)
-        and 0.0 <= ready <= MAX_EPOCH_SECONDS
-        and type(deps) is tuple
-        and type(headers) is dict
-        and type(message.name) is str
-        and ((unique_key == "" and type(unique_key) is str) or is_valid_id(unique_key))
-        and (type(window) is float or type(window) is int)
-        and 0.0 <= window <= _FLOAT_MAX
-        and (lease is None or type(lease) is Lease)
-    ):
-        return False
-    return (not deps or all(is_valid_id(dep) for dep in deps)) and (
-        not headers or all(type(key) is str and type(item) is str for key, item in headers.items())
-    )
 
 
 def decode_claimed(claimed: Claimed, host: PluginHostLike) -> Task:

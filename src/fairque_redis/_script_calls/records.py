@@ -71,28 +71,31 @@ def encode_meta(message: Message) -> str:
 def decode_message(fields: Sequence[Any]) -> Message:
     """A Message from the six fields a script returns: id, user, priority, retries, meta, body."""
     task_id, user_id, priority, retry_count, meta, body = fields
-    content_type, max_retries, created_at, delay, deps, headers, name, *unique = _meta(meta)
-    unique_key, unique_window = unique if unique else ("", 0.0)
+    value = _meta(meta)
+    if type(value) is list and len(value) == 7:  # encode_meta's seven fields (no unique key)
+        content_type, max_retries, created_at, delay, deps, headers, name = value
+        unique_key, unique_window = "", 0.0
+    else:
+        content_type, max_retries, created_at, delay, deps, headers, name, *unique = value
+        unique_key, unique_window = unique if unique else ("", 0.0)
     prio = _PRIORITIES.get(priority)
-    return unchecked_message(  # bytes as the server sends them decoded inline (to_text's way)
-        task_id=task_id.decode("utf-8", "surrogateescape")
-        if type(task_id) is bytes
-        else to_text(task_id),
-        tenant=user_id.decode("utf-8", "surrogateescape")
-        if type(user_id) is bytes
-        else to_text(user_id),
-        priority=prio if prio is not None else Priority(int(priority)),
-        body=body if type(body) is bytes else to_bytes(body),
-        content_type=content_type,
-        retry_count=int(retry_count),
-        max_retries=max_retries,
-        created_at=created_at,
-        delay=delay,
-        depends_on=tuple(deps),
-        headers=headers,
-        name=name,
-        unique_key=unique_key,
-        unique_window=unique_window,
+    # bytes as the server sends them decoded inline (to_text's way); values by position, in
+    # the Message's field order (cheaper than keywords, once per claimed task)
+    return unchecked_message(
+        task_id.decode("utf-8", "surrogateescape") if type(task_id) is bytes else to_text(task_id),
+        user_id.decode("utf-8", "surrogateescape") if type(user_id) is bytes else to_text(user_id),
+        prio if prio is not None else Priority(int(priority)),
+        body if type(body) is bytes else to_bytes(body),
+        content_type,
+        int(retry_count),
+        max_retries,
+        created_at,
+        delay,
+        () if type(deps) is list and not deps else tuple(deps),
+        headers,
+        name,
+        unique_key,
+        unique_window,
     )
 
 
@@ -101,19 +104,22 @@ _PRIORITIES: dict[object, Priority] = {str(int(p)).encode(): p for p in Priority
 
 
 def _meta(meta: Any) -> Any:
-    """The JSON value of a record's meta field (UTF-8 text, as :func:`encode_meta` writes it;
-    ``json.loads`` decides anything else, as it always did)."""
+    """The JSON value of a record's meta field (UTF-8 text, as :func:`encode_meta` writes it,
+    read by the decoder's scanner when it is one document without whitespace around it; the
+    decoder decides anything else, and ``json.loads`` bytes that are not UTF-8 or start with a
+    BOM, as it always did). The BOM is looked for only when the scanner finds no value."""
     if type(meta) is bytes:
         try:
             text = meta.decode("utf-8")
         except UnicodeDecodeError:
             return json.loads(meta)
-        if not text.startswith("\ufeff"):
-            try:  # the decoder's scanner: as decode for a document without whitespace around
-                value, end = _META_SCAN(text, 0)
-            except StopIteration:
-                return _META_DECODER.decode(text)
-            return value if end == len(text) else _META_DECODER.decode(text)
+        try:
+            value, end = _META_SCAN(text, 0)
+        except StopIteration:  # no value at 0: a BOM (json.loads takes it), whitespace, nothing
+            if text.startswith("\ufeff"):
+                return json.loads(meta)
+            return _META_DECODER.decode(text)
+        return value if end == len(text) else _META_DECODER.decode(text)
     return json.loads(meta)
 
 

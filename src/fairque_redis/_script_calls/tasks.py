@@ -12,7 +12,13 @@ from fairque_core.domain.errors import (
     PayloadTooLargeError,
     TaskValidationError,
 )
-from fairque_core.domain.models import Claimed, Lease, Message, unchecked_lease
+from fairque_core.domain.models import (
+    Claimed,
+    Lease,
+    Message,
+    unchecked_claimed,
+    unchecked_lease,
+)
 from fairque_core.domain.scoring import to_ms
 from fairque_core.domain.validation import MAX_ID_LENGTH, id_fullmatch, validate_id
 from fairque_redis._script_calls.base import Call, CallsBase, contract, int_reply, to_text
@@ -141,8 +147,8 @@ class TaskCalls(CallsBase):
             self._give_back(tokens[n:])
             deadline = (now_ms + lease_ms) / 1000
             out: list[Claimed] = []
-            for k in range(n):
-                i = 2 + 7 * k
+            append = out.append
+            for i in range(2, 2 + 7 * n, 7):
                 fields = reply[i : i + 6]
                 try:
                     message = decode_message(fields)  # read_message, without its layer
@@ -150,18 +156,22 @@ class TaskCalls(CallsBase):
                     # leased already: handed out salvaged, for the engine to poison, so one
                     # damaged record neither fails the batch nor stalls the worker
                     message = salvage_message(fields, unreadable(fields, exc))
-                try:
-                    recoveries = int(reply[i + 6])
-                except UNREADABLE as exc:
-                    recoveries = 0
-                    problem = f"task {to_text(reply[i])} has an unreadable recovery count: {exc}"
-                    message = salvage_message(fields, problem[:500])
-                token = tokens[k]
+                recoveries = reply[i + 6]
+                if type(recoveries) is not int:  # the script answers an integer
+                    try:
+                        recoveries = int(recoveries)
+                    except UNREADABLE as exc:
+                        recoveries = 0
+                        problem = (
+                            f"task {to_text(reply[i])} has an unreadable recovery count: {exc}"
+                        )
+                        message = salvage_message(fields, problem[:500])
+                token = tokens[(i - 2) // 7]
                 if type(token) is str:  # drawn here, worker_id checked above: no re-check
-                    lease = unchecked_lease(token=token, deadline=deadline, worker_id=worker_id)
+                    lease = unchecked_lease(token, deadline, worker_id)
                 else:  # a token source's odd value: the validators judge it
                     lease = Lease(token=token, deadline=deadline, worker_id=worker_id)
-                out.append(Claimed(message=message, lease=lease, recoveries=recoveries))
+                append(unchecked_claimed(message, lease, recoveries))
             return out
 
         return Call("claim", args, parse)
