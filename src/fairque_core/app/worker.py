@@ -229,10 +229,7 @@ class Worker(WorkerDriver[FairQueue]):
             if not self._wake.is_set():
                 self._wake.set()
             return None
-        with self._guard:
-            next_slot, wake = self._loop.task_ended(slot, ok, value, seconds, time.monotonic())
-        if wake and not self._wake.is_set():
-            self._wake.set()
+        next_slot = self._book_end(slot, ok, value, seconds)
         if next_slot is not None and self._wake.is_set() and not self._awake.is_set():
             # the loop was woken and has not run yet: let it have the interpreter first (a
             # thread that runs task after task holds the GIL until the interpreter's switch

@@ -164,11 +164,7 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
         if slot.timed_out or self._calling or not self.places_chain:
             self._report(slot, ok, value, seconds)
             return None
-        with self._guard:
-            next_slot, wake = self._loop.task_ended(slot, ok, value, seconds, time.monotonic())
-        if wake:
-            self._wake.set()
-        return next_slot
+        return self._book_end(slot, ok, value, seconds)
 
     def _report(self, slot: wa.Slot, ok: bool, value: Any, seconds: float) -> None:
         self._loop.task_done(slot, ok, value, seconds)

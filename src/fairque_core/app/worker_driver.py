@@ -330,6 +330,16 @@ class WorkerDriver(Generic[Q]):
         else:
             wl.safe_callback("on_task_failure", self.handler.on_task_failure, slot.task, value)
 
+    def _book_end(self, slot: wa.Slot, ok: bool, value: Any, seconds: float) -> wa.Slot | None:
+        """The loop books the end of ``slot``'s task on the thread (or asyncio task) that ran
+        it, waking the control loop when the end changes what it waits for; the next buffered
+        task for that thread or task to run, or None (ADR 51)."""
+        with self._guard:
+            next_slot, wake = self._loop.task_ended(slot, ok, value, seconds, time.monotonic())
+        if wake and not self._wake.is_set():
+            self._wake.set()
+        return next_slot
+
     def _timed_out(self, slots: Sequence[wa.Slot]) -> None:
         """These running tasks passed their timeout (a :class:`wa.Expire`)."""
         for slot in slots:
