@@ -28,12 +28,6 @@ def _no_autoload(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAIRQUE_DISABLE_PLUGIN_AUTOLOAD", "1")
 
 
-@pytest.fixture(params=["valkey", "redis7"])
-def server_url(request: pytest.FixtureRequest) -> str:
-    name = {"valkey": "valkey_server", "redis7": "redis7_server"}[request.param]
-    return str(request.getfixturevalue(name).url)
-
-
 @pytest.fixture
 def held(server_url: str) -> Iterator[tuple[FairQueue, Any, str]]:
     """bob capped (max_running 1, one task running), carol parked (one start per 1000 s, one

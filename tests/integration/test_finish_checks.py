@@ -11,12 +11,9 @@ On Valkey 9 and Redis 7 (the session servers, a fresh queue per test).
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
 
 from fairque_core import DamagedKeyError, Message, Priority
 from fairque_core.domain.models import Claimed
@@ -28,24 +25,6 @@ pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 @pytest.fixture(autouse=True)
 def _no_autoload(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAIRQUE_DISABLE_PLUGIN_AUTOLOAD", "1")
-
-
-@pytest.fixture(params=["valkey", "redis7"])
-def server_url(request: pytest.FixtureRequest) -> str:
-    name = {"valkey": "valkey_server", "redis7": "redis7_server"}[request.param]
-    return str(request.getfixturevalue(name).url)
-
-
-@pytest.fixture
-def setup(server_url: str) -> Iterator[tuple[RedisBackend, Any, str]]:
-    name = f"fck-{uuid.uuid4().hex[:8]}"
-    backend = RedisBackend.from_url(server_url, queue=name)
-    raw = redis.Redis.from_url(server_url)
-    try:
-        yield backend, raw, name
-    finally:
-        backend.close()
-        raw.close()
 
 
 def _claimed(backend: RedisBackend, *, unique: bool) -> list[Claimed]:
@@ -78,9 +57,9 @@ def _dump(raw: Any, name: str) -> dict[bytes, Any]:
 
 @pytest.mark.parametrize("suffix", ["meta", "wake", "sched", "tiers", "dlq"])
 def test_a_finish_of_a_task_with_a_unique_key_refuses_on_any_damaged_queue_key(
-    setup: tuple[RedisBackend, Any, str], suffix: str
+    script_queue: tuple[RedisBackend, Any, str], suffix: str
 ) -> None:
-    backend, raw, name = setup
+    backend, raw, name = script_queue
     held = _claimed(backend, unique=True)
     raw.set(f"fq:{{{name}}}:{suffix}", "junk")
     before = _dump(raw, name)
@@ -92,9 +71,9 @@ def test_a_finish_of_a_task_with_a_unique_key_refuses_on_any_damaged_queue_key(
 
 @pytest.mark.parametrize("suffix", ["leases", "stats"])
 def test_a_finish_of_a_common_task_refuses_on_a_damaged_key_it_writes(
-    setup: tuple[RedisBackend, Any, str], suffix: str
+    script_queue: tuple[RedisBackend, Any, str], suffix: str
 ) -> None:
-    backend, raw, name = setup
+    backend, raw, name = script_queue
     held = _claimed(backend, unique=False)
     raw.delete(f"fq:{{{name}}}:{suffix}")
     raw.set(f"fq:{{{name}}}:{suffix}", "junk")
@@ -107,10 +86,10 @@ def test_a_finish_of_a_common_task_refuses_on_a_damaged_key_it_writes(
 
 @pytest.mark.parametrize("suffix", ["wake", "sched"])
 def test_a_finish_of_a_common_task_leaves_the_signal_lists_alone(
-    setup: tuple[RedisBackend, Any, str], suffix: str
+    script_queue: tuple[RedisBackend, Any, str], suffix: str
 ) -> None:
     """It neither writes nor raises them: their damage is the next call's that does."""
-    backend, raw, name = setup
+    backend, raw, name = script_queue
     held = _claimed(backend, unique=False)
     key = f"fq:{{{name}}}:{suffix}"
     raw.delete(key)
@@ -122,9 +101,9 @@ def test_a_finish_of_a_common_task_leaves_the_signal_lists_alone(
 
 
 def test_an_id_named_twice_in_one_finish_is_finished_once(
-    setup: tuple[RedisBackend, Any, str],
+    script_queue: tuple[RedisBackend, Any, str],
 ) -> None:
-    backend, raw, name = setup
+    backend, raw, name = script_queue
     held = _claimed(backend, unique=False)
     item = _items(held)[0]
     assert backend.finish_batch([item, item]) == [True, True]
@@ -137,9 +116,9 @@ def test_an_id_named_twice_in_one_finish_is_finished_once(
 
 
 def test_an_id_named_first_with_a_lost_token_then_with_its_own_is_finished_and_unleased(
-    setup: tuple[RedisBackend, Any, str],
+    script_queue: tuple[RedisBackend, Any, str],
 ) -> None:
-    backend, raw, name = setup
+    backend, raw, name = script_queue
     assert all(
         backend.push_batch(
             [
@@ -158,10 +137,10 @@ def test_an_id_named_first_with_a_lost_token_then_with_its_own_is_finished_and_u
 
 
 def test_a_finish_of_common_tasks_ends_their_leases_only(
-    setup: tuple[RedisBackend, Any, str],
+    script_queue: tuple[RedisBackend, Any, str],
 ) -> None:
     """Lost leases next to live ones: only the live ones leave ``leases``."""
-    backend, raw, name = setup
+    backend, raw, name = script_queue
     assert all(
         backend.push_batch(
             [

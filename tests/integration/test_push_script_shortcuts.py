@@ -16,12 +16,9 @@ On Valkey 9 and Redis 7 (the session servers, a fresh queue per test).
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
 
 from fairque_core import DamagedKeyError, Message, Priority, TaskValidationError
 from fairque_redis._script_calls import Call
@@ -31,24 +28,6 @@ pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 
 # ARGV offsets of the first message (after the 7-value header and the count)
 PRIORITY, DELAY, WINDOW, DEPS = 10, 11, 15, 16
-
-
-@pytest.fixture(params=["valkey", "redis7"])
-def server_url(request: pytest.FixtureRequest) -> str:
-    name = {"valkey": "valkey_server", "redis7": "redis7_server"}[request.param]
-    return str(request.getfixturevalue(name).url)
-
-
-@pytest.fixture
-def setup(server_url: str) -> Iterator[tuple[RedisBackend, Any, str]]:
-    name = f"psc-{uuid.uuid4().hex[:8]}"
-    backend = RedisBackend.from_url(server_url, queue=name)
-    raw = redis.Redis.from_url(server_url)
-    try:
-        yield backend, raw, name
-    finally:
-        backend.close()
-        raw.close()
 
 
 def msg(task_id: str, user: str = "alice", delay: float = 0.0) -> Message:
@@ -84,9 +63,9 @@ def push_raw(backend: RedisBackend, message: Message, **at: str) -> Any:
     ],
 )
 def test_a_priority_spelled_otherwise_is_refused_as_before(
-    setup: tuple[RedisBackend, Any, str], spelling: str, field: str
+    script_queue: tuple[RedisBackend, Any, str], spelling: str, field: str
 ) -> None:
-    backend, raw, name = setup
+    backend, raw, name = script_queue
     backend.push(msg("warm"))
     before = snapshot(raw, name)
     with pytest.raises(TaskValidationError) as err:
@@ -106,9 +85,9 @@ def test_a_priority_spelled_otherwise_is_refused_as_before(
     ],
 )
 def test_other_numbers_spelled_otherwise_are_refused_as_before(
-    setup: tuple[RedisBackend, Any, str], at: dict[str, str], field: str
+    script_queue: tuple[RedisBackend, Any, str], at: dict[str, str], field: str
 ) -> None:
-    backend, raw, name = setup
+    backend, raw, name = script_queue
     backend.push(msg("warm"))
     before = snapshot(raw, name)
     with pytest.raises(TaskValidationError) as err:
@@ -118,9 +97,9 @@ def test_other_numbers_spelled_otherwise_are_refused_as_before(
 
 
 def test_every_priority_as_the_client_spells_it_is_stored(
-    setup: tuple[RedisBackend, Any, str],
+    script_queue: tuple[RedisBackend, Any, str],
 ) -> None:
-    backend, raw, name = setup
+    backend, raw, name = script_queue
     for p in Priority:
         m = Message(task_id=f"t{int(p)}", tenant="alice", priority=p, body=b"{}")
         assert backend.push(m) is True
@@ -139,9 +118,9 @@ def _damage_tenant_hash(raw: Any, name: str, user: str) -> bytes:
 
 
 def test_a_ready_push_of_a_tenant_with_ready_work_leaves_its_damaged_hash_alone(
-    setup: tuple[RedisBackend, Any, str],
+    script_queue: tuple[RedisBackend, Any, str],
 ) -> None:
-    backend, raw, name = setup
+    backend, raw, name = script_queue
     backend.push(msg("a1"))  # alice has ready work: active
     key = _damage_tenant_hash(raw, name, "alice")
     assert backend.push(msg("a2")) is True  # writes no tenant hash: nothing to check
@@ -151,9 +130,9 @@ def test_a_ready_push_of_a_tenant_with_ready_work_leaves_its_damaged_hash_alone(
 
 @pytest.mark.parametrize("case", ["no ready work", "delayed", "limits on"])
 def test_a_push_that_may_write_the_damaged_tenant_hash_is_refused_typed(
-    setup: tuple[RedisBackend, Any, str], case: str
+    script_queue: tuple[RedisBackend, Any, str], case: str
 ) -> None:
-    backend, raw, name = setup
+    backend, raw, name = script_queue
     backend.push(msg("b1", user="bob"))
     if case == "limits on":
         backend.set_limits({"max_queued": 100}, tenant="carol")
@@ -169,9 +148,9 @@ def test_a_push_that_may_write_the_damaged_tenant_hash_is_refused_typed(
 
 @pytest.mark.parametrize("field", ["vtime", "act"])
 def test_meta_fields_the_push_did_not_change_are_written_back_when_absent(
-    setup: tuple[RedisBackend, Any, str], field: str
+    script_queue: tuple[RedisBackend, Any, str], field: str
 ) -> None:
-    backend, raw, name = setup
+    backend, raw, name = script_queue
     meta = f"fq:{{{name}}}:meta"
     backend.push(msg("a1"))
     stored = raw.hgetall(meta)

@@ -9,12 +9,9 @@ On Valkey 9 and Redis 7 (the session servers, a fresh queue per test).
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
 
 from fairque_core import DamagedKeyError, Message, Priority
 from fairque_redis.backend import RedisBackend
@@ -25,24 +22,6 @@ pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 @pytest.fixture(autouse=True)
 def _no_autoload(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAIRQUE_DISABLE_PLUGIN_AUTOLOAD", "1")
-
-
-@pytest.fixture(params=["valkey", "redis7"])
-def server_url(request: pytest.FixtureRequest) -> str:
-    name = {"valkey": "valkey_server", "redis7": "redis7_server"}[request.param]
-    return str(request.getfixturevalue(name).url)
-
-
-@pytest.fixture
-def setup(server_url: str) -> Iterator[tuple[RedisBackend, Any, str]]:
-    name = f"psf-{uuid.uuid4().hex[:8]}"
-    backend = RedisBackend.from_url(server_url, queue=name)
-    raw = redis.Redis.from_url(server_url)
-    try:
-        yield backend, raw, name
-    finally:
-        backend.close()
-        raw.close()
 
 
 def _msg(task_id: str, tenant: str = "ann", unique_key: str = "") -> Message:
@@ -61,9 +40,9 @@ def _stats(raw: Any, name: str) -> dict[str, int]:
 
 
 def test_pushed_and_duplicates_are_counted_as_stored(
-    setup: tuple[RedisBackend, Any, str],
+    script_queue: tuple[RedisBackend, Any, str],
 ) -> None:
-    backend, raw, name = setup
+    backend, raw, name = script_queue
     assert backend.push_batch([_msg("a")]) == [True]
     # a live id, an id twice, a new one: 2 stored, 2 duplicates
     assert backend.push_batch([_msg("a"), _msg("b"), _msg("b"), _msg("c", "bob")]) == [
@@ -85,9 +64,9 @@ def test_pushed_and_duplicates_are_counted_as_stored(
 
 
 def test_an_expired_record_is_stored_anew_and_counted_pushed(
-    setup: tuple[RedisBackend, Any, str],
+    script_queue: tuple[RedisBackend, Any, str],
 ) -> None:
-    backend, raw, name = setup
+    backend, raw, name = script_queue
     assert backend.push_batch([_msg("a")]) == [True]
     raw.hset(f"fq:{{{name}}}:task:a", mapping={"st": "finished", "exp": "1"})
     assert backend.push_batch([_msg("a")]) == [True]
@@ -97,9 +76,9 @@ def test_an_expired_record_is_stored_anew_and_counted_pushed(
 
 @pytest.mark.parametrize("unique", [False, True])
 def test_a_push_onto_a_damaged_stats_hash_writes_nothing(
-    setup: tuple[RedisBackend, Any, str], unique: bool
+    script_queue: tuple[RedisBackend, Any, str], unique: bool
 ) -> None:
-    backend, raw, name = setup
+    backend, raw, name = script_queue
     assert backend.push_batch([_msg("a")]) == [True]
     raw.delete(f"fq:{{{name}}}:stats")
     raw.set(f"fq:{{{name}}}:stats", "junk")
