@@ -18,6 +18,7 @@ deadline), ``nightly`` (2000 examples), chosen by ``HYPOTHESIS_PROFILE``; withou
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Callable, Collection, Iterator
 from typing import Any, NoReturn
 
@@ -155,3 +156,25 @@ class Sends:
 
         self.sync_class = Counting
         self.async_class = AsyncCounting
+
+
+@pytest.fixture(params=["valkey", "redis7"])
+def valkey_and_redis7_url(request: pytest.FixtureRequest) -> str:
+    """The test once on the session's Valkey 9 and once on its Redis 7."""
+    name = {"valkey": "valkey_server", "redis7": "redis7_server"}[request.param]
+    return str(request.getfixturevalue(name).url)
+
+
+@pytest.fixture
+def script_queue(valkey_and_redis7_url: str) -> Iterator[tuple[Any, Any, str]]:
+    """A fresh queue on Valkey 9 and on Redis 7: its RedisBackend, a raw client, its name."""
+    from fairque_redis.backend import RedisBackend
+
+    name = f"sq-{uuid.uuid4().hex[:8]}"
+    backend = RedisBackend.from_url(valkey_and_redis7_url, queue=name)
+    raw = redis.Redis.from_url(valkey_and_redis7_url)
+    try:
+        yield backend, raw, name
+    finally:
+        backend.close()
+        raw.close()

@@ -42,10 +42,10 @@ def _no_autoload(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def setup(server_url: str) -> Iterator[tuple[FairQueue, Any, str]]:
+def setup(valkey_and_redis7_url: str) -> Iterator[tuple[FairQueue, Any, str]]:
     name = f"dmg-{uuid.uuid4().hex[:8]}"
-    queue = connect(server_url, queue=name)
-    raw = redis.Redis.from_url(server_url)
+    queue = connect(valkey_and_redis7_url, queue=name)
+    raw = redis.Redis.from_url(valkey_and_redis7_url)
     for user in TENANTS:
         for i in range(PER_TENANT):
             queue.push(Task.create(user, 6 if i == 0 else 3, {"i": i}, task_id=f"{user}-{i}"))

@@ -29,12 +29,12 @@ def _no_autoload(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def held(server_url: str) -> Iterator[tuple[FairQueue, Any, str]]:
+def held(valkey_and_redis7_url: str) -> Iterator[tuple[FairQueue, Any, str]]:
     """bob capped (max_running 1, one task running), carol parked (one start per 1000 s, one
     started), alice paused, each with ready work; dave free with ready work."""
     name = f"hold-{uuid.uuid4().hex[:8]}"
-    queue = connect(server_url, queue=name)
-    raw = redis.Redis.from_url(server_url)
+    queue = connect(valkey_and_redis7_url, queue=name)
+    raw = redis.Redis.from_url(valkey_and_redis7_url)
     try:
         queue.set_tenant_limits("bob", max_running=1)
         queue.set_tenant_limits("carol", rate=0.001)
