@@ -12,13 +12,13 @@ order of the active sets.
 from __future__ import annotations
 
 import random
-import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
 import redis
 
+from contract.helpers import CountingTokens, FakeClock
 from fairque_core import Message, Priority, QueueConfig
 from fairque_core.domain.models import Claimed
 from fairque_core.memory.model import InMemoryBackend
@@ -28,23 +28,6 @@ pytestmark = pytest.mark.redis
 
 PRIORITIES = [Priority.LOW, Priority.NORMAL, Priority.NORMAL, Priority.HIGH]
 WEIGHTS = [0.5, 1, 1, 2, 3]
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = float(int(time.time()))
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class CountingTokens:
-    def __init__(self) -> None:
-        self.n = 0
-
-    def __call__(self) -> str:
-        self.n += 1
-        return f"tok-{self.n:06d}"
 
 
 def _seen(claimed: list[Claimed]) -> list[tuple[str, str, str, int]]:
