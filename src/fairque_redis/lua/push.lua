@@ -26,8 +26,9 @@
 -- meta: read now (fq_meta, as the push reads it anyway) and so type-checked, only the
 -- fairness fields and the limits flag (push reads no other); the sched list only when this
 -- call may raise its signal (see below the checks)
--- stats: checked below, before the first write (see there)
-local q = fq_open(KEYS, ARGV, {meta = 'fair', sched = false, stats = false})
+-- stats: checked below, before the first write (see there); so are the six sorted sets, when
+-- this call may write one (zsets = false)
+local q = fq_open(KEYS, ARGV, {meta = 'fair', sched = false, stats = false, zsets = false})
 local n = FQ_TONUMBER(ARGV[8])
 local now = q.now
 local max_payload = FQ_TONUMBER(ARGV[7]) -- the header's max payload bytes
@@ -111,6 +112,25 @@ end
 -- the schedule signal is raised only by a delayed or dependent message (fq_schedule) or a
 -- limit parking a tenant: then the sched list is checked too, still before the first write
 if not plain or q.lim_on then q.sched_len = fq_list_len(fq_sched_key(q)) end
+
+-- the queue's six sorted sets (tiers, delayed, leases, dlq, tenants, parked): a push writes
+-- one only to activate a tenant (tiers and its active set), to schedule a message (delayed),
+-- to park a tenant (limits) or to index a tenant's first push (tenants). A plain call without
+-- limits whose every tenant had ready work in the queue it pushes to (pc.had_ready: the
+-- probe's size read; fq_push_ready then activates nobody) writes none of them, and skips their
+-- check (ADR 56). Its one exception is fq_close's `tenants` entry of a tenant whose figures
+-- were lost (q.zsets_unchecked: written with pcall there)
+local writes_zsets = not plain or q.lim_on
+if not writes_zsets then
+  local had_ready = pc.had_ready
+  for k = 1, n do
+    if not had_ready[ARGV[at[k] + 1]] then
+      writes_zsets = true
+      break
+    end
+  end
+end
+if writes_zsets then fq_check_zsets(q) else q.zsets_unchecked = true end
 
 -- the stats hash: every message is counted there (pushed or a duplicate), so its type check
 -- can be its first write, made here before any other, when the counts are known before the

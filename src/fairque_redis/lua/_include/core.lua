@@ -131,6 +131,10 @@ end
 --                   one, so it never raises that signal; with `meta`, read first)
 --   stats = false   the stats hash is not checked: the script checks it itself before its
 --                   first write (push.lua: its first write is to stats, when it can be)
+--   zsets = false   the six sorted sets are not checked now: the script calls
+--                   fq_check_zsets itself before its first write when it may write one
+--                   (push.lua: a plain push to tenants that have ready work writes none,
+--                   ADR 56), and marks the call (q.zsets_unchecked) when it does not
 --   later = true    check nothing now (q.checks_due): the script calls fq_check_queue
 --                   itself before its first write, once it knows what it writes (finish.lua:
 --                   the finish's include checks only what a finish of common tasks writes)
@@ -148,6 +152,16 @@ local FQ_OPEN_FINISH = {later = true}
 -- fq_close's loop over the tenant records read, when the call read none (never written)
 local FQ_NO_TENANTS = {}
 
+-- the six queue-wide sorted sets, in one ZINTERCARD (see fq_check_queue)
+local function fq_check_zsets(q)
+  local zsets = FQ_PCALL('ZINTERCARD', 6, q.tiers, q.delayed, q.leases, q.dlq,
+    fq_tenants_key(q), fq_parked_key(q), 'LIMIT', 1)
+  if FQ_TYPE(zsets) == 'table' then
+    for _, key in ipairs({q.tiers, q.delayed, q.leases, q.dlq, fq_tenants_key(q),
+      fq_parked_key(q)}) do fq_check_type(key, 'zset') end
+  end
+end
+
 local function fq_check_queue(q, how)
   how = how or FQ_CHECK_ALL
   if how.read then return end
@@ -156,12 +170,7 @@ local function fq_check_queue(q, how)
     return
   end
   q.checks_due = nil
-  local zsets = FQ_PCALL('ZINTERCARD', 6, q.tiers, q.delayed, q.leases, q.dlq,
-    fq_tenants_key(q), fq_parked_key(q), 'LIMIT', 1)
-  if FQ_TYPE(zsets) == 'table' then
-    for _, key in ipairs({q.tiers, q.delayed, q.leases, q.dlq, fq_tenants_key(q),
-      fq_parked_key(q)}) do fq_check_type(key, 'zset') end
-  end
+  if how.zsets ~= false then fq_check_zsets(q) end
   if how.meta then fq_meta(q)
   elseif FQ_TYPE(FQ_PCALL('HLEN', q.meta)) == 'table' then fq_check_type(q.meta, 'hash') end
   if how.stats ~= false then
@@ -330,7 +339,15 @@ local function fq_close(q)
       if by ~= 0 then
         local now_count = FQ_PCALL('HINCRBY', key, name, fq_int(by))
         if name == 'pushed' and now_count == by then
-          FQ_CALL('ZADD', fq_tenants_key(q), 'NX', fq_int(q.now), u)
+          -- (a call that did not check the sorted sets, q.zsets_unchecked, pushed only to
+          -- tenants with ready work: their first push ever only when their figures were
+          -- lost; a `tenants` of another type is then left for `fairque doctor`, not raised
+          -- after the writes)
+          if q.zsets_unchecked then
+            FQ_PCALL('ZADD', fq_tenants_key(q), 'NX', fq_int(q.now), u)
+          else
+            FQ_CALL('ZADD', fq_tenants_key(q), 'NX', fq_int(q.now), u)
+          end
         end
       end
     end
