@@ -26,7 +26,8 @@ def _load() -> ModuleType:
     spec = importlib.util.spec_from_file_location(
         "bench_lua_profile", ROOT / "bench" / "bench_lua_profile.py"
     )
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["bench_lua_profile"] = module
     spec.loader.exec_module(module)
@@ -66,7 +67,8 @@ def test_the_profiling_build_runs_and_names_the_helpers(
     found = tool.figures(drain)
     # the drain ran claims and finish_claims; their helpers ran about once per call
     assert found["SCRIPT finish_claim"][2] >= 5
-    assert found["fq_claim"][2] >= 6 and found["fq_finish"][2] >= 5
+    assert found["fq_claim"][2] >= 6
+    assert found["fq_finish"][2] >= 5
     assert found["fq_claim"][0] > 0
     pushes = tool.figures(push)
     assert pushes["SCRIPT push"][2] == 5
