@@ -1,6 +1,8 @@
 """``fairque doctor [--repair] [--json]``: check one queue's Redis structures against each other
 (:mod:`fairque_redis.doctor`) and, with ``--repair``, put them back in line with the task
 records (:mod:`fairque_redis.doctor_repair`). Run it on a quiet queue: workers stopped or idle.
+A partitioned queue (ADR 34) is checked and repaired partition by partition, as many as the
+server records; each finding and change then starts with ``partition <n>:``.
 
 Exit status: 0 when the queue is sound (after the repair, with ``--repair``), 1 when findings
 remain.
@@ -19,31 +21,47 @@ __all__ = ["add_doctor"]
 
 
 def _run_doctor(args: argparse.Namespace, out: TextIO) -> int:
-    from fairque_redis.doctor import check
+    from fairque_redis.doctor import check, queue_spaces
     from fairque_redis.doctor_repair import repair
 
     config = load_config(args)
+    findings: list[str] = []
+    actions: list[str] = []
+    remaining: list[str] = []
     with open_queue(config) as queue:
         client: Any = getattr(queue.backend, "client", None)
         if client is None:
             raise CliError("fairque doctor reads a Redis/Valkey server (not memory://)")
-        findings = check(client, queue.name)
-        actions: list[str] = []
-        remaining = findings
-        if args.repair and findings:
-            actions = repair(
-                client,
-                queue.name,
-                horizon_ms=to_ms(config.queue.aging_horizon_seconds),
-                strict_tiers=config.queue.strict_tiers,
-            )
-            remaining = check(client, queue.name)
+        # a partitioned queue (ADR 34): each partition is checked, and repaired, on its own
+        spaces = queue_spaces(client, queue.name)
+        for keys in spaces:
+            label = f"partition {keys.partition}: " if len(spaces) > 1 else ""
+            found = check(client, keys)
+            findings += [label + line for line in found]
+            left = found
+            if args.repair and found:
+                done = repair(
+                    client,
+                    keys,
+                    horizon_ms=to_ms(config.queue.aging_horizon_seconds),
+                    strict_tiers=config.queue.strict_tiers,
+                )
+                actions += [label + line for line in done]
+                left = check(client, keys)
+            remaining += [label + line for line in left]
     if args.json:
-        report = {"queue": queue.name, "findings": findings, "repaired": actions}
-        report["remaining"] = remaining
+        report: dict[str, Any] = {
+            "queue": queue.name,
+            "partitions": len(spaces),
+            "findings": findings,
+            "repaired": actions,
+            "remaining": remaining,
+        }
         out.write(json.dumps(report, indent=2) + "\n")
         return 0 if not remaining else 1
     where = f"queue {queue.name!r} on {describe_target(config)}"
+    if len(spaces) > 1:
+        where += f" ({len(spaces)} partitions)"
     if not findings:
         out.write(f"{where}: sound (no finding)\n")
         return 0

@@ -40,7 +40,38 @@ import redis
 from fairque_core.domain.limits import QUEUE_PARK_MEMBER
 from fairque_redis.keys import KeySpace
 
-__all__ = ["Parsed", "check", "check_parsed", "held_tenants", "node_client", "parse", "snapshot"]
+__all__ = [
+    "Parsed",
+    "check",
+    "check_parsed",
+    "held_tenants",
+    "key_space",
+    "node_client",
+    "parse",
+    "queue_spaces",
+    "snapshot",
+]
+
+#: a queue's name (its one key space) or one key space of it (one partition, ADR 34)
+Where = str | KeySpace
+
+
+def key_space(where: Where) -> KeySpace:
+    """``where`` as a key space: a queue's name stands for its one (unpartitioned) key space."""
+    return where if isinstance(where, KeySpace) else KeySpace(where)
+
+
+def queue_spaces(client: Any, queue: str) -> list[KeySpace]:
+    """The key spaces holding ``queue``'s tasks: its one slot, or each of its partitions as
+    the server records their number (``fq:{<queue>}:partitions``, ADR 34), whatever number
+    the caller was configured with."""
+    base = KeySpace(queue)
+    raw = client.get(base.partition_count)
+    count = 1 if raw is None else int(_text(raw))
+    if count <= 1:
+        return [base]
+    return [KeySpace(queue, partition=n, partitions=count) for n in range(count)]
+
 
 #: Redis type of each singleton key (keys.py); a singleton keys.py adds later is accepted with
 #: any type until it is listed here.
@@ -105,18 +136,19 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def snapshot(client: Any, queue: str) -> dict[str, Any]:
-    """Every key of ``queue`` with its type and contents, read in one MULTI/EXEC.
+def snapshot(client: Any, queue: Where) -> dict[str, Any]:
+    """Every key of ``queue`` (a queue's name, or one partition's key space) with its type and
+    contents, read in one MULTI/EXEC.
 
     Returns ``{"now": server ms, "keys": {suffix: (type, value)}, "stray": [key, ...]}`` where a
     hash is a ``dict[str, bytes]``, a zset a ``list[(member str, score float)]``, a list a
     ``list[str]`` and a set a ``set[str]``.
     """
-    keys = KeySpace(queue)
+    keys = key_space(queue)
     prefix = keys.prefix.encode()
     found: list[bytes] = []
     stray: list[str] = []
-    for key in client.scan_iter(match=f"*{queue}*", count=1000):
+    for key in client.scan_iter(match=f"*{keys.tag}*", count=1000):
         if key.startswith(prefix):
             found.append(key)
         elif not _OTHER_QUEUE.match(key):
@@ -202,9 +234,9 @@ class Parsed:
         return rec
 
 
-def parse(snap: dict[str, Any], queue: str) -> Parsed:
+def parse(snap: dict[str, Any], queue: Where) -> Parsed:
     """Sort a :func:`snapshot` of ``queue`` by family; keys of a wrong type go to ``damaged``."""
-    keys = KeySpace(queue)
+    keys = key_space(queue)
     singletons, families = _families(keys)
     out = Parsed(
         now=snap["now"],
@@ -249,11 +281,11 @@ def parse(snap: dict[str, Any], queue: str) -> Parsed:
     return out
 
 
-def node_client(client: Any, queue: str) -> Any:
+def node_client(client: Any, queue: Where) -> Any:
     """The plain client of the node holding ``queue``'s keys (``client`` itself if not a
-    cluster client): the queue's keys share one hash slot."""
+    cluster client): the keys of a queue (or of one of its partitions) share one hash slot."""
     if hasattr(client, "get_node_from_key"):
-        node = client.get_node_from_key(KeySpace(queue).meta)
+        node = client.get_node_from_key(key_space(queue).meta)
         return node.redis_connection or client.get_redis_connection(node)
     return client
 
@@ -275,8 +307,9 @@ def held_tenants(parsed: Parsed) -> dict[str, str]:
     return held
 
 
-def check(client: Any, queue: str) -> list[str]:
-    """Every broken invariant of ``queue`` as a sentence; ``[]`` when the queue is consistent."""
+def check(client: Any, queue: Where) -> list[str]:
+    """Every broken invariant of ``queue`` (a queue's name, or one partition's key space: see
+    :func:`queue_spaces`) as a sentence; ``[]`` when it is consistent."""
     return check_parsed(parse(snapshot(node_client(client, queue), queue), queue))
 
 

@@ -28,7 +28,15 @@ from typing import Any
 
 from fairque_core.domain.enums import Priority
 from fairque_core.domain.scoring import seq_member, static_score
-from fairque_redis.doctor import Parsed, held_tenants, node_client, parse, snapshot
+from fairque_redis.doctor import (
+    Parsed,
+    Where,
+    held_tenants,
+    key_space,
+    node_client,
+    parse,
+    snapshot,
+)
 from fairque_redis.keys import KeySpace
 
 __all__ = ["repair"]
@@ -49,20 +57,21 @@ def _int(raw: bytes | str | None, default: int = 0) -> int:
         return default
 
 
-def _read(client: Any, queue: str) -> Parsed:
+def _read(client: Any, queue: Where) -> Parsed:
     return parse(snapshot(client, queue), queue)
 
 
 def repair(
     client: Any,
-    queue: str,
+    queue: Where,
     *,
     horizon_ms: int = 300_000,
     strict_tiers: bool = False,
 ) -> list[str]:
-    """Repair ``queue``; one sentence per change made (``[]``: nothing to repair)."""
+    """Repair ``queue`` (a queue's name, or one partition's key space); one sentence per
+    change made (``[]``: nothing to repair)."""
     client = node_client(client, queue)
-    keys = KeySpace(queue)
+    keys = key_space(queue)
     done: list[str] = []
 
     # 1. keys of the wrong type

@@ -56,3 +56,85 @@ def test_doctor_finds_and_repairs_a_damaged_queue(server_url: str, queue_name: s
         assert started.task_id in ids
         assert len(ids) == 3
         raw.close()
+
+
+def test_doctor_checks_and_repairs_each_partition(
+    server_url: str, queue_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partitioned queue (ADR 34; three partitions on one Valkey) is checked and repaired
+    partition by partition; each finding names its partition."""
+    from fairque_redis.doctor import queue_spaces
+    from fairque_redis.keys import partition_for
+
+    monkeypatch.setenv("FAIRQUE_QUEUE__PARTITIONS", "3")
+    base = ("--url", server_url, "--queue", queue_name)
+    # two tenants in each partition, three tasks each
+    tenants: dict[int, list[str]] = {0: [], 1: [], 2: []}
+    k = 0
+    while any(len(names) < 2 for names in tenants.values()):
+        name = f"t{k}"
+        k += 1
+        names = tenants[partition_for(name, 3)]
+        if len(names) < 2:
+            names.append(name)
+    raw: Any = redis.Redis.from_url(server_url)
+    with connect(server_url, queue=queue_name, partitions=3) as queue:
+        pushed = [
+            Task.create(name, Priority.NORMAL, {"k": i})
+            for names in tenants.values()
+            for name in names
+            for i in range(3)
+        ]
+        queue.push_batch(pushed)
+        spaces = queue_spaces(raw, queue_name)
+        assert [keys.partition for keys in spaces] == [0, 1, 2]
+        code, text = cli("doctor", *base)
+        assert code == 0, text
+        assert "(3 partitions): sound" in text
+
+        # partition 1: a started task's lease lost; partition 2: its wake list of another type
+        started = None
+        finished: set[str] = set()
+        while started is None or partition_for(started.tenant, 3) != 1:
+            started = queue.claim()
+            assert started is not None
+            if partition_for(started.tenant, 3) != 1:
+                queue.finish(started)
+                finished.add(started.task_id)
+        raw.zrem(spaces[1].leases, started.task_id)
+        raw.set(spaces[2].prefix + "wake", "junk")
+        code, text = cli("doctor", *base)
+        assert code == 1
+        assert f"partition 1: task {started.task_id}" in text
+        assert "partition 2: key 'wake' is a string" in text
+        assert not any(line.startswith("  - partition 0:") for line in text.splitlines())
+
+        code, text = cli("doctor", *base, "--repair", "--json")
+        report = json.loads(text)
+        assert code == 0, text
+        assert report["partitions"] == 3
+        assert report["remaining"] == []
+        assert {line.split(":")[0] for line in report["findings"]} == {
+            "partition 1",
+            "partition 2",
+        }
+        assert any(
+            line.startswith("partition 1:") and "started without a lease" in line
+            for line in report["repaired"]
+        )
+        assert any(
+            line.startswith("partition 2:") and "deleted" in line and "wake" in line
+            for line in report["repaired"]
+        )
+        code, text = cli("doctor", *base)
+        assert code == 0, text
+        # nothing lost: every task not finished above is claimed once now, the repaired one too
+        ids: list[str] = []
+        while (task := queue.claim()) is not None:
+            queue.finish(task)
+            ids.append(task.task_id)
+        assert started.task_id in ids
+        assert len(ids) == len(set(ids))
+        assert set(ids) | finished == {task.task_id for task in pushed}
+        assert not set(ids) & finished
+    raw.close()
