@@ -36,8 +36,14 @@ def test_each_partition_is_checked_and_repaired_on_its_master(valkey_cluster: An
                 KeySpace(name, partition=n, partitions=3).prefix for n in range(3)
             ]
             # the three partitions lie on three masters, and each is read on its own
-            nodes = {id(node_client(raw, keys)) for keys in spaces}
-            assert len(nodes) == 3
+            masters = {raw.get_node_from_key(keys.meta).name for keys in spaces}
+            assert len(masters) == 3
+            for keys in spaces:  # node_client reads the partition on the master that owns it
+                reader = node_client(raw, keys)
+                assert reader.exists(keys.meta) == 1
+                assert reader.get_connection_kwargs()["port"] == (
+                    raw.get_node_from_key(keys.meta).port
+                )
             assert [check(raw, keys) for keys in spaces] == [[], [], []]
 
             # a tenant queue of partition 1 turned into a string behind the client's back
