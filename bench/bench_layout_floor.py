@@ -237,6 +237,8 @@ def fill(client: redis.Redis, layout: str, count: int) -> None:
 class FloorLoop:
     """Claims of ``batch`` and their finishes in one layout, call after call."""
 
+    prefix = "floor"  # the functions called: <prefix>_<layout>_claim and _finish
+
     def __init__(self, client: redis.Redis, layout: str, batch: int) -> None:
         self.client, self.layout, self.batch = client, layout, batch
         self.serial = 0
@@ -245,7 +247,7 @@ class FloorLoop:
         tokens = [f"k{self.serial + k}" for k in range(self.batch)]
         self.serial += self.batch
         reply = self.client.fcall(
-            f"floor_{self.layout}_claim", 0, self.batch, int(time.time() * 1000), *tokens
+            f"{self.prefix}_{self.layout}_claim", 0, self.batch, int(time.time() * 1000), *tokens
         )
         if self.layout == "list":
             return list(reply or [])
@@ -257,7 +259,7 @@ class FloorLoop:
 
     def finish(self, held: list[bytes]) -> None:
         if self.layout != "list" and held:
-            done = self.client.fcall(f"floor_{self.layout}_finish", 0, *held)
+            done = self.client.fcall(f"{self.prefix}_{self.layout}_finish", 0, *held)
             assert done == len(held), (self.layout, done, len(held))
 
 

@@ -51,7 +51,15 @@ from functools import partial
 import redis
 from _callgrind import GC_FUNCTION, GC_LIBRARY, callgrind_server
 from bench_claim_finish_ir import measure as measure_fairque
-from bench_layout_floor import BODY, META, claim_into, cpu, fairque_fill, finish_all
+from bench_layout_floor import (
+    BODY,
+    META,
+    FloorLoop,
+    claim_into,
+    cpu,
+    fairque_fill,
+    finish_all,
+)
 
 from fairque_redis._function_library import LIBRARY
 
@@ -270,25 +278,19 @@ def fill(client: redis.Redis, layout: str, count: int, tenants: int) -> None:
     pipe.execute()
 
 
-class Loop:
-    """Claims of ``batch`` and their finishes in one layout, call after call."""
+class Loop(FloorLoop):
+    """Claims of ``batch`` and their finishes in one layout (``tfloor_<layout>_*``); a
+    claim's reply is id, body per task."""
 
-    def __init__(self, client: redis.Redis, layout: str, batch: int) -> None:
-        self.client, self.layout, self.batch = client, layout, batch
-        self.serial = 0
+    prefix = "tfloor"
 
     def claim(self) -> list[bytes]:
         tokens = [f"k{self.serial + k}" for k in range(self.batch)]
         self.serial += self.batch
         reply = self.client.fcall(
-            f"tfloor_{self.layout}_claim", 0, self.batch, int(time.time() * 1000), *tokens
+            f"{self.prefix}_{self.layout}_claim", 0, self.batch, int(time.time() * 1000), *tokens
         )
         return list(reply[0::2])
-
-    def finish(self, held: list[bytes]) -> None:
-        if held:
-            done = self.client.fcall(f"tfloor_{self.layout}_finish", 0, *held)
-            assert done == len(held), (self.layout, done, len(held))
 
 
 def instructions(tenants: list[int], batch: int, calls: int) -> dict[str, dict[str, float]]:
