@@ -8,8 +8,8 @@ tenants at all; fairque's own scripts cost about twice as much per task with 100
 one (``bench_lua_profile.py``: a served tenant is read, popped, counted and rescored once per
 task when a claim of 50 serves 50 tenants). This bench asks how much of that any script pays
 whose tenant state lives where fairque keeps it, and how much a different place would save.
-Two small function libraries (``fq_tfloor``) run the least fair claim and finish over ``T``
-tenants, with equal weights, on fairque's task records:
+A small function library (``fq_tfloor``) runs the least fair claim and finish over ``T``
+tenants, with equal weights, on fairque's task records, in three layouts:
 
 - ``keys``: fairque's layout. A tenant's ready tasks are a sorted set of its own; its pass
   and stride a hash of its own; its figures (leased, claimed, finished) another. A claim reads
@@ -29,7 +29,14 @@ tenants, with equal weights, on fairque's task records:
   value longer than ``hash-max-listpack-value``): as a listpack, an HMGET of many fields scans
   it once per field.
 
-Neither checks damaged keys, limits, pauses, tiers or priorities: they are floors. Printed per
+- ``stamped``: one ready set for all tenants, each task scored at push with its tenant's
+  virtual finish time (start-time fair queueing; the push, not measured here, reads and writes
+  its tenant's last tag): a claim pops its ``N`` tasks at once (one ZPOPMIN), leases them as
+  above and counts the served tenants in the table (one HMGET, one HSET); the finish is
+  ``table``'s. The fill stamps task ``i`` of the round robin with ``i``, the order equal
+  weights give.
+
+None checks damaged keys, limits, pauses, tiers or priorities: they are floors. Printed per
 ``T`` (default 1, 10, 100), batches of ``N`` (default 50): instructions per task inside FCALL
 under callgrind (load-independent; ``C`` counted calls) for the claim, the finish and both,
 beside fairque's own scripts on the same tenants (``bench_claim_finish_ir.measure``); and the
@@ -63,7 +70,7 @@ from bench_layout_floor import (
 
 from fairque_redis._function_library import LIBRARY
 
-LAYOUTS = ("keys", "table")
+LAYOUTS = ("keys", "table", "stamped")
 
 # ARGV of a claim: N, now ms, then N tokens; of a finish: the ids. Keys in one hash tag, {g}.
 TENANT_FLOOR_LIBRARY = r"""#!lua name=fq_tfloor
@@ -244,6 +251,48 @@ redis.register_function('tfloor_keys_claim', keys_claim)
 redis.register_function('tfloor_keys_finish', keys_finish)
 redis.register_function('tfloor_table_claim', table_claim)
 redis.register_function('tfloor_table_finish', table_finish)
+-- stamped: one ready set for every tenant, each task scored at push by its tenant's virtual
+-- finish time (start-time fair queueing), so the claim pops the N lowest at once; the served
+-- tenants' figures in the table, as above; the queue's virtual time (the last tag served)
+local function stamped_claim(keys, argv)
+  local n, dl = tonumber(argv[1]), tostring(tonumber(argv[2]) + 30000)
+  local got = redis.call('ZPOPMIN', '{g}:ready', n)
+  local out, leases, per, order, at = {}, {}, {}, {}, 3
+  for k = 1, #got, 2 do
+    local id = got[k]
+    local key = '{g}:t:' .. id
+    redis.call('HSET', key, 'st', 'started', 'tok', argv[at], 'wk', 'w', 'dl', dl)
+    at = at + 1
+    local v = redis.call('HMGET', key, 'b', 'm', 'rc', 'u')
+    leases[#leases + 1] = dl
+    leases[#leases + 1] = id
+    out[#out + 1] = id
+    out[#out + 1] = v[1]
+    local u = v[4]
+    if per[u] == nil then order[#order + 1] = u end
+    per[u] = (per[u] or 0) + 1
+  end
+  if #order > 0 then
+    local fields = {}
+    for _, u in ipairs(order) do
+      fields[#fields + 1] = 'l:' .. u
+      fields[#fields + 1] = 'c:' .. u
+    end
+    local v = redis.call('HMGET', '{g}:tt', unpack(fields))
+    local sets = {'vt', got[#got]}
+    for j, u in ipairs(order) do
+      sets[#sets + 1] = fields[2 * j - 1]
+      sets[#sets + 1] = (tonumber(v[2 * j - 1]) or 0) + per[u]
+      sets[#sets + 1] = fields[2 * j]
+      sets[#sets + 1] = (tonumber(v[2 * j]) or 0) + per[u]
+    end
+    redis.call('HSET', '{g}:tt', unpack(sets))
+    redis.call('ZADD', '{g}:leases', unpack(leases))
+  end
+  return out
+end
+redis.register_function('tfloor_stamped_claim', stamped_claim)
+redis.register_function('tfloor_stamped_finish', table_finish)
 """
 
 
@@ -257,19 +306,24 @@ def fill(client: redis.Redis, layout: str, count: int, tenants: int) -> None:
         for i in range(start, min(count, start + 1000)):
             tid, user = f"t{i}", f"u{i % tenants}"
             per[user] = per.get(user, 0) + 1
-            pipe.zadd(f"{{g}}:n:{user}", {tid: i})
+            if layout == "stamped":  # its tenant's (i // T)-th task: tags order as i
+                pipe.zadd("{g}:ready", {tid: i})
+            else:
+                pipe.zadd(f"{{g}}:n:{user}", {tid: i})
             pipe.hset(
                 f"{{g}}:t:{tid}",
                 mapping={"u": user, "p": 3, "b": BODY, "m": META, "rc": 0, "st": "queued"},
             )
         pipe.execute()
     pipe = client.pipeline(transaction=False)
-    if layout == "table":
+    if layout != "keys":
         # one value longer than hash-max-listpack-value (64) keeps the table a hash table: a
         # listpack of hundreds of fields answers an HMGET of many fields field by field,
         # each a scan of the whole listpack (measured: the claim x2.3 at 100 tenants)
         pipe.hset("{g}:tt", "pad", "x" * 65)
     for user, ready in per.items():
+        if layout == "stamped":  # no active set: its tenants' places are their tasks' tags
+            continue
         pipe.zadd("{g}:active", {user: 0})
         if layout == "keys":
             pipe.hset(f"{{g}}:tenant:{user}", mapping={"pass": 0, "stride": 1000})

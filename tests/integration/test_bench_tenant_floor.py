@@ -1,9 +1,9 @@
-"""bench/bench_tenant_floor.py: both floor layouts drain every task, fairly, on a real Valkey.
+"""bench/bench_tenant_floor.py: its floor layouts drain every task, fairly, on a real Valkey.
 
 The bench's figures are only worth something if its least claim and finish do the work they
 stand for: every task claimed once and finished, each claim spread over the tenants of the
-active set's window in pass order. This drains 60 tasks over 6 tenants through each layout in
-claims of 4 and checks it.
+active set's window in pass order (or, stamped, in tag order). This drains 60 tasks over 6
+tenants through each layout in claims of 4 and checks it.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def _load() -> ModuleType:
     return module
 
 
-@pytest.mark.parametrize("layout", ["keys", "table"])
+@pytest.mark.parametrize("layout", ["keys", "table", "stamped"])
 def test_a_floor_layout_drains_every_task_round_robin(layout: str) -> None:
     tool = _load()
     with EmbeddedValkey() as server:
