@@ -149,12 +149,10 @@ def test_async_backend_over_tls(tls_server: TlsRedisServer, certs: Path) -> None
 
 def test_an_untrusted_certificate_is_refused(tls_server: TlsRedisServer, certs: Path) -> None:
     """Verification is on by default: a server whose certificate does not chain to the given
-    CA is a typed connection error, and nothing is sent."""
-    with (
-        FairQueue.from_config(_config(tls_server, certs / "other-ca.pem")) as queue,
-        pytest.raises(RedisConnectionError, match=r"(?i)certificate|ssl"),
-    ):
-        queue.push(Task.create("alice"))
+    CA is a typed connection error, and nothing is sent. ``from_config`` meets it at once: its
+    backend checks the queue's layout when it is made (ADR 34), as ``connect`` does."""
+    with pytest.raises(RedisConnectionError, match=r"(?i)certificate|ssl"):
+        FairQueue.from_config(_config(tls_server, certs / "other-ca.pem"))
 
 
 def test_plain_redis_url_cannot_reach_the_tls_port(tls_server: TlsRedisServer) -> None:
