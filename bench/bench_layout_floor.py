@@ -389,31 +389,40 @@ def fairque_fill(url: str, count: int, tenants: int) -> RedisBackend:
     return backend
 
 
+def drain_fairque(backend: RedisBackend, n: int, batch: int) -> None:
+    """Claim and finish ``n`` tasks of a filled queue, ``batch`` per call."""
+    done = 0
+    while done < n:
+        got = backend.claim(worker_id="w", count=batch)
+        assert got, done
+        flags = backend.finish_batch([(c.message.task_id, c.lease.token, None) for c in got])
+        assert all(flags)
+        done += len(got)
+
+
+def drain_floor(loop: FloorLoop, n: int) -> None:
+    """Claim and finish ``n`` tasks of a filled floor layout, call after call."""
+    done = 0
+    while done < n:
+        held = loop.claim()
+        assert held, done
+        loop.finish(held)
+        done += len(held)
+
+
 def drain_cpu(url: str, what: str, n: int, batch: int) -> float:
     """Server CPU µs per task of claiming and finishing ``n`` tasks, ``batch`` per call."""
     client = redis.Redis.from_url(url)
     if what.startswith("fairque"):
-        tenants = 100 if "100" in what else 1
-        backend = fairque_fill(url, n, tenants)
+        backend = fairque_fill(url, n, 100 if "100" in what else 1)
         before = cpu(client)
-        done = 0
-        while done < n:
-            got = backend.claim(worker_id="w", count=batch)
-            assert got, done
-            flags = backend.finish_batch([(c.message.task_id, c.lease.token, None) for c in got])
-            assert all(flags)
-            done += len(got)
+        drain_fairque(backend, n, batch)
         backend.close()
     else:
         fill(client, what, n)
         loop = FloorLoop(client, what, batch)
         before = cpu(client)
-        done = 0
-        while done < n:
-            held = loop.claim()
-            assert held, done
-            loop.finish(held)
-            done += len(held)
+        drain_floor(loop, n)
     spent = cpu(client) - before
     client.close()
     return spent / n * 1e6

@@ -64,6 +64,8 @@ from bench_layout_floor import (
     FloorLoop,
     claim_into,
     cpu,
+    drain_fairque,
+    drain_floor,
     fairque_fill,
     finish_all,
 )
@@ -214,6 +216,24 @@ local function table_claim(keys, argv)
   if #leases > 0 then redis.call('ZADD', '{g}:leases', unpack(leases)) end
   return out
 end
+-- the served tenants' figures in the table, one HMGET and one HSET: `leased` by `sign` times
+-- each tenant's count, the counter `named` (a field prefix) by the count; `sets` may hold
+-- other fields the HSET writes too
+local function count_tenants(order, per, sign, named, sets)
+  local fields = {}
+  for _, u in ipairs(order) do
+    fields[#fields + 1] = 'l:' .. u
+    fields[#fields + 1] = named .. u
+  end
+  local v = redis.call('HMGET', '{g}:tt', unpack(fields))
+  for j, u in ipairs(order) do
+    sets[#sets + 1] = fields[2 * j - 1]
+    sets[#sets + 1] = (tonumber(v[2 * j - 1]) or 0) + sign * per[u]
+    sets[#sets + 1] = fields[2 * j]
+    sets[#sets + 1] = (tonumber(v[2 * j]) or 0) + per[u]
+  end
+  redis.call('HSET', '{g}:tt', unpack(sets))
+end
 local function table_finish(keys, argv)
   local done, per, order = {}, {}, {}
   for k = 1, #argv do
@@ -228,22 +248,7 @@ local function table_finish(keys, argv)
       per[u] = (per[u] or 0) + 1
     end
   end
-  if #order > 0 then
-    local fields = {}
-    for _, u in ipairs(order) do
-      fields[#fields + 1] = 'l:' .. u
-      fields[#fields + 1] = 'f:' .. u
-    end
-    local v = redis.call('HMGET', '{g}:tt', unpack(fields))
-    local sets = {}
-    for j, u in ipairs(order) do
-      sets[#sets + 1] = fields[2 * j - 1]
-      sets[#sets + 1] = (tonumber(v[2 * j - 1]) or 0) - per[u]
-      sets[#sets + 1] = fields[2 * j]
-      sets[#sets + 1] = (tonumber(v[2 * j]) or 0) + per[u]
-    end
-    redis.call('HSET', '{g}:tt', unpack(sets))
-  end
+  if #order > 0 then count_tenants(order, per, -1, 'f:', {}) end
   if #done > 0 then redis.call('ZREM', '{g}:leases', unpack(done)) end
   return #done
 end
@@ -273,20 +278,7 @@ local function stamped_claim(keys, argv)
     per[u] = (per[u] or 0) + 1
   end
   if #order > 0 then
-    local fields = {}
-    for _, u in ipairs(order) do
-      fields[#fields + 1] = 'l:' .. u
-      fields[#fields + 1] = 'c:' .. u
-    end
-    local v = redis.call('HMGET', '{g}:tt', unpack(fields))
-    local sets = {'vt', got[#got]}
-    for j, u in ipairs(order) do
-      sets[#sets + 1] = fields[2 * j - 1]
-      sets[#sets + 1] = (tonumber(v[2 * j - 1]) or 0) + per[u]
-      sets[#sets + 1] = fields[2 * j]
-      sets[#sets + 1] = (tonumber(v[2 * j]) or 0) + per[u]
-    end
-    redis.call('HSET', '{g}:tt', unpack(sets))
+    count_tenants(order, per, 1, 'c:', {'vt', got[#got]})
     redis.call('ZADD', '{g}:leases', unpack(leases))
   end
   return out
@@ -383,25 +375,14 @@ def drain_cpu(url: str, what: str, tenants: int, n: int, batch: int) -> float:
     client = redis.Redis.from_url(url)
     if what == "fairque":
         backend = fairque_fill(url, n, tenants)
-        before, done = cpu(client), 0
-        while done < n:
-            got = backend.claim(worker_id="w", count=batch)
-            assert got, done
-            assert all(
-                backend.finish_batch([(c.message.task_id, c.lease.token, None) for c in got])
-            )
-            done += len(got)
+        before = cpu(client)
+        drain_fairque(backend, n, batch)
         backend.close()
     else:
         client.function_load(TENANT_FLOOR_LIBRARY, replace=True)
         fill(client, what, n, tenants)
-        loop = Loop(client, what, batch)
-        before, done = cpu(client), 0
-        while done < n:
-            held = loop.claim()
-            assert held, done
-            loop.finish(held)
-            done += len(held)
+        before = cpu(client)
+        drain_floor(Loop(client, what, batch), n)
     spent = cpu(client) - before
     client.close()
     return spent / n * 1e6
