@@ -343,11 +343,8 @@ local function fq_close(q)
           -- tenants with ready work: their first push ever only when their figures were
           -- lost; a `tenants` of another type is then left for `fairque doctor`, not raised
           -- after the writes)
-          if q.zsets_unchecked then
-            FQ_PCALL('ZADD', fq_tenants_key(q), 'NX', fq_int(q.now), u)
-          else
-            FQ_CALL('ZADD', fq_tenants_key(q), 'NX', fq_int(q.now), u)
-          end
+          local call = q.zsets_unchecked and FQ_PCALL or FQ_CALL
+          call('ZADD', fq_tenants_key(q), 'NX', fq_int(q.now), u)
         end
       end
     end
