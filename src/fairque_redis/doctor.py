@@ -38,7 +38,7 @@ import attrs
 import redis
 
 from fairque_core.domain.limits import QUEUE_PARK_MEMBER
-from fairque_redis.keys import KeySpace
+from fairque_redis.keys import KeySpace, recorded_partitions
 
 __all__ = [
     "Parsed",
@@ -66,8 +66,7 @@ def queue_spaces(client: Any, queue: str) -> list[KeySpace]:
     the server records their number (``fq:{<queue>}:partitions``, ADR 34), whatever number
     the caller was configured with."""
     base = KeySpace(queue)
-    raw = client.get(base.partition_count)
-    count = 1 if raw is None else int(_text(raw))
+    count = recorded_partitions(client.get(base.partition_count), base.partition_count)
     if count <= 1:
         return [base]
     return [KeySpace(queue, partition=n, partitions=count) for n in range(count)]

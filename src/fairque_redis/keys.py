@@ -72,10 +72,17 @@ import binascii
 import functools
 import zlib
 
-from fairque_core.domain.errors import TaskValidationError
+from fairque_core.domain.errors import DamagedKeyError, TaskValidationError
 from fairque_core.domain.validation import validate_id, validate_queue_name
 
-__all__ = ["KEY_PREFIX", "QUEUES_KEY", "KeySpace", "partition_for", "partition_tag"]
+__all__ = [
+    "KEY_PREFIX",
+    "QUEUES_KEY",
+    "KeySpace",
+    "partition_for",
+    "partition_tag",
+    "recorded_partitions",
+]
 
 KEY_PREFIX = "fq"
 #: The registry of queue names on a server (a set, outside every queue's hash tag).
@@ -88,6 +95,30 @@ def partition_for(tenant: str, n_partitions: int) -> int:
     if isinstance(n_partitions, bool) or not isinstance(n_partitions, int) or n_partitions < 1:
         raise TaskValidationError("n_partitions", n_partitions, "must be an int >= 1")
     return zlib.crc32(tenant.encode("ascii")) % n_partitions
+
+
+#: the most partitions a queue records (``QueueConfig.partitions``' bound; kept equal to
+#: ``fairque_core.app.config.MAX_PARTITIONS``, which this module may not import)
+_MAX_RECORDED = 1024
+
+
+def recorded_partitions(raw: bytes | str | None, key: str) -> int:
+    """The number of partitions a queue's ``partitions`` record (``raw``, the GET of ``key``)
+    holds: 1 when absent. A record that is not a decimal count of 1 to 1,024 was written
+    behind fairque's back: DamagedKeyError, typed, naming the key and what it holds (rather
+    than a bare ValueError from ``int``). The doctor cannot repair it (the number is not
+    derivable from the keys), so the error says how to put it back."""
+    if raw is None:
+        return 1
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    if text.isascii() and text.isdigit() and 1 <= int(text) <= _MAX_RECORDED:
+        return int(text)
+    raise DamagedKeyError(
+        key,
+        f"string holding {text[:40]!r}",
+        f"string holding the queue's number of partitions (1-{_MAX_RECORDED})",
+        advice=f"SET {key} to the number of partitions the queue was created with",
+    )
 
 
 #: Redis Cluster's hash slots (CRC16 of the tag, modulo this).

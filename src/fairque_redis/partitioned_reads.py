@@ -39,7 +39,7 @@ from fairque_redis._partition_pick import (
 from fairque_redis._script_calls import ScriptCalls
 from fairque_redis._script_calls.base import to_text
 from fairque_redis.backend import RedisBackend
-from fairque_redis.keys import KeySpace
+from fairque_redis.keys import KeySpace, recorded_partitions
 
 __all__ = ["Partition", "PartitionReads", "settle_layout"]
 
@@ -181,7 +181,7 @@ def settle_layout(
     key = KeySpace(queue).partition_count
     with translate_errors("partitions", writes=False):
         raw = client.get(key)
-    recorded = 1 if raw is None else int(to_text(raw))
+    recorded = recorded_partitions(raw, key)
     if recorded == partitions:
         return
     if not _layout_empty(client, queue, recorded, config, scripts):

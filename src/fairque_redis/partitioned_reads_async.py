@@ -38,7 +38,7 @@ from fairque_redis._partition_pick import (
 from fairque_redis._script_calls import ScriptCalls
 from fairque_redis._script_calls.base import to_text
 from fairque_redis.async_backend import AsyncRedisBackend
-from fairque_redis.keys import KeySpace
+from fairque_redis.keys import KeySpace, recorded_partitions
 
 __all__ = ["AsyncPartition", "AsyncPartitionReads", "settle_layout"]
 
@@ -182,7 +182,7 @@ async def settle_layout(
     key = KeySpace(queue).partition_count
     with translate_errors("partitions", writes=False):
         raw = await client.get(key)
-    recorded = 1 if raw is None else int(to_text(raw))
+    recorded = recorded_partitions(raw, key)
     if recorded == partitions:
         return
     if not await _layout_empty(client, queue, recorded, config, scripts):

@@ -17,7 +17,7 @@ from fairque_cli.main import main
 from fairque_core import FairQueue, Task
 from fairque_core.app.backend_loading import open_async_backend
 from fairque_core.app.config import FairQueueConfig
-from fairque_core.domain.errors import ConfigurationError
+from fairque_core.domain.errors import ConfigurationError, DamagedKeyError
 from fairque_redis import connect
 from fairque_redis.factory import backend_from_url
 
@@ -79,3 +79,50 @@ def test_the_cli_refuses_a_partitioned_queue_opened_with_one_slot(
     out = io.StringIO()
     assert main(["stats", "--url", url, "--queue", queue, "--json"], stdout=out) == 0
     assert '"ready": 6' in out.getvalue()
+
+
+@pytest.mark.parametrize("damage", [b"three", b"0", b"-2", b"1025", b"3.0", b"\xff"])
+def test_a_damaged_partitions_record_is_refused_typed_everywhere(
+    valkey_server: Any, damage: bytes
+) -> None:
+    """A ``partitions`` record that is not a count of 1-1,024 (written behind fairque's back)
+    is a DamagedKeyError naming the key, from connect, the factory, the doctor's listing and
+    the CLI: never a bare ValueError, and nothing is written over it."""
+    from fairque_redis.doctor import queue_spaces
+    from fairque_redis.keys import KeySpace
+
+    url = valkey_server.url
+    queue = _partitioned(url, 3)
+    key = KeySpace(queue).partition_count
+    with connect(url, queue=queue, partitions=3) as q:
+        client = q.backend.client  # type: ignore[attr-defined]
+        client.set(key, damage)
+    for partitions in (1, 3):
+        with pytest.raises(DamagedKeyError) as caught:
+            connect(url, queue=queue, partitions=partitions)
+        assert caught.value.key == key
+        assert "number of partitions" in str(caught.value)
+    with pytest.raises(DamagedKeyError):
+        backend_from_url(url, queue=queue)
+    with pytest.raises(DamagedKeyError):
+        queue_spaces(client, queue)
+    err = io.StringIO()
+    with redirect_stderr(err):
+        code = main(["doctor", "--url", url, "--queue", queue], stdout=io.StringIO())
+    assert code == 1
+    assert key in err.getvalue()
+    assert "Traceback" not in err.getvalue()
+    assert client.get(key) == damage  # refused, not overwritten
+    # put back as the error says, the queue opens with its three tasks
+    client.set(key, b"3")
+    with connect(url, queue=queue, partitions=3) as q:
+        assert q.get_stats()["ready"] == 3
+
+
+def test_the_recorded_bound_is_the_config_bound() -> None:
+    from fairque_core.app.config import MAX_PARTITIONS
+    from fairque_redis import keys
+
+    assert keys._MAX_RECORDED == MAX_PARTITIONS
+    assert keys.recorded_partitions(None, "k") == 1
+    assert keys.recorded_partitions(b"1024", "k") == MAX_PARTITIONS

@@ -320,16 +320,18 @@ class DamagedKeyError(BackendError):
 
     ``key`` is the key, ``found`` its type, ``expected`` the type it must have. The call was
     refused before it wrote anything; ``fairque doctor --repair`` deletes such a key and
-    rebuilds what it held from the task records.
+    rebuilds what it held from the task records. ``advice``, when given, replaces that hint
+    in the message, for a key the doctor cannot rebuild (a queue's ``partitions`` record).
     """
 
-    def __init__(self, key: str, found: str, expected: str) -> None:
+    def __init__(self, key: str, found: str, expected: str, *, advice: str = "") -> None:
         self.key = key
         self.found = found
         self.expected = expected
+        fix = advice or "run `fairque doctor --repair` on the queue"
         super().__init__(
             f"key {key!r} is a {found}, fairque keeps a {expected} there: the call changed "
-            "nothing; run `fairque doctor --repair` on the queue"
+            f"nothing; {fix}"
         )
 
 
