@@ -17,7 +17,10 @@ def fmt(result: dict[str, Any] | None, key: str) -> str:
     if "error" in result:
         return f"failed ({result['error']})"
     if key.startswith("latency"):
-        return f"{result['p50']:.2f} / {result['p99']:.2f} ms"
+        cell = f"{result['p50']:.2f} / {result['p99']:.2f} ms"
+        if "server_us" in result:  # the server's CPU per task at the 200/s trickle
+            cell += f" ({result['server_us']:.0f} µs srv)"
+        return cell
     if key == "server_us":
         return f"{result['server_us']:.1f} µs"
     cell = f"{result['rate']:,.0f}/s"

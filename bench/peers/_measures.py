@@ -9,6 +9,9 @@
   from the worker's start until it stopped, per task.
 - ``latency``: a producer process pushes one task every 5 ms (200/s), its ``perf_counter`` in
   the payload, to a worker that is running and idle; the handler records start - push.
+  Also the server's CPU per task over the phase (``server_us``): at this trickle every push,
+  claim and finish is a call of its own, so it reads what a lightly loaded queue costs the
+  server per task (the drains share each call's fixed cost among a batch).
   ``"keep": true`` in the spec also returns every delay (for a CDF).
 - ``flood``: a worker with its defaults; a producer process pushes a task of one of 5 light
   tenants every 10 ms for ``seconds`` (default 8), and one second in, ``n`` tasks of a
@@ -118,10 +121,13 @@ def drain(adapter: Base, n: int, mode: str | int) -> dict[str, Any]:
 
 def _with_producer(
     adapter: Base, spec: dict[str, Any], adapter_file: str, until: Any
-) -> tuple[Sink, float, str]:
+) -> tuple[Sink, float, str, float]:
     """Start a worker (defaults), then a producer process running ``spec``; once the producer's
     warm-up task ran and the worker is idle again, say go and wait for ``until(sink)``.
-    Returns the sink, the load average at go and the producer's last line."""
+    Returns the sink, the load average at go, the producer's last line and the server's CPU
+    seconds (INFO cpu) from go until ``until`` returned: the pushes, the worker's claims and
+    finishes, and its idle polls between them."""
+    client = redis.Redis.from_url(adapter.url)
     sink = Sink()
     SINKS[:] = [sink]
     handle = adapter.start_worker(sink, "defaults")
@@ -139,14 +145,17 @@ def _with_producer(
         wait_for(lambda: len(sink.runs), 1, 30)  # the warm-up task ran: the worker is up
         time.sleep(0.3)  # and idle again
         load = os.getloadavg()[0]
+        cpu0 = server_cpu(client)
         producer.stdin.write("go\n")
         producer.stdin.flush()
         until(sink)
+        cpu = server_cpu(client) - cpu0
         last = producer.stdout.read().strip()
     finally:
         producer.wait(30)
         adapter.stop_worker(handle)
-    return sink, load, last
+        client.close()
+    return sink, load, last, cpu
 
 
 def latency(adapter: Base, n: int, adapter_file: str, keep: bool) -> dict[str, Any]:
@@ -154,11 +163,14 @@ def latency(adapter: Base, n: int, adapter_file: str, keep: bool) -> dict[str, A
         wait_for(lambda: len(sink.stamped), n, 30 + n * LATENCY_INTERVAL)
 
     spec = {"measure": "produce", "n": n, "push": adapter.push_mode}
-    sink, load, _ = _with_producer(adapter, spec, adapter_file, until)
+    sink, load, _, cpu = _with_producer(adapter, spec, adapter_file, until)
     delays = sink.delays()
     result = {
         "p50": delays[len(delays) // 2] * 1000,
         "p99": delays[min(len(delays) - 1, int(len(delays) * 0.99))] * 1000,
+        # the server's CPU per task at this trickle: a push, a claim and a finish each paid
+        # alone (no batch to share a call's fixed cost), and the idle worker's polls
+        "server_us": cpu / n * 1e6,
         "load": load,
     }
     if keep:
@@ -193,7 +205,7 @@ def flood(adapter: Base, n: int, adapter_file: str, seconds: float) -> dict[str,
         wait_for(lambda: len(sink.runs), n + light + 1, DRAIN_TIMEOUT + seconds)
 
     spec = {"measure": "flood_produce", "n": n, "seconds": seconds}
-    sink, load, last = _with_producer(adapter, spec, adapter_file, until)
+    sink, load, last, _ = _with_producer(adapter, spec, adapter_file, until)
     started = json.loads(last)["started"]
     samples = sorted((pushed - started, delay * 1000) for pushed, delay in sink.stamped)
     return {"load": load, "flood_at": FLOOD_AT, "samples": samples}

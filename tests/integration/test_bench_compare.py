@@ -76,6 +76,8 @@ def test_quick_run_for_fairque_alone_prints_every_row(
     assert all(fq[key]["rate"] > 0 for key in rated)
     for key in ("latency", "latency_intake"):
         assert 0 < fq[key]["p50"] <= fq[key]["p99"]
+        assert fq[key]["server_us"] > 0  # the server's CPU per task at the trickle
+    assert "µs srv)" in next(r for r in doc["rows"] if r["measure"] == ROWS[9])["fairque"]
 
 
 def test_the_best_peer_is_taken_among_peers_that_ran() -> None:
