@@ -16,11 +16,15 @@
   another type, its hash gone or of another type, a stale active-set member) is repaired or
   deactivated and skipped, a task key of another type is dropped, each counted as `repaired`
   (stats) and named after the claimed tasks: one damaged tenant never stops the others.
-  The work is fq_claim (_include/claim.lua), shared with finish_claim.lua.
+  The work is fq_claim (_include/claim.lua), shared with finish_claim.lua. A claim on an
+  idle queue (no active tenant, an empty intake, nothing delayed or parked that is due:
+  fq_claim_idle) returns {now_ms, 0} before the queue is opened and checked (ADR 59).
 ]]
 --- @include "_include/claim"
 
-local q = fq_open(KEYS, ARGV, FQ_OPEN_CLAIM) -- reads meta anyway (q.paused): its type check
+local now = fq_now(ARGV[1])
+if fq_claim_idle(KEYS, now) then return {now, 0} end
+local q = fq_open(KEYS, ARGV, FQ_OPEN_CLAIM, now) -- reads meta anyway (q.paused): its type check
 local out = fq_claim(q, ARGV, 8)
 fq_close(q)
 return out

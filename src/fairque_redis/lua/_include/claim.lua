@@ -469,6 +469,28 @@ end
 -- count, meta, body, recoveries, then the tenants and task keys it repaired}. Raises the wake
 -- signal (q.wake) when it claimed or ingested and ready tasks remain, or entries remain in the
 -- intake; fq_close writes everything back
+-- whether a claim on the queue of `keys` at `now` has nothing to do (ADR 59): no tier has an
+-- active tenant, the intake is empty, and neither a delayed task nor a parked tenant is due.
+-- Such a claim leases, moves and writes nothing, so it returns before the queue is opened and
+-- checked. Read with pcall: a key of another type answers false, and the full claim then
+-- raises its typed error as before
+local function fq_claim_idle(keys, now)
+  local n = FQ_PCALL('ZCARD', keys[3])
+  if n ~= 0 then return false end
+  local at = {prefix = fq_prefix(keys[1])} -- what the key builders read of a queue
+  n = FQ_PCALL('LLEN', fq_intake_key(at))
+  if n ~= 0 then return false end
+  for _, key in ipairs({keys[4], fq_parked_key(at)}) do
+    local head = FQ_PCALL('ZRANGE', key, 0, 0, 'WITHSCORES')
+    if FQ_TYPE(head) ~= 'table' or head['err'] ~= nil then return false end
+    if head[1] ~= nil then
+      local due = FQ_TONUMBER(head[2])
+      if due == nil or due <= now then return false end
+    end
+  end
+  return true
+end
+
 local function fq_claim(q, argv, at)
   -- checked: active-set members checked in this call (fq_pick); repaired: what was
   q.checked, q.repaired = {}, {}

@@ -190,13 +190,13 @@ end
 --   scheduling); resched, wake, meta_dirty, fair_dirty (flags, see fq_close); tier_vtimes:
 --   strict mode's virtual time per tier read or set so far (tier string -> number), those
 --   in tier_vtimes_changed written back by fq_close
-local function fq_open(keys, argv, how)
+local function fq_open(keys, argv, how, now_ms)
   local now = argv[1]
   local q = {
     prefix = fq_prefix(keys[1]),
     meta = keys[1], stats = keys[2], tiers = keys[3],
     delayed = keys[4], leases = keys[5], dlq = keys[6],
-    now = fq_now(now),
+    now = now_ms or fq_now(now),
     server_time = now == nil or now == '',
     strict_tiers = argv[2] == '1',
     horizon_ms = FQ_TONUMBER(argv[3]),
