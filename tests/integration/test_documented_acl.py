@@ -1,6 +1,6 @@
 """docs/operations.md's least-rights ACL user really runs a queue: the documented rules, taken
 from the doc itself, on a real Valkey, for every operation a producer, a worker, the reaper, a
-result waiter, an operator and a scheduler perform. A script that calls a command the doc
+result waiter, an operator and a scheduler (its store and one firing round) perform. A script that calls a command the doc
 forgot fails here with BackendPermissionError naming it."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 import redis
 
 from fairque_core import Priority, Task
+from fairque_core.app.scheduler import Scheduler
 from fairque_redis import connect
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
@@ -76,6 +77,15 @@ def test_the_documented_acl_user_runs_every_operation(valkey_server: Any) -> Non
             q.list_tenants()
             q.list_dlq()
             q.purge_dlq()
+            # the scheduler (its store reads and deletes in MULTI/EXEC; the lock and the
+            # fired mark are scripts): a schedule added, listed, fired once, removed
+            q.add_schedule("every-minute", "* * * * *", {"tenant": "acme", "payload": {}})
+            assert [s.schedule.name for s in q.list_schedules()] == ["every-minute"]
+            scheduler = Scheduler(q, lock_seconds=2.0, poll_seconds=0.5)
+            fired = scheduler.run_once(time.time() + 61)
+            assert len(fired) == 1
+            assert scheduler.holds_lock
+            assert q.remove_schedule("every-minute")
     finally:
         admin.execute_command("ACL", "DELUSER", user)
         admin.close()
