@@ -1,7 +1,7 @@
 """docs/operations.md's least-rights ACL user really runs a queue: the documented rules, taken
 from the doc itself, on a real Valkey, for every operation a producer, a worker, the reaper, a
-result waiter, an operator and a scheduler (its store and one firing round) perform. A script that calls a command the doc
-forgot fails here with BackendPermissionError naming it."""
+result waiter, an operator and a scheduler (its store and one firing round) perform. A script
+that calls a command the doc forgot fails here with BackendPermissionError naming it."""
 
 from __future__ import annotations
 
