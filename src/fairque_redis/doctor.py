@@ -325,7 +325,10 @@ def check_parsed(parsed: Parsed) -> list[str]:
     )
     live = p.live
     if single.get("intake:bad"):  # kept raw by an ingest (ADR 47): an operator's to look at
-        bad.append(f"{len(single['intake:bad'])} intake entries could not be read (intake:bad)")
+        bad.append(
+            f"{len(single['intake:bad'])} intake entries set aside in intake:bad (unreadable, "
+            "or their task id held by a live task of another tenant: ADR 60)"
+        )
 
     # where each id is: (structure, tenant or "", score or None)
     places: dict[str, list[tuple[str, float | None]]] = defaultdict(list)

@@ -28,6 +28,7 @@ from fairque_core.domain.errors import (
     LuaScriptError,
     PayloadTooLargeError,
     ScriptContractError,
+    TaskIdConflictError,
     TaskValidationError,
 )
 from fairque_core.domain.limits import TenantQueueFullError
@@ -259,6 +260,10 @@ def _bad_id(detail: str) -> FairQueueError:
     return TaskValidationError(detail or "id", "<refused by the script>", "breaks the id grammar")
 
 
+def _id_taken(detail: str) -> FairQueueError:
+    return TaskIdConflictError(detail or "<refused by the script>")
+
+
 def _queue_full(detail: str) -> FairQueueError:
     cap, _, tenant = detail.partition(" ")
     return TenantQueueFullError(tenant, int(cap) if cap.isdigit() else -1)
@@ -281,6 +286,7 @@ ERROR_CODES: Mapping[str, Callable[[str], FairQueueError]] = {
     "BAD_ID": _bad_id,
     "BAD_ARG": _bad_arg,
     "QUEUE_FULL": _queue_full,
+    "ID_TAKEN": _id_taken,
     "DAMAGED": _damaged,
 }
 

@@ -257,7 +257,11 @@ class CrashMachine(RuleBasedStateMachine):
             expected = _outcome(lambda c=call: c(self.model))
             actual = _outcome(lambda c=call: c(self.real))
             assert actual == expected, f"after the step, {label}: model {expected!r} != {actual!r}"
-        assert check_invariants(self.raw, self.queue) == []
+        # the machine draws ids from one small pool for every tenant, so the intake sets aside
+        # entries whose id another tenant's live task holds (ADR 60): the doctor names them,
+        # and they are the only entries intake:bad can receive here (every message is valid)
+        findings = check_invariants(self.raw, self.queue)
+        assert [f for f in findings if "set aside in intake:bad" not in f] == []
 
 
 @pytest.fixture(scope="module")

@@ -99,7 +99,14 @@ ONE_SLOT_ONLY: dict[str, str] = {
     ),
     "test_queue_wide_max_running": _PER_PARTITION_LIMIT,
     "test_queue_wide_rate": _PER_PARTITION_LIMIT,
-    "test_a_duplicate_push_adds_nothing": "a task id is unique per partition (ADR 34)",
+    **dict.fromkeys(
+        (
+            "test_a_duplicate_push_adds_nothing",
+            "test_a_batch_naming_another_tenants_live_id_stores_nothing",
+            "test_an_intake_entry_of_another_tenants_live_id_is_set_aside",
+        ),
+        "a task id is unique per partition (ADR 34)",
+    ),
     "test_the_script_checks_offset_and_limit_itself": "reads the one-slot backend's planner",
 }
 

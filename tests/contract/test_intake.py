@@ -23,6 +23,7 @@ from fairque_core import (
     Priority,
     QueueConfig,
     Task,
+    TaskIdConflictError,
     TaskState,
     TaskValidationError,
 )
@@ -469,3 +470,47 @@ def test_concurrent_async_push_intake_calls_share_intake_calls(backend):
     assert groups >= 1
     assert intake(backend).intake_size() == 20
     assert sorted(_ids(backend.claim(count=50))) == sorted(ids)
+
+
+def test_an_intake_entry_of_another_tenants_live_id_is_set_aside(backend):
+    """ADR 60: the intake cannot refuse at once, so the ingest sets aside an entry whose id a
+    live task of another tenant holds (counted rejected; Redis keeps it raw in intake:bad),
+    stores nothing for it and leaves that task alone; its handle's get raises
+    TaskIdConflictError instead of giving the other tenant's result."""
+
+    def sync(queue: FairQueue) -> Any:
+        mine = queue.push(Task.create("alice", payload={"n": 1}, task_id="report-1"))
+        theirs = queue.push_intake(Task.create("bob", payload={"n": 2}, task_id="report-1"))
+        report = queue.ingest()
+        [claimed] = queue.claim_batch(5)
+        queue.finish(claimed, {"secret": "alice"})
+        try:
+            theirs.get(timeout=2)
+        except TaskIdConflictError as exc:
+            refused: object = exc
+        else:
+            refused = None
+        return report, claimed, mine.get(timeout=2), refused
+
+    async def in_async(queue: AsyncFairQueue) -> Any:
+        mine = await queue.push(Task.create("alice", payload={"n": 1}, task_id="report-1"))
+        theirs = await queue.push_intake(Task.create("bob", payload={"n": 2}, task_id="report-1"))
+        report = await queue.ingest()
+        [claimed] = await queue.claim_batch(5)
+        await queue.finish(claimed, {"secret": "alice"})
+        try:
+            await theirs.get(timeout=2)
+        except TaskIdConflictError as exc:
+            refused: object = exc
+        else:
+            refused = None
+        return report, claimed, await mine.get(timeout=2), refused
+
+    is_async = hasattr(backend, "wrapped")
+    report, claimed, result, refused = _run_engine(backend, in_async if is_async else sync)
+    assert report == IngestReport(rejected=1)
+    assert (claimed.task_id, claimed.tenant, claimed.payload) == ("report-1", "alice", {"n": 1})
+    assert result == {"secret": "alice"}
+    assert isinstance(refused, TaskIdConflictError)
+    assert refused.task_id == "report-1"
+    assert backend.stats()["pushed"] == 1

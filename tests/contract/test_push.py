@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fairque_core import Priority, TaskState, TaskValidationError
+from fairque_core import Priority, TaskIdConflictError, TaskState, TaskValidationError
 
 from .conftest import MODEL_KINDS, probe_of
 from .helpers import claim_ids, msg
@@ -33,10 +33,13 @@ def test_push_is_idempotent_by_task_id(backend, clock):
     assert backend.push(first) is True
     clock.advance(1)
     assert backend.push(msg("same", body=b"second", priority=Priority.CRITICAL)) is False
-    assert backend.push(msg("same", user="bob")) is False
+    # another tenant's push of the id is no duplicate of alice's task: refused (ADR 60)
+    with pytest.raises(TaskIdConflictError) as refused:
+        backend.push(msg("same", user="bob"))
+    assert refused.value.task_id == "same"
     assert backend.get_message("same") == first
     stats = backend.stats()
-    assert (stats["pushed"], stats["duplicates"], stats["ready"]) == (1, 2, 1)
+    assert (stats["pushed"], stats["duplicates"], stats["ready"]) == (1, 1, 1)
     sizes = backend.queue_sizes(["alice", "bob"])
     assert (sizes["alice"].normal, sizes["alice"].critical, sizes["bob"].total) == (1, 0, 0)
     assert backend.tenant_stats("alice")["duplicates"] == 1
@@ -113,10 +116,36 @@ def test_push_batch_is_one_round_trip(make_backend, backend_kind):
     probe = probe_of(make_backend, backend)
     assert probe is not None
     backend.push_batch([msg("warm-up")])  # scripts loaded, connections open
-    batch = [msg(f"t{i}", f"u{i % 7}") for i in range(50)] + [msg("t3")]
+    batch = [msg(f"t{i}", f"u{i % 7}") for i in range(50)] + [msg("t3", "u3")]
     flags: list[bool] = []
     sent = probe.client_commands(lambda: flags.extend(backend.push_batch(batch)))
     assert flags == [True] * 50 + [False]
     assert len(sent) == 1, sent
     assert sent[0].split()[0].upper() in ("EVALSHA", "EVAL", "FCALL"), sent
     assert backend.stats()["pushed"] == 51
+
+
+def test_a_batch_naming_another_tenants_live_id_stores_nothing(backend, clock):
+    """ADR 60: a task id belongs to its tenant while the task lives. A batch with one message
+    of such an id (or one id for two tenants) is refused whole, typed, before anything is
+    written; once the task's record has expired the id is free for anyone."""
+    backend.push(msg("taken", user="alice"))
+    for batch in (
+        [msg("new-1", user="bob"), msg("taken", user="bob")],
+        [msg("twice", user="bob"), msg("twice", user="carol")],
+    ):
+        with pytest.raises(TaskIdConflictError):
+            backend.push_batch(batch)
+    assert backend.stats()["pushed"] == 1
+    assert backend.queue_sizes(["bob", "carol"])["bob"].total == 0
+    assert backend.get_message("new-1") is None
+    assert backend.get_message("twice") is None
+    # the same id twice for one tenant is still a duplicate, not a conflict
+    assert backend.push_batch([msg("twice", user="bob"), msg("twice", user="bob")]) == [True, False]
+    # finished and past its result TTL, alice's id may be taken by bob
+    [claimed] = [c for c in backend.claim(count=5) if c.message.task_id == "taken"]
+    backend.finish("taken", claimed.lease.token)
+    with pytest.raises(TaskIdConflictError):
+        backend.push(msg("taken", user="bob"))  # still alive: its result is kept
+    clock.advance(3600 + 1)  # the default result TTL
+    assert backend.push(msg("taken", user="bob")) is True

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fairque_core import FairQueue, Priority, QueueConfig, TaskValidationError
+from fairque_core import FairQueue, Priority, QueueConfig, TaskIdConflictError, TaskValidationError
 from fairque_core.domain.scoring import to_ms
 
 from .conftest import MODEL_KINDS, probe_of
@@ -58,11 +58,16 @@ def test_a_duplicate_push_adds_nothing(backend, clock):
     assert backend.push(msg("t1", "alice"))
     clock.advance(1)
     assert backend.push(msg("t1", "alice")) is False
-    assert backend.push(msg("t1", "mallory")) is False  # a known id, whoever pushes it
-    assert backend.push_batch([msg("t1", "eve"), msg("t1", "alice")]) == [False, False]
+    # another tenant's push of a live id is refused, not counted (ADR 60)
+    with pytest.raises(TaskIdConflictError):
+        backend.push(msg("t1", "mallory"))
+    with pytest.raises(TaskIdConflictError):
+        backend.push_batch([msg("t1", "eve"), msg("t1", "alice")])
+    assert backend.push_batch([msg("t1", "alice"), msg("t1", "alice")]) == [False, False]
     assert backend.list_tenants() == (["alice"], 1)
-    assert backend.tenant_stats("mallory")["duplicates"] == 1
+    assert backend.tenant_stats("mallory")["duplicates"] == 0
     assert backend.tenant_stats("mallory")["pushed"] == 0
+    assert backend.tenant_stats("alice")["duplicates"] == 3
     clock.advance(1)
     assert backend.push(msg("t2", "mallory"))  # its first stored task: listed from now on
     assert backend.list_tenants() == (["alice", "mallory"], 2)

@@ -156,6 +156,23 @@ def test_an_unreadable_entry_goes_raw_to_intake_bad(env: tuple[RedisBackend, red
     assert backend.list_dlq() == []
 
 
+def test_an_entry_of_another_tenants_live_id_goes_raw_to_intake_bad(
+    env: tuple[RedisBackend, redis.Redis],
+) -> None:
+    """ADR 60: kept raw beside the unreadable ones, never stored over the live task."""
+    backend, admin = env
+    keys = backend.keys
+    backend.push_batch([msg("report-1", "alice", body=b'{"mine": 1}')])
+    backend.push_intake([msg("report-1", "bob", body=b'{"theirs": 1}'), msg("e", "bob")])
+    [entry] = [e for e in admin.lrange(keys.intake, 0, -1) if b"|report-1|" in e]
+    assert backend.ingest(10) == IngestReport(ingested=1, rejected=1)
+    assert admin.lrange(keys.intake_bad, 0, -1) == [entry]
+    message = backend.get_message("report-1")
+    assert message is not None
+    assert (message.tenant, message.body) == ("alice", b'{"mine": 1}')
+    assert backend.list_dlq() == []
+
+
 def test_a_readable_entry_with_bad_fields_is_rejected_into_the_dlq(
     env: tuple[RedisBackend, redis.Redis],
 ) -> None:
@@ -347,7 +364,7 @@ def test_a_large_ingest_is_several_bounded_script_calls(
     server), until ``limit`` are done or the intake is empty; the report sums the calls."""
     backend, admin = env
     backend.push_intake([msg(f"t{k}", f"u{k % 9}") for k in range(INGEST_CHUNK * 2 + 600)])
-    backend.push_intake([msg("t0")])  # a duplicate, last
+    backend.push_intake([msg("t0", "u0")])  # a duplicate, last
     scripts = calls(admin, "fcall")
     report = backend.ingest(INGEST_CHUNK * 2 + 500)
     assert report == IngestReport(ingested=INGEST_CHUNK * 2 + 500, left=101)

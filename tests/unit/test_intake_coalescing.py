@@ -200,8 +200,8 @@ def test_without_the_intake_grouped_calls_are_pushes() -> None:
 
 def test_intake_handle_is_the_keyword_handle() -> None:
     source = object()
-    fast = intake_handle("t-1", source)  # type: ignore[arg-type]
-    slow = AsyncTaskHandle("t-1", source, intake=True)  # type: ignore[arg-type]
+    fast = intake_handle("t-1", source, "alice")  # type: ignore[arg-type]
+    slow = AsyncTaskHandle("t-1", source, intake=True, tenant="alice")  # type: ignore[arg-type]
     assert type(fast) is type(slow) is AsyncTaskHandle
     assert vars(fast) == vars(slow)
     assert (fast, repr(fast), fast.duplicate, fast.intake) == (

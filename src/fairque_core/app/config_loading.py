@@ -8,7 +8,7 @@ data into them (and back). ``FairQueueConfig.from_yaml`` / ``from_dict`` / ``to_
   are not coerced (``"10"`` is not an int, ``1`` is not a bool). A cattrs error tree becomes one
   ``ConfigurationError`` whose ``path`` and ``value`` are the first problem's.
 * Environment variables ``FAIRQUE_<SECTION>__<KEY>`` override file values, parsed by the
-  field's type: ``FAIRQUE_REDIS__PORT=6380``, ``FAIRQUE_WORKER__ASSIGNED_USERS=a,b`` (or a JSON
+  field's type: ``FAIRQUE_REDIS__PORT=6380``, ``FAIRQUE_WORKER__ASSIGNED_TENANTS=a,b`` (or a JSON
   list), ``FAIRQUE_QUEUE__STRICT_TIERS=true``, ``FAIRQUE_QUEUE__TENANT_WEIGHTS={"a": 2}``.
 * Fields that were removed (:data:`REMOVED_FIELDS`: the seed's settings that never had an
   effect) are still accepted, in a file or the environment, with a ``DeprecationWarning`` that

@@ -43,7 +43,12 @@ class IntakeMixin(MixinHost):
     if TYPE_CHECKING:  # the result mixin's, which the handles made here wait with
 
         def wait_result(
-            self, task_id: str, timeout: float | None = None, *, intake: bool = False
+            self,
+            task_id: str,
+            timeout: float | None = None,
+            *,
+            intake: bool = False,
+            tenant: str | None = None,
         ) -> Any: ...
 
     @property
@@ -72,7 +77,7 @@ class IntakeMixin(MixinHost):
         append([message])
         if self._listening():
             self._event("pushed", task, duplicate=False, intake=True)
-        return intake_handle(message.task_id, self)
+        return intake_handle(message.task_id, self, message.tenant)
 
     def push_intake_batch(self, tasks: Sequence[Task]) -> list[TaskHandle]:
         """:meth:`push_intake` of many tasks in one backend call, in the order given (which
@@ -90,7 +95,7 @@ class IntakeMixin(MixinHost):
         if self._listening():
             for task in tasks:
                 self._event("pushed", task, duplicate=False, intake=True)
-        return [intake_handle(message.task_id, self) for message in messages]
+        return [intake_handle(message.task_id, self, message.tenant) for message in messages]
 
     def ingest(self, limit: int = 1000) -> IngestReport:
         """Move up to ``limit`` (>= 1) tasks from the intake into the queue now, as the start

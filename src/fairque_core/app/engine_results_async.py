@@ -28,6 +28,7 @@ from fairque_core.domain.errors import (
     ResultTimeoutError,
     TaskCanceledError,
     TaskFailedError,
+    TaskIdConflictError,
     TaskNotFoundError,
     TaskSerializationError,
     TaskValidationError,
@@ -138,7 +139,11 @@ class AsyncResultMixin(MixinHost):
         for task, (stored, holder) in zip(tasks, outcomes, strict=True):
             if listening:
                 self._event("pushed", task, duplicate=not stored, **info)
-            handles.append(AsyncTaskHandle(holder, self, duplicate=not stored, intake=intake))
+            handles.append(
+                AsyncTaskHandle(
+                    holder, self, duplicate=not stored, intake=intake, tenant=task.tenant
+                )
+            )
         return handles
 
     def result(self, task_id: str) -> AsyncTaskHandle:
@@ -147,19 +152,28 @@ class AsyncResultMixin(MixinHost):
         return AsyncTaskHandle(task_id, self)
 
     async def wait_result(
-        self, task_id: str, timeout: float | None = None, *, intake: bool = False
+        self,
+        task_id: str,
+        timeout: float | None = None,
+        *,
+        intake: bool = False,
+        tenant: str | None = None,
     ) -> Any:
         """``TaskHandle.get``: the result once the task ended, or its end as an exception.
 
         ``intake``: the task was pushed through the intake (ADR 47), so the queue may not know
         it yet: until it is ingested it is looked for again at growing intervals (from
-        10 ms to 0.5 s), not refused as unknown."""
+        10 ms to 0.5 s), not refused as unknown. ``tenant``: the tenant the handle's push was
+        for; a task of another tenant under the id (an intake entry whose id was taken, set
+        aside at ingest) raises TaskIdConflictError rather than give its result (ADR 60)."""
         validate_id(task_id, "task_id")
         limit = None if timeout is None else check_wait_timeout(timeout)
         deadline = None if limit is None else time.monotonic() + limit
         look_again = _INTAKE_FIRST_LOOK
         while True:
             outcome = await self._backend.get_outcome(task_id)
+            if outcome is not None and tenant is not None and outcome.tenant not in ("", tenant):
+                raise TaskIdConflictError(task_id)
             if outcome is not None and outcome.ended:
                 return settle(task_id, outcome)
             if outcome is None and not intake:

@@ -18,7 +18,12 @@ class ResultSource(Protocol):
     """The engine's side of a handle."""
 
     def wait_result(
-        self, task_id: str, timeout: float | None = None, *, intake: bool = False
+        self,
+        task_id: str,
+        timeout: float | None = None,
+        *,
+        intake: bool = False,
+        tenant: str | None = None,
     ) -> Any: ...
 
 
@@ -31,6 +36,9 @@ class TaskHandle(str):
     # handle, so its cost is on the producer's path, issue 17)
     duplicate: bool = False
     intake: bool = False
+    # the tenant the push was for (None: a handle made from a bare id, ``result``), checked
+    # against the task's when it is read (ADR 60)
+    _tenant: str | None = None
 
     def __new__(
         cls,
@@ -39,6 +47,7 @@ class TaskHandle(str):
         *,
         duplicate: bool = False,
         intake: bool = False,
+        tenant: str | None = None,
     ) -> TaskHandle:
         handle = str.__new__(cls, task_id)
         handle._source = source
@@ -46,6 +55,8 @@ class TaskHandle(str):
             handle.duplicate = duplicate
         if intake:
             handle.intake = intake
+        if tenant is not None:
+            handle._tenant = tenant
         return handle
 
     @property
@@ -59,10 +70,12 @@ class TaskHandle(str):
         Raises TaskFailedError (the stored error type, message and traceback summary) for a
         task that failed for good, TaskCanceledError for a canceled one, ResultTimeoutError
         (a TimeoutError) when it has not ended in time, TaskNotFoundError when the queue
-        knows no such task (never pushed, or its result TTL passed). A task pushed through
-        the intake is waited for while it is not ingested yet (:attr:`intake`).
+        knows no such task (never pushed, or its result TTL passed), TaskIdConflictError when
+        the id is held by another tenant's task (ADR 60: an intake entry whose id was taken
+        when the queue took it in). A task pushed through the intake is waited for while it
+        is not ingested yet (:attr:`intake`).
         """
-        return self._source.wait_result(str(self), timeout, intake=self.intake)
+        return self._source.wait_result(str(self), timeout, intake=self.intake, tenant=self._tenant)
 
     def __repr__(self) -> str:
         return f"TaskHandle({str(self)!r}, duplicate={self.duplicate})"
@@ -74,10 +87,12 @@ class TaskHandle(str):
 _new_str = str.__new__
 
 
-def intake_handle(task_id: str, source: ResultSource) -> TaskHandle:
-    """``TaskHandle(task_id, source, intake=True)``, the handle of a task stored in the
-    intake, without the keyword call (one per ``push_intake`` on the producer's path: ADR 53)."""
+def intake_handle(task_id: str, source: ResultSource, tenant: str) -> TaskHandle:
+    """``TaskHandle(task_id, source, intake=True, tenant=tenant)``, the handle of a task
+    stored in the intake, without the keyword call (one per ``push_intake`` on the producer's
+    path: ADR 53)."""
     handle: TaskHandle = _new_str(TaskHandle, task_id)
     handle._source = source
     handle.intake = True
+    handle._tenant = tenant
     return handle

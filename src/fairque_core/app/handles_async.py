@@ -19,7 +19,12 @@ class AsyncResultSource(Protocol):
     """The engine's side of a handle."""
 
     async def wait_result(
-        self, task_id: str, timeout: float | None = None, *, intake: bool = False
+        self,
+        task_id: str,
+        timeout: float | None = None,
+        *,
+        intake: bool = False,
+        tenant: str | None = None,
     ) -> Any: ...
 
 
@@ -32,6 +37,9 @@ class AsyncTaskHandle(str):
     # handle, so its cost is on the producer's path, issue 17)
     duplicate: bool = False
     intake: bool = False
+    # the tenant the push was for (None: a handle made from a bare id, ``result``), checked
+    # against the task's when it is read (ADR 60)
+    _tenant: str | None = None
 
     def __new__(
         cls,
@@ -40,6 +48,7 @@ class AsyncTaskHandle(str):
         *,
         duplicate: bool = False,
         intake: bool = False,
+        tenant: str | None = None,
     ) -> AsyncTaskHandle:
         handle = str.__new__(cls, task_id)
         handle._source = source
@@ -47,6 +56,8 @@ class AsyncTaskHandle(str):
             handle.duplicate = duplicate
         if intake:
             handle.intake = intake
+        if tenant is not None:
+            handle._tenant = tenant
         return handle
 
     @property
@@ -60,10 +71,14 @@ class AsyncTaskHandle(str):
         Raises TaskFailedError (the stored error type, message and traceback summary) for a
         task that failed for good, TaskCanceledError for a canceled one, ResultTimeoutError
         (a TimeoutError) when it has not ended in time, TaskNotFoundError when the queue
-        knows no such task (never pushed, or its result TTL passed). A task pushed through
-        the intake is waited for while it is not ingested yet (:attr:`intake`).
+        knows no such task (never pushed, or its result TTL passed), TaskIdConflictError when
+        the id is held by another tenant's task (ADR 60: an intake entry whose id was taken
+        when the queue took it in). A task pushed through the intake is waited for while it
+        is not ingested yet (:attr:`intake`).
         """
-        return await self._source.wait_result(str(self), timeout, intake=self.intake)
+        return await self._source.wait_result(
+            str(self), timeout, intake=self.intake, tenant=self._tenant
+        )
 
     def __repr__(self) -> str:
         return f"AsyncTaskHandle({str(self)!r}, duplicate={self.duplicate})"
@@ -75,10 +90,12 @@ class AsyncTaskHandle(str):
 _new_str = str.__new__
 
 
-def intake_handle(task_id: str, source: AsyncResultSource) -> AsyncTaskHandle:
-    """``AsyncTaskHandle(task_id, source, intake=True)``, the handle of a task stored in the
-    intake, without the keyword call (one per ``push_intake`` on the producer's path: ADR 53)."""
+def intake_handle(task_id: str, source: AsyncResultSource, tenant: str) -> AsyncTaskHandle:
+    """``AsyncTaskHandle(task_id, source, intake=True, tenant=tenant)``, the handle of a task
+    stored in the intake, without the keyword call (one per ``push_intake`` on the producer's
+    path: ADR 53)."""
     handle: AsyncTaskHandle = _new_str(AsyncTaskHandle, task_id)
     handle._source = source
     handle.intake = True
+    handle._tenant = tenant
     return handle

@@ -117,7 +117,7 @@ class PushCoalescer:
         if answer is None:  # stored by the intake's append: what _intake_handles makes of it
             if queue._listening():
                 queue._event("pushed", task, duplicate=False, intake=True)
-            return intake_handle(message.task_id, queue)
+            return intake_handle(message.task_id, queue, message.tenant)
         if self._intake:
             [handle] = queue._intake_handles([task], [answer])
         else:

@@ -32,6 +32,7 @@ __all__ = [
     "ScriptContractError",
     "TaskCanceledError",
     "TaskFailedError",
+    "TaskIdConflictError",
     "TaskNotFoundError",
     "TaskSerializationError",
     "TaskTimeoutError",
@@ -66,6 +67,26 @@ class TaskValidationError(DomainError, ValueError):
         if len(shown) > 80:
             shown = shown[:77] + "..."
         super().__init__(f"invalid {field} {shown}: {rule}")
+
+
+class TaskIdConflictError(FairQueueError, ValueError):
+    """A push named a task id that a live task of *another* tenant holds (ADR 60).
+
+    A task id belongs to its tenant while the task lives: another tenant's push of the same id
+    is neither stored nor reported as a duplicate of that task (its handle would read the other
+    tenant's result). ``push`` and ``push_batch`` refuse the whole call with this error and
+    store nothing; a handle of a task sent through the intake raises it from ``get`` (the
+    entry was set aside when the queue took it in). ``task_id`` is the id; the error does not
+    say which tenant holds it.
+    """
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(
+            f"task id {task_id!r} is held by a live task of another tenant: nothing was "
+            "stored under it for this tenant (a task id is unique in a queue while its task "
+            "lives; use ids scoped by tenant, or the default random ones)"
+        )
 
 
 class TaskTypeError(TaskValidationError, TypeError):

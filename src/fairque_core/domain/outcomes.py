@@ -43,7 +43,9 @@ class TaskOutcome:
 
     ``result`` is the stored result bytes (None: the task finished without one, or has not
     finished); ``reason`` the DLQ or cancel reason; ``failure_type`` the DLQ's failure type
-    (``""`` unless FAILED); ``error`` the failure record (``""`` when none was stored).
+    (``""`` unless FAILED); ``error`` the failure record (``""`` when none was stored);
+    ``tenant`` the task's tenant (``""`` when the backend did not say), which a handle checks
+    against the tenant it pushed for (ADR 60).
     """
 
     state: TaskState
@@ -51,6 +53,7 @@ class TaskOutcome:
     reason: str = ""
     failure_type: str = ""
     error: str = ""
+    tenant: str = ""
 
     @classmethod
     def observed(
@@ -61,10 +64,16 @@ class TaskOutcome:
         reason: str = "",
         failure_type: str = "",
         error: str = "",
+        tenant: str = "",
     ) -> TaskOutcome:
         """An outcome read in ``state`` (the state first, as every backend reads it)."""
         return cls(
-            state=state, result=result, reason=reason, failure_type=failure_type, error=error
+            state=state,
+            result=result,
+            reason=reason,
+            failure_type=failure_type,
+            error=error,
+            tenant=tenant,
         )
 
     @property

@@ -8,6 +8,7 @@ signal is raised, when the intake was empty, so an idle worker comes to claim.
 *Ingesting* takes entries from the head, in order, and does for each what ``push`` of that
 message would do at that moment, with one clock reading for the whole ingest:
 
+* a live task of another tenant has the id: set aside, counted ``rejected`` (ADR 60);
 * a live task has the id: ``duplicates`` counted, nothing stored (checked first);
 * stored (a new id, or one whose record is past its logical expiry): ``pushed`` counted,
   QUEUED, ready now with the next sequence number, its tenant made active;
@@ -74,8 +75,14 @@ class IntakeOps(DLQOps):
         ingested = duplicates = rejected = 0
         for _ in range(min(limit, len(self._intake))):
             message = self._intake.popleft()
-            # a live task's id is a duplicate whatever else (push counts it so), checked first
-            reason = "" if self._live(message.task_id, now) else self._refusal(message, now)
+            # a live task's id is a duplicate whatever else (push counts it so), checked first;
+            # one of another tenant's live task is set aside (ADR 60: Redis keeps the raw
+            # entry in intake:bad; the model has no raw entries), counted as rejected
+            live = self._live(message.task_id, now)
+            if live is not None and live.message.tenant != message.tenant:
+                rejected += 1
+                continue
+            reason = "" if live else self._refusal(message, now)
             if reason:
                 self._reject(message, now, reason)
                 rejected += 1

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fairque_core.domain.enums import TaskState
-from fairque_core.domain.errors import TaskNotFoundError, TaskValidationError
+from fairque_core.domain.errors import TaskIdConflictError, TaskNotFoundError, TaskValidationError
 from fairque_core.domain.intake import INTAKE_CLAIM_LIMIT
 from fairque_core.domain.limits import LIMIT_COUNTERS
 from fairque_core.domain.models import Claimed, Lease, Message, QueueSizes
@@ -70,14 +70,27 @@ class InMemoryBackend(
         # Dependencies must name a known task or one earlier in the batch: check all first,
         # so a bad batch changes nothing (the Lua script does the same).
         seen: set[str] = set()
+        owners: dict[str, str] = {}  # id -> the tenant of its first message in this batch
         for message in messages:
             for dep in message.depends_on:
                 if dep not in seen and self._live(dep, now) is None:
                     raise TaskValidationError("depends_on", dep, "names no known task")
             seen.add(message.task_id)
+            self._check_owner(message, owners, now)
         if self._limits.on:
             limits.check_push(self, messages, now)  # max_queued: the whole batch or nothing
         return [self._push_one(message, now) for message in messages]
+
+    def _check_owner(self, message: Message, owners: dict[str, str], now: int) -> None:
+        """TaskIdConflictError when ``message``'s id is held by a live task of another tenant,
+        or by an earlier message of the batch for another tenant (ADR 60)."""
+        owner = owners.get(message.task_id)
+        if owner is None:
+            live = self._live(message.task_id, now)
+            owner = live.message.tenant if live is not None else message.tenant
+        if owner != message.tenant:
+            raise TaskIdConflictError(message.task_id)
+        owners[message.task_id] = owner
 
     def _push_one(self, message: Message, now: int) -> tuple[bool, str]:
         tenant = self._tenant(message.tenant)

@@ -34,6 +34,7 @@ class ResultOps(ModelStore):
             reason=rec.reason,
             failure_type=rec.failure_type.value if rec.failure_type is not None else "",
             error=rec.error,
+            tenant=rec.message.tenant,
         )
 
     def wait_done(self, task_id: str, timeout: float) -> bool:

@@ -106,6 +106,7 @@ class InspectionCalls(CallsBase):
                 reason=to_text(fields[8]),
                 failure_type=to_text(fields[9]),
                 error=to_text(fields[10]),
+                tenant=to_text(fields[1]),
             )
 
         return Call(inner.script, inner.args, parse, writes=False)

@@ -10,6 +10,8 @@
   ARGV[8]  number of messages N
   then per message: id, user, priority (1-6), delay ms, meta (opaque), body, unique key ('' =
   none), unique window ms, D, D parent ids
+  Refuses the call (FQ_E_ID_TAKEN <id>, nothing written) when a message's id is held by a
+  live task of another tenant, or named twice in the call for two tenants (ADR 60).
   Returns: array of N entries, 1 = stored, 0 = known id (duplicate), or the id of the task that
            holds the message's unique key (a unique duplicate: nothing stored). The key
            uniq:<tenant>:<key> holds `<id>` while that task lives, `<id>|<until ms>` for its
@@ -40,6 +42,8 @@ local state = {}
 -- seen[id]: id is in this call (true); 1 once the store loop below wrote it (a second message
 -- of that id is then a duplicate)
 local seen = {}
+-- owners[id]: the tenant of the first message of id in this call
+local owners = {}
 -- the call's push state (see _include/pushing.lua): the keys and tenant ids checked, the
 -- tenants that had ready work, the formatted clock, the last score
 local checked = {}
@@ -94,8 +98,16 @@ for k = 1, n do
     fq_probe(fq_children_key(q, dep), 'LLEN', 'list')
   end
   local key = fq_task_key(q, id)
-  local v = FQ_PCALL('HMGET', key, 'st', 'exp')
+  local v = FQ_PCALL('HMGET', key, 'st', 'exp', 'u')
   if v['err'] ~= nil then fq_check_type(key, 'hash') end
+  -- a task id belongs to its tenant while its task lives (ADR 60): another tenant's push of
+  -- it, or a second message of it for another tenant in this call, refuses the call
+  local owner = owners[id]
+  if owner == nil and v[1] ~= false and v[3] ~= false and not fq_expired(v[2], now) then
+    owner = v[3]
+  end
+  if owner ~= nil and owner ~= u then return fq_err('ID_TAKEN', id) end
+  owners[id] = u
   state[k] = v
   if uk ~= '' then
     fq_probe(fq_unique_key(q, u, uk), 'GET', 'string')

@@ -82,12 +82,15 @@ local function fq_ingest(q, limit)
     local e = got[k]
     local id, u, ps, dmss, mlen, at = string.match(e, FQ_INTAKE_HEAD)
     local key = id ~= nil and fq_valid_id(id) and fq_valid_id(u) and fq_task_key(q, id)
-    local v = key and FQ_PCALL('HMGET', key, 'st', 'exp')
-    if not v or v['err'] ~= nil then
-      -- an id or tenant that does not read, or a record key of another type: kept raw
+    local v = key and FQ_PCALL('HMGET', key, 'st', 'exp', 'u')
+    local live = v and v['err'] == nil and v[1] ~= false and not fq_expired(v[2], now)
+    if not v or v['err'] ~= nil or (live and v[3] ~= false and v[3] ~= u) then
+      -- an id or tenant that does not read, a record key of another type, or an id a live
+      -- task of another tenant holds (ADR 60; its handle's get raises TaskIdConflictError):
+      -- kept raw
       bad = bad or {}
       bad[#bad + 1] = e
-    elseif v[1] ~= false and not fq_expired(v[2], now) then
+    elseif live then
       fq_bump(q, u, 'duplicates', 1)
       dups = dups + 1
     else
