@@ -38,6 +38,13 @@ from fairque_core.app.handlers import TaskRegistry, task
 registry = TaskRegistry()
 
 
+@task("poison", registry=registry)
+def poison(k: int) -> int:
+    with open(os.environ["RUNS_FILE"], "a", encoding="utf-8") as f:
+        f.write(f"poison {os.getpid()}\\n")
+    os._exit(1)  # the process dies mid-task: no finish, no fail, no release
+
+
 @task("work", registry=registry)
 def work(k: int) -> int:
     with open(os.environ["RUNS_FILE"], "a", encoding="utf-8") as f:
@@ -125,6 +132,63 @@ def test_supervisor_restarts_a_killed_child_and_no_task_is_lost(
         if int(pid) == victim
     }
     assert again <= victim_runs  # only what the killed child held ran twice (redelivered)
+
+
+def test_a_poison_task_that_kills_its_process_ends_in_the_dlq_and_nothing_is_lost(
+    server_url: str, queue_name: str, handlers: Path, tmp_path: Path
+) -> None:
+    """The reliability plan's R2: a handler that calls ``os._exit`` takes its worker process
+    down each time it runs. The supervisor restarts the child; the reaper hands the lease out
+    again after it expires, ``max_recoveries`` times, then the task goes to the DLQ as expired.
+    No task of the other tenant is lost: each finishes, or, when it shared a dying process
+    with the poison as often (its lease expired each time), goes to the DLQ as expired too.
+    The queue cannot tell which task of a dead process killed it; docs/delivery.md says so."""
+    runs = tmp_path / "runs.txt"
+    runs.touch()
+    n = 30
+    with connect(server_url, queue=queue_name) as queue:
+        [bad] = queue.push_batch([Task.create("mallory", payload={"args": [0]}, name="poison")])
+        ids = queue.push_batch(
+            [Task.create("acme", payload={"args": [k]}, name="work") for k in range(n)]
+        )
+        env = {
+            "RUNS_FILE": str(runs),
+            "FAIRQUE_QUEUE__LEASE_SECONDS": "1",
+            "FAIRQUE_QUEUE__MAX_RECOVERIES": "1",
+        }
+        args = ["--url", server_url, "--queue", queue_name, "worker", "--processes", "2"]
+        args += ["--handler", "scalehandlers:registry", "--concurrency", "2"]
+        proc = _worker([*args, "--status-every", "0"], handlers, env)
+        ended = (TaskState.FINISHED, TaskState.FAILED)
+        try:
+            _wait(lambda: queue.get_state(bad) is TaskState.FAILED, 60, "the poison in the DLQ")
+            states = lambda: [queue.get_state(t) for t in ids]  # noqa: E731
+            _wait(lambda: all(s in ended for s in states()), 60, "every other task ended")
+            final = dict(zip(ids, states(), strict=True))
+            dlq = {e.original_task.task_id: e for e in queue.list_dlq(limit=100)}
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert dlq[bad].failure_type.value == "expired"
+    lines = [line.split() for line in runs.read_text().splitlines()]
+    # run once, and once more after its one recovery: two children died of it
+    assert sum(1 for what, _ in lines if what == "poison") == 2
+    assert err.count("died (exit 1") == 2
+    # nothing lost: every other task finished, or went to the DLQ as expired (it shared both
+    # dying processes with the poison: a claimed task there, running or buffered)
+    collateral = {t for t, state in final.items() if state is TaskState.FAILED}
+    assert set(dlq) == collateral | {bad}
+    assert all(dlq[t].failure_type.value == "expired" for t in collateral)
+    assert len(collateral) < n // 2
+    done = Counter(int(what) for what, _ in lines if what != "poison")
+    finished = {t for t, state in final.items() if state is TaskState.FINISHED}
+    assert len(finished) == n - len(collateral)
+    assert len(done) >= len(finished)  # every finished task ran
+    poison_pids = {int(pid) for what, pid in lines if what == "poison"}
+    again = {k for k, c in done.items() if c > 1}
+    dying = {int(what) for what, pid in lines if what != "poison" and int(pid) in poison_pids}
+    assert again <= dying  # only what a dying child held ran twice
 
 
 def _free_port() -> int:
