@@ -1,5 +1,6 @@
 """R10, server stall: the server process is SIGSTOPped for 3 s while leases of 1 s are held,
-then SIGCONT.
+then SIGCONT; or the server holds every write for 3 s (``CLIENT PAUSE WRITE``) and runs them
+late.
 
 A worker process (1 s leases, 1 s socket timeout, reaper every 0.5 s) serves tenant ``s``, whose
 tasks run 0.4 s each, so it holds running leases through the stall. The test itself holds three
@@ -36,7 +37,12 @@ HELD = 3
 RECLAIM_BOUND = 2.0 + REAPER + 1.0
 
 
-def test_r10_sigstop_the_server_past_the_leases(queue_name: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("stall", ["sigstop", "pause-write"])
+def test_r10_stall_the_server_past_the_leases(queue_name: str, tmp_path: Path, stall: str) -> None:
+    """``sigstop``: the server process stops (nothing is read or answered). ``pause-write``:
+    ``CLIENT PAUSE <ms> WRITE``: the server answers reads but holds every write, scripts
+    included, and runs them when the pause ends, after their callers timed out: a claim or a
+    finish then lands late, on a lease its caller gave up for unknown."""
     import redis
 
     try:
@@ -74,10 +80,14 @@ def test_r10_sigstop_the_server_past_the_leases(queue_name: str, tmp_path: Path)
             for task in held:
                 history.record("exec:start", task.task_id, token=task.lease and task.lease.token)
 
-            server.pause()
             stopped = time.monotonic()
-            time.sleep(STALL)
-            server.resume()
+            if stall == "sigstop":
+                server.pause()
+                time.sleep(STALL)
+                server.resume()
+            else:  # the server lifts the pause by itself when the time is up
+                raw.execute_command("CLIENT", "PAUSE", str(int(STALL * 1000)), "WRITE")
+                time.sleep(STALL)
             resumed = time.monotonic()
             reclaimed = wait_until(
                 lambda: all(queue.get_state(i) is TaskState.QUEUED for i in held_ids),
@@ -110,7 +120,7 @@ def test_r10_sigstop_the_server_past_the_leases(queue_name: str, tmp_path: Path)
             stats = queue.get_stats()
             errors = [r for r in records if r["ev"] == "error"]
             print(
-                f"R10 stall={resumed - stopped:.2f}s reclaimed_after={reclaimed:.2f}s "
+                f"R10 {stall} stall={resumed - stopped:.2f}s reclaimed_after={reclaimed:.2f}s "
                 f"{verdict.summary()} dup_ids={sorted(verdict.dup_exec)} "
                 f"worker_errors={sorted({(e['op'], e['error']) for e in errors})} "
                 f"worker={ {k: health[k] for k in ('processed', 'lease_lost', 'backend_errors')} } "
