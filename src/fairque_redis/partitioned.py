@@ -114,6 +114,9 @@ class PartitionedBackend(PartitionReads):
             part.trust_server()
         self._picker = PartitionPicker(count)
         self._where: OrderedDict[str, int] = OrderedDict()
+        # lease token -> partition, from the claims of this backend: a lease call goes where
+        # its claim came from, also when two tenants of different partitions hold the same id
+        self._leases: OrderedDict[str, int] = OrderedDict()
         self._layout_checked = False
         self._home = 0
         self._closed = False
@@ -256,6 +259,17 @@ class PartitionedBackend(PartitionReads):
         if len(self._where) > _REMEMBERED_TASKS:
             self._where.popitem(last=False)
 
+    def _remember_lease(self, token: str, partition: int) -> None:
+        self._leases[token] = partition
+        if len(self._leases) > _REMEMBERED_TASKS:
+            self._leases.popitem(last=False)
+
+    def _lease_index(self, task_id: str, token: str) -> int:
+        """The partition of the lease ``token`` on ``task_id``: where this backend claimed it,
+        else (a lease claimed by another process) where the id is found."""
+        known = self._leases.get(token)
+        return known if known is not None else self._locate(task_id)
+
     def _locate(self, task_id: str) -> int:
         """The partition holding ``task_id``: remembered, else the first that knows it (0
         when none does, so an unknown id gets the one-slot backend's answer)."""
@@ -272,6 +286,13 @@ class PartitionedBackend(PartitionReads):
 
     def _task_part(self, task_id: str) -> RedisBackend:
         return self._parts[self._locate(task_id)]
+
+    def tenant_backend(self, tenant: str) -> RedisBackend:
+        """The partition that holds ``tenant``'s tasks. A handle that knows its tenant reads
+        its task there (ADR 60), not in the first partition that knows the id: two tenants of
+        different partitions may hold the same id, each in its own."""
+        self._ready()
+        return self._parts[self._part_of(tenant)]
 
     # ------------------------------------------------------------------ push
     def push(self, message: Message) -> bool:
@@ -358,6 +379,7 @@ class PartitionedBackend(PartitionReads):
         )
         for claimed in got:
             self._remember(claimed.message.task_id, n)
+            self._remember_lease(claimed.lease.token, n)
         return got
 
     def claim(
@@ -423,7 +445,7 @@ class PartitionedBackend(PartitionReads):
 
     # ------------------------------------------------------------------ leases
     def heartbeat(self, task_id: str, token: str, lease_seconds: float | None = None) -> float:
-        part = self._task_part(task_id)
+        part = self._parts[self._lease_index(task_id, token)]
         return part.heartbeat(task_id, token, lease_seconds)
 
     def heartbeat_batch(
@@ -432,8 +454,8 @@ class PartitionedBackend(PartitionReads):
         if not items:
             return []
         groups: dict[int, list[int]] = {}
-        for i, (task_id, _token) in enumerate(items):
-            groups.setdefault(self._locate(task_id), []).append(i)
+        for i, (task_id, token) in enumerate(items):
+            groups.setdefault(self._lease_index(task_id, token), []).append(i)
         out: list[float | None] = [None] * len(items)
         for n, indexes in sorted(groups.items()):
             got = self._parts[n].heartbeat_batch([items[i] for i in indexes], lease_seconds)
@@ -448,7 +470,7 @@ class PartitionedBackend(PartitionReads):
         result: bytes | None = None,
         xcom: Mapping[str, bytes] | None = None,
     ) -> None:
-        part = self._task_part(task_id)
+        part = self._parts[self._lease_index(task_id, token)]
         part.finish(task_id, token, result, xcom)
 
     def finish_batch(self, items: Sequence[FinishItem]) -> list[bool]:
@@ -456,7 +478,7 @@ class PartitionedBackend(PartitionReads):
             return []
         groups: dict[int, list[int]] = {}
         for i, item in enumerate(items):
-            groups.setdefault(self._locate(item[0]), []).append(i)
+            groups.setdefault(self._lease_index(item[0], item[1]), []).append(i)
         out = [False] * len(items)
         for n, indexes in sorted(groups.items()):
             got = self._parts[n].finish_batch([items[i] for i in indexes])
@@ -476,7 +498,7 @@ class PartitionedBackend(PartitionReads):
         reason: str = "",
         error: str = "",
     ) -> TaskState:
-        part = self._task_part(task_id)
+        part = self._parts[self._lease_index(task_id, token)]
         return part.fail(
             task_id,
             token,
@@ -487,7 +509,7 @@ class PartitionedBackend(PartitionReads):
         )
 
     def release(self, task_id: str, token: str) -> None:
-        part = self._task_part(task_id)
+        part = self._parts[self._lease_index(task_id, token)]
         part.release(task_id, token)
         self._picker.touch()
 

@@ -116,6 +116,9 @@ class AsyncPartitionedBackend(AsyncPartitionReads):
             part.trust_server()
         self._picker = PartitionPicker(count)
         self._where: OrderedDict[str, int] = OrderedDict()
+        # lease token -> partition, from the claims of this backend: a lease call goes where
+        # its claim came from, also when two tenants of different partitions hold the same id
+        self._leases: OrderedDict[str, int] = OrderedDict()
         self._layout_checked = False
         self._home = 0
         self._closed = False
@@ -258,6 +261,17 @@ class AsyncPartitionedBackend(AsyncPartitionReads):
         if len(self._where) > _REMEMBERED_TASKS:
             self._where.popitem(last=False)
 
+    def _remember_lease(self, token: str, partition: int) -> None:
+        self._leases[token] = partition
+        if len(self._leases) > _REMEMBERED_TASKS:
+            self._leases.popitem(last=False)
+
+    async def _lease_index(self, task_id: str, token: str) -> int:
+        """The partition of the lease ``token`` on ``task_id``: where this backend claimed it,
+        else (a lease claimed by another process) where the id is found."""
+        known = self._leases.get(token)
+        return known if known is not None else await self._locate(task_id)
+
     async def _locate(self, task_id: str) -> int:
         """The partition holding ``task_id``: remembered, else the first that knows it (0
         when none does, so an unknown id gets the one-slot backend's answer)."""
@@ -274,6 +288,13 @@ class AsyncPartitionedBackend(AsyncPartitionReads):
 
     async def _task_part(self, task_id: str) -> AsyncRedisBackend:
         return self._parts[await self._locate(task_id)]
+
+    async def tenant_backend(self, tenant: str) -> AsyncRedisBackend:
+        """The partition that holds ``tenant``'s tasks. A handle that knows its tenant reads
+        its task there (ADR 60), not in the first partition that knows the id: two tenants of
+        different partitions may hold the same id, each in its own."""
+        await self._ready()
+        return self._parts[self._part_of(tenant)]
 
     # ------------------------------------------------------------------ push
     async def push(self, message: Message) -> bool:
@@ -360,6 +381,7 @@ class AsyncPartitionedBackend(AsyncPartitionReads):
         )
         for claimed in got:
             self._remember(claimed.message.task_id, n)
+            self._remember_lease(claimed.lease.token, n)
         return got
 
     async def claim(
@@ -429,7 +451,7 @@ class AsyncPartitionedBackend(AsyncPartitionReads):
     async def heartbeat(
         self, task_id: str, token: str, lease_seconds: float | None = None
     ) -> float:
-        part = await self._task_part(task_id)
+        part = self._parts[await self._lease_index(task_id, token)]
         return await part.heartbeat(task_id, token, lease_seconds)
 
     async def heartbeat_batch(
@@ -438,8 +460,8 @@ class AsyncPartitionedBackend(AsyncPartitionReads):
         if not items:
             return []
         groups: dict[int, list[int]] = {}
-        for i, (task_id, _token) in enumerate(items):
-            groups.setdefault(await self._locate(task_id), []).append(i)
+        for i, (task_id, token) in enumerate(items):
+            groups.setdefault(await self._lease_index(task_id, token), []).append(i)
         out: list[float | None] = [None] * len(items)
         for n, indexes in sorted(groups.items()):
             got = await self._parts[n].heartbeat_batch([items[i] for i in indexes], lease_seconds)
@@ -454,7 +476,7 @@ class AsyncPartitionedBackend(AsyncPartitionReads):
         result: bytes | None = None,
         xcom: Mapping[str, bytes] | None = None,
     ) -> None:
-        part = await self._task_part(task_id)
+        part = self._parts[await self._lease_index(task_id, token)]
         await part.finish(task_id, token, result, xcom)
 
     async def finish_batch(self, items: Sequence[FinishItem]) -> list[bool]:
@@ -462,7 +484,7 @@ class AsyncPartitionedBackend(AsyncPartitionReads):
             return []
         groups: dict[int, list[int]] = {}
         for i, item in enumerate(items):
-            groups.setdefault(await self._locate(item[0]), []).append(i)
+            groups.setdefault(await self._lease_index(item[0], item[1]), []).append(i)
         out = [False] * len(items)
         for n, indexes in sorted(groups.items()):
             got = await self._parts[n].finish_batch([items[i] for i in indexes])
@@ -482,7 +504,7 @@ class AsyncPartitionedBackend(AsyncPartitionReads):
         reason: str = "",
         error: str = "",
     ) -> TaskState:
-        part = await self._task_part(task_id)
+        part = self._parts[await self._lease_index(task_id, token)]
         return await part.fail(
             task_id,
             token,
@@ -493,7 +515,7 @@ class AsyncPartitionedBackend(AsyncPartitionReads):
         )
 
     async def release(self, task_id: str, token: str) -> None:
-        part = await self._task_part(task_id)
+        part = self._parts[await self._lease_index(task_id, token)]
         await part.release(task_id, token)
         self._picker.touch()
 

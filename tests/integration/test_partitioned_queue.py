@@ -227,3 +227,31 @@ def test_replicated_durability_is_refused_for_a_partitioned_queue(valkey_server:
     redis_config = RedisConfig(url=valkey_server.url, durability="replicated")
     with pytest.raises(ConfigurationError, match="partitioned"):
         PartitionedBackend.from_config(redis_config, QueueConfig(name=name, partitions=3))
+
+
+def test_one_id_in_two_partitions_each_handle_reads_its_own_tenants_task(
+    valkey_server: Any,
+) -> None:
+    """ADR 60 on a partitioned queue: ids are unique per partition (ADR 34), so two tenants
+    of different partitions may each hold "report-1". Each push's handle reads its own
+    tenant's task (``tenant_backend``), never the other's result, whichever partition the
+    backend last saw the id in; a push of the id for a tenant of the same partition as a live
+    holder is still refused."""
+    from fairque_core import Task, TaskIdConflictError
+
+    tenants: dict[int, str] = {}
+    k = 0
+    while len(tenants) < P:
+        tenants.setdefault(partition_for(f"t{k}", P), f"t{k}")
+        k += 1
+    first, second = tenants[0], tenants[1]
+    with connect(valkey_server.url, queue=_queue(), partitions=P) as queue:
+        mine = queue.push(Task.create(first, payload={"n": 1}, task_id="report-1"))
+        theirs = queue.push(Task.create(second, payload={"n": 2}, task_id="report-1"))
+        for task in queue.claim_batch(5):
+            queue.finish(task, {"tenant": task.tenant})
+        assert mine.get(timeout=5) == {"tenant": first}
+        assert theirs.get(timeout=5) == {"tenant": second}
+        same = next(f"s{j}" for j in range(1000) if partition_for(f"s{j}", P) == 0)
+        with pytest.raises(TaskIdConflictError):
+            queue.push(Task.create(same, payload={}, task_id="report-1"))

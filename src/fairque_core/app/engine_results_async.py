@@ -165,13 +165,19 @@ class AsyncResultMixin(MixinHost):
         it yet: until it is ingested it is looked for again at growing intervals (from
         10 ms to 0.5 s), not refused as unknown. ``tenant``: the tenant the handle's push was
         for; a task of another tenant under the id (an intake entry whose id was taken, set
-        aside at ingest) raises TaskIdConflictError rather than give its result (ADR 60)."""
+        aside at ingest) raises TaskIdConflictError rather than give its result (ADR 60). On a
+        backend that routes by tenant (a partitioned queue's ``tenant_backend``), the task is
+        read where that tenant's tasks live."""
         validate_id(task_id, "task_id")
         limit = None if timeout is None else check_wait_timeout(timeout)
         deadline = None if limit is None else time.monotonic() + limit
         look_again = _INTAKE_FIRST_LOOK
+        backend = self._backend
+        route = getattr(backend, "tenant_backend", None) if tenant is not None else None
+        if route is not None:
+            backend = await route(tenant)
         while True:
-            outcome = await self._backend.get_outcome(task_id)
+            outcome = await backend.get_outcome(task_id)
             if outcome is not None and tenant is not None and outcome.tenant not in ("", tenant):
                 raise TaskIdConflictError(task_id)
             if outcome is not None and outcome.ended:
@@ -185,7 +191,7 @@ class AsyncResultMixin(MixinHost):
                 await asyncio.sleep(min(left, look_again))
                 look_again = min(look_again * 2, _INTAKE_LAST_LOOK)
                 continue
-            await self._backend.wait_done(task_id, min(left, _WAIT_PIECE_SECONDS))
+            await backend.wait_done(task_id, min(left, _WAIT_PIECE_SECONDS))
 
     # ------------------------------------------------------------------ XCom
     def encode_xcom(self, task: Task, key: str, value: object) -> bytes:
