@@ -8,6 +8,7 @@ B = lease + reaper interval + 1 s = 3.5 s.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -152,6 +153,23 @@ def test_kill9_leases_are_redelivered_within_the_bound(
     assert Counter(e["id"] for e in events(children.log, "end")) == Counter(ids)
 
 
+@contextlib.contextmanager
+def _durable_queue(tmp_path: Path) -> Iterator[tuple[EmbeddedValkey, FairQueue, Children, str]]:
+    """An embedded Valkey with AOF and fsync always (a SIGKILL loses nothing acknowledged), a
+    queue on it, and the worker children's launcher: (server, queue, children, queue name)."""
+    from fairque_redis.backend import RedisBackend
+
+    try:
+        server = EmbeddedValkey(appendonly=True, extra_args=["--appendfsync", "always"])
+    except ServerBinaryNotFoundError as exc:
+        pytest.skip(str(exc))
+    with server:
+        name = f"it-{uuid.uuid4().hex[:10]}"
+        config = QueueConfig(name=name, lease_seconds=LEASE)
+        queue = FairQueue(RedisBackend.from_url(server.url, queue=name, config=config))
+        yield server, queue, Children(server.url, name, tmp_path / "exec.jsonl"), name
+
+
 def _more_than(items: list[str], count: int) -> Callable[[], bool]:
     return lambda: len(items) > count
 
@@ -166,18 +184,9 @@ def test_three_server_crashes_under_load_lose_no_acknowledged_push(tmp_path: Pat
     import threading
 
     from fairque_core import RedisConnectionError
-    from fairque_redis.backend import RedisBackend
     from fairque_redis.doctor import check
 
-    try:
-        server = EmbeddedValkey(appendonly=True, extra_args=["--appendfsync", "always"])
-    except ServerBinaryNotFoundError as exc:
-        pytest.skip(str(exc))
-    with server:
-        name = f"it-{uuid.uuid4().hex[:10]}"
-        config = QueueConfig(name=name, lease_seconds=LEASE)
-        queue = FairQueue(RedisBackend.from_url(server.url, queue=name, config=config))
-        children = Children(server.url, name, tmp_path / "exec.jsonl")
+    with _durable_queue(tmp_path) as (server, queue, children, name):
         acked: list[str] = []
         unsure: list[str] = []  # sent, reply unknown (stored or not)
         untyped: list[BaseException] = []
@@ -229,17 +238,7 @@ def test_three_server_crashes_under_load_lose_no_acknowledged_push(tmp_path: Pat
 
 
 def test_server_crash_and_restart_is_survived(tmp_path: Path) -> None:
-    from fairque_redis.backend import RedisBackend
-
-    try:
-        server = EmbeddedValkey(appendonly=True, extra_args=["--appendfsync", "always"])
-    except ServerBinaryNotFoundError as exc:
-        pytest.skip(str(exc))
-    with server:
-        name = f"it-{uuid.uuid4().hex[:10]}"
-        config = QueueConfig(name=name, lease_seconds=LEASE)
-        queue = FairQueue(RedisBackend.from_url(server.url, queue=name, config=config))
-        children = Children(server.url, name, tmp_path / "exec.jsonl")
+    with _durable_queue(tmp_path) as (server, queue, children, _name):
         try:
             ids = [f"r{i}" for i in range(60)]
             queue.push_batch([Task.create(f"u{n % 4}", task_id=i) for n, i in enumerate(ids)])
