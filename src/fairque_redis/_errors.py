@@ -78,5 +78,14 @@ def translate_errors(script: str, *, writes: bool) -> Iterator[None]:
         raise RedisConnectionError(f"{script}: {type(exc).__name__}: {exc}") from exc
     except rexc.RedisClusterException as exc:
         raise RedisConnectionError(f"{script}: {type(exc).__name__}: {exc}") from exc
+    except rexc.ClusterError as exc:
+        # the cluster client gave up following redirects ("TTL exhausted": a slot moving, a
+        # failover). One of its attempts may have run before a connection broke, so a write's
+        # outcome is unknown (push it again: a push is idempotent by id); a read may be retried
+        if writes:
+            raise OutcomeUnknownError(
+                f"the cluster client gave up on {script}; it may or may not have run: {exc}"
+            ) from exc
+        raise RedisConnectionError(f"the cluster client gave up on {script}: {exc}") from exc
     except rexc.RedisError as exc:
         raise BackendError(f"{script}: {type(exc).__name__}: {exc}") from exc

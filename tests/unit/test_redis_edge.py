@@ -245,3 +245,19 @@ def test_unreadable_records_are_typed_and_salvaged(fields: list[bytes | None]) -
     assert salvaged.tenant == "alice"
     assert salvaged.body == b"{}"
     assert "unreadable" in salvaged.headers["x-fairque-unreadable"]
+
+
+@pytest.mark.parametrize("writes", [True, False])
+def test_a_cluster_client_that_gave_up_on_redirects_is_typed(writes: bool) -> None:
+    """redis-py's ClusterError ("TTL exhausted") after following MOVED/ASK/TRYAGAIN or a
+    reconnect 16 times (a slot moving, a failover: R12): a write may have run in one of the
+    attempts, so it is OutcomeUnknownError (push again, idempotent by id); a read is a plain
+    RedisConnectionError (retry it). Never a bare BackendError."""
+    import redis.exceptions as rexc
+
+    from fairque_redis._errors import translate_errors
+
+    with pytest.raises(RedisConnectionError) as info, translate_errors("push", writes=writes):
+        raise rexc.ClusterError("TTL exhausted.")
+    assert isinstance(info.value, OutcomeUnknownError) is writes
+    assert "TTL exhausted" in str(info.value)
