@@ -151,6 +151,10 @@ def test_kill9_leases_are_redelivered_within_the_bound(
     late = {i: round(t - killed_at, 2) for i, t in restarts.items() if t - killed_at > BOUND}
     assert not late, f"redelivered later than {BOUND} s after the kill: {late}"
     assert Counter(e["id"] for e in events(children.log, "end")) == Counter(ids)
+    # a worker's death is no failure of its tasks: each lease came back as a recovery, and
+    # the redelivered run is still the first attempt (no retry spent)
+    assert all(e["attempt"] == 0 for e in events(children.log, "start", rescuer.pid))
+    assert queue.get_stats()["recovered"] == len(ids)
 
 
 @contextlib.contextmanager
