@@ -19,9 +19,10 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -128,6 +129,15 @@ class Counter:
         )
         dumps = sorted(self.out.glob(f"cg.{self.pid}.*"), key=lambda p: int(p.suffix[1:]))
         return totals(dumps[-1])
+
+    def count(self, client: Any, work: Callable[[], object]) -> int:
+        """The server's instructions for ``work``, counted from a full Lua GC (``GC_LIBRARY``
+        loaded on ``client``'s server), so no collection that earlier work left due lands in
+        the count."""
+        client.fcall(GC_FUNCTION, 0)
+        self.zero()
+        work()
+        return self.dump()
 
 
 @contextmanager

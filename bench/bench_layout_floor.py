@@ -282,10 +282,7 @@ def instructions(batch: int, calls: int) -> dict[str, dict[str, float]]:
         client.function_load(LIBRARY.code, replace=True)
 
         def count(work: Callable[[], object]) -> float:
-            client.fcall(GC_FUNCTION, 0)
-            counter.zero()
-            work()
-            return counter.dump() / (calls * batch)
+            return counter.count(client, work) / (calls * batch)
 
         for layout in LAYOUTS:
             fill(client, layout, batch * (calls + 1))

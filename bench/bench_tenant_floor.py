@@ -56,7 +56,7 @@ from collections.abc import Callable
 from functools import partial
 
 import redis
-from _callgrind import GC_FUNCTION, GC_LIBRARY, callgrind_server
+from _callgrind import GC_LIBRARY, callgrind_server
 from bench_claim_finish_ir import measure as measure_fairque
 from bench_layout_floor import (
     BODY,
@@ -148,8 +148,10 @@ local function keys_claim(keys, argv)
   if #leases > 0 then redis.call('ZADD', '{g}:leases', unpack(leases)) end
   return out
 end
-local function keys_finish(keys, argv)
-  local done, per = {}, {}
+-- the records of a finish (argv: the ids) made finished, every layout's same three commands
+-- per task; returns the finished ids, the tasks per tenant and the tenants in first-seen order
+local function finish_records(argv)
+  local done, per, order = {}, {}, {}
   for k = 1, #argv do
     local key = '{g}:t:' .. argv[k]
     local v = redis.call('HMGET', key, 'st', 'tok', 'u')
@@ -157,9 +159,15 @@ local function keys_finish(keys, argv)
       redis.call('HSET', key, 'st', 'finished', 'exp', '0', 'b', '', 'm', '')
       redis.call('PEXPIRE', key, 3600000)
       done[#done + 1] = argv[k]
-      per[v[3]] = (per[v[3]] or 0) + 1
+      local u = v[3]
+      if per[u] == nil then order[#order + 1] = u end
+      per[u] = (per[u] or 0) + 1
     end
   end
+  return done, per, order
+end
+local function keys_finish(keys, argv)
+  local done, per = finish_records(argv)
   for u, k in pairs(per) do
     redis.call('HINCRBY', '{g}:ts:' .. u, 'leased', -k)
     redis.call('HINCRBY', '{g}:ts:' .. u, 'finished', k)
@@ -235,19 +243,7 @@ local function count_tenants(order, per, sign, named, sets)
   redis.call('HSET', '{g}:tt', unpack(sets))
 end
 local function table_finish(keys, argv)
-  local done, per, order = {}, {}, {}
-  for k = 1, #argv do
-    local key = '{g}:t:' .. argv[k]
-    local v = redis.call('HMGET', key, 'st', 'tok', 'u')
-    if v[1] == 'started' then
-      redis.call('HSET', key, 'st', 'finished', 'exp', '0', 'b', '', 'm', '')
-      redis.call('PEXPIRE', key, 3600000)
-      done[#done + 1] = argv[k]
-      local u = v[3]
-      if per[u] == nil then order[#order + 1] = u end
-      per[u] = (per[u] or 0) + 1
-    end
-  end
+  local done, per, order = finish_records(argv)
   if #order > 0 then count_tenants(order, per, -1, 'f:', {}) end
   if #done > 0 then redis.call('ZREM', '{g}:leases', unpack(done)) end
   return #done
@@ -348,10 +344,7 @@ def instructions(tenants: list[int], batch: int, calls: int) -> dict[str, dict[s
             client.function_load(code, replace=True)
 
         def count(work: Callable[[], object]) -> float:
-            client.fcall(GC_FUNCTION, 0)
-            counter.zero()
-            work()
-            return counter.dump() / (calls * batch)
+            return counter.count(client, work) / (calls * batch)
 
         for t in tenants:
             for layout in LAYOUTS:

@@ -17,9 +17,13 @@ deadline), ``nightly`` (2000 examples), chosen by ``HYPOTHESIS_PROFILE``; withou
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 import uuid
 from collections.abc import Callable, Collection, Iterator
+from pathlib import Path
+from types import ModuleType
 from typing import Any, NoReturn
 
 import pytest
@@ -178,3 +182,30 @@ def script_queue(valkey_and_redis7_url: str) -> Iterator[tuple[Any, Any, str]]:
     finally:
         backend.close()
         raw.close()
+
+
+# ---- the benches' smoke tests --------------------------------------------------------------
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+@pytest.fixture(scope="session")
+def load_bench() -> Callable[[str], ModuleType]:
+    """``load_bench("bench_tenant_floor")``: the module ``bench/<name>.py``, imported once by
+    that name (``bench/`` is put on ``sys.path`` first, for the benches' imports of each
+    other). The benches are scripts, not a package."""
+
+    def load(name: str) -> ModuleType:
+        if name in sys.modules:
+            return sys.modules[name]
+        if str(BENCH) not in sys.path:
+            sys.path.insert(0, str(BENCH))
+        spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    return load

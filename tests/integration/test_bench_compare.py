@@ -7,10 +7,10 @@ seconds; it checks that each measurement produced a figure, never how large one 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -20,7 +20,6 @@ from fairque_redis.embedded import EmbeddedValkey
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "compare.py"
-REPORT = ROOT / "bench" / "compare_report.py"
 
 ROWS = [
     "enqueue one by one",
@@ -37,15 +36,6 @@ ROWS = [
     "server CPU per drained task, defaults",
     "server CPU per drained task, tuned",
 ]
-
-
-def _compare() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("compare_report", REPORT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.redis
@@ -80,8 +70,10 @@ def test_quick_run_for_fairque_alone_prints_every_row(
     assert "µs srv)" in next(r for r in doc["rows"] if r["measure"] == ROWS[9])["fairque"]
 
 
-def test_the_best_peer_is_taken_among_peers_that_ran() -> None:
-    compare = _compare()
+def test_the_best_peer_is_taken_among_peers_that_ran(
+    load_bench: Callable[[str], ModuleType],
+) -> None:
+    compare = load_bench("compare_report")
     fairque = {
         "enqueue_one": {"rate": 5000.0},
         "drain_defaults": {"rate": 8000.0, "server_us": 40.0},

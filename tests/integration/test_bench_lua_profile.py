@@ -9,9 +9,8 @@ tenants and a few pushes run on it, and the figures name the helpers that must h
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -22,21 +21,11 @@ from fairque_redis.embedded import EmbeddedValkey
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "bench_lua_profile", ROOT / "bench" / "bench_lua_profile.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_lua_profile"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
-def profiled(tmp_path_factory: pytest.TempPathFactory) -> tuple[ModuleType, Path, int]:
-    tool = _load()
+def profiled(
+    tmp_path_factory: pytest.TempPathFactory, load_bench: Callable[[str], ModuleType]
+) -> tuple[ModuleType, Path, int]:
+    tool = load_bench("bench_lua_profile")
     src = tmp_path_factory.mktemp("prof") / "src"
     shutil.copytree(ROOT / "src", src, ignore=shutil.ignore_patterns("__pycache__"))
     return tool, src, tool.instrument(src)

@@ -8,9 +8,8 @@ tenants through each layout in claims of 4 and checks it.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -22,22 +21,11 @@ from fairque_redis.embedded import EmbeddedValkey
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load() -> ModuleType:
-    sys.path.insert(0, str(ROOT / "bench"))
-    spec = importlib.util.spec_from_file_location(
-        "bench_tenant_floor", ROOT / "bench" / "bench_tenant_floor.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_tenant_floor"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize("layout", ["keys", "table", "stamped"])
-def test_a_floor_layout_drains_every_task_round_robin(layout: str) -> None:
-    tool = _load()
+def test_a_floor_layout_drains_every_task_round_robin(
+    layout: str, load_bench: Callable[[str], ModuleType]
+) -> None:
+    tool = load_bench("bench_tenant_floor")
     with EmbeddedValkey() as server:
         client = redis.Redis.from_url(server.url)
         client.function_load(tool.TENANT_FLOOR_LIBRARY, replace=True)
