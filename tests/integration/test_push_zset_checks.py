@@ -13,6 +13,7 @@ Pinned here, on Valkey 9 and Redis 7 (the session servers, a fresh queue per tes
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -58,6 +59,15 @@ def _snapshot(raw: Any, name: str) -> dict[bytes, bytes]:
     return {k: raw.dump(k) for k in raw.scan_iter(match=f"fq:{{{name}}}:*")}
 
 
+def _refused_whole(raw: Any, name: str, key: str, push: Callable[[], object]) -> None:
+    """``push`` raises DamagedKeyError naming ``key`` and writes nothing of the queue."""
+    before = _snapshot(raw, name)
+    with pytest.raises(DamagedKeyError) as err:
+        push()
+    assert err.value.key == key
+    assert _snapshot(raw, name) == before
+
+
 @pytest.mark.parametrize("family", ["delayed", "leases", "dlq", "parked"])
 def test_a_push_to_tenants_with_ready_work_skips_the_sets_it_does_not_write(
     script_queue: tuple[RedisBackend, Any, str], family: str
@@ -90,12 +100,8 @@ def test_a_push_that_may_write_a_set_still_refuses_it_damaged(
     backend, raw, name = script_queue
     assert backend.push_batch([_msg("a")]) == [True]
     key = _damage(raw, name, family)
-    before = _snapshot(raw, name)
-    with pytest.raises(DamagedKeyError) as err:
-        # one message that writes no set and the one that may: the call is refused whole
-        backend.push_batch([_msg("b"), message])
-    assert err.value.key == key
-    assert _snapshot(raw, name) == before
+    # one message that writes no set and the one that may: the call is refused whole
+    _refused_whole(raw, name, key, lambda: backend.push_batch([_msg("b"), message]))
 
 
 def test_a_critical_push_checks_when_its_own_list_was_empty(
@@ -107,11 +113,7 @@ def test_a_critical_push_checks_when_its_own_list_was_empty(
     # so the call checks the sets, and refuses
     assert backend.push_batch([_msg("a")]) == [True]
     key = _damage(raw, name, "tiers")
-    before = _snapshot(raw, name)
-    with pytest.raises(DamagedKeyError) as err:
-        backend.push(_msg("x", priority=Priority.CRITICAL))
-    assert err.value.key == key
-    assert _snapshot(raw, name) == before
+    _refused_whole(raw, name, key, lambda: backend.push(_msg("x", priority=Priority.CRITICAL)))
     # in a call where her normal queue was read first (it held work), it does not
     assert backend.push_batch([_msg("b"), _msg("y", priority=Priority.CRITICAL)]) == [True, True]
     assert raw.lrange(f"fq:{{{name}}}:c:ann", 0, -1) == [b"y"]
@@ -124,11 +126,7 @@ def test_a_push_with_limits_in_use_still_checks_the_sets(
     assert backend.push_batch([_msg("a")]) == [True]
     backend.set_limits({"max_running": 5}, tenant="ann")
     key = _damage(raw, name, "parked")
-    before = _snapshot(raw, name)
-    with pytest.raises(DamagedKeyError) as err:
-        backend.push(_msg("b"))
-    assert err.value.key == key
-    assert _snapshot(raw, name) == before
+    _refused_whole(raw, name, key, lambda: backend.push(_msg("b")))
 
 
 def test_a_lost_figures_first_push_does_not_raise_on_a_damaged_index(
