@@ -460,6 +460,28 @@ local function fq_reserve(q, u, pinned)
   return true
 end
 
+-- whether the head of sorted set `key` (delayed, parked) is due at `now`; true too when it
+-- cannot be read (another type: the full claim then refuses it typed)
+local function fq_head_due(key, now)
+  local head = FQ_PCALL('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if FQ_TYPE(head) ~= 'table' or head['err'] ~= nil then return true end
+  if head[1] == nil then return false end
+  local due = FQ_TONUMBER(head[2])
+  return due == nil or due <= now
+end
+
+-- whether a claim on the queue of `keys` at `now` has nothing to do (ADR 59): no tier has an
+-- active tenant, the intake is empty, and neither a delayed task nor a parked tenant is due.
+-- Such a claim leases, moves and writes nothing, so it returns before the queue is opened and
+-- checked. Read with pcall: a key of another type answers false, and the full claim then
+-- raises its typed error as before
+local function fq_claim_idle(keys, now)
+  if FQ_PCALL('ZCARD', keys[3]) ~= 0 then return false end
+  local q = {prefix = fq_prefix(keys[1])} -- what the key builders read of a queue
+  return FQ_PCALL('LLEN', fq_intake_key(q)) == 0 and not fq_head_due(keys[4], now)
+    and not fq_head_due(fq_parked_key(q), now)
+end
+
 -- lease up to `count` ready tasks, fairly, on the open queue `q` (claim.lua and the claim part
 -- of finish_claim.lua), after ingesting up to FQ_INTAKE_CLAIM_LIMIT entries of the intake
 -- (intake.lua; whatever `count`, paused or not). Its arguments are read from argv from `at` on: worker id, lease ms,
@@ -469,28 +491,6 @@ end
 -- count, meta, body, recoveries, then the tenants and task keys it repaired}. Raises the wake
 -- signal (q.wake) when it claimed or ingested and ready tasks remain, or entries remain in the
 -- intake; fq_close writes everything back
--- whether a claim on the queue of `keys` at `now` has nothing to do (ADR 59): no tier has an
--- active tenant, the intake is empty, and neither a delayed task nor a parked tenant is due.
--- Such a claim leases, moves and writes nothing, so it returns before the queue is opened and
--- checked. Read with pcall: a key of another type answers false, and the full claim then
--- raises its typed error as before
-local function fq_claim_idle(keys, now)
-  local n = FQ_PCALL('ZCARD', keys[3])
-  if n ~= 0 then return false end
-  local at = {prefix = fq_prefix(keys[1])} -- what the key builders read of a queue
-  n = FQ_PCALL('LLEN', fq_intake_key(at))
-  if n ~= 0 then return false end
-  for _, key in ipairs({keys[4], fq_parked_key(at)}) do
-    local head = FQ_PCALL('ZRANGE', key, 0, 0, 'WITHSCORES')
-    if FQ_TYPE(head) ~= 'table' or head['err'] ~= nil then return false end
-    if head[1] ~= nil then
-      local due = FQ_TONUMBER(head[2])
-      if due == nil or due <= now then return false end
-    end
-  end
-  return true
-end
-
 local function fq_claim(q, argv, at)
   -- checked: active-set members checked in this call (fq_pick); repaired: what was
   q.checked, q.repaired = {}, {}
