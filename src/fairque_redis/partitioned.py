@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from redis import Redis
@@ -36,7 +37,7 @@ from redis.cluster import RedisCluster
 
 from fairque_core.app.config import FairQueueConfig, QueueConfig, RedisConfig
 from fairque_core.domain.enums import FailureType, TaskState
-from fairque_core.domain.errors import ConfigurationError, TaskValidationError
+from fairque_core.domain.errors import ConfigurationError, LeaseLostError, TaskValidationError
 from fairque_core.domain.intake import IngestReport, check_ingest_limit
 from fairque_core.domain.models import Claimed, Message
 from fairque_core.domain.outcomes import TaskOutcome
@@ -264,6 +265,23 @@ class PartitionedBackend(PartitionReads):
         if len(self._leases) > _REMEMBERED_TASKS:
             self._leases.popitem(last=False)
 
+    def _forget_leases(self, tokens: Iterable[str]) -> None:
+        """The leases ``tokens`` ended (finished, failed, released, or found lost): their
+        entries go, so the map holds the leases still in flight, not the last claims."""
+        for token in tokens:
+            self._leases.pop(token, None)
+
+    @contextmanager
+    def _ending(self, token: str) -> Iterator[None]:
+        """Around a call that ends the lease ``token``: forget it when the call went through
+        or found the lease lost; keep it on any other error (the caller may try again)."""
+        try:
+            yield
+        except LeaseLostError:
+            self._forget_leases((token,))
+            raise
+        self._forget_leases((token,))
+
     def _lease_index(self, task_id: str, token: str) -> int:
         """The partition of the lease ``token`` on ``task_id``: where this backend claimed it,
         else (a lease claimed by another process) where the id is found."""
@@ -471,7 +489,8 @@ class PartitionedBackend(PartitionReads):
         xcom: Mapping[str, bytes] | None = None,
     ) -> None:
         part = self._parts[self._lease_index(task_id, token)]
-        part.finish(task_id, token, result, xcom)
+        with self._ending(token):
+            part.finish(task_id, token, result, xcom)
 
     def finish_batch(self, items: Sequence[FinishItem]) -> list[bool]:
         if not items:
@@ -484,6 +503,8 @@ class PartitionedBackend(PartitionReads):
             got = self._parts[n].finish_batch([items[i] for i in indexes])
             for i, done in zip(indexes, got, strict=True):
                 out[i] = done
+            # finished or lost: either way the lease is over
+            self._forget_leases(items[i][1] for i in indexes)
         # no refresh forced: a capped tenant that a finish lets in again counts from the next
         # periodic refresh (or at once when every known partition came back dry)
         return out
@@ -499,18 +520,20 @@ class PartitionedBackend(PartitionReads):
         error: str = "",
     ) -> TaskState:
         part = self._parts[self._lease_index(task_id, token)]
-        return part.fail(
-            task_id,
-            token,
-            retry_delay=retry_delay,
-            failure_type=failure_type,
-            reason=reason,
-            error=error,
-        )
+        with self._ending(token):
+            return part.fail(
+                task_id,
+                token,
+                retry_delay=retry_delay,
+                failure_type=failure_type,
+                reason=reason,
+                error=error,
+            )
 
     def release(self, task_id: str, token: str) -> None:
         part = self._parts[self._lease_index(task_id, token)]
-        part.release(task_id, token)
+        with self._ending(token):
+            part.release(task_id, token)
         self._picker.touch()
 
     def requeue_expired(self, limit: int = 100) -> int:

@@ -30,7 +30,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from redis.asyncio import Redis
@@ -38,7 +39,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from fairque_core.app.config import FairQueueConfig, QueueConfig, RedisConfig
 from fairque_core.domain.enums import FailureType, TaskState
-from fairque_core.domain.errors import ConfigurationError, TaskValidationError
+from fairque_core.domain.errors import ConfigurationError, LeaseLostError, TaskValidationError
 from fairque_core.domain.intake import IngestReport, check_ingest_limit
 from fairque_core.domain.models import Claimed, Message
 from fairque_core.domain.outcomes import TaskOutcome
@@ -266,6 +267,23 @@ class AsyncPartitionedBackend(AsyncPartitionReads):
         if len(self._leases) > _REMEMBERED_TASKS:
             self._leases.popitem(last=False)
 
+    def _forget_leases(self, tokens: Iterable[str]) -> None:
+        """The leases ``tokens`` ended (finished, failed, released, or found lost): their
+        entries go, so the map holds the leases still in flight, not the last claims."""
+        for token in tokens:
+            self._leases.pop(token, None)
+
+    @contextmanager
+    def _ending(self, token: str) -> Iterator[None]:
+        """Around a call that ends the lease ``token``: forget it when the call went through
+        or found the lease lost; keep it on any other error (the caller may try again)."""
+        try:
+            yield
+        except LeaseLostError:
+            self._forget_leases((token,))
+            raise
+        self._forget_leases((token,))
+
     async def _lease_index(self, task_id: str, token: str) -> int:
         """The partition of the lease ``token`` on ``task_id``: where this backend claimed it,
         else (a lease claimed by another process) where the id is found."""
@@ -477,7 +495,8 @@ class AsyncPartitionedBackend(AsyncPartitionReads):
         xcom: Mapping[str, bytes] | None = None,
     ) -> None:
         part = self._parts[await self._lease_index(task_id, token)]
-        await part.finish(task_id, token, result, xcom)
+        with self._ending(token):
+            await part.finish(task_id, token, result, xcom)
 
     async def finish_batch(self, items: Sequence[FinishItem]) -> list[bool]:
         if not items:
@@ -490,6 +509,8 @@ class AsyncPartitionedBackend(AsyncPartitionReads):
             got = await self._parts[n].finish_batch([items[i] for i in indexes])
             for i, done in zip(indexes, got, strict=True):
                 out[i] = done
+            # finished or lost: either way the lease is over
+            self._forget_leases(items[i][1] for i in indexes)
         # no refresh forced: a capped tenant that a finish lets in again counts from the next
         # periodic refresh (or at once when every known partition came back dry)
         return out
@@ -505,18 +526,20 @@ class AsyncPartitionedBackend(AsyncPartitionReads):
         error: str = "",
     ) -> TaskState:
         part = self._parts[await self._lease_index(task_id, token)]
-        return await part.fail(
-            task_id,
-            token,
-            retry_delay=retry_delay,
-            failure_type=failure_type,
-            reason=reason,
-            error=error,
-        )
+        with self._ending(token):
+            return await part.fail(
+                task_id,
+                token,
+                retry_delay=retry_delay,
+                failure_type=failure_type,
+                reason=reason,
+                error=error,
+            )
 
     async def release(self, task_id: str, token: str) -> None:
         part = self._parts[await self._lease_index(task_id, token)]
-        await part.release(task_id, token)
+        with self._ending(token):
+            await part.release(task_id, token)
         self._picker.touch()
 
     async def requeue_expired(self, limit: int = 100) -> int:

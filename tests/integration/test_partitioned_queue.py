@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections import Counter, defaultdict
 from typing import Any
@@ -21,7 +22,7 @@ import pytest
 from redis.cluster import RedisCluster
 
 from fairque_core import Message, Priority
-from fairque_core.domain.errors import ConfigurationError
+from fairque_core.domain.errors import ConfigurationError, LeaseLostError
 from fairque_redis import aconnect, connect
 from fairque_redis.keys import KeySpace, partition_for
 from fairque_redis.partitioned import PartitionedBackend
@@ -255,3 +256,35 @@ def test_one_id_in_two_partitions_each_handle_reads_its_own_tenants_task(
         same = next(f"s{j}" for j in range(1000) if partition_for(f"s{j}", P) == 0)
         with pytest.raises(TaskIdConflictError):
             queue.push(Task.create(same, payload={}, task_id="report-1"))
+
+
+def test_the_lease_map_holds_only_the_leases_in_flight(valkey_server: Any) -> None:
+    """A lease call goes to the partition its claim came from, by its token (ADR 60). The
+    backend forgets a token when its lease ends, by finish, finish_batch, fail or release, or
+    when the call finds it lost, so a long-running worker's map holds the leases it has in
+    flight, not its last claims."""
+    with connect(valkey_server.url, queue=_queue(), partitions=P) as queue:
+        backend = queue.backend
+        assert isinstance(backend, PartitionedBackend)
+        for tenant in _tenants()[:: TENANTS_PER_PARTITION // 2]:
+            for _ in range(2):
+                backend.push(_message_task(tenant))
+        claimed = backend.claim(count=12)
+        assert len(claimed) == 12
+        assert len(backend._leases) == 12
+        one, two, three, four, *rest = claimed
+        backend.finish(one.message.task_id, one.lease.token)
+        backend.fail(two.message.task_id, two.lease.token, retry_delay=None)
+        backend.release(three.message.task_id, three.lease.token)
+        assert len(backend._leases) == 9
+        done = backend.finish_batch([(c.message.task_id, c.lease.token, None) for c in rest])
+        assert done == [True] * len(rest)
+        assert set(backend._leases) == {four.lease.token}
+        # a lease that ran out and went back to the queue: the finish is refused, and forgotten
+        backend.heartbeat(four.message.task_id, four.lease.token, lease_seconds=0.1)
+        time.sleep(0.3)
+        assert backend.requeue_expired() == 1
+        with pytest.raises(LeaseLostError):
+            backend.finish(four.message.task_id, four.lease.token)
+        assert backend._leases == {}
+        backend.purge_all()
