@@ -1,6 +1,6 @@
 """R10, server stall: the server process is SIGSTOPped for 3 s while leases of 1 s are held,
 then SIGCONT; or the server holds every write for 3 s (``CLIENT PAUSE WRITE``) and runs them
-late.
+late; or the server's one thread sleeps 3 s inside a command (``DEBUG SLEEP 3``).
 
 A worker process (1 s leases, 1 s socket timeout, reaper every 0.5 s) serves tenant ``s``, whose
 tasks run 0.4 s each, so it holds running leases through the stall. The test itself holds three
@@ -37,16 +37,21 @@ HELD = 3
 RECLAIM_BOUND = 2.0 + REAPER + 1.0
 
 
-@pytest.mark.parametrize("stall", ["sigstop", "pause-write"])
+@pytest.mark.parametrize("stall", ["sigstop", "pause-write", "debug-sleep"])
 def test_r10_stall_the_server_past_the_leases(queue_name: str, tmp_path: Path, stall: str) -> None:
     """``sigstop``: the server process stops (nothing is read or answered). ``pause-write``:
     ``CLIENT PAUSE <ms> WRITE``: the server answers reads but holds every write, scripts
     included, and runs them when the pause ends, after their callers timed out: a claim or a
-    finish then lands late, on a lease its caller gave up for unknown."""
+    finish then lands late, on a lease its caller gave up for unknown. ``debug-sleep``:
+    ``DEBUG SLEEP 3`` (the server started with ``enable-debug-command yes``): the process runs,
+    but its main thread is busy in one command, as in a slow script or a fork on a large
+    data set; every other connection waits, then is served in arrival order."""
     import redis
 
     try:
-        server = EmbeddedValkey()
+        server = EmbeddedValkey(
+            extra_args=("--enable-debug-command", "yes") if stall == "debug-sleep" else ()
+        )
     except ServerBinaryNotFoundError as exc:
         pytest.skip(str(exc))
     history_path = tmp_path / "history.jsonl"
@@ -85,9 +90,11 @@ def test_r10_stall_the_server_past_the_leases(queue_name: str, tmp_path: Path, s
                 server.pause()
                 time.sleep(STALL)
                 server.resume()
-            else:  # the server lifts the pause by itself when the time is up
+            elif stall == "pause-write":  # the server lifts the pause itself when time is up
                 raw.execute_command("CLIENT", "PAUSE", str(int(STALL * 1000)), "WRITE")
                 time.sleep(STALL)
+            else:  # the reply comes when the server's thread is done sleeping
+                raw.execute_command("DEBUG", "SLEEP", str(STALL))
             resumed = time.monotonic()
             reclaimed = wait_until(
                 lambda: all(queue.get_state(i) is TaskState.QUEUED for i in held_ids),
