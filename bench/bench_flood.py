@@ -1,6 +1,7 @@
 """Light tenants' wait while one tenant floods, and where it goes (prints numbers; not a test).
 
     uv run --no-sync python bench/bench_flood.py [--rounds N] [--n 20000] [--kinds thread,async]
+        [--prefetch N]
     uv run --no-sync python bench/bench_flood.py --compare OLD_SRC [--rounds N]
 
 The scenario of bench/plots.py's ``flood`` plot: a producer PROCESS pushes a task of one of 5
@@ -22,6 +23,12 @@ buffer and the adaptive prefetch. Light tasks are grouped by when they were push
 ``before`` the flood, ``during`` it (from the flood's first ``push_batch`` to the last flood
 task's start), split into ``pushing`` (while the flood's ``push_batch`` calls run; each holds
 the server for some milliseconds) and ``draining`` (after them), and ``after``.
+
+The summary also judges the reliability plan's F1 criteria, with the light tasks pushed
+before the flood as the baseline: during the flood their p99 wait within max(1.5 x baseline
+p99, baseline p99 + 50 ms) and their p50 within 1.2 x baseline p50 (the plan's F1 runs 4
+workers, 10 light tenants at 1 task / 50 ms each and a flood of 1,000,000; this is its
+shape at one worker and a shorter flood).
 
 ``--compare OLD_SRC``: each run in a child process with ``OLD_SRC`` (e.g. a git worktree's
 ``src``) or this file's ``../src`` on its ``PYTHONPATH``, the order alternating by round, one
@@ -149,7 +156,9 @@ def _summary(
     return out
 
 
-def one_run(url: str, kind: str, n: int, seconds: float) -> dict[str, Any]:
+def one_run(
+    url: str, kind: str, n: int, seconds: float, prefetch: int | None = None
+) -> dict[str, Any]:
     """One flood against one worker with its defaults; returns the split by phase."""
     name = f"fl-{uuid.uuid4().hex[:8]}"
     probe = Probe()
@@ -179,7 +188,7 @@ def one_run(url: str, kind: str, n: int, seconds: float) -> dict[str, Any]:
 
     if kind == "thread":
         queue = connect(url, queue=name)
-        worker = Worker(WorkerConfig(id="flood-probe"), probe, queue)
+        worker = Worker(WorkerConfig(id="flood-probe"), probe, queue, prefetch=prefetch)
         probe.held = worker._loop.held  # the diagnosis reads the worker's own record
         worker.start()
         probe.warm.wait(10)
@@ -196,7 +205,7 @@ def one_run(url: str, kind: str, n: int, seconds: float) -> dict[str, Any]:
 
         async def main() -> None:
             queue = await aconnect(url, queue=name)
-            worker = AsyncWorker(WorkerConfig(id="flood-probe"), probe, queue)
+            worker = AsyncWorker(WorkerConfig(id="flood-probe"), probe, queue, prefetch=prefetch)
             probe.held = worker._loop.held
             await worker.start()
             while not probe.warm.is_set():
@@ -264,10 +273,14 @@ def _line(label: str, run: dict[str, Any]) -> str:
     )
 
 
-def _child(src: str, url: str, kind: str, n: int, seconds: float) -> dict[str, Any]:
+def _child(
+    src: str, url: str, kind: str, n: int, seconds: float, prefetch: int | None
+) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=src)
     cmd = [sys.executable, __file__, "--one", kind, "--url", url]
     cmd += ["--n", str(n), "--seconds", str(seconds)]
+    if prefetch is not None:
+        cmd += ["--prefetch", str(prefetch)]
     out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
     result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     return result
@@ -290,7 +303,26 @@ def _medians(runs: list[dict[str, Any]]) -> list[str]:
     rate = statistics.median(r["flood_rate"] for r in runs)
     depth = statistics.median(r["buffered_mean"] for r in runs)
     lines.append(f"    flood done at {rate:.0f} tasks/s, buffered mean {depth:.1f}")
+    lines.extend(_f1_verdict(med("before", "wait", 0), med("before", "wait", 1), runs))
     return lines
+
+
+def _f1_verdict(base50: float, base99: float, runs: list[dict[str, Any]]) -> list[str]:
+    """The reliability plan's F1 criteria, with the light tasks pushed before the flood as
+    the baseline: during the flood the light tenants' p99 wait <= max(1.5 x baseline p99,
+    baseline p99 + 50 ms) and p50 <= 1.2 x baseline p50 (medians over the rounds)."""
+    p50 = statistics.median(r["during"]["wait"][0] for r in runs)
+    p99 = statistics.median(r["during"]["wait"][1] for r in runs)
+    bound99 = max(1.5 * base99, base99 + 50.0)
+    bound50 = 1.2 * base50
+
+    def verdict(value: float, bound: float) -> str:
+        return f"{value:.1f} ms <= {bound:.1f} ms: {'met' if value <= bound else 'NOT met'}"
+
+    return [
+        f"    F1, light tenants during the flood against before it: p99 {verdict(p99, bound99)};"
+        f" p50 {verdict(p50, bound50)}"
+    ]
 
 
 def main() -> None:
@@ -301,6 +333,9 @@ def main() -> None:
     parser.add_argument("--kinds", default="thread,async")
     parser.add_argument("--compare", metavar="OLD_SRC", help="side by side with another build")
     parser.add_argument("--json", metavar="PATH", help="write every run's figures there")
+    parser.add_argument(
+        "--prefetch", type=int, help="a fixed prefetch for the worker (default: adaptive)"
+    )
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a child of --compare
     parser.add_argument("--produce", nargs=4, help=argparse.SUPPRESS)
@@ -310,7 +345,7 @@ def main() -> None:
         produce(url, name, int(n), float(seconds))
         return
     if opts.one:
-        print(json.dumps(one_run(opts.url, opts.one, opts.n, opts.seconds)))
+        print(json.dumps(one_run(opts.url, opts.one, opts.n, opts.seconds, opts.prefetch)))
         return
     kinds = opts.kinds.split(",")
     builds = [("this", "")]
@@ -327,9 +362,9 @@ def main() -> None:
             for kind in kinds:
                 for label, src in order:
                     if opts.compare:
-                        run = _child(src, server.url, kind, opts.n, opts.seconds)
+                        run = _child(src, server.url, kind, opts.n, opts.seconds, opts.prefetch)
                     else:
-                        run = one_run(server.url, kind, opts.n, opts.seconds)
+                        run = one_run(server.url, kind, opts.n, opts.seconds, opts.prefetch)
                     results.setdefault((label, kind), []).append(run)
                     print(_line(f"r{r + 1} {label} {kind}", run), flush=True)
     print(f"medians of {opts.rounds} rounds, p50/p99 in ms:")
