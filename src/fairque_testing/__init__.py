@@ -93,6 +93,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name == "strategies":  # the submodule, as ``fairque_testing.strategies`` after an import
+        return importlib.import_module("fairque_testing.strategies")
     home = _HOME.get(name)
     if home is None:
         raise AttributeError(f"module 'fairque_testing' has no attribute {name!r}")

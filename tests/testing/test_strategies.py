@@ -107,3 +107,20 @@ def test_load_constructors() -> None:
         Load.flood("c", 1, priority=9)
     with pytest.raises(ValueError, match="tenant"):
         Load.flood("a b", 1)
+
+
+def test_the_strategies_are_an_attribute_of_the_package_without_an_import_of_their_own() -> None:
+    """``fairque_testing.strategies`` (API.md names it beside the fixtures) after a plain
+    ``import fairque_testing``, in a fresh interpreter where nothing imported it before."""
+    import subprocess
+    import sys
+
+    code = (
+        "import fairque_testing, sys\n"
+        "assert 'fairque_testing.strategies' not in sys.modules\n"
+        "print(fairque_testing.strategies.tenants(min_size=1, max_size=2).example()[0].name)\n"
+    )
+    command = [sys.executable, "-c", code]
+    out = subprocess.run(command, check=False, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    validate_id(out.stdout.strip(), "tenant")
