@@ -256,6 +256,28 @@ def test_push_returns_a_handle_that_is_the_id(backend: QueueBackend) -> None:
     assert [h.duplicate for h in ids] == [False, True]
 
 
+def test_an_id_given_twice_in_a_batch_is_stored_once_its_second_copy_the_duplicate(
+    backend: QueueBackend,
+) -> None:
+    """The first copy is the push (``duplicate`` False), the second a duplicate of it, also
+    when the batch is reordered to put a parent before its child."""
+    queue = FairQueue(backend)
+    first = Task.create("alice", payload={"n": 1}, task_id="twice")
+    second = Task.create("alice", payload={"n": 2}, task_id="twice")
+    handles = queue.push_batch([first, second])
+    assert [(h, h.duplicate) for h in handles] == [("twice", False), ("twice", True)]
+    assert queue.get_task("twice") == first
+    child = Task.create("alice", task_id="kid", depends_on=["mom"])
+    mom = Task.create("alice", task_id="mom")
+    handles = queue.push_batch([child, first, mom, child])
+    assert [(h, h.duplicate) for h in handles] == [
+        ("kid", False),
+        ("twice", True),
+        ("mom", False),
+        ("kid", True),
+    ]
+
+
 def test_chain_of_three_passes_values_end_to_end(backend: QueueBackend) -> None:
     registry = _registry()
     queue = FairQueue(backend)

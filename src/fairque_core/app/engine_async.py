@@ -245,8 +245,7 @@ class AsyncFairQueue(
         now = time.time()
         messages = [to_message(t, self._plugins, self._config, now) for t in ordered]
         handles = await self._store(ordered, messages)
-        by_id = {t.task_id: h for t, h in zip(ordered, handles, strict=True)}
-        return [by_id[t.task_id] for t in tasks]
+        return common.in_given_order(tasks, ordered, handles)
 
     # ------------------------------------------------------------------ claim
     async def claim(

@@ -10,7 +10,7 @@ lookup in :mod:`fairque_core.app.backend_loading`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import attrs
 
@@ -31,6 +31,7 @@ __all__ = [
     "RetryDecisionLike",
     "decide",
     "describe",
+    "in_given_order",
     "leased_items",
     "make_host",
     "ordered_for_push",
@@ -177,6 +178,21 @@ def with_deadline(task: Task, deadline: float) -> Task:
     """``task`` with its lease deadline moved to ``deadline``."""
     lease = require_lease(task)
     return attrs.evolve(task, lease=attrs.evolve(lease, deadline=deadline))
+
+
+H = TypeVar("H")
+
+
+def in_given_order(tasks: Sequence[Task], ordered: Sequence[Task], handles: Sequence[H]) -> list[H]:
+    """``handles`` (one per task of ``ordered``, from :func:`ordered_for_push`) in the order of
+    ``tasks``. An id given twice keeps its places: the first copy gets the first handle (its
+    push), the second the next (a duplicate), as the stable reordering left them."""
+    if ordered is tasks:
+        return list(handles)
+    by_id: dict[str, list[H]] = {}
+    for task, handle in zip(ordered, handles, strict=True):
+        by_id.setdefault(task.task_id, []).append(handle)
+    return [by_id[task.task_id].pop(0) for task in tasks]
 
 
 def ordered_for_push(tasks: list[Task]) -> list[Task]:
