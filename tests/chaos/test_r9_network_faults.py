@@ -163,7 +163,8 @@ def test_r9_delay_resets_and_blackhole(
             print(
                 f"R9 tasks={len(ok_ids)} drain={drained:.2f}s per_phase={per_phase} "
                 f"recovered_after={recovered_after:.2f}s baseline={baseline:.0f}/s "
-                f"after={recovered_rate:.0f}/s ({recovered_rate / baseline:.2f}x) {verdict.summary()} "
+                f"after={recovered_rate:.0f}/s ({recovered_rate / baseline:.2f}x) "
+                f"{verdict.summary()} "
                 f"worker_errors={Counter((e['op'], e['error']) for e in errors)} "
                 f"producer_errors={dict(producer_errors)} resets={proxy.resets} "
                 f"worker={ {k: health[k] for k in ('processed', 'lease_lost', 'backend_errors')} }"

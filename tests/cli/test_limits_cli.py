@@ -82,7 +82,8 @@ def test_limits_before_the_first_push(base: tuple[str, ...]) -> None:
     [
         (["--max-running", "0"], "--max-running: must be in [1, 1000000]"),
         (["--max-running", "-2"], "--max-running"),
-        (["--rate", "nan"], "--rate: must be > 0"),
+        (["--rate", "nan"], "--rate: must be in [1e-09, 1000000]"),
+        (["--rate", "1e-12"], "--rate: must be in [1e-09, 1000000]"),
         (["--rate", "inf"], "--rate"),
         (["--rate", "0"], "--rate"),
         (["--burst", "1.5"], "--burst: must be an integer or none"),

@@ -211,6 +211,8 @@ def test_limit_counters_in_stats(backend):
         ("rate", math.nan),
         ("rate", math.inf),
         ("rate", 1e12),
+        ("rate", 10**400),  # an int beyond the float range: typed, no OverflowError
+        ("rate", 1e-12),  # below MIN_RATE: too slow for the backends' arithmetic
         ("burst", 0),
         ("max_queued", -5),
         ("max_queued", "10"),
@@ -236,3 +238,11 @@ def test_every_field_round_trips(make_backend):
     backend = make_backend(QueueConfig(lease_seconds=5))
     backend.set_limits({"max_running": 1, "rate": 100.0, "burst": 5, "max_queued": 10}, tenant="t")
     assert backend.limit_status("t").own == Limits(1, 100.0, 5, 10)
+
+
+@pytest.mark.parametrize("weight", [10**400, 0, -1.0, math.nan, math.inf])
+def test_bad_weights_are_refused_typed(backend, weight):
+    backend.set_tenant_weight("a", 2.0)
+    with pytest.raises(TaskValidationError) as err:
+        backend.set_tenant_weight("a", weight)
+    assert err.value.field == "weight"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+
+import attrs
 import pytest
 
 from fairque_core import Priority, TaskIdConflictError, TaskState, TaskValidationError
@@ -149,3 +152,22 @@ def test_a_batch_naming_another_tenants_live_id_stores_nothing(backend, clock):
         backend.push(msg("taken", user="bob"))  # still alive: its result is kept
     clock.advance(3600 + 1)  # the default result TTL
     assert backend.push(msg("taken", user="bob")) is True
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"unique_key": "k", "unique_window": 1e308},
+        {"unique_key": "k", "unique_window": -1.0},
+        {"delay": 1e308},
+        {"delay": math.nan},
+    ],
+)
+def test_a_message_whose_times_overflow_the_backend_is_refused_typed(backend, change):
+    """A Message built by hand (the backend's port) with a unique window or a delay beyond
+    the year-9999 span: TaskValidationError before anything is written, as ``Task.create``
+    refuses the same values (a window of 1e308 s was a bare OverflowError on Redis)."""
+    with pytest.raises(TaskValidationError):
+        backend.push(attrs.evolve(msg("far"), **change))
+    assert backend.get_state("far") is None
+    assert backend.stats()["pushed"] == 0

@@ -88,6 +88,7 @@ def test_round_trip_leaves_unset_limits_out(tmp_path: Path) -> None:
         ({"tenant_limits": {"a": {"max_running": -3}}}, "queue.tenant_limits.a.max_running", -3),
         ({"tenant_limits": {"a": {"rate": 0}}}, "queue.tenant_limits.a.rate", 0.0),
         ({"tenant_limits": {"a": {"rate": 1e9}}}, "queue.tenant_limits.a.rate", 1e9),
+        ({"tenant_limits": {"a": {"rate": 1e-300}}}, "queue.tenant_limits.a.rate", 1e-300),
         ({"tenant_limits": {"a": {"burst": 2.5}}}, "queue.tenant_limits.a.burst", 2.5),
         ({"tenant_limits": {"a": {"burst": True}}}, "queue.tenant_limits.a.burst", True),
         (

@@ -136,6 +136,17 @@ def test_non_finite_times_are_rejected(bad: float) -> None:
     assert info.value.field == "created_at"
 
 
+@pytest.mark.parametrize("window", [1e308, 10**400, 253_402_300_800, -1, math.nan, math.inf])
+def test_a_unique_window_must_fit_the_backends_millisecond_times(window: float) -> None:
+    """At most the span from the epoch to the year 9999 (a window of 1e308 s overflowed the
+    Redis push's millisecond conversion with a bare OverflowError)."""
+    with pytest.raises(TaskValidationError) as info:
+        Task.create("t", unique_key="k", unique_window_seconds=window)
+    assert info.value.field == "unique_window_seconds"
+    longest = Task.create("t", unique_key="k", unique_window_seconds=253_402_300_799)
+    assert longest.unique_window_seconds == 253_402_300_799
+
+
 def test_check_finite() -> None:
     assert check_finite(3, "x") == 3.0
     with pytest.raises(TaskValidationError, match="must be a number"):

@@ -44,7 +44,6 @@ from fairque_core.domain.validation import (
 if TYPE_CHECKING:
     from fairque_core.app.engine_support import PluginHostLike
 
-_FLOAT_MAX = 1.7976931348623157e308
 
 __all__ = [
     "decode_claimed",
@@ -169,7 +168,7 @@ def decode_message(message: Message, host: PluginHostLike, lease: Lease | None =
         and type(name) is str
         and ((unique_key == "" and type(unique_key) is str) or is_valid_id(unique_key))
         and (type(window) is float or type(window) is int)
-        and 0.0 <= window <= _FLOAT_MAX
+        and 0.0 <= window <= MAX_EPOCH_SECONDS
         and (lease is None or type(lease) is Lease)
         and (not deps or all(is_valid_id(dep) for dep in deps))
         and (not headers or all(type(k) is str and type(v) is str for k, v in headers.items()))

@@ -42,6 +42,7 @@ __all__ = [
     "LIMIT_COUNTERS",
     "LIMIT_FIELDS",
     "MAX_LIMIT",
+    "MIN_RATE",
     "QUEUE_PARK_MEMBER",
     "LimitStatus",
     "Limits",
@@ -64,6 +65,9 @@ LIMIT_FIELDS = ("max_running", "rate", "burst", "max_queued")
 
 #: The largest value any limit may take (a rate of one start per microsecond).
 MAX_LIMIT = 1_000_000
+#: The smallest ``rate`` (starts per second): one start in about 32 years. Below about 1e-12
+#: the interval between starts no longer fits the backends' microsecond arithmetic.
+MIN_RATE = 1e-9
 
 #: The parked-set member standing for the queue-wide rate (``|`` is outside the id grammar).
 QUEUE_PARK_MEMBER = "|queue"
@@ -157,8 +161,9 @@ def check_changes(changes: Mapping[str, object]) -> dict[str, float | None]:
         elif name == "rate":
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise TaskValidationError(name, value, "must be a number")
-            if not math.isfinite(value) or not 0 < value <= MAX_LIMIT:
-                raise TaskValidationError(name, value, f"must be > 0 and <= {MAX_LIMIT}")
+            # compared before isfinite: an int beyond the float range would overflow there
+            if not (MIN_RATE <= value <= MAX_LIMIT and math.isfinite(value)):
+                raise TaskValidationError(name, value, f"must be in [{MIN_RATE:g}, {MAX_LIMIT}]")
             out[name] = float(value)
         else:
             high = MAX_LIMIT * 1000 if name == "max_queued" else MAX_LIMIT

@@ -20,6 +20,7 @@ from fairque_core.domain.validation import (
     MAX_ID_LENGTH,
     MAX_RETRY_COUNT,
     check_count,
+    check_duration,
     check_finite,
     check_id_list,
     check_mapping,
@@ -104,8 +105,7 @@ def _check_unique_key(_inst: object, _attribute: attrs.Attribute[Any], value: ob
 
 
 def _check_window(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if check_finite(value, attribute.name) < 0:
-        raise TaskValidationError(attribute.name, value, "must be >= 0")
+    check_duration(value, attribute.name)
 
 
 def _to_tuple(value: Iterable[str]) -> tuple[str, ...]:
@@ -169,7 +169,7 @@ def _create(
         and type(name) is str
         and ((key == "" and type(key) is str) or is_valid_id(key))
         and (type(window) is float or type(window) is int)
-        and 0.0 <= window <= _FLOAT_MAX
+        and 0.0 <= window <= MAX_EPOCH_SECONDS
     ):
         # every value is of a plain type and passes its rule: built without the
         # validators, which would check it all again (the common case, issue 17)
@@ -398,7 +398,6 @@ class QueueSizes:
 
 _new = object.__new__
 _put = object.__setattr__
-_FLOAT_MAX = 1.7976931348623157e308
 _VARIANT = "89ab"
 
 
@@ -417,11 +416,6 @@ def _is_time(value: object) -> bool:
     """A plain int or float in [0, MAX_EPOCH_SECONDS] (what ``check_time`` accepts, minus
     subclasses, which take the validators' path)."""
     return (type(value) is float or type(value) is int) and 0.0 <= value <= MAX_EPOCH_SECONDS
-
-
-def _is_window(value: object) -> bool:
-    """A plain finite int or float >= 0 (``_check_window``'s rule)."""
-    return (type(value) is float or type(value) is int) and 0.0 <= value <= _FLOAT_MAX
 
 
 def _plain_ids(value: object) -> bool:

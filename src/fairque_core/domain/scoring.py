@@ -85,7 +85,8 @@ def stride_for(weight: float) -> int:
     """The integer stride for a tenant weight; TaskValidationError for a bad weight."""
     if isinstance(weight, bool) or not isinstance(weight, (int, float)):
         raise TaskValidationError("weight", weight, "must be a number")
-    if not math.isfinite(weight) or not MIN_WEIGHT <= weight <= MAX_WEIGHT:
+    # an int beyond the float range compares as it is, without a conversion that overflows
+    if not (MIN_WEIGHT <= weight <= MAX_WEIGHT and math.isfinite(weight)):
         raise TaskValidationError("weight", weight, f"must be in [{MIN_WEIGHT}, {MAX_WEIGHT:g}]")
     return max(1, round(STRIDE_SCALE / weight))
 

@@ -23,6 +23,7 @@ __all__ = [
     "MAX_RETRY_COUNT",
     "MAX_TENANT_PAGE",
     "check_count",
+    "check_duration",
     "check_finite",
     "check_id_list",
     "check_mapping",
@@ -106,6 +107,16 @@ def check_time(value: object, field: str) -> float:
         raise TaskValidationError(
             field, value, f"must be epoch seconds in [0, {MAX_EPOCH_SECONDS:.0f}] (year 9999)"
         )
+    return seconds
+
+
+def check_duration(value: object, field: str, low: float = 0.0) -> float:
+    """Return ``value`` as a float if it is a span of seconds in [``low``,
+    MAX_EPOCH_SECONDS]: no longer than from the epoch to the year 9999, so that a time plus it
+    still fits the backends' millisecond integers."""
+    seconds = check_finite(value, field)
+    if not low <= seconds <= MAX_EPOCH_SECONDS:
+        raise TaskValidationError(field, value, f"must be in [{low:g}, {MAX_EPOCH_SECONDS:.0f}]")
     return seconds
 
 

@@ -32,7 +32,12 @@ from fairque_core.domain.limits import LIMIT_COUNTERS
 from fairque_core.domain.models import Message
 from fairque_core.domain.scoring import STAT_COUNTERS, seq_member, static_score, to_ms
 from fairque_core.domain.states import TaskEvent, next_state
-from fairque_core.domain.validation import validate_id, validate_queue_name
+from fairque_core.domain.validation import (
+    MAX_EPOCH_SECONDS,
+    check_duration,
+    validate_id,
+    validate_queue_name,
+)
 from fairque_core.memory import limits
 from fairque_core.memory.wake import WakeSignal
 from fairque_core.ports import Clock, TokenSource, random_token
@@ -198,6 +203,9 @@ class ModelStore:
         validate_id(message.tenant, "tenant")
         for dep in message.depends_on:
             validate_id(dep, "depends_on")
+        if message.unique_key:
+            check_duration(message.unique_window, "unique_window")
+        check_duration(message.delay, "delay", -MAX_EPOCH_SECONDS)
         if len(message.body) > self._config.max_payload_bytes:
             raise PayloadTooLargeError(len(message.body), self._config.max_payload_bytes)
 

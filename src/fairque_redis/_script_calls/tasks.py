@@ -20,7 +20,13 @@ from fairque_core.domain.models import (
     unchecked_lease,
 )
 from fairque_core.domain.scoring import to_ms
-from fairque_core.domain.validation import MAX_ID_LENGTH, id_fullmatch, validate_id
+from fairque_core.domain.validation import (
+    MAX_EPOCH_SECONDS,
+    MAX_ID_LENGTH,
+    check_duration,
+    id_fullmatch,
+    validate_id,
+)
 from fairque_redis._script_calls.base import Call, CallsBase, contract, int_reply, to_text
 from fairque_redis._script_calls.records import (
     UNREADABLE,
@@ -46,6 +52,8 @@ class TaskCalls(CallsBase):
             validate_id(dep, "depends_on")
         if message.unique_key:
             validate_id(message.unique_key, "unique_key")
+            check_duration(message.unique_window, "unique_window")
+        check_duration(message.delay, "delay", -MAX_EPOCH_SECONDS)
         if not isinstance(message.priority, Priority):
             raise TaskValidationError("priority", message.priority, "must be a Priority")
         if len(message.body) > self.config.max_payload_bytes:
@@ -185,9 +193,11 @@ class TaskCalls(CallsBase):
 def plain_message(m: Message, limit: int) -> bool:
     """Whether ``check_message`` would pass ``m``, judged on plain types only (a str subclass,
     a dependency or a unique key answers False: ``check_message`` then decides)."""
-    task_id, tenant = m.task_id, m.tenant
+    task_id, tenant, delay = m.task_id, m.tenant, m.delay
     return (
-        type(task_id) is str
+        (type(delay) is float or type(delay) is int)
+        and -MAX_EPOCH_SECONDS <= delay <= MAX_EPOCH_SECONDS  # NaN fails here too
+        and type(task_id) is str
         and type(tenant) is str
         and len(task_id) <= MAX_ID_LENGTH
         and len(tenant) <= MAX_ID_LENGTH
