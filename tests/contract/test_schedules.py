@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from fairque_core import FairQueue, QueueBackend, Scheduler, ScheduleValidationError
+from fairque_core import FairQueue, QueueBackend, QueueConfig, Scheduler, ScheduleValidationError
 from fairque_core.app.schedule_port import ScheduleStore
+from fairque_core.domain.schedules import Schedule, encode_schedule
 
 from ._async_facade import SyncOverAsync
 from .conftest import MODEL_KINDS
@@ -156,3 +157,33 @@ def test_a_round_pushes_each_due_tick_once_for_the_schedules_tenant(
     assert task.tenant == "acme"
     assert task.payload == {"k": 1}
     assert queue.list_schedules()[0].last_fired == int(info.added_at) + 3
+
+
+def test_a_schedule_whose_ticks_could_not_be_pushed_is_refused_and_skipped(
+    make_backend: Callable[..., QueueBackend],
+) -> None:
+    """add_schedule checks a tick's task as a push would (the queue's codec and payload
+    limit) and refuses, nothing stored; a bad schedule already in the store (written before
+    that check, or by a queue with a larger limit) is skipped by the scheduler, logged, and
+    the other schedules still fire."""
+    backend = make_backend(config=QueueConfig(max_payload_bytes=1000))
+    if isinstance(backend, SyncOverAsync):
+        pytest.skip("the sync engine needs a sync backend")
+    queue = FairQueue(backend)
+    big = {"tenant": "acme", "payload": {"blob": "x" * 2000}}
+    with pytest.raises(ScheduleValidationError) as info:
+        queue.add_schedule("big", "* * * * * *", big)
+    assert info.value.field == "task"
+    assert queue.list_schedules() == []
+    with pytest.raises(ScheduleValidationError):
+        queue.remove_schedule("not a name")
+    queue.add_schedule("a-good", "* * * * * *", {"tenant": "good"}, misfire="catch_up")
+    added = queue.list_schedules()[0].added_at
+    bad = Schedule(name="0-bad", cron="* * * * * *", template=big, misfire="catch_up")
+    store_of(backend).save("0-bad", encode_schedule(bad, added))
+    scheduler = Scheduler(queue, token="one")
+    pushed = scheduler.run_once(int(added) + 2.01)
+    assert len(pushed) == 2
+    assert all(task_id.startswith("cron:a-good:") for task_id in pushed)
+    assert scheduler.skipped == 1
+    assert queue.get_queue_sizes("acme")["total"] == 0

@@ -23,6 +23,7 @@ from fairque_core.domain.schedules import (
     last_tick,
     next_ticks,
     tick_task_id,
+    validate_schedule_name,
 )
 from fairque_core.domain.validation import validate_id
 
@@ -60,6 +61,10 @@ def sched(cron: str, misfire: str = "skip", zone: str = "America/New_York") -> S
         ({"jitter": -1}, "jitter"),
         ({"jitter": float("nan")}, "jitter"),
         ({"jitter": True}, "jitter"),
+        ({"jitter": 1e300}, "jitter"),  # its ticks' tasks would start past the year 9999
+        ({"cron": "0 0 30 2 *"}, "cron"),  # valid fields, no date: it would never fire
+        ({"template": {"tenant": "a", "payload": {"x": float("nan")}}}, "payload"),
+        ({"template": {"tenant": "a", "max_retries": 2**40}}, "max_retries"),
         ({"name": "has space"}, "name"),
         ({"name": "x" * 81}, "name"),
         ({"template": {"tenant": "a b"}}, "tenant"),
@@ -82,6 +87,22 @@ def test_bad_input_is_a_typed_error_naming_the_field(
     assert info.value.field == field
     assert isinstance(info.value, TaskValidationError)
     assert field in str(info.value)
+
+
+def test_a_cron_that_matches_no_date_has_no_ticks_rather_than_an_error() -> None:
+    """Such a schedule may be stored from before add_schedule refused it: reading its ticks
+    gives none (croniter raises CroniterBadDateError, a bare ValueError)."""
+    start = at(2026, 1, 1, 0, 0, zone=UTC)
+    assert next_ticks("0 0 30 2 *", UTC, start, start + 10 * 365 * 86400, 5) == []
+    assert last_tick("0 0 30 2 *", UTC, start, start - 365 * 86400) is None
+
+
+def test_schedule_names_are_checked_alone() -> None:
+    assert validate_schedule_name("nightly.report") == "nightly.report"
+    for bad in ("a b", "", "x" * 81, 5):
+        with pytest.raises(ScheduleValidationError) as info:
+            validate_schedule_name(bad)
+        assert info.value.field == "name"
 
 
 def test_yaml_schedules_are_checked_with_their_path() -> None:

@@ -13,16 +13,25 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
+from fairque_core.app.messages import to_message
 from fairque_core.app.schedule_port import AsyncScheduleStore
-from fairque_core.domain.errors import ConfigurationError
+from fairque_core.domain.errors import (
+    ConfigurationError,
+    ScheduleValidationError,
+    TaskSerializationError,
+    TaskValidationError,
+)
 from fairque_core.domain.schedules import (
     Misfire,
     Schedule,
     ScheduleInfo,
     TaskTemplate,
+    Tick,
     decode_schedule,
     encode_schedule,
     next_tick,
+    tick_task,
+    validate_schedule_name,
 )
 
 if TYPE_CHECKING:  # the engine's members used here (MixinHost), a base for mypy only
@@ -77,15 +86,24 @@ class AsyncScheduleMixin(MixinHost):
         return schedule
 
     async def save_schedule(self, schedule: Schedule) -> None:
-        """Store ``schedule`` (``add_schedule`` with a built Schedule)."""
+        """Store ``schedule`` (``add_schedule`` with a built Schedule). Its tasks are checked
+        first as a push of one checks them (this queue's codec and ``max_payload_bytes``):
+        a schedule whose ticks could never be pushed is refused, ScheduleValidationError."""
+        try:
+            to_message(tick_task(schedule, Tick(time.time())), self._plugins, self._config)
+        except (TaskValidationError, TaskSerializationError) as exc:
+            raise ScheduleValidationError(
+                "task", schedule.template.as_dict(), f"its ticks could not be pushed: {exc}"
+            ) from exc
         store = self.schedules
         known = await store.get(schedule.name)
         added_at = time.time() if known is None else decode_schedule(known.definition)[1]
         await store.save(schedule.name, encode_schedule(schedule, added_at))
 
     async def remove_schedule(self, name: str) -> bool:
-        """Delete the schedule ``name`` and its progress; False if there was none."""
-        return await self.schedules.delete(name)
+        """Delete the schedule ``name`` and its progress; False if there was none
+        (ScheduleValidationError for a name no schedule can have)."""
+        return await self.schedules.delete(validate_schedule_name(name))
 
     async def list_schedules(self) -> list[ScheduleInfo]:
         """Every schedule by name, with when it last fired and when it fires next."""

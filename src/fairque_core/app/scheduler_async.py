@@ -31,46 +31,34 @@ import time
 
 from fairque_core.app.engine_async import AsyncFairQueue
 from fairque_core.app.schedule_port import AsyncScheduleStore
-from fairque_core.domain.errors import FairQueueError, TaskValidationError
-from fairque_core.domain.models import Task
+from fairque_core.domain.errors import (
+    DomainError,
+    FairQueueError,
+    TaskIdConflictError,
+    TaskSerializationError,
+    TaskValidationError,
+)
 from fairque_core.domain.schedules import (
-    Schedule,
-    Tick,
+    SCHEDULE_HEADER,
+    TICK_HEADER,
     decode_schedule,
     due_ticks,
-    jitter_offset,
     next_tick,
-    tick_task_id,
+    tick_task,
 )
 from fairque_core.ports import Clock, random_token
 
-__all__ = ["AsyncScheduler"]
+__all__ = ["SCHEDULE_HEADER", "TICK_HEADER", "AsyncScheduler", "tick_task"]
 
 log = logging.getLogger("fairque.scheduler")
 
-#: Headers every scheduled task carries: which schedule and which tick (UTC ISO 8601).
-SCHEDULE_HEADER = "x-fairque-schedule"
-TICK_HEADER = "x-fairque-tick"
+#: What a schedule's own tasks can raise at the push, and no other schedule's would: that
+#: schedule is skipped (logged) and the round goes on with the others. A backend error ends
+#: the round as before (the next one tries again).
+_SCHEDULE_FAULTS = (DomainError, TaskSerializationError, TaskIdConflictError)
 
 # How often a sleeping scheduler looks at its stop flag (seconds).
 _STOP_CHECK = 0.05
-
-
-def tick_task(schedule: Schedule, tick: Tick) -> Task:
-    """The task ``schedule`` pushes for ``tick``: the same for every scheduler."""
-    template = schedule.template
-    at = tick.at + jitter_offset(schedule.name, tick.at, schedule.jitter)
-    task_id = tick_task_id(schedule.name, tick.at)
-    return Task.create(
-        template.tenant,
-        template.priority,
-        template.payload,
-        task_id=task_id,
-        max_retries=template.max_retries,
-        execute_after=at,
-        headers={SCHEDULE_HEADER: schedule.name, TICK_HEADER: task_id.rsplit(":", 1)[-1]},
-        name=template.task_name,
-    )
 
 
 def _positive(value: float, field: str) -> float:
@@ -122,6 +110,7 @@ class AsyncScheduler:
         self._stopping = False
         self._next_at: float | None = None
         self.fired = 0  # ticks pushed by this scheduler (duplicates of a split brain included)
+        self.skipped = 0  # rounds in which a schedule's tick could not be pushed (logged)
 
     @property
     def token(self) -> str:
@@ -162,11 +151,18 @@ class AsyncScheduler:
             due = due_ticks(
                 schedule, start=start, now=now, grace=self._grace, limit=self._max_per_round
             )
-            for tick in due.fire:
-                task = tick_task(schedule, tick)
-                await self._queue.push(task)
-                pushed.append(task.task_id)
-                self.fired += 1
+            try:
+                for tick in due.fire:
+                    task = tick_task(schedule, tick)
+                    await self._queue.push(task)
+                    pushed.append(task.task_id)
+                    self.fired += 1
+            except _SCHEDULE_FAULTS as exc:
+                # its tasks cannot be pushed (a schedule stored before add_schedule checked
+                # them, or a queue with a smaller payload limit): the others still fire
+                log.error("schedule %r cannot push its tick, skipped: %s", schedule.name, exc)
+                self.skipped += 1
+                continue
             if due.advance_to is not None:
                 marked = await self._store.mark_fired(schedule.name, due.advance_to, self._token)
                 if not marked and await self._store.lock_holder() != self._token:

@@ -39,14 +39,18 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import attrs
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 from fairque_core.domain.enums import Priority
 from fairque_core.domain.errors import ScheduleValidationError
-from fairque_core.domain.validation import validate_id
+from fairque_core.domain.models import Task
+from fairque_core.domain.validation import MAX_RETRY_COUNT, validate_id
 
 __all__ = [
+    "MAX_JITTER_SECONDS",
     "MAX_SCHEDULE_NAME_LENGTH",
+    "SCHEDULE_HEADER",
+    "TICK_HEADER",
     "Due",
     "Misfire",
     "Schedule",
@@ -60,12 +64,19 @@ __all__ = [
     "last_tick",
     "next_tick",
     "next_ticks",
+    "tick_task",
     "tick_task_id",
+    "validate_schedule_name",
 ]
 
 #: Schedule names are ids (the id grammar) of at most this many characters, so that
 #: ``cron:<name>:<tick>`` stays a valid task id.
 MAX_SCHEDULE_NAME_LENGTH = 80
+#: The longest ``jitter``: a tick's task starts at most this long after the tick (366 days).
+MAX_JITTER_SECONDS = 366 * 86_400.0
+#: Headers of a tick's task: the schedule that pushed it and its tick (``%Y%m%dT%H%M%SZ``).
+SCHEDULE_HEADER = "x-fairque-schedule"
+TICK_HEADER = "x-fairque-tick"
 
 # Safety bound on wall-clock steps per call (a repeated hour of a per-second schedule is 3600).
 _MAX_STEPS = 100_000
@@ -95,13 +106,24 @@ def _check_name(_inst: object, _attr: attrs.Attribute[Any], value: object) -> No
         raise _field_error("name", value, f"must be at most {MAX_SCHEDULE_NAME_LENGTH} characters")
 
 
+def validate_schedule_name(value: object) -> str:
+    """``value`` if it is a schedule name (ScheduleValidationError otherwise)."""
+    _check_name(None, None, value)  # type: ignore[arg-type]
+    assert isinstance(value, str)
+    return value
+
+
 def _check_cron(_inst: object, _attr: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, str) or not value.strip():
         raise _field_error("cron", value, "must be a non-empty cron expression")
     try:
-        croniter(value, datetime(2000, 1, 1))
+        walls = croniter(value, datetime(2000, 1, 1))
     except (ValueError, KeyError, TypeError) as exc:
         raise _field_error("cron", value, f"is not a valid cron expression ({exc})") from None
+    try:
+        walls.get_next(datetime)
+    except CroniterBadDateError:  # e.g. "0 0 30 2 *": valid fields, no date matches them
+        raise _field_error("cron", value, "matches no date: it would never fire") from None
 
 
 def _check_timezone(_inst: object, _attr: attrs.Attribute[Any], value: object) -> None:
@@ -125,8 +147,8 @@ def _to_misfire(value: object) -> Misfire:
 def _check_jitter(_inst: object, _attr: attrs.Attribute[Any], value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _field_error("jitter", value, "must be a number of seconds")
-    if not math.isfinite(value) or value < 0:
-        raise _field_error("jitter", value, "must be finite and >= 0")
+    if not 0 <= value <= MAX_JITTER_SECONDS:  # NaN and inf fail here too
+        raise _field_error("jitter", value, f"must be in [0, {MAX_JITTER_SECONDS:.0f}] seconds")
 
 
 def _to_priority(value: object) -> Priority:
@@ -142,8 +164,8 @@ def _to_payload(value: object) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise _field_error("payload", value, "must be a mapping")
     try:
-        json.dumps(value, sort_keys=True)
-    except (TypeError, ValueError) as exc:
+        json.dumps(value, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
         raise _field_error("payload", value, f"must be JSON-serializable ({exc})") from None
     return dict(value)
 
@@ -161,8 +183,8 @@ def _check_task_name(_inst: object, _attr: attrs.Attribute[Any], value: object) 
 
 
 def _check_retries(_inst: object, _attr: attrs.Attribute[Any], value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _field_error("max_retries", value, "must be an int >= 0")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_RETRY_COUNT:
+        raise _field_error("max_retries", value, f"must be an int in [0, {MAX_RETRY_COUNT}]")
 
 
 @attrs.frozen(kw_only=True)
@@ -339,7 +361,11 @@ def next_ticks(cron: str, zone: ZoneInfo, after: float, until: float, limit: int
         return out
     walls = croniter(cron, _wall(after, zone))
     for _ in range(_MAX_STEPS):
-        tick = _instant(walls.get_next(datetime), zone)
+        try:
+            wall = walls.get_next(datetime)
+        except CroniterBadDateError:  # no date matches any more (a schedule stored before
+            break  # add_schedule refused such expressions): no further tick
+        tick = _instant(wall, zone)
         if tick.at <= after:
             continue  # the second pass of a repeated hour
         if tick.at > until:
@@ -379,7 +405,11 @@ def last_tick(cron: str, zone: ZoneInfo, at_or_before: float, after: float) -> T
     walls = croniter(cron, start)
     best: Tick | None = None
     for _ in range(_MAX_STEPS):
-        tick = _instant(walls.get_prev(datetime), zone)
+        try:
+            wall = walls.get_prev(datetime)
+        except CroniterBadDateError:  # no earlier date matches
+            break
+        tick = _instant(wall, zone)
         if tick.at <= after:
             break
         if tick.at <= at_or_before:
@@ -448,3 +478,20 @@ def jitter_offset(name: str, at: float, jitter: float) -> float:
     fraction = (int.from_bytes(digest[:8], "big") >> 11) / 2.0**53
     # the product still rounds up to ``jitter`` when it is tiny (a subnormal): stay below it
     return min(fraction * jitter, math.nextafter(jitter, 0.0))
+
+
+def tick_task(schedule: Schedule, tick: Tick) -> Task:
+    """The task ``schedule`` pushes for ``tick``: the same for every scheduler."""
+    template = schedule.template
+    at = tick.at + jitter_offset(schedule.name, tick.at, schedule.jitter)
+    task_id = tick_task_id(schedule.name, tick.at)
+    return Task.create(
+        template.tenant,
+        template.priority,
+        template.payload,
+        task_id=task_id,
+        max_retries=template.max_retries,
+        execute_after=at,
+        headers={SCHEDULE_HEADER: schedule.name, TICK_HEADER: task_id.rsplit(":", 1)[-1]},
+        name=template.task_name,
+    )
