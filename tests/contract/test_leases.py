@@ -48,12 +48,27 @@ def test_leased_task_is_not_handed_out_again(backend, clock):
     assert backend.claim(count=5) == []
 
 
-@pytest.mark.parametrize("lease_seconds", [0, -1])
+@pytest.mark.parametrize("lease_seconds", [0, -1, 1e-9, 1e16, float("nan"), 10**400, "5"])
 def test_bad_lease_seconds_rejected(backend, lease_seconds):
+    """Below 1 ms (it rounds to 0 ms) or beyond the year-9999 span (a lease of 1e16 s was
+    lost at its first heartbeat): refused, typed, for the claim and the heartbeat."""
     backend.push(msg("t1"))
     with pytest.raises(ValueError, match="lease"):
         backend.claim(lease_seconds=lease_seconds)
     assert backend.get_state("t1") is TaskState.QUEUED
+    [claimed] = backend.claim()
+    with pytest.raises(ValueError, match="lease"):
+        backend.heartbeat("t1", claimed.lease.token, lease_seconds)
+    assert backend.get_state("t1") is TaskState.STARTED
+
+
+def test_the_longest_lease_is_kept_by_a_heartbeat(backend):
+    backend.push(msg("t1"))
+    [claimed] = backend.claim(lease_seconds=1e9)
+    deadline = backend.heartbeat("t1", claimed.lease.token, 1e9)
+    assert deadline > 1e9
+    backend.finish("t1", claimed.lease.token)
+    assert backend.get_state("t1") is TaskState.FINISHED
 
 
 def test_bad_count_rejected(backend):

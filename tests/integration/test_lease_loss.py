@@ -1,15 +1,16 @@
 """R4: a live worker loses its lease, a second worker runs the task, the first cannot undo it.
 
-Worker A claims the task and its handler blocks past the lease while A does not heartbeat:
-A's ``heartbeat_interval_seconds`` is set far beyond the lease (``WorkerConfig`` knob; the
-control thread, not the handler, heartbeats, so a busy handler alone cannot stop it, see the
-last test). Worker B's reaper returns the expired lease to the queue, B claims the task, runs it
-and finishes it. Then A's handler returns (or raises), and A's finish (a batch ``finish_batch``)
-reports the lease lost, or A's ``fail`` gets ``LeaseLostError``, or A's late heartbeat finds the
-lease gone and drops the outcome. Checked every time: B's result is the stored one, the task is
-FINISHED, the ``finished`` counter and the ``finished`` events are exactly 1, nothing went to the
-retry set or the DLQ, and every direct call A can still make with its stale lease (finish, fail,
-heartbeat, release) raises ``LeaseLostError`` and changes nothing.
+Worker A claims the task and its handler blocks past the lease while A does not heartbeat: A's
+heartbeat interval is set far beyond the lease (on its loop, after construction: a ``WorkerConfig``
+asking for that is refused with ConfigurationError; this stands for a control thread that is
+stalled; the control thread, not the handler, heartbeats, so a busy handler alone cannot stop it,
+see the last test). Worker B's reaper returns the expired lease to the queue, B claims the task,
+runs it and finishes it. Then A's handler returns (or raises), and A's finish (a batch
+``finish_batch``) reports the lease lost, or A's ``fail`` gets ``LeaseLostError``, or A's late
+heartbeat finds the lease gone and drops the outcome. Checked every time: B's result is the stored
+one, the task is FINISHED, the ``finished`` counter and the ``finished`` events are exactly 1,
+nothing went to the retry set or the DLQ, and every direct call A can still make with its stale
+lease (finish, fail, heartbeat, release) raises ``LeaseLostError`` and changes nothing.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from fairque_core import AsyncFairQueue, FairQueue, Task, TaskHandler, TaskState
 from fairque_core.app.hookspecs import hookimpl
 from fairque_core.app.worker import Worker
 from fairque_core.app.worker_async import AsyncWorker
-from fairque_core.domain.errors import LeaseLostError
+from fairque_core.app.worker_pacing import heartbeat_interval
+from fairque_core.domain.errors import ConfigurationError, LeaseLostError
 from fairque_redis import aconnect, connect
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
@@ -64,16 +66,23 @@ class Events:
             return sum(1 for seen, task_id in self.seen if seen == event and task_id == TASK_ID)
 
 
-def worker_a_config(outcome: str) -> WorkerConfig:
-    """One place, no heartbeat within the lease (or a late one), no reaper of its own."""
+def worker_a_config() -> WorkerConfig:
+    """One place, no reaper of its own (its heartbeat: see ``stall_heartbeats``)."""
     return WorkerConfig(
         id="A",
         max_concurrent_tasks=1,
         poll_interval_seconds=0.05,
-        heartbeat_interval_seconds=2.5 * LEASE if outcome == "late-heartbeat" else 60.0,
         reaper_interval_seconds=60.0,
         graceful_shutdown_timeout=5.0,
     )
+
+
+def stall_heartbeats(worker: Worker | AsyncWorker, outcome: str) -> None:
+    """No heartbeat within the lease (or a late one): the interval set on the worker's loop,
+    as a control thread stalled that long would behave (the config refuses such a value)."""
+    with pytest.raises(ConfigurationError):
+        heartbeat_interval(WorkerConfig(heartbeat_interval_seconds=2.5 * LEASE), LEASE)
+    worker._loop.heartbeat_interval = 2.5 * LEASE if outcome == "late-heartbeat" else 60.0
 
 
 def worker_b_config() -> WorkerConfig:
@@ -195,7 +204,8 @@ def test_thread_worker_that_lost_its_lease_cannot_overwrite(
     queue_a = connect(valkey_server.url, queue=name, lease_seconds=LEASE, plugins=[a_events])
     queue_b = connect(valkey_server.url, queue=name, lease_seconds=LEASE, plugins=[b_events])
     blocking, quick = BlockingHandler(outcome), QuickHandler()
-    worker_a = Worker(worker_a_config(outcome), blocking, queue_a)
+    worker_a = Worker(worker_a_config(), blocking, queue_a)
+    stall_heartbeats(worker_a, outcome)
     worker_b = Worker(worker_b_config(), quick, queue_b)
     try:
         queue_a.push(Task.create(TENANT, payload={"n": 1}, task_id=TASK_ID))
@@ -306,7 +316,8 @@ def test_async_worker_that_lost_its_lease_cannot_overwrite(
         url = valkey_server.url
         queue_a = await aconnect(url, queue=name, lease_seconds=LEASE, plugins=[a_events])
         queue_b = await aconnect(url, queue=name, lease_seconds=LEASE, plugins=[b_events])
-        worker_a = AsyncWorker(worker_a_config(outcome), blocking, queue_a)
+        worker_a = AsyncWorker(worker_a_config(), blocking, queue_a)
+        stall_heartbeats(worker_a, outcome)
         worker_b = AsyncWorker(worker_b_config(), quick, queue_b)
         try:
             await queue_a.push(Task.create(TENANT, payload={"n": 1}, task_id=TASK_ID))

@@ -33,7 +33,7 @@ from fairque_core.domain.errors import (
 from fairque_core.domain.limits import LIMIT_FIELDS, check_changes
 from fairque_core.domain.schedules import Schedule
 from fairque_core.domain.scoring import stride_for
-from fairque_core.domain.validation import validate_id, validate_queue_name
+from fairque_core.domain.validation import MAX_EPOCH_SECONDS, validate_id, validate_queue_name
 
 __all__ = [
     "MAX_PARTITIONS",
@@ -198,6 +198,10 @@ def _id_keys(inst: object, attribute: attrs.Attribute[Any], value: object) -> No
 
 
 _POSITIVE = _number(0, low_open=True)
+#: A span the backends keep in integer milliseconds: at least 1 ms, at most the span from the
+#: epoch to the year 9999 (a lease of 1e16 s was lost at its first heartbeat; a result TTL of
+#: 1e16 s dropped the result at once; a lease of 1e-9 s rounds to 0 ms).
+_SPAN = _number(0.001, MAX_EPOCH_SECONDS)
 _NON_NEGATIVE = _number(0)
 _POSITIVE_INT = _number(1, integer=True)
 _NON_NEGATIVE_INT = _number(0, integer=True)
@@ -420,11 +424,11 @@ class QueueConfig:
     _section: ClassVar[str] = "queue"
 
     name: str = attrs.field(default="default", validator=_queue_name)
-    lease_seconds: float = attrs.field(default=30.0, validator=_POSITIVE)
+    lease_seconds: float = attrs.field(default=30.0, validator=_SPAN)
     aging_horizon_seconds: float = attrs.field(default=300.0, validator=_POSITIVE)
     max_payload_bytes: int = attrs.field(default=1_048_576, validator=_POSITIVE_INT)
     max_recoveries: int = attrs.field(default=3, validator=_NON_NEGATIVE_INT)
-    result_ttl_seconds: float = attrs.field(default=3600.0, validator=_POSITIVE)
+    result_ttl_seconds: float = attrs.field(default=3600.0, validator=_SPAN)
     delayed_move_limit: int = attrs.field(default=100, validator=_POSITIVE_INT)
     retry_base_seconds: float = attrs.field(default=1.0, validator=_NON_NEGATIVE)
     retry_factor: float = attrs.field(default=2.0, validator=_number(1))

@@ -45,6 +45,7 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
     / ``health()``, as :class:`~fairque_core.app.worker.Worker` (``prefetch`` too: None, the
     default, adapts it)."""
 
+    asynchronous = True
     _wake: asyncio.Event
     _listen: asyncio.Event
 

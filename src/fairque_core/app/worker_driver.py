@@ -12,6 +12,7 @@ here.
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -227,6 +228,9 @@ class WorkerDriver(Generic[Q]):
     #: the next buffered task itself (ADR 51); False: the loop books it at its next cycle and
     #: starts the next task from there (the way before, kept to measure against: ADR 51).
     places_chain: ClassVar[bool] = True
+    #: Whether the queue's calls are coroutines: an AsyncWorker drives an AsyncFairQueue, a
+    #: Worker a FairQueue (checked at construction, TypeError otherwise).
+    asynchronous: ClassVar[bool] = False
 
     _wake: Flag
     _listen: Flag
@@ -239,6 +243,7 @@ class WorkerDriver(Generic[Q]):
         *,
         prefetch: int | None = None,
     ) -> None:
+        self._check_parts(config, handler, queue)
         # the listener claims (ADR 38) unless switched off or the queue cannot
         self._claiming = type(self).listener_claims and hasattr(queue, "claim_when_ready")
         # the listener's claim blocks on the wake signal only where the backend makes it so
@@ -268,6 +273,32 @@ class WorkerDriver(Generic[Q]):
             getattr(queue, "combines_finish_and_claim", False)
         )
         self._init_driver()
+
+    @classmethod
+    def _check_parts(cls, config: object, handler: object, queue: object) -> None:
+        """TypeError, before anything starts, for parts a worker cannot run with (they
+        failed later with an AttributeError, or an AsyncWorker on a sync queue looped for
+        ever on a TypeError it logged)."""
+        name = cls.__name__
+        if not isinstance(config, WorkerConfig):
+            raise TypeError(f"{name}: config must be a WorkerConfig, not {type(config).__name__}")
+        if not any(
+            callable(getattr(handler, method, None))
+            for method in ("process_task", "process_task_async")
+        ):
+            raise TypeError(
+                f"{name}: handler must be a TaskHandler (with process_task), "
+                f"not {type(handler).__name__}"
+            )
+        expected = "AsyncFairQueue" if cls.asynchronous else "FairQueue"
+        claim = getattr(queue, "claim_batch", None)
+        if not callable(claim) or not isinstance(getattr(queue, "config", None), QueueConfig):
+            raise TypeError(f"{name}: queue must be a {expected}, not {type(queue).__name__}")
+        if inspect.iscoroutinefunction(claim) is not cls.asynchronous:
+            raise TypeError(
+                f"{name} drives a {expected}: {type(queue).__name__} is the "
+                f"{'sync' if cls.asynchronous else 'asyncio'} face"
+            )
 
     def _init_driver(self) -> None:
         """The driver's own state (called at the end of ``__init__``)."""

@@ -182,6 +182,13 @@ def heartbeat_interval(config: WorkerConfig, lease_seconds: float) -> float:
                 path="worker.heartbeat_interval_seconds",
                 value=config.heartbeat_interval_seconds,
             )
+        if config.heartbeat_interval_seconds >= lease_seconds:
+            raise ConfigurationError(
+                f"heartbeat_interval_seconds must be shorter than the queue's lease "
+                f"({lease_seconds:g} s): every lease would run out before its extension",
+                path="worker.heartbeat_interval_seconds",
+                value=config.heartbeat_interval_seconds,
+            )
         return float(config.heartbeat_interval_seconds)
     return max(0.01, lease_seconds / 3)
 

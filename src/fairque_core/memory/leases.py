@@ -19,7 +19,7 @@ import attrs
 
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import LeaseLostError
-from fairque_core.domain.scoring import to_ms
+from fairque_core.domain.scoring import lease_ms, to_ms
 from fairque_core.domain.states import TaskEvent
 from fairque_core.memory.dlq import DLQOps
 from fairque_core.memory.store import check_limit, locked
@@ -35,8 +35,8 @@ class LeaseOps(DLQOps):
     def heartbeat(self, task_id: str, token: str, lease_seconds: float | None = None) -> float:
         now = self._now()
         rec = self._leased(task_id, token, now)
-        lease_ms = to_ms(self._config.lease_seconds if lease_seconds is None else lease_seconds)
-        rec.deadline_ms = now + lease_ms
+        lease = lease_ms(self._config.lease_seconds if lease_seconds is None else lease_seconds)
+        rec.deadline_ms = now + lease
         self._leases[task_id] = rec.deadline_ms
         return rec.deadline_ms / 1000
 

@@ -24,7 +24,7 @@ from fairque_core.domain.errors import TaskIdConflictError, TaskNotFoundError, T
 from fairque_core.domain.intake import INTAKE_CLAIM_LIMIT
 from fairque_core.domain.limits import LIMIT_COUNTERS
 from fairque_core.domain.models import Claimed, Lease, Message, QueueSizes
-from fairque_core.domain.scoring import STAT_COUNTERS, stride_for, to_ms
+from fairque_core.domain.scoring import STAT_COUNTERS, lease_ms, stride_for, to_ms
 from fairque_core.domain.states import TaskEvent, next_state
 from fairque_core.domain.validation import (
     check_tenant_page,
@@ -170,9 +170,7 @@ class InMemoryBackend(
             validate_id(candidate, "user_id")
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise TaskValidationError("count", count, "must be >= 1")
-        lease_ms = to_ms(self._config.lease_seconds if lease_seconds is None else lease_seconds)
-        if lease_ms <= 0:
-            raise TaskValidationError("lease_seconds", lease_seconds, "must be > 0")
+        span_ms = lease_ms(self._config.lease_seconds if lease_seconds is None else lease_seconds)
         groups: list[Sequence[str] | None]
         groups = [None] if not assigned and not steal else [assigned or (), steal or ()]
         pinned = groups != [None]
@@ -197,7 +195,7 @@ class InMemoryBackend(
             self._move(rec, TaskEvent.CLAIM)
             rec.token = self._tokens()
             rec.worker_id = worker_id
-            rec.deadline_ms = rec.claim_deadline_ms = now + lease_ms
+            rec.deadline_ms = rec.claim_deadline_ms = now + span_ms
             self._leases[task_id] = rec.deadline_ms
             tenant.leased += 1
             self._bump("claimed", tenant)

@@ -3,7 +3,6 @@ the lease-token supply of one backend instance (:class:`CallsBase`). No I/O."""
 
 from __future__ import annotations
 
-import math
 import os
 import secrets
 import threading
@@ -13,8 +12,8 @@ from typing import Any, Generic, TypeVar
 import attrs
 
 from fairque_core.app.config import QueueConfig
-from fairque_core.domain.errors import ScriptContractError, TaskValidationError
-from fairque_core.domain.scoring import to_ms
+from fairque_core.domain.errors import ScriptContractError
+from fairque_core.domain.scoring import lease_ms, to_ms
 from fairque_core.ports import Clock, TokenSource, random_token
 from fairque_redis.keys import KeySpace
 
@@ -136,12 +135,7 @@ class CallsBase:
         return [b"%d" % to_ms(self.clock()), *self._static]
 
     def _lease_ms(self, lease_seconds: float | None) -> int:
-        seconds = self.config.lease_seconds if lease_seconds is None else lease_seconds
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-            raise TaskValidationError("lease_seconds", seconds, "must be a number")
-        if not math.isfinite(seconds) or to_ms(seconds) <= 0:
-            raise TaskValidationError("lease_seconds", lease_seconds, "must be > 0")
-        return to_ms(seconds)
+        return lease_ms(self.config.lease_seconds if lease_seconds is None else lease_seconds)
 
     def _draw_tokens(self, count: int) -> list[str]:
         if self.tokens is not random_token:
