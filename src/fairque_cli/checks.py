@@ -94,7 +94,7 @@ def check_url(text: str) -> str:
         if not parts.hostname:
             raise argparse.ArgumentTypeError(f"no host in {_masked(url)}")
         db = parts.path.strip("/")
-        if db and not db.isdigit():
+        if db and not (db.isascii() and db.isdigit()):
             raise argparse.ArgumentTypeError(
                 f"bad database {db!r} in {_masked(url)} (the path is a database number, e.g. /0)"
             )

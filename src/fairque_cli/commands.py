@@ -38,7 +38,7 @@ _SIZE_COLUMNS = ("critical", "normal", "scheduled", "leased", "total")
 def parse_priority(text: str) -> Priority:
     """A priority from ``1``-``6`` or a name (``high``, ``VERY_LOW``, ``critical``)."""
     value = text.strip()
-    if value.lstrip("-").isdigit():
+    if value.isascii() and value.lstrip("-").isdigit():
         try:
             return Priority.from_int(int(value))
         except ValueError as exc:

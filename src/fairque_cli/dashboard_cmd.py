@@ -45,7 +45,7 @@ def add_dashboard(sub: SubCommands) -> None:
 
 
 def _port(text: str) -> int:
-    if not text.isdigit() or not 0 <= int(text) <= 65535:
+    if not (text.isascii() and text.isdigit()) or not 0 <= int(text) <= 65535:
         raise argparse.ArgumentTypeError(f"not a port: {text!r}")
     return int(text)
 

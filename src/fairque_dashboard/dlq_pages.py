@@ -124,7 +124,7 @@ async def dlq_page(request: Request) -> Response:
         capped=capped,
         scan_limit=board.settings.dlq_scan_limit,
         done=done,
-        count=int(count) if count.isdigit() else None,
+        count=int(count) if count.isascii() and count.isdigit() else None,
     )
 
 

@@ -266,7 +266,7 @@ def _id_taken(detail: str) -> FairQueueError:
 
 def _queue_full(detail: str) -> FairQueueError:
     cap, _, tenant = detail.partition(" ")
-    return TenantQueueFullError(tenant, int(cap) if cap.isdigit() else -1)
+    return TenantQueueFullError(tenant, int(cap) if cap.isascii() and cap.isdigit() else -1)
 
 
 def _bad_arg(detail: str) -> FairQueueError:

@@ -97,7 +97,18 @@ def test_tenants_page_sort_filter_and_paging(seeded: Env) -> None:
 
 @pytest.mark.parametrize(
     "query",
-    ["size=0", "size=100000", "page=0", "page=abc", "sort=nope", "dir=up", "only=x", "size=-1"],
+    [
+        "size=0",
+        "size=100000",
+        "page=0",
+        "page=abc",
+        "sort=nope",
+        "dir=up",
+        "only=x",
+        "size=-1",
+        "size=%C2%B2",  # a superscript two: str.isdigit() says yes, int() says no
+        "page=%C2%B3",
+    ],
 )
 def test_tenants_bad_query_is_400(memory_env: Env, query: str) -> None:
     with memory_env.client() as client:

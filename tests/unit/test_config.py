@@ -220,6 +220,26 @@ def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:
     scalar.write_text("just a string\n", encoding="utf-8")
     with pytest.raises(ConfigurationError, match="mapping of sections"):
         FairQueueConfig.from_yaml(scalar, env=NO_ENV)
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"queue:\n  name: \xff\xfe\n")
+    with pytest.raises(ConfigurationError, match="not UTF-8 text"):
+        FairQueueConfig.from_yaml(binary, env=NO_ENV)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("lease_seconds", 1e16),
+        ("lease_seconds", 1e-9),
+        ("result_ttl_seconds", 1e16),
+    ],
+)
+def test_spans_the_backends_cannot_keep_in_milliseconds_are_refused(
+    field: str, value: float
+) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        QueueConfig(**{field: value})
+    assert info.value.path == f"queue.{field}"
 
 
 # ---------------------------------------------------------------------- env overrides

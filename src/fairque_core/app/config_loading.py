@@ -200,6 +200,11 @@ def config_from_yaml(
             f"cannot read configuration file {os.fspath(path)!r}: {exc.strerror}",
             value=os.fspath(path),
         ) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigurationError(
+            f"configuration file {os.fspath(path)!r} is not UTF-8 text (byte {exc.start})",
+            value=os.fspath(path),
+        ) from exc
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -334,7 +339,12 @@ def _lookup(data: object, segments: list[str]) -> object:
     for segment in segments:
         if isinstance(data, Mapping) and segment in data:
             data = data[segment]
-        elif isinstance(data, (list, tuple)) and segment.isdigit() and int(segment) < len(data):
+        elif (
+            isinstance(data, (list, tuple))
+            and segment.isascii()
+            and segment.isdigit()
+            and int(segment) < len(data)
+        ):
             data = data[int(segment)]
         else:
             return None
