@@ -6,7 +6,8 @@ each in a session of its own so that a terminal's Ctrl-C reaches only the superv
 * restarts a child that dies (a crash, ``kill -9``, a non-zero exit) after a backoff that
   doubles with each quick death of that slot (1 s, 2 s, 4 s ... at most 30 s; a child that
   ran 60 s starts the count again); a child that exits 0 (``--burst``, ``--max-seconds``) is
-  done and not restarted;
+  done and not restarted, and so is one that exits 2 (a usage error: a restart would meet it
+  again), which makes the supervisor's status 1;
 * forwards SIGTERM and SIGINT to every child: the first asks each for its graceful stop, a
   second one makes them stop at once, as with a single worker;
 * exits when every child has exited: 0 when each ended cleanly or by the stop it was asked
@@ -41,6 +42,8 @@ BACKOFF_FIRST = 1.0
 BACKOFF_MAX = 30.0
 #: A child that lived this long resets its slot's backoff.
 HEALTHY_AFTER = 60.0
+#: A child's exit status for a usage error (argparse's): it is not restarted.
+USAGE_ERROR = 2
 
 
 @attrs.define
@@ -103,6 +106,14 @@ class Supervisor:
             slot.done = True
             slot.clean = slot.clean and (code == 0 or self._stopping)
             log.info("supervisor: worker process %d exited (%s)", slot.index, code)
+            return
+        if code == USAGE_ERROR:
+            slot.done = True
+            slot.clean = False
+            log.error(
+                "supervisor: worker process %d refused its arguments (exit 2): not restarted",
+                slot.index,
+            )
             return
         lived = now - slot.started
         slot.quick_deaths = 1 if lived >= HEALTHY_AFTER else slot.quick_deaths + 1

@@ -60,6 +60,10 @@ def load_handler(spec: str) -> TaskHandler:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise CliError(f"cannot import handler module {module_name!r}: {exc}") from None
+    except (Exception, SystemExit) as exc:  # the user's module failed at import: its error
+        raise CliError(
+            f"cannot import handler module {module_name!r}: {type(exc).__name__}: {exc}"
+        ) from exc
     if not attr:
         if not len(_default_registry):
             raise CliError(
@@ -84,14 +88,18 @@ def _as_handler(target: Any, spec: str, *, call: bool) -> TaskHandler:
     if isinstance(target, type) and issubclass(target, TaskHandler):
         try:
             return target()
-        except TypeError as exc:
-            raise CliError(f"cannot create handler {spec}: {exc}") from None
+        except (Exception, SystemExit) as exc:  # the user's constructor failed: its error
+            raise CliError(f"cannot create handler {spec}: {type(exc).__name__}: {exc}") from exc
     if isinstance(target, TaskFunction):
         raise CliError(
             f"{spec} is a single @task function; name its TaskRegistry (or the module) instead"
         )
     if call and callable(target):
-        return _as_handler(target(), spec, call=False)
+        try:
+            made = target()
+        except (Exception, SystemExit) as exc:  # the user's factory failed: its error
+            raise CliError(f"cannot create handler {spec}: {type(exc).__name__}: {exc}") from exc
+        return _as_handler(made, spec, call=False)
     raise CliError(
         f"{spec} is a {type(target).__name__}, not a TaskHandler, TaskHandler subclass "
         "or TaskRegistry"
@@ -276,6 +284,14 @@ def _stop_registry(registry: WorkerRegistry | None) -> None:
 def _run_worker(args: argparse.Namespace, out: TextIO) -> int:
     configure_logging(args.log_level, args.log_format)
     if args.processes > 1:
+        # what every child would refuse, refused once here (a child's refusal restarted it)
+        load_config(args)
+        load_handler(args.handler)
+        if args.metrics_port and args.metrics_port + args.processes - 1 > 65535:
+            raise CliError(
+                f"--metrics-port {args.metrics_port} with --processes {args.processes}: the "
+                f"children take ports up to {args.metrics_port + args.processes - 1} (> 65535)"
+            )
         return run_supervised(args)
     config = _worker_config(load_config(args), args)
     handler = load_handler(args.handler)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -319,6 +320,55 @@ def test_worker_bad_handler(server_url: str, handler: str, expected: str) -> Non
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
     assert expected in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("source", "attr", "expected"),
+    [
+        ("def broken(:\n", "X", "cannot import handler module {m!r}: SyntaxError"),
+        ("raise RuntimeError('at import')\n", "X", "cannot import handler module {m!r}: Runtime"),
+        ("import sys\nsys.exit(0)\n", "X", "cannot import handler module {m!r}: SystemExit"),
+        ("def make():\n    raise KeyError('cfg')\n", "make", "cannot create handler"),
+        ("import sys\nexit = sys.exit\n", "exit", "cannot create handler"),
+    ],
+)
+def test_worker_reports_the_handler_modules_own_errors_as_such(
+    server_url: str, tmp_path: Path, source: str, attr: str, expected: str
+) -> None:
+    """An error raised by the user's module or factory (SystemExit included) is a one-line
+    error naming the handler, exit 1; it used to be fairque's "internal error", or a silent
+    exit 0 for SystemExit."""
+    module = "h_" + uuid.uuid4().hex[:10]
+    (tmp_path / f"{module}.py").write_text(source, encoding="utf-8")
+    proc = run_cli_here(
+        ["worker", "--url", server_url, "--handler", f"{module}:{attr}"], cwd=tmp_path
+    )
+    assert proc.returncode == 1
+    assert "internal error" not in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert expected.format(m=module) in proc.stderr
+
+
+def test_a_supervisor_refuses_once_what_every_child_would_refuse(server_url: str) -> None:
+    """``--processes N`` checks the handler and the metrics ports before it starts children
+    (each child's refusal used to restart it for ever)."""
+    started = time.monotonic()
+    proc = run_cli_here(
+        ["worker", "--url", server_url, "--processes", "2", "--handler", "no_such_module:x"],
+        cwd=REPO / "examples",
+    )
+    assert proc.returncode == 1
+    assert "cannot import handler module" in proc.stderr
+    proc = run_cli_here(
+        [
+            *("worker", "--url", server_url, "--processes", "2"),
+            *("--handler", "tasks:registry", "--metrics-port", "65535"),
+        ],
+        cwd=REPO / "examples",
+    )
+    assert proc.returncode == 1
+    assert "ports up to 65536" in proc.stderr
+    assert time.monotonic() - started < 30
 
 
 def test_worker_stops_gracefully_on_sigterm(server_url: str, queue_name: str) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from fairque_cli.probes import liveness, readiness
+from fairque_cli.supervisor import Supervisor
 from fairque_core import Priority, Task, TaskState
 from fairque_core.app.worker_registry import WorkerRegistry
 from fairque_redis import connect
@@ -259,3 +260,15 @@ def test_probe_rules() -> None:
     assert not readiness({"state": "running", "backing_off": True})
     assert not readiness({"state": "stopping"})
     assert not readiness({"state": "new"})
+
+
+def test_a_child_that_refuses_its_arguments_is_not_restarted() -> None:
+    """Exit status 2 is a usage error: a restart would meet it again, so the slot is done and
+    the supervisor ends with status 1 (it restarted such a child for ever)."""
+    started = time.monotonic()
+    supervisor = Supervisor(
+        2, lambda k: [sys.executable, "-c", "import sys; sys.exit(2)"], backoff_first=0.05
+    )
+    assert supervisor.run() == 1
+    assert time.monotonic() - started < 10
+    assert supervisor.pids == []
