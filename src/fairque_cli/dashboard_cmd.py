@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 from typing import TextIO
 
 from fairque_cli.context import CliError, SubCommands, load_config
+from fairque_cli.context import open_queue as open_sync_queue
 
 __all__ = ["TOKEN_ENV", "add_dashboard"]
 
@@ -26,7 +28,9 @@ def add_dashboard(sub: SubCommands) -> None:
         description="A web dashboard of the queue: counts, throughput, fairness, tenants, "
         "tasks, DLQ, workers and schedules. Read-only unless an operator token is set.",
     )
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument(
+        "--host", type=_host, default="127.0.0.1", help="address to bind (default 127.0.0.1)"
+    )
     parser.add_argument("--port", type=_port, default=8700, help="port (default 8700)")
     parser.add_argument(
         "--auth-token",
@@ -42,6 +46,28 @@ def add_dashboard(sub: SubCommands) -> None:
         help="how often the live parts of a page refresh and the app samples the queue",
     )
     parser.set_defaults(func=_run)
+
+
+def _host(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must be a host name or an address, not empty")
+    return text
+
+
+def _check_listen(host: str, port: int) -> None:
+    """CliError now, rather than from the server later, when ``host`` does not resolve or
+    ``host:port`` cannot be bound (uvicorn logged the first and then hung, deaf to SIGTERM,
+    and printed a traceback with exit status 3 for the second)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except (socket.gaierror, UnicodeError) as exc:
+        raise CliError(f"--host {host!r} does not resolve: {exc}") from None
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 def _port(text: str) -> int:
@@ -75,6 +101,9 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
 
     config = load_config(args)
     token = args.auth_token or os.environ.get(TOKEN_ENV, "").strip() or None
+    _check_listen(args.host, args.port)
+    with open_sync_queue(config) as probe:  # an unreachable server: one line now
+        probe.get_stats()
 
     async def open_queue() -> AsyncFairQueue:
         return AsyncFairQueue(open_async_backend(config))
