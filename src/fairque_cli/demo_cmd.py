@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from typing import TextIO
 
@@ -11,16 +12,50 @@ from fairque_cli.demo import DemoOptions, run_demo
 
 __all__ = ["add_demo"]
 
+MAX_TENANTS = 1000
+MAX_SECONDS = 3600
+MAX_WORKERS = 256
+MAX_BATCH = 1000
+#: The largest --work-ms, --light-rate and --flood-factor.
+MAX_FACTOR = 10_000
 
-def _run(args: argparse.Namespace, out: TextIO) -> int:
+
+def _within(value: float, low: float, high: float, *, open_low: bool = False) -> bool:
+    """``value`` in [low, high] (``(low, high]`` with ``open_low``); NaN and inf are not."""
+    above = value > low if open_low else value >= low
+    return math.isfinite(value) and above and value <= high
+
+
+def _check(args: argparse.Namespace) -> None:
+    """Every flag's range, before the demo starts (a NaN or infinite duration ran for ever;
+    bad rates, factors and paths failed only after the whole run)."""
     if args.tenants < 3:
         raise CliError("--tenants must be at least 3 (a flood, a busy and a light tenant)")
+    if args.tenants > MAX_TENANTS:
+        raise CliError(f"--tenants must be at most {MAX_TENANTS}")
     if args.duration < 2:
         raise CliError("--duration must be at least 2 seconds")
+    if not _within(args.duration, 2, MAX_SECONDS):
+        raise CliError(f"--duration must be a number of seconds from 2 to {MAX_SECONDS}")
     if args.workers < 1 or args.batch < 1:
         raise CliError("--workers and --batch must be at least 1")
+    if args.workers > MAX_WORKERS or args.batch > MAX_BATCH:
+        raise CliError(f"--workers must be at most {MAX_WORKERS} and --batch at most {MAX_BATCH}")
     if args.work_ms <= 0:
         raise CliError("--work-ms must be > 0")
+    for flag, value in (
+        ("--work-ms", args.work_ms),
+        ("--light-rate", args.light_rate),
+        ("--flood-factor", args.flood_factor),
+    ):
+        if not _within(value, 0, MAX_FACTOR, open_low=True):
+            raise CliError(f"{flag} must be a number > 0 and at most {MAX_FACTOR}")
+    if args.json is not None and not os.path.isdir(os.path.dirname(args.json) or "."):
+        raise CliError(f"--json {args.json!r}: no such directory")
+
+
+def _run(args: argparse.Namespace, out: TextIO) -> int:
+    _check(args)
     url = args.url or (os.environ.get(URL_ENV, "").strip() if args.use_env else "") or None
     opts = DemoOptions(
         tenants=args.tenants,

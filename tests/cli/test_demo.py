@@ -91,6 +91,32 @@ def test_demo_rejects_bad_arguments() -> None:
     assert "--duration must be at least 2 seconds" in proc.stderr
 
 
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [
+        (["--duration", "nan"], "--duration must be a number of seconds from 2"),
+        (["--duration", "inf"], "--duration must be a number of seconds from 2"),
+        (["--tenants", "99999999999"], "--tenants must be at most"),
+        (["--workers", "100000"], "--workers must be at most"),
+        (["--work-ms", "nan"], "--work-ms must be a number > 0"),
+        (["--work-ms", "inf"], "--work-ms must be a number > 0"),
+        (["--light-rate", "0"], "--light-rate must be a number > 0"),
+        (["--light-rate", "-1"], "--light-rate must be a number > 0"),
+        (["--flood-factor", "nan"], "--flood-factor must be a number > 0"),
+        (["--flood-factor", "0"], "--flood-factor must be a number > 0"),
+        (["--json", "/no/such/dir/x.json"], "no such directory"),
+    ],
+)
+def test_demo_refuses_every_bad_flag_before_it_starts(flags: list[str], needle: str) -> None:
+    """These ran for ever (a NaN or infinite duration) or failed only after the whole run."""
+    started = time.monotonic()
+    proc = run_cli_here(["demo", *flags])
+    assert proc.returncode == 1
+    assert needle in proc.stderr
+    assert proc.stderr.count("\n") == 1
+    assert time.monotonic() - started < 5
+
+
 def test_demo_on_the_reference_model_in_process(tmp_path: Path) -> None:
     """The same machinery on ``memory://`` (no server): the figures are exact there too."""
     import io
