@@ -8,8 +8,11 @@ import math
 from urllib.parse import urlsplit
 
 from fairque_core.app.config import mask_url
+from fairque_core.domain.errors import TaskValidationError
+from fairque_core.domain.validation import validate_queue_name
 
 __all__ = [
+    "check_queue",
     "check_url",
     "non_negative_float",
     "non_negative_int",
@@ -19,7 +22,7 @@ __all__ = [
 ]
 
 _REDIS_SCHEMES = ("redis", "rediss", "valkey", "valkeys")
-_SCHEMES = (*_REDIS_SCHEMES, "memory", "unix")
+_SCHEMES = (*_REDIS_SCHEMES, "memory")
 
 
 def _number(text: str) -> float:
@@ -72,6 +75,15 @@ def port_number(text: str) -> int:
     if not 1 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"must be a port number 1-65535, got {text}")
     return value
+
+
+def check_queue(text: str) -> str:
+    """A queue name (an empty one, as from ``--queue "$UNSET"``, used to mean the default
+    queue: dangerous with ``purge --all``)."""
+    try:
+        return validate_queue_name(text)
+    except TaskValidationError as exc:
+        raise argparse.ArgumentTypeError(f"invalid queue name {text!r}: {exc.rule}") from None
 
 
 def check_url(text: str) -> str:

@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO
 
-from fairque_cli.checks import check_url
+from fairque_cli.checks import check_queue, check_url
 from fairque_cli.context import CliError
 
 __all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_USAGE", "build_parser", "main"]
@@ -37,7 +37,9 @@ def _common_options(defaults: bool) -> argparse.ArgumentParser:
         help="Redis/Valkey URL (default: $FAIRQUE_REDIS_URL, then the config file, then the "
         "shared local server: see `fairque server`)",
     )
-    parent.add_argument("--queue", default=default, help="queue name (default: the config's)")
+    parent.add_argument(
+        "--queue", default=default, type=check_queue, help="queue name (default: the config's)"
+    )
     parent.add_argument(
         "--cluster",
         action="store_true",

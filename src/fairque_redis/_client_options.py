@@ -10,9 +10,16 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import attrs
 from redis.backoff import NoBackoff
+from redis.connection import parse_url
 from redis.retry import Retry
 
-from fairque_core.app.config import SCRIPT_MODES, FairQueueConfig, QueueConfig, RedisConfig
+from fairque_core.app.config import (
+    SCRIPT_MODES,
+    FairQueueConfig,
+    QueueConfig,
+    RedisConfig,
+    mask_url,
+)
 from fairque_core.domain.errors import ConfigurationError
 
 __all__ = [
@@ -138,6 +145,12 @@ def plan_client(
     ``?scripts=``, else a FairQueueConfig's ``redis.scripts``): the part of ``from_url`` every
     Redis backend shares."""
     url, scripts = _split_scripts(normalize_url(url))
+    try:  # redis-py's own reading of the URL, now: it raised a bare ValueError later
+        parse_url(url)  # type: ignore[no-untyped-call]
+    except ValueError as exc:
+        raise ConfigurationError(
+            f"bad server URL {mask_url(url)!r}: {exc}", path="redis.url", value=mask_url(url)
+        ) from None
     redis_opts = dict(redis_opts)
     if "scripts" in redis_opts:  # fairque's option (ADR 41), not redis-py's; wins over the URL
         scripts = script_mode(redis_opts.pop("scripts"))

@@ -12,6 +12,7 @@ from fairque_core.domain.errors import (
     BackendError,
     BackendOutOfMemoryError,
     BackendPermissionError,
+    ConfigurationError,
     OutcomeUnknownError,
     RedisConnectionError,
 )
@@ -65,6 +66,11 @@ def translate_errors(script: str, *, writes: bool) -> Iterator[None]:
         text = str(exc)
         if text.startswith("OOM"):
             raise BackendOutOfMemoryError(f"the server is out of memory ({script})") from exc
+        if "DB index is out of range" in text:  # the connection's SELECT of the URL's /<db>
+            raise ConfigurationError(
+                f"the server has no database of the number the URL names (its path, /<db>): {text}",
+                path="redis.url",
+            ) from exc
         refused = permission_error(script, text)
         if refused is not None:
             raise refused from exc

@@ -425,3 +425,11 @@ def test_user_flag_is_a_deprecated_spelling_of_tenant(
     assert code == 0
     assert json.loads(out)["tenants"]["old-style"]["sizes"]["total"] == 1
     assert "--user is deprecated" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["", "a b", "x{y}"])
+def test_a_bad_queue_name_is_a_usage_error_not_the_default_queue(name: str) -> None:
+    """``--queue ""`` (an unset variable) meant the default queue, dangerous with ``purge``."""
+    proc = run_cli_here(["--url", "memory://", "--queue", name, "stats"])
+    assert proc.returncode == 2
+    assert "invalid queue name" in proc.stderr

@@ -112,3 +112,36 @@ def test_a_plain_client_on_a_cluster_node_fails_at_connect(valkey_cluster: Any) 
     with connect(node, queue="c", cluster=True) as queue:
         queue.push(Task.create("alice"))
         assert queue.get_stats()["ready"] == 1
+
+
+@pytest.mark.parametrize(
+    ("suffix", "needle"),
+    [
+        ("?socket_timeout=abc", "Invalid value for 'socket_timeout'"),
+        ("/3?db=x", "Invalid value for 'db'"),
+        ("/99999", "no database of the number the URL names"),
+    ],
+)
+def test_a_url_the_server_or_redis_py_cannot_take_is_a_configuration_error(
+    valkey_server: Any, suffix: str, needle: str
+) -> None:
+    """redis-py's reading of the URL (it raised a bare ValueError) and the server's refusal
+    of its database number (a LuaScriptError of the first script): ConfigurationError naming
+    ``redis.url``, from ``connect`` and from the CLI in one line."""
+    from fairque_cli.main import main
+
+    url = valkey_server.url.rstrip("/") + suffix
+    with (
+        pytest.raises(ConfigurationError, match=needle) as info,
+        connect(url, queue=f"url-{uuid.uuid4().hex[:8]}") as queue,
+    ):
+        queue.get_stats()
+    assert info.value.path == "redis.url"
+    assert main(["--url", url, "stats"]) == 1
+
+
+def test_a_config_files_bad_port_is_a_configuration_error(tmp_path: Any) -> None:
+    config = tmp_path / "fairque.yaml"
+    config.write_text("redis:\n  url: redis://127.0.0.1:99999\n", encoding="utf-8")
+    with pytest.raises(ConfigurationError, match="Port out of range"):
+        connect(config=FairQueueConfig.from_yaml(config, env={}))
