@@ -20,13 +20,21 @@ from redis.cluster import RedisCluster
 
 from fairque_core.app.config import FairQueueConfig, QueueConfig, RedisConfig
 from fairque_core.domain.enums import FailureType, TaskState
-from fairque_core.domain.errors import BackendPermissionError, LeaseLostError
+from fairque_core.domain.errors import (
+    BackendPermissionError,
+    LeaseLostError,
+    TaskValidationError,
+)
 from fairque_core.domain.intake import IngestReport
 from fairque_core.domain.limits import LimitStatus
 from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
 from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.tenant_figures import TenantFairness
-from fairque_core.domain.validation import check_wait_timeout, validate_id
+from fairque_core.domain.validation import (
+    check_wait_timeout,
+    validate_id,
+    validate_queue_name,
+)
 from fairque_core.ports import Clock, FinishItem, QueueBackend, TokenSource, random_token
 from fairque_redis import _client_options as co
 from fairque_redis import _intake as intake
@@ -461,7 +469,14 @@ class RedisBackend:
         """The queue names registered on this server (``fq:queues``), sorted."""
         with translate_errors("list_queues", writes=False):
             names = self._client.smembers(QUEUES_KEY)
-        return sorted(to_text(name) for name in names)
+        out: list[str] = []
+        for raw in names:
+            name = to_text(raw)
+            try:
+                out.append(validate_queue_name(name))
+            except TaskValidationError:  # not written by fairque: every queue name is checked
+                log.warning("%s holds %r, which is no queue name: skipped", QUEUES_KEY, name)
+        return sorted(out)
 
     def register_worker(self, worker_id: str, record: str) -> None:
         """Write ``worker_id``'s heartbeat record (JSON text) into the queue's workers hash."""

@@ -64,6 +64,27 @@ def test_queues_lists_written_queues_with_sizes(server_url, queue_name, queue):
     assert queue_name in text
 
 
+def test_a_foreign_member_of_the_queue_registry_is_skipped(server_url, queue_name, queue):
+    """A name no fairque queue can have, put in ``fq:queues`` by something else, is skipped
+    with a warning; the listing of the real queues goes on (it failed whole, blaming the
+    user's configuration)."""
+    import redis
+
+    _push(queue, "alice", 1)
+    raw = redis.Redis.from_url(server_url)
+    foreign = f"bad{{{queue_name}}}"
+    raw.sadd("fq:queues", foreign)
+    try:
+        code, text = cli("--url", server_url, "queues")
+        assert code == 0
+        assert queue_name in text
+        assert foreign not in text
+        assert foreign not in queue.backend.list_queues()
+    finally:
+        raw.srem("fq:queues", foreign)
+        raw.close()
+
+
 def test_tenants_weights_tiers_depth_and_paging(server_url, queue_name, queue):
     for tenant, n in (("alice", 2), ("bob", 1), ("carol", 4)):
         _push(queue, tenant, n)
