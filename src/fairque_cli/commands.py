@@ -353,12 +353,17 @@ def _all_entries(queue: FairQueue, kind: FailureType | None) -> list[Any]:
 def _run_dlq(args: argparse.Namespace, out: TextIO) -> int:
     config = load_config(args)
     with open_queue(config) as queue:
+        if args.all and args.action == "list":
+            raise CliError("--all is for requeue and purge; list pages with --limit/--offset")
+        if args.all and (args.id or args.type):
+            raise CliError("--all takes every entry: drop --id/--type, or drop --all")
         if args.action == "list":
             kind = _failure_type(args.type)
-            entries = queue.list_dlq(limit=args.limit, offset=args.offset, failure_type=kind)
             wanted = set(split_ids(args.id))
-            if wanted:
-                entries = [e for e in entries if e.entry_id in wanted]
+            if wanted:  # looked up among every entry, not in one page of them
+                entries = [e for e in _all_entries(queue, kind) if e.entry_id in wanted]
+            else:
+                entries = queue.list_dlq(limit=args.limit, offset=args.offset, failure_type=kind)
             if args.json:
                 out.write(json.dumps([_entry_json(e) for e in entries], indent=2) + "\n")
                 return 0

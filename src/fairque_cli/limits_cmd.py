@@ -130,8 +130,8 @@ def _run_limits(args: argparse.Namespace, out: TextIO) -> int:
         if not changes:
             flags = ", ".join("--" + name.replace("_", "-") for name in LIMIT_FIELDS)
             raise CliError(f"limits set needs at least one of {flags}")
-    elif args.action != "show" and _given(args):
-        raise CliError(f"limits {args.action} takes no limit flags")
+    elif _given(args):  # show printed the status unchanged, as if the flags had been set
+        raise CliError(f"limits {args.action} takes no limit flags (use limits set)")
     config = load_config(args)
     with open_queue(config) as queue:  # never applies the config's tenants (read or write)
         if args.action == "set":

@@ -25,7 +25,7 @@ from fairque_core.domain.errors import ConfigurationError, TaskValidationError
 from fairque_core.domain.limits import LimitStatus
 from fairque_core.domain.models import DLQEntry, Message, QueueSizes
 from fairque_core.domain.tenant_figures import TenantFairness
-from fairque_core.domain.validation import check_tenant_page, validate_id
+from fairque_core.domain.validation import check_page_bound, check_tenant_page, validate_id
 from fairque_core.ports import Clock, TokenSource, random_token
 from fairque_redis import _intake as intake
 from fairque_redis._errors import translate_errors
@@ -304,9 +304,8 @@ class AsyncPartitionReads:
         self, *, limit: int = 100, offset: int = 0, failure_type: FailureType | None = None
     ) -> list[DLQEntry]:
         """The partitions' dead letters merged oldest first (ties by entry id)."""
-        for name, value in (("limit", limit), ("offset", offset)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise TaskValidationError(name, value, "must be an int >= 0")
+        check_page_bound("limit", limit)
+        check_page_bound("offset", offset)
         if limit == 0:
             return []
         await self._ready()

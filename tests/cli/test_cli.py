@@ -190,6 +190,38 @@ def test_dlq_list_requeue_purge(
     assert (code, out.strip()) == (0, "purged 1 entry")
 
 
+def test_dlq_list_by_id_finds_an_entry_past_the_first_page_and_conflicts_are_refused(
+    server_url: str, queue_name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--id`` looks among every entry (it searched one page, and said the entry did not
+    exist); ``--all`` with ``--id``/``--type`` (which won silently) and on ``list`` are usage
+    errors; an offset beyond what the server can index is a typed one-line error."""
+    base = ("--url", server_url, "--queue", queue_name)
+    first = _dead_task(server_url, queue_name, "alice")
+    second = _dead_task(server_url, queue_name, "bob")
+    code, out = cli(*base, "dlq", "list", "--limit", "1", "--id", second)
+    assert code == 0
+    assert second in out
+    code, out = cli(*base, "dlq", "list", "--offset", "2", "--id", first)
+    assert code == 0
+    assert first in out
+    capsys.readouterr()
+    for flags in (["purge", "--id", first, "--all"], ["purge", "--all", "--type", "failed"]):
+        code, _ = cli(*base, "dlq", *flags)
+        assert code == 1
+        assert "--all takes every entry" in capsys.readouterr().err
+    code, _ = cli(*base, "dlq", "list", "--all")
+    assert code == 1
+    assert "--all is for requeue and purge" in capsys.readouterr().err
+    code, _ = cli(*base, "dlq", "list", "--offset", "99999999999999999999")
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "offset" in err
+    assert "internal error" not in err
+    with connect(server_url, queue=queue_name) as queue:
+        assert {e.entry_id for e in queue.list_dlq()} == {first, second}  # nothing purged
+
+
 def test_bad_ids_are_one_line_errors(
     server_url: str, queue_name: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

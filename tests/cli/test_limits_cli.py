@@ -156,3 +156,12 @@ def test_text_of_a_throttled_tenant() -> None:
     assert "paused" not in text
     paused = "\n".join(limits_text(attrs.evolve(status, paused=True), now=1000.0))
     assert paused.splitlines()[0] == "tenant a (paused: claims skip it until resumed)"
+
+
+def test_show_refuses_limit_flags(
+    base: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``show`` with a flag printed the status unchanged, as if the flag had been set."""
+    code, _ = cli(*base, "limits", "show", "acme", "--max-running", "3")
+    assert code == 1
+    assert "limits show takes no limit flags" in capsys.readouterr().err

@@ -19,6 +19,7 @@ from fairque_core.domain.errors import TaskTypeError, TaskValidationError
 __all__ = [
     "MAX_EPOCH_SECONDS",
     "MAX_ID_LENGTH",
+    "MAX_PAGE_INDEX",
     "MAX_QUEUE_NAME_LENGTH",
     "MAX_RETRY_COUNT",
     "MAX_TENANT_PAGE",
@@ -27,6 +28,7 @@ __all__ = [
     "check_finite",
     "check_id_list",
     "check_mapping",
+    "check_page_bound",
     "check_str",
     "check_tenant_page",
     "check_time",
@@ -44,6 +46,9 @@ MAX_TENANT_PAGE = 1000
 #: The latest time a task may carry (9999-12-31T23:59:59Z): ``execute_after`` beyond it
 #: overflowed the backends' millisecond scores (issue 16: 1e16 s ran at once).
 MAX_EPOCH_SECONDS = 253_402_300_799.0
+#: The largest ``limit``/``offset`` of a listing: the largest integer a Lua number (a double)
+#: holds exactly (a larger one was refused by the server as "not an integer or out of range").
+MAX_PAGE_INDEX = 2**53 - 1
 #: The largest ``retry_count``/``max_retries`` (a 32-bit int; both backends count exactly).
 MAX_RETRY_COUNT = 2**31 - 1
 
@@ -127,6 +132,13 @@ def check_count(value: object, field: str, low: int = 0, high: int | None = None
     if value < low or (high is not None and value > high):
         rule = f"must be >= {low}" if high is None else f"must be in [{low}, {high}]"
         raise TaskValidationError(field, value, rule)
+    return value
+
+
+def check_page_bound(field: str, value: object) -> int:
+    """A listing's ``limit`` or ``offset``: an int in [0, MAX_PAGE_INDEX]."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_PAGE_INDEX:
+        raise TaskValidationError(field, value, f"must be an int in [0, {MAX_PAGE_INDEX}]")
     return value
 
 

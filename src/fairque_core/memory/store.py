@@ -26,7 +26,7 @@ import attrs
 
 from fairque_core.app.config import QueueConfig
 from fairque_core.domain.enums import FailureType, TaskState
-from fairque_core.domain.errors import LeaseLostError, PayloadTooLargeError, TaskValidationError
+from fairque_core.domain.errors import LeaseLostError, PayloadTooLargeError
 from fairque_core.domain.fairness import FairState
 from fairque_core.domain.limits import LIMIT_COUNTERS
 from fairque_core.domain.models import Message
@@ -35,6 +35,7 @@ from fairque_core.domain.states import TaskEvent, next_state
 from fairque_core.domain.validation import (
     MAX_EPOCH_SECONDS,
     check_duration,
+    check_page_bound,
     validate_id,
     validate_queue_name,
 )
@@ -63,8 +64,7 @@ def locked(
 
 
 def check_limit(field: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise TaskValidationError(field, value, "must be an int >= 0")
+    check_page_bound(field, value)
 
 
 @attrs.define

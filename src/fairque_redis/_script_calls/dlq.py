@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from fairque_core.domain.enums import FailureType
-from fairque_core.domain.errors import TaskSerializationError, TaskValidationError
+from fairque_core.domain.errors import TaskSerializationError
 from fairque_core.domain.models import DLQEntry
-from fairque_core.domain.validation import validate_id
+from fairque_core.domain.validation import check_page_bound, validate_id
 from fairque_redis._script_calls.base import Call, CallsBase, contract, int_reply, to_text
 from fairque_redis._script_calls.records import read_message, salvage_message
 
@@ -24,9 +24,8 @@ class DlqCalls(CallsBase):
     def list_dlq(
         self, limit: int, offset: int, failure_type: FailureType | None
     ) -> Call[list[DLQEntry]]:
-        for name, value in (("limit", limit), ("offset", offset)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise TaskValidationError(name, value, "must be an int >= 0")
+        check_page_bound("limit", limit)
+        check_page_bound("offset", offset)
         want = "" if failure_type is None else FailureType(failure_type).value
 
         def parse(reply: Any) -> list[DLQEntry]:
