@@ -204,7 +204,7 @@ def _stats_lines(
 def _tenant_summary(source: str, shown: int, total: int) -> str:
     plural = "tenant" if total == 1 else "tenants"
     if source != "queue":
-        where = "with --user" if source == "user" else "in the config"
+        where = "with --tenant" if source == "user" else "in the config"
         return f"the queue has seen {total:,} {plural}; shown: the {shown} named {where}"
     if total == 0:
         return "the queue has no tenants yet (none has pushed a task)"
@@ -264,7 +264,7 @@ def add_stats(sub: SubCommands) -> None:
         type=positive_int,
         default=20,
         metavar="N",
-        help="without --user or configured tenants: show at most N tenants (default 20)",
+        help="without --tenant or configured tenants: show at most N tenants (default 20)",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.add_argument(

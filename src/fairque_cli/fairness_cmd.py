@@ -1,6 +1,6 @@
 """``fairque stats --tenants``: the per-tenant fairness table, sorted by lag.
 
-One reading is ``get_tenant_fairness`` of the ``--user`` tenants, or of every tenant of the
+One reading is ``get_tenant_fairness`` of the ``--tenant`` tenants, or of every tenant of the
 queue (one read-only call per 1000 tenants). The table shows each tenant's weight, tier,
 ready and running tasks, lag in turns, dispatches, the oldest head task's wait and the
 starvation alarm, sorted with alarms first, then by lag (largest first), then by wait; the

@@ -245,7 +245,14 @@ def _run_task(args: argparse.Namespace, out: TextIO) -> int:
         canceled = queue.cancel(args.task_id)
         state = queue.get_state(args.task_id)
     if args.json:
-        _dump(out, {"task_id": args.task_id, "canceled": canceled, "state": str(state)})
+        _dump(
+            out,
+            {
+                "task_id": args.task_id,
+                "canceled": canceled,
+                "state": None if state is None else str(state),
+            },
+        )
         return 0 if canceled else 1
     if canceled:
         out.write(f"canceled {args.task_id}\n")

@@ -16,6 +16,8 @@ from datetime import datetime, timezone
 from types import FrameType
 from typing import Any, TextIO
 
+from fairque_cli.checks import non_negative_float, positive_float
+from fairque_cli.commands import parse_priority
 from fairque_cli.context import CliError, SubCommands, load_config, open_queue
 from fairque_core.app.scheduler import Scheduler
 from fairque_core.domain.schedules import Misfire, ScheduleInfo
@@ -46,14 +48,14 @@ def _run_scheduler(args: argparse.Namespace, out: TextIO) -> int:
         stream=sys.stderr,
     )
     with open_queue(config) as queue:
-        for schedule in config.schedule_values():
-            queue.save_schedule(schedule)
-        scheduler = Scheduler(
+        scheduler = Scheduler(  # its settings checked before the config's schedules are saved
             queue,
             lock_seconds=args.lock_seconds,
             poll_seconds=args.poll,
             misfire_grace=args.grace,
         )
+        for schedule in config.schedule_values():
+            queue.save_schedule(schedule)
 
         def stop(_signum: int, _frame: FrameType | None) -> None:
             scheduler.stop()
@@ -80,11 +82,15 @@ def add_scheduler(sub: SubCommands) -> None:
         description="Fire the queue's cron schedules. Any number may run: one holds the "
         "scheduler lock and fires, the others stand by and take over when it dies.",
     )
-    p.add_argument("--lock-seconds", type=float, default=10.0, help="lock lease (default 10)")
-    p.add_argument("--poll", type=float, default=1.0, help="seconds between rounds (default 1)")
+    p.add_argument(
+        "--lock-seconds", type=positive_float, default=10.0, help="lock lease (default 10)"
+    )
+    p.add_argument(
+        "--poll", type=positive_float, default=1.0, help="seconds between rounds (default 1)"
+    )
     p.add_argument(
         "--grace",
-        type=float,
+        type=non_negative_float,
         default=30.0,
         help="how late a tick may fire and still be on time (default 30 s)",
     )
@@ -95,15 +101,19 @@ def add_scheduler(sub: SubCommands) -> None:
 # ---------------------------------------------------------------------- fairque schedule
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def _add(args: argparse.Namespace, out: TextIO) -> int:
-    try:
-        payload = json.loads(args.payload)
-    except json.JSONDecodeError as exc:
+    try:  # NaN and Infinity are no JSON (json.loads takes them)
+        payload = json.loads(args.payload, parse_constant=_no_constant)
+    except (json.JSONDecodeError, ValueError) as exc:
         raise CliError(f"--payload is not JSON: {exc}") from None
     template = {
         "tenant": args.tenant,
         "task_name": args.task_name,
-        "priority": args.priority,
+        "priority": parse_priority(args.priority),
         "payload": payload,
         "max_retries": args.max_retries,
     }
@@ -163,7 +173,7 @@ def add_schedule(sub: SubCommands) -> None:
     add.add_argument("cron", help="cron expression, e.g. '*/5 * * * *' (6th field: seconds)")
     add.add_argument("--tenant", required=True, help="the tenant its tasks belong to")
     add.add_argument("--task-name", default="", help="the task name (handler) to run")
-    add.add_argument("--priority", type=int, default=3, help="1-6 (default 3)")
+    add.add_argument("--priority", default="3", help="1-6 or a name such as high (default 3)")
     add.add_argument("--payload", default="{}", help="JSON object (default {})")
     add.add_argument("--max-retries", type=int, default=3)
     add.add_argument("--timezone", default="UTC", help="IANA zone (default UTC)")
