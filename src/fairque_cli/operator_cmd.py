@@ -76,7 +76,10 @@ def _run_queues(args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         return _dump(out, rows)
     if not rows:
-        out.write(f"no queues on {describe_target(config)} yet (a queue is listed once written)\n")
+        out.write(
+            f"no queues on {describe_target(config)} yet (a queue is listed once it "
+            "stores a task, a weight, limits or a pause)\n"
+        )
         return 0
     header = ["queue", "intake", "ready", "scheduled", "leased", "dlq", "active tenants", "tenants"]
     table = [[str(row[k]) for k in ("queue", *_QUEUE_COLUMNS)] for row in rows]
