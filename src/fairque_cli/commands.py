@@ -25,7 +25,7 @@ from fairque_cli.fairness_cmd import run_tenant_fairness
 from fairque_cli.term import LiveView, bold, format_table
 from fairque_core import FailureType, Priority, Task, TaskState
 from fairque_core.app.engine import FairQueue
-from fairque_core.domain.validation import MAX_TENANT_PAGE
+from fairque_core.domain.validation import MAX_EPOCH_SECONDS, MAX_TENANT_PAGE
 
 __all__ = ["add_dlq", "add_push", "add_stats", "parse_priority"]
 
@@ -66,6 +66,8 @@ def _run_push(args: argparse.Namespace, out: TextIO) -> int:
     if args.delay is not None and args.delay < 0:
         raise CliError("--delay must be >= 0 seconds")
     execute_after = time.time() + args.delay if args.delay else None
+    if execute_after is not None and execute_after > MAX_EPOCH_SECONDS:
+        raise CliError("--delay must end before the year 9999")
     task = Task.create(
         args.user,
         priority,

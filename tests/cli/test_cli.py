@@ -465,3 +465,9 @@ def test_a_bad_queue_name_is_a_usage_error_not_the_default_queue(name: str) -> N
     proc = run_cli_here(["--url", "memory://", "--queue", name, "stats"])
     assert proc.returncode == 2
     assert "invalid queue name" in proc.stderr
+
+
+def test_a_delay_past_the_year_9999_names_the_flag() -> None:
+    proc = run_cli_here(["--url", "memory://", "push", "--tenant", "a", "--delay", "1e12"])
+    assert proc.returncode == 1
+    assert "--delay must end before the year 9999" in proc.stderr
