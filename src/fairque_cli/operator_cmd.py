@@ -142,6 +142,8 @@ def _run_tenants(args: argparse.Namespace, out: TextIO) -> int:
 def _run_tenant(args: argparse.Namespace, out: TextIO) -> int:
     config = load_config(args)
     if args.action == "apply":
+        if args.tenant is not None or args.value is not None:  # they were silently ignored
+            raise CliError("tenant apply takes no TENANT or VALUE: it applies the config's")
         with open_queue(config, apply_tenants=True) as queue:
             table = queue.config.tenant_weight_table()
         if args.json:

@@ -191,3 +191,10 @@ def test_a_user_without_the_registry_key_still_pushes(server_url, queue_name, ca
     finally:
         admin.execute_command("ACL", "DELUSER", user)
         admin.close()
+
+
+def test_tenant_apply_refuses_a_tenant_or_a_value(server_url, queue_name, capsys):
+    """``tenant apply t1 5`` applied the config's table and ignored both arguments."""
+    code, _ = cli("--url", server_url, "--queue", queue_name, "tenant", "apply", "t1", "5")
+    assert code == 1
+    assert "tenant apply takes no TENANT or VALUE" in capsys.readouterr().err
