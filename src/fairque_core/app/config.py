@@ -104,6 +104,11 @@ def _fail(inst: object, attribute: attrs.Attribute[Any], value: object, rule: st
     return _FieldError(_section(inst), attribute.name, value, rule)
 
 
+def _bound_text(bound: float) -> str:
+    """A bound as a rule shows it: whole numbers in full (253402300799, not 2.53402e+11)."""
+    return f"{bound:.0f}" if float(bound).is_integer() else f"{bound:g}"
+
+
 def _number(
     low: float,
     high: float = math.inf,
@@ -115,9 +120,11 @@ def _number(
     """A validator: a finite number (an int if ``integer``) between ``low`` and ``high``."""
     kind = "an int" if integer else "a number"
     if high == math.inf:
-        rule = f"must be {kind} {'>' if low_open else '>='} {low:g}"
+        rule = f"must be {kind} {'>' if low_open else '>='} {_bound_text(low)}"
     else:
-        rule = f"must be {kind} in [{low:g}, {high:g}{')' if high_open else ']'}"
+        rule = (
+            f"must be {kind} in [{_bound_text(low)}, {_bound_text(high)}{')' if high_open else ']'}"
+        )
     allowed = (int,) if integer else (int, float)
 
     def check(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
