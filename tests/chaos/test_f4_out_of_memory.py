@@ -121,9 +121,12 @@ def _scenario(kind: str, maxmemory: str, concurrent: bool) -> None:
             drained = 50 + _drain(backend)
             drain_s = time.monotonic() - started
             assert drained == len(acked)
-            assert all(
-                backend.get_state(i) is TaskState.FINISHED for i in acked[:: len(acked) // 20]
-            )
+            assert backend.stats()["finished"] == len(acked)  # one FINISHED transition each
+            # a sample read back: FINISHED, or already expired when the drain outlasted the
+            # slow run's 2 s result TTL (the first 50 were finished before the drain began)
+            states = {backend.get_state(i) for i in acked[:: len(acked) // 20]}
+            expired_ok = drain_s >= config.result_ttl_seconds
+            assert states <= ({TaskState.FINISHED, None} if expired_ok else {TaskState.FINISHED})
             again, _ = _fill(backend, "again")
             ratio = len(again) / len(acked)
             assert ratio >= 0.6

@@ -163,6 +163,7 @@ def flush_under_load(
     producers: list[Producer] = []
     intervals: Intervals = []
     down: tuple[float, float] | None = None
+    after_restart = -1
     try:
         worker = workers.start(id="w1", lease=1.0, reaper=0.5, concurrency=8, socket_timeout=1.0)
         base, _ = flushing.reading(raw, flush=True)
@@ -183,6 +184,7 @@ def flush_under_load(
                 wait_loaded(raw)
                 down = (down_at, time.time())
                 base = 0  # a restarted server counts from zero
+                after_restart = len(intervals)  # the next interval's index
                 continue
             loads, cached = flushing.reading(raw, flush=True)
             intervals.append((loads - base, cached))
@@ -227,7 +229,10 @@ def flush_under_load(
         assert health["failed"] == 0
         assert verdict.lost == set()
         assert verdict.unexpected == set()
-        flushing.check_intervals(intervals, flushes)
+        # the interval right after the restart may end before the producers, backing off
+        # from the outage, load their script again: it is left out of the reload checks
+        checked = [iv for k, iv in enumerate(intervals) if k != after_restart]
+        flushing.check_intervals(checked, flushes)
         assert check_invariants(raw, queue) == []
     finally:
         for producer in producers:

@@ -103,9 +103,13 @@ def workers(target: tuple[str, bool], queue: FairQueue, tmp_path: Path) -> Itera
 
 
 def read_log(path: Path) -> list[dict[str, Any]]:
+    """The complete lines the workers wrote so far: a line still being written (no newline
+    yet) is read at the next call."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    text = path.read_text()
+    complete = text[: text.rfind("\n") + 1]
+    return [json.loads(line) for line in complete.splitlines() if line.strip()]
 
 
 def wait_ends(path: Path, count: int, timeout: float) -> list[dict[str, Any]]:
