@@ -19,6 +19,7 @@ from fairque_core.domain.validation import check_count, check_finite, check_id_l
 
 __all__ = [
     "MAX_CLAIM_BATCH",
+    "UnprintableError",
     "check_claim",
     "check_entry_ids",
     "check_error",
@@ -99,10 +100,27 @@ def check_claim(
     return min(wanted, MAX_CLAIM_BATCH), tenants, stolen, str(worker_id)
 
 
+class UnprintableError(Exception):
+    """Stands in for a handler's exception whose ``str()`` or ``repr()`` raises: the failure
+    is recorded with this one (the original is its ``__cause__``), since the reason, the
+    stored error record and retry policies all print the error. Such an exception used to
+    escape ``fail`` on every try, and a worker retried that failure for ever."""
+
+
 def check_error(error: object) -> BaseException:
-    """``fail``'s error: an exception instance."""
+    """``fail``'s error: an exception instance, which can be printed (else an
+    :class:`UnprintableError` in its place)."""
     if not isinstance(error, BaseException):
         raise TaskTypeError("error", error, "must be an exception")
+    try:
+        str(error)
+        repr(error)
+    except Exception as exc:  # the handler's exception class is broken, not the task
+        stand_in = UnprintableError(
+            f"{type(error).__name__} (its str() or repr() raised {type(exc).__name__})"
+        )
+        stand_in.__cause__ = error
+        return stand_in.with_traceback(error.__traceback__)
     return error
 
 

@@ -414,7 +414,8 @@ class AsyncFairQueue(
         Returns the state the task is in afterwards (SCHEDULED when retried, FAILED in the DLQ).
         """
         lease = lease_of(task)
-        decision = common.decide(self._plugins, task, check_error(error))
+        error = check_error(error)
+        decision = common.decide(self._plugins, task, error)
         run_seconds = check_run_seconds(run_seconds)
         context.discard(task)
         # a final failure keeps the error (type, message, traceback summary) with the task

@@ -129,6 +129,7 @@ class Worker(WorkerDriver[FairQueue]):
         self._thread: threading.Thread | None = None
         self._completions: SimpleQueue[tuple[wa.Slot, bool, Any, float]] = SimpleQueue()
         self._pool = _Pool(self._execute, f"fairque-{self.config.id}")
+        self._in_handler = threading.local()  # .active: this thread runs one of our handlers
         self._acker: ThreadPoolExecutor | None = None
         # set while the loop's last claim came back short and there is room: then the listener
         # thread waits on the queue's wake signal and wakes the loop when it comes (or, with
@@ -160,7 +161,9 @@ class Worker(WorkerDriver[FairQueue]):
     def stop(self, timeout: float | None = None) -> bool:
         """Stop gracefully and wait up to ``timeout`` (default: the shutdown timeout + 5 s).
 
-        True when the worker has stopped.
+        True when the worker has stopped. Called from one of this worker's handlers, it asks
+        for the stop and returns False at once: the worker stops once that handler returned
+        (its result is acknowledged as usual).
         """
         self.request_stop()
         if self._thread is None:
@@ -168,6 +171,11 @@ class Worker(WorkerDriver[FairQueue]):
                 self._loop.stop(time.monotonic())
             self._done.set()
             return True
+        if getattr(self._in_handler, "active", False):
+            # called by a handler of this worker: the stop cannot end before that handler
+            # does, so it is only asked for (a wait would run out the graceful window and
+            # drop this handler's own result)
+            return False
         return self._done.wait(self._stop_wait(timeout))
 
     def run(self) -> None:
@@ -213,15 +221,18 @@ class Worker(WorkerDriver[FairQueue]):
         started = time.perf_counter()
         ok = False
         value: Any
+        self._in_handler.active = True
         try:
             value = self.queue.plugins.execute(
                 task, functools.partial(self._run_task, task), queue=self.queue.name
             )
             if value is not None:
-                encode_result(task.task_id, value)
+                encode_result(task.task_id, value, self.queue.config.max_payload_bytes)
             ok = True
         except BaseException as exc:
             value = exc
+        finally:
+            self._in_handler.active = False
         self._task_ended(slot, ok, value)
         seconds = time.perf_counter() - started
         if not self.places_chain:

@@ -39,10 +39,13 @@ logger = logging.getLogger("fairque.worker")
 
 
 def safe_callback(name: str, call: Any, *args: Any) -> None:
-    """Run a handler callback; its exceptions are logged, never propagated."""
+    """Run a handler callback; its exceptions are logged, never propagated: BaseExceptions
+    too (SystemExit, KeyboardInterrupt, CancelledError raised by the callback itself), which
+    killed the pool thread between a task's end and its booking, or ended an AsyncWorker's
+    event loop. A worker is stopped by ``stop()`` and signals, not by a hook."""
     try:
         call(*args)
-    except Exception:
+    except BaseException:
         logger.exception("handler callback %s raised", name)
 
 

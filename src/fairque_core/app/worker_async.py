@@ -90,10 +90,14 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
         self._wake.set()
 
     async def stop(self, timeout: float | None = None) -> bool:
-        """Stop gracefully; wait up to ``timeout`` (default: shutdown timeout + 5 s)."""
+        """Stop gracefully; wait up to ``timeout`` (default: shutdown timeout + 5 s). True
+        when the worker has stopped. Awaited by one of this worker's handlers, it asks for the
+        stop and returns False at once: the worker stops once that handler returned."""
         self.request_stop()
         if self._main_task is None:
             return True
+        if asyncio.current_task() in self._tasks.values():
+            return False  # a handler of ours: waiting for the drain would wait for itself
         try:
             await asyncio.wait_for(self._done.wait(), self._stop_wait(timeout))
         except asyncio.TimeoutError:
@@ -143,11 +147,16 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
         try:
             value = await self._invoke(slot)
             if value is not None:
-                encode_result(task.task_id, value)
+                encode_result(task.task_id, value, self.queue.config.max_payload_bytes)
             ok = True
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as exc:
             if not slot.timed_out:
-                raise  # the worker is going away
+                # Python 3.11+ tells a cancellation asked of this asyncio task from a
+                # CancelledError the handler raised itself; 3.10 takes every one as the former
+                cancelling = getattr(asyncio.current_task(), "cancelling", None)
+                if cancelling is None or cancelling():
+                    raise  # the worker is going away: it cancelled this asyncio task
+                value = exc  # the handler raised it itself: a failure like any other
         except BaseException as exc:
             value = exc
         finally:
