@@ -251,12 +251,16 @@ class RedisBackend:
 
     def _register_queue(self) -> None:
         """Enter the queue in the server's registry (``fq:queues``, read by ``fairque queues``)
-        before its first write, once: one SADD; an ACL refusing it only loses the listing."""
-        self._registered = True
+        before its first storing call, once: one SADD; an ACL refusing it only loses the
+        listing. Marked done once the SADD went through or was refused: a connection error
+        (or a cancellation) there leaves it to the next storing call, and raises as the call
+        would have."""
         try:
             with translate_errors("register_queue", writes=True):
                 self._client.sadd(QUEUES_KEY, self._keys.queue)
+            self._registered = True
         except BackendPermissionError as exc:
+            self._registered = True
             log.warning(
                 "the server's ACL refuses the queue registry (%s on %s): queue %s works, "
                 "but `fairque queues` will not list it",

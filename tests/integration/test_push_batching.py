@@ -356,3 +356,38 @@ def test_batcher_settings_are_checked() -> None:
         with pytest.raises(TaskValidationError):
             queue.batcher(**bad)
     assert repr(queue.batcher(max_size=7, max_delay_ms=3)).startswith("PushBatcher(")
+
+
+def test_a_cancelled_sender_leaves_the_others_an_unknown_outcome_not_its_cancellation() -> None:
+    """Coroutine B's push fills a shared batcher and sends the batch; B is cancelled while
+    the call is out (the server holds its reply). Coroutine A, never cancelled, gets
+    OutcomeUnknownError for its push (push again: idempotent by id), not B's CancelledError,
+    which a producer's ``except Exception`` would not catch."""
+    import redis
+
+    from fairque_core import OutcomeUnknownError, Task
+    from fairque_redis import aconnect
+    from fairque_redis.embedded import EmbeddedValkey
+
+    async def scenario(url: str) -> None:  # a server of its own: the test pauses it
+        queue = await aconnect(url, queue="bc-" + uuid.uuid4().hex[:8])
+        raw = redis.Redis.from_url(url)
+        try:
+            batcher = queue.batcher(max_size=2, max_delay_ms=10_000)
+            pending_a = await batcher.push(Task.create("acme"))
+            raw.execute_command("CLIENT", "PAUSE", "300", "ALL")
+            filler = asyncio.create_task(batcher.push(Task.create("bob")))
+            await asyncio.sleep(0.05)
+            filler.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await filler
+            with pytest.raises(OutcomeUnknownError) as info:
+                await pending_a
+            assert isinstance(info.value.__cause__, asyncio.CancelledError)
+        finally:
+            await asyncio.sleep(0.35)  # the pause ends
+            raw.close()
+            await queue.close()
+
+    with EmbeddedValkey() as server:
+        asyncio.run(scenario(server.url))

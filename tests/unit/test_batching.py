@@ -17,6 +17,7 @@ from fairque_core import (
     BatchPushError,
     FairQueue,
     InMemoryBackend,
+    OutcomeUnknownError,
     QueueConfig,
     Task,
     TaskHandle,
@@ -82,7 +83,7 @@ def test_a_failed_call_fails_every_push_of_its_chunk_only() -> None:
     queue.close()
 
 
-def test_an_interrupted_send_fails_what_has_no_outcome_with_the_interruption() -> None:
+def test_an_interrupted_send_leaves_what_has_no_outcome_unknown() -> None:
     queue = _queue()
     b = queue.batcher(max_size=10, max_delay_ms=NEVER_MS)
     pending = [b.push(t) for t in _tasks(3)]
@@ -97,7 +98,10 @@ def test_an_interrupted_send_fails_what_has_no_outcome_with_the_interruption() -
         send_one_chunk_then_interrupt()
     assert all(p.done() for p in pending)
     assert isinstance(pending[0].result(timeout=0), TaskHandle)
-    assert isinstance(pending[2].exception(timeout=0), KeyboardInterrupt)
+    # the other callers' outcome is unknown; the interruption is its cause, not their error
+    unknown = pending[2].exception(timeout=0)
+    assert isinstance(unknown, OutcomeUnknownError)
+    assert isinstance(unknown.__cause__, KeyboardInterrupt)
     with pytest.raises(BatchPushError) as failed:
         b.close()
     assert set(failed.value.errors) == {pending[2].task_id}
@@ -145,7 +149,8 @@ def test_async_len_repr_interrupt_and_closed() -> None:
             raise asyncio.CancelledError
         assert b._timer is None
         assert len(b) == 0
-        assert all(isinstance(p.exception(), asyncio.CancelledError) for p in pending)
+        assert all(isinstance(p.exception(), OutcomeUnknownError) for p in pending)
+        assert all(isinstance(p.exception().__cause__, asyncio.CancelledError) for p in pending)
         with pytest.raises(BatchPushError):
             await b.close()
         with pytest.raises(BatcherClosedError):

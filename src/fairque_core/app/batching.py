@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from fairque_core.app.config import QueueConfig
 from fairque_core.app.messages import to_message
-from fairque_core.domain.errors import FairQueueError, TaskValidationError
+from fairque_core.domain.errors import FairQueueError, OutcomeUnknownError, TaskValidationError
 from fairque_core.domain.models import Message, Task
 
 if TYPE_CHECKING:
@@ -207,7 +207,20 @@ def fail_unsettled(
     error: BaseException,
     failures: dict[str, BaseException],
 ) -> None:
-    """A send interrupted by ``error``: every push of it without an outcome fails with it."""
+    """A send interrupted by ``error``: every push of it without an outcome fails with it.
+
+    When ``error`` is no ``Exception`` (a cancellation of the coroutine that sent the batch,
+    a KeyboardInterrupt), the other pushes fail with OutcomeUnknownError instead, caused by
+    it: only the cancelled caller should see CancelledError (a producer's ``except
+    Exception`` retry would skip it and its task would end as cancelled), and the batch may
+    or may not have been stored (push again: a push is idempotent by id)."""
+    if not isinstance(error, Exception):
+        stand_in = OutcomeUnknownError(
+            f"the call carrying this push was interrupted ({type(error).__name__}) in "
+            "another caller; it may or may not have been stored: push again (idempotent by id)"
+        )
+        stand_in.__cause__ = error
+        error = stand_in
     for _task, _message, pending in items:
         if pending._handle is None and pending._error is None:
             pending._error = error
