@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from fairque_core.app import engine_support as common
 from fairque_core.app.handles import TaskHandle
 from fairque_core.app.messages import decode_result, to_message
+from fairque_core.app.result_waits import wait_piece
 from fairque_core.app.workflows import Chain, Chord, Group
 from fairque_core.domain.deps import check_batch
 from fairque_core.domain.enums import TaskState
@@ -186,7 +187,7 @@ class ResultMixin(MixinHost):
                 time.sleep(min(left, look_again))
                 look_again = min(look_again * 2, _INTAKE_LAST_LOOK)
                 continue
-            backend.wait_done(task_id, min(left, _WAIT_PIECE_SECONDS))
+            wait_piece(backend, task_id, min(left, _WAIT_PIECE_SECONDS))
 
     # ------------------------------------------------------------------ XCom
     def encode_xcom(self, task: Task, key: str, value: object) -> bytes:
