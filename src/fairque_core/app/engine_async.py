@@ -563,6 +563,8 @@ class AsyncFairQueue(
     async def close(self) -> None:
         if not self._closed:
             self._closed = True
+            await self._coalescer.settle()  # unasync: remove
+            await self._intake_coalescer.settle()  # unasync: remove
             await self._backend.close()
 
     async def __aenter__(self) -> AsyncFairQueue:

@@ -100,6 +100,14 @@ class PushCoalescer:
         # used from a second running loop (not supported for grouping): its own call
         return self._handle(task, message, await self._own_call(message))
 
+    async def settle(self) -> None:
+        """Wait for the group call in flight, if any (``AsyncFairQueue.close`` does, before it
+        closes the backend: a group sent after the close stored its pushes on connections
+        that nothing closed). Its outcome is its callers' to read, not raised here."""
+        drainer = self._drainer
+        if drainer is not None and not drainer.done():
+            await asyncio.wait({drainer})
+
     async def _own_call(self, message: Message) -> _Answer:
         if self._intake:
             append = getattr(self._queue._backend, "push_intake", None)
