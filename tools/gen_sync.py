@@ -98,7 +98,7 @@ NAMES: dict[str, str] = {
     "AsyncReplicaWaiter": "ReplicaWaiter",
     "_replica_waiter_async": "_replica_waiter",
     "async_pool_of": "pool_of",
-    "result_waits_async": "result_waits",
+    "async_wait_piece": "wait_piece",
 }
 
 # Regular expressions applied to the whole text after the token pass, in this order.

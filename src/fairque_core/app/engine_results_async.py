@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from fairque_core.app import engine_support as common
 from fairque_core.app.handles_async import AsyncTaskHandle
 from fairque_core.app.messages import decode_result, to_message
-from fairque_core.app.result_waits_async import wait_piece
+from fairque_core.app.result_waits import async_wait_piece
 from fairque_core.app.workflows import Chain, Chord, Group
 from fairque_core.domain.deps import check_batch
 from fairque_core.domain.enums import TaskState
@@ -192,7 +192,7 @@ class AsyncResultMixin(MixinHost):
                 await asyncio.sleep(min(left, look_again))
                 look_again = min(look_again * 2, _INTAKE_LAST_LOOK)
                 continue
-            await wait_piece(backend, task_id, min(left, _WAIT_PIECE_SECONDS))
+            await async_wait_piece(backend, task_id, min(left, _WAIT_PIECE_SECONDS))
 
     # ------------------------------------------------------------------ XCom
     def encode_xcom(self, task: Task, key: str, value: object) -> bytes:

@@ -174,8 +174,8 @@ class Worker(WorkerDriver[FairQueue]):
         if getattr(self._in_handler, "active", False):
             # called by a handler of this worker: the stop cannot end before that handler
             # does, so it is only asked for (a wait would run out the graceful window and
-            # drop this handler's own result)
-            return False
+            # drop this handler's own result): not done yet
+            return self._done.is_set()
         return self._done.wait(self._stop_wait(timeout))
 
     def run(self) -> None:
@@ -231,8 +231,7 @@ class Worker(WorkerDriver[FairQueue]):
             ok = True
         except BaseException as exc:
             value = exc
-        finally:
-            self._in_handler.active = False
+        self._in_handler.active = False  # every exception was caught just above
         self._task_ended(slot, ok, value)
         seconds = time.perf_counter() - started
         if not self.places_chain:
