@@ -17,7 +17,7 @@ import math
 
 from fairque_core.domain.enums import Priority
 from fairque_core.domain.errors import TaskValidationError
-from fairque_core.domain.validation import MAX_EPOCH_SECONDS
+from fairque_core.domain.validation import check_duration
 
 __all__ = [
     "DEFAULT_AGING_HORIZON_SECONDS",
@@ -69,13 +69,7 @@ def lease_ms(seconds: object) -> int:
     """A lease's length in whole ms: a number of seconds from 0.001 (1 ms) to the span from
     the epoch to the year 9999 (beyond it a deadline no longer fits the backends' integers and
     the lease was lost at its first heartbeat); TaskValidationError otherwise."""
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-        raise TaskValidationError("lease_seconds", seconds, "must be a number")
-    if not 0.001 <= seconds <= MAX_EPOCH_SECONDS:  # NaN and inf fail here too
-        raise TaskValidationError(
-            "lease_seconds", seconds, f"must be in [0.001, {MAX_EPOCH_SECONDS:.0f}] seconds"
-        )
-    return to_ms(seconds)
+    return to_ms(check_duration(seconds, "lease_seconds", 0.001))
 
 
 def priority_offset_ms(priority: Priority, horizon_ms: int) -> int:

@@ -137,9 +137,7 @@ def check_count(value: object, field: str, low: int = 0, high: int | None = None
 
 def check_page_bound(field: str, value: object) -> int:
     """A listing's ``limit`` or ``offset``: an int in [0, MAX_PAGE_INDEX]."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_PAGE_INDEX:
-        raise TaskValidationError(field, value, f"must be an int in [0, {MAX_PAGE_INDEX}]")
-    return value
+    return check_count(value, field, 0, MAX_PAGE_INDEX)
 
 
 def check_str(value: object, field: str) -> str:

@@ -15,8 +15,8 @@ import attrs
 from fairque_core.domain.enums import FailureType
 from fairque_core.domain.models import DLQEntry
 from fairque_core.domain.states import TaskEvent
-from fairque_core.domain.validation import validate_id
-from fairque_core.memory.store import ModelStore, TaskRecord, check_limit, locked
+from fairque_core.domain.validation import check_page_bound, validate_id
+from fairque_core.memory.store import ModelStore, TaskRecord, locked
 
 __all__ = ["DLQOps"]
 
@@ -48,8 +48,8 @@ class DLQOps(ModelStore):
     def list_dlq(
         self, *, limit: int = 100, offset: int = 0, failure_type: FailureType | None = None
     ) -> list[DLQEntry]:
-        check_limit("limit", limit)
-        check_limit("offset", offset)
+        check_page_bound("limit", limit)
+        check_page_bound("offset", offset)
         entries: list[DLQEntry] = []
         for moved_ms, task_id in sorted((ms, tid) for tid, ms in self._dlq.items()):
             rec = self._records[task_id]

@@ -21,8 +21,9 @@ from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import LeaseLostError
 from fairque_core.domain.scoring import lease_ms, to_ms
 from fairque_core.domain.states import TaskEvent
+from fairque_core.domain.validation import check_page_bound
 from fairque_core.memory.dlq import DLQOps
-from fairque_core.memory.store import check_limit, locked
+from fairque_core.memory.store import locked
 from fairque_core.ports import FinishItem
 
 __all__ = ["LeaseOps"]
@@ -142,7 +143,7 @@ class LeaseOps(DLQOps):
 
     @locked
     def requeue_expired(self, limit: int = 100) -> int:
-        check_limit("limit", limit)
+        check_page_bound("limit", limit)
         now = self._now()
         expired = sorted((ms, tid) for tid, ms in self._leases.items() if ms <= now)[:limit]
         for _deadline, task_id in expired:

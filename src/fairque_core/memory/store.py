@@ -35,7 +35,6 @@ from fairque_core.domain.states import TaskEvent, next_state
 from fairque_core.domain.validation import (
     MAX_EPOCH_SECONDS,
     check_duration,
-    check_page_bound,
     validate_id,
     validate_queue_name,
 )
@@ -43,7 +42,7 @@ from fairque_core.memory import limits
 from fairque_core.memory.wake import WakeSignal
 from fairque_core.ports import Clock, TokenSource, random_token
 
-__all__ = ["ModelStore", "TaskRecord", "TenantQueues", "UniqueHold", "check_limit", "locked"]
+__all__ = ["ModelStore", "TaskRecord", "TenantQueues", "UniqueHold", "locked"]
 
 _Store = TypeVar("_Store", bound="ModelStore")
 _P = ParamSpec("_P")
@@ -61,10 +60,6 @@ def locked(
             return method(self, *args, **kwargs)
 
     return run_locked
-
-
-def check_limit(field: str, value: object) -> None:
-    check_page_bound(field, value)
 
 
 @attrs.define

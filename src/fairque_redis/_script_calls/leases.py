@@ -11,6 +11,7 @@ from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import TaskValidationError
 from fairque_core.domain.models import Claimed
 from fairque_core.domain.scoring import to_ms
+from fairque_core.domain.validation import check_page_bound
 from fairque_core.ports import FinishItem
 from fairque_redis._script_calls.base import (
     Call,
@@ -118,6 +119,5 @@ class LeaseCalls(CallsBase):
         return Call("release", [*self.header(), task_id, token], lambda _reply: None)
 
     def requeue_expired(self, limit: int) -> Call[int]:
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-            raise TaskValidationError("limit", limit, "must be an int >= 0")
+        check_page_bound("limit", limit)
         return Call("requeue_expired", [*self.header(), limit], int_reply("requeue_expired"))
