@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from fairque_core.app.config import mask_url
 from fairque_core.domain.errors import TaskValidationError
-from fairque_core.domain.validation import validate_queue_name
+from fairque_core.domain.validation import is_digits, validate_queue_name
 
 __all__ = [
     "check_queue",
@@ -106,7 +106,7 @@ def check_url(text: str) -> str:
         if not parts.hostname:
             raise argparse.ArgumentTypeError(f"no host in {_masked(url)}")
         db = parts.path.strip("/")
-        if db and not (db.isascii() and db.isdigit()):
+        if db and not is_digits(db):
             raise argparse.ArgumentTypeError(
                 f"bad database {db!r} in {_masked(url)} (the path is a database number, e.g. /0)"
             )

@@ -25,7 +25,7 @@ from fairque_cli.fairness_cmd import run_tenant_fairness
 from fairque_cli.term import LiveView, bold, format_table
 from fairque_core import FailureType, Priority, Task, TaskState
 from fairque_core.app.engine import FairQueue
-from fairque_core.domain.validation import MAX_EPOCH_SECONDS, MAX_TENANT_PAGE
+from fairque_core.domain.validation import MAX_EPOCH_SECONDS, MAX_TENANT_PAGE, is_digits
 
 __all__ = ["add_dlq", "add_push", "add_stats", "parse_priority"]
 
@@ -38,7 +38,7 @@ _SIZE_COLUMNS = ("critical", "normal", "scheduled", "leased", "total")
 def parse_priority(text: str) -> Priority:
     """A priority from ``1``-``6`` or a name (``high``, ``VERY_LOW``, ``critical``)."""
     value = text.strip()
-    if value.isascii() and value.lstrip("-").isdigit():
+    if is_digits(value.lstrip("-")):
         try:
             return Priority.from_int(int(value))
         except ValueError as exc:

@@ -14,6 +14,7 @@ from typing import TextIO
 
 from fairque_cli.context import CliError, SubCommands, load_config
 from fairque_cli.context import open_queue as open_sync_queue
+from fairque_core.domain.validation import is_digits
 
 __all__ = ["TOKEN_ENV", "add_dashboard"]
 
@@ -71,7 +72,7 @@ def _check_listen(host: str, port: int) -> None:
 
 
 def _port(text: str) -> int:
-    if not (text.isascii() and text.isdigit()) or not 0 <= int(text) <= 65535:
+    if not is_digits(text) or not 0 <= int(text) <= 65535:
         raise argparse.ArgumentTypeError(f"not a port: {text!r}")
     return int(text)
 

@@ -26,6 +26,7 @@ from fairque_cli.term import format_table
 from fairque_core.app.config import MAX_TIER_RANK, FairQueueConfig
 from fairque_core.app.engine import FairQueue
 from fairque_core.app.worker_registry import WorkerRegistry
+from fairque_core.domain.errors import FairQueueError, RedisConnectionError
 from fairque_core.domain.scoring import MAX_WEIGHT, MIN_WEIGHT
 from fairque_core.domain.validation import MAX_TENANT_PAGE
 
@@ -71,11 +72,18 @@ def _run_queues(args: argparse.Namespace, out: TextIO) -> int:
             if name == queue.name:
                 rows.append(_queue_row(queue))
                 continue
-            with open_queue(_with_queue(config, name)) as other:
-                rows.append(_queue_row(other))
+            try:
+                with open_queue(_with_queue(config, name)) as other:
+                    rows.append(_queue_row(other))
+            except RedisConnectionError:
+                raise
+            except FairQueueError as exc:  # one damaged queue: listed as such, not fatal
+                rows.append({"queue": name, "error": f"{type(exc).__name__}: {exc}"})
     if args.json:
         return _dump(out, rows)
-    if not rows:
+    unreadable = [row for row in rows if "error" in row]
+    rows = [row for row in rows if "error" not in row]
+    if not rows and not unreadable:
         out.write(
             f"no queues on {describe_target(config)} yet (a queue is listed once it "
             "stores a task, a weight, limits or a pause)\n"
@@ -84,6 +92,8 @@ def _run_queues(args: argparse.Namespace, out: TextIO) -> int:
     header = ["queue", "intake", "ready", "scheduled", "leased", "dlq", "active tenants", "tenants"]
     table = [[str(row[k]) for k in ("queue", *_QUEUE_COLUMNS)] for row in rows]
     out.write("\n".join(format_table(header, table, right=range(1, len(header)))) + "\n")
+    for row in unreadable:
+        out.write(f"{row['queue']}: unreadable ({row['error']}); see fairque doctor\n")
     return 0
 
 

@@ -32,6 +32,7 @@ from fairque_core.domain.errors import (
     TaskNotFoundError,
     TaskValidationError,
 )
+from fairque_core.domain.validation import is_digits
 from fairque_dashboard.sampler import Sampler
 from fairque_dashboard.security import SECURITY_HEADERS, check_action
 
@@ -119,9 +120,7 @@ class Dashboard:
     async def form(self, request: Request) -> dict[str, list[str]]:
         """The url-encoded form of an action (size-capped; no multipart)."""
         size = request.headers.get("content-length")
-        if size is not None and (
-            not (size.isascii() and size.isdigit()) or int(size) > MAX_FORM_BYTES
-        ):
+        if size is not None and (not is_digits(size) or int(size) > MAX_FORM_BYTES):
             raise HTTPException(413, "form too large")
         body = await request.body()
         if len(body) > MAX_FORM_BYTES:
@@ -165,7 +164,7 @@ def int_param(
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return default
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 9:
+    if not is_digits(raw) or len(raw) > 9:
         raise HTTPException(400, f"{name} must be a whole number")
     value = int(raw)
     if value < low or (high is not None and value > high):

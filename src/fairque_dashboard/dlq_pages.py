@@ -18,6 +18,7 @@ from starlette.routing import Route
 from fairque_core.app.engine_async import AsyncFairQueue
 from fairque_core.domain.enums import FailureType
 from fairque_core.domain.models import DLQEntry
+from fairque_core.domain.validation import is_digits
 from fairque_dashboard.app import (
     MAX_PAGE_SIZE,
     dashboard_of,
@@ -124,7 +125,7 @@ async def dlq_page(request: Request) -> Response:
         capped=capped,
         scan_limit=board.settings.dlq_scan_limit,
         done=done,
-        count=int(count) if count.isascii() and count.isdigit() else None,
+        count=int(count) if is_digits(count) else None,
     )
 
 

@@ -73,7 +73,7 @@ import functools
 import zlib
 
 from fairque_core.domain.errors import DamagedKeyError, TaskValidationError
-from fairque_core.domain.validation import validate_id, validate_queue_name
+from fairque_core.domain.validation import is_digits, validate_id, validate_queue_name
 
 __all__ = [
     "KEY_PREFIX",
@@ -111,7 +111,7 @@ def recorded_partitions(raw: bytes | str | None, key: str) -> int:
     if raw is None:
         return 1
     text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-    if text.isascii() and text.isdigit() and 1 <= int(text) <= _MAX_RECORDED:
+    if is_digits(text) and 1 <= int(text) <= _MAX_RECORDED:
         return int(text)
     raise DamagedKeyError(
         key,

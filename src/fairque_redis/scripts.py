@@ -32,6 +32,7 @@ from fairque_core.domain.errors import (
     TaskValidationError,
 )
 from fairque_core.domain.limits import TenantQueueFullError
+from fairque_core.domain.validation import is_digits
 
 __all__ = [
     "ERROR_CODES",
@@ -266,7 +267,7 @@ def _id_taken(detail: str) -> FairQueueError:
 
 def _queue_full(detail: str) -> FairQueueError:
     cap, _, tenant = detail.partition(" ")
-    return TenantQueueFullError(tenant, int(cap) if cap.isascii() and cap.isdigit() else -1)
+    return TenantQueueFullError(tenant, int(cap) if is_digits(cap) else -1)
 
 
 def _bad_arg(detail: str) -> FairQueueError:

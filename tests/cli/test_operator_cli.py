@@ -85,6 +85,32 @@ def test_a_foreign_member_of_the_queue_registry_is_skipped(server_url, queue_nam
         raw.close()
 
 
+def test_a_damaged_queue_is_listed_as_unreadable_not_fatal(server_url, queue_name, queue):
+    """One registered queue whose ``partitions`` record is damaged made ``fairque queues``
+    fail whole (another test's queue on a shared server could do it)."""
+    import redis
+
+    from fairque_redis.keys import KeySpace
+
+    _push(queue, "alice", 1)
+    damaged = queue_name + "-dmg"
+    raw = redis.Redis.from_url(server_url)
+    raw.set(KeySpace(damaged).partition_count, "bogus")
+    raw.sadd("fq:queues", damaged)
+    try:
+        code, text = cli("--url", server_url, "queues")
+        assert code == 0
+        assert queue_name in text
+        assert f"{damaged}: unreadable (DamagedKeyError" in text
+        rows = cli_json("--url", server_url, "queues")
+        [row] = [r for r in rows if r["queue"] == damaged]
+        assert row["error"].startswith("DamagedKeyError")
+    finally:
+        raw.srem("fq:queues", damaged)
+        raw.delete(KeySpace(damaged).partition_count)
+        raw.close()
+
+
 def test_tenants_weights_tiers_depth_and_paging(server_url, queue_name, queue):
     for tenant, n in (("alice", 2), ("bob", 1), ("carol", 4)):
         _push(queue, tenant, n)

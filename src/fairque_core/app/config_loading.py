@@ -49,6 +49,7 @@ from fairque_core.app.config import (
 )
 from fairque_core.domain.errors import ConfigurationError
 from fairque_core.domain.limits import LIMIT_FIELDS
+from fairque_core.domain.validation import is_digits
 
 __all__ = [
     "ENV_PREFIX",
@@ -339,12 +340,7 @@ def _lookup(data: object, segments: list[str]) -> object:
     for segment in segments:
         if isinstance(data, Mapping) and segment in data:
             data = data[segment]
-        elif (
-            isinstance(data, (list, tuple))
-            and segment.isascii()
-            and segment.isdigit()
-            and int(segment) < len(data)
-        ):
+        elif isinstance(data, (list, tuple)) and is_digits(segment) and int(segment) < len(data):
             data = data[int(segment)]
         else:
             return None

@@ -34,6 +34,7 @@ __all__ = [
     "check_time",
     "check_wait_timeout",
     "id_fullmatch",
+    "is_digits",
     "is_valid_id",
     "validate_id",
     "validate_queue_name",
@@ -138,6 +139,12 @@ def check_count(value: object, field: str, low: int = 0, high: int | None = None
 def check_page_bound(field: str, value: object) -> int:
     """A listing's ``limit`` or ``offset``: an int in [0, MAX_PAGE_INDEX]."""
     return check_count(value, field, 0, MAX_PAGE_INDEX)
+
+
+def is_digits(text: str) -> bool:
+    """``text`` is one or more ASCII digits, which ``int()`` reads: ``str.isdigit()`` alone
+    also takes superscripts and other Unicode digits that ``int()`` refuses."""
+    return text.isascii() and text.isdigit()
 
 
 def check_str(value: object, field: str) -> str:
