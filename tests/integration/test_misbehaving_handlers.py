@@ -40,6 +40,12 @@ from fairque_redis import aconnect, connect
 pytestmark = pytest.mark.redis
 
 LIMIT = 2_000  # max_payload_bytes of these queues
+_ENDED = (TaskState.FINISHED, TaskState.FAILED, TaskState.CANCELED)
+
+
+def attrs_no_retry(task: Task) -> Task:
+    """The task with no retries: a failure goes to the DLQ at once."""
+    return attrs.evolve(task, max_retries=0)
 
 
 class Unprintable(Exception):
@@ -186,11 +192,3 @@ def test_the_async_worker_survives(valkey_server: Any, bad: str) -> None:
             await queue.close()
 
     asyncio.run(scenario())
-
-
-_ENDED = (TaskState.FINISHED, TaskState.FAILED, TaskState.CANCELED)
-
-
-def attrs_no_retry(task: Task) -> Task:
-    """The task with no retries: a failure goes to the DLQ at once."""
-    return attrs.evolve(task, max_retries=0)

@@ -174,6 +174,10 @@ def _durable_queue(tmp_path: Path) -> Iterator[tuple[EmbeddedValkey, FairQueue, 
         yield server, queue, Children(server.url, name, tmp_path / "exec.jsonl"), name
 
 
+def _all_finished(queue: FairQueue, ids: list[str]) -> Callable[[], bool]:
+    return lambda: all(queue.get_state(i) is TaskState.FINISHED for i in ids)
+
+
 def _more_than(items: list[str], count: int) -> Callable[[], bool]:
     return lambda: len(items) > count
 
@@ -224,11 +228,7 @@ def test_three_server_crashes_under_load_lose_no_acknowledged_push(tmp_path: Pat
                 wait_until(_more_than(acked, len(acked) + 30), 15, "pushes after it")
             stop.set()
             producer.join(10)
-            wait_until(
-                lambda: all(queue.get_state(i) is TaskState.FINISHED for i in acked),
-                60,
-                "every acknowledged push finished",
-            )
+            wait_until(_all_finished(queue, acked), 60, "every acknowledged push finished")
             assert worker.poll() is None
             ends = {e["id"] for e in events(children.log, "end")}
             assert set(acked) <= ends  # nothing acknowledged was lost
@@ -252,11 +252,7 @@ def test_server_crash_and_restart_is_survived(tmp_path: Path) -> None:
             time.sleep(1.0)
             assert worker.poll() is None  # the worker survives the outage
             server.start()
-            wait_until(
-                lambda: all(queue.get_state(i) is TaskState.FINISHED for i in ids),
-                30,
-                "every task finished after the restart",
-            )
+            wait_until(_all_finished(queue, ids), 30, "every task finished after the restart")
             assert worker.poll() is None
             ends = {e["id"] for e in events(children.log, "end")}
             assert ends == set(ids)  # nothing acknowledged (pushed) was lost
