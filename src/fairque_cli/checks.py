@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from fairque_core.app.config import mask_url
 from fairque_core.domain.errors import TaskValidationError
-from fairque_core.domain.validation import is_digits, validate_queue_name
+from fairque_core.domain.validation import MAX_TENANT_PAGE, is_digits, validate_queue_name
 
 __all__ = [
     "check_queue",
@@ -19,6 +19,7 @@ __all__ = [
     "port_number",
     "positive_float",
     "positive_int",
+    "tenant_page",
 ]
 
 _REDIS_SCHEMES = ("redis", "rediss", "valkey", "valkeys")
@@ -67,6 +68,14 @@ def positive_int(text: str) -> int:
     value = _integer(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
+def tenant_page(text: str) -> int:
+    """A page size of a tenant listing: 1 to ``MAX_TENANT_PAGE``."""
+    value = positive_int(text)
+    if value > MAX_TENANT_PAGE:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_TENANT_PAGE}, got {text}")
     return value
 
 

@@ -36,18 +36,19 @@ _SIZE_COLUMNS = ("critical", "normal", "scheduled", "leased", "total")
 
 
 def parse_priority(text: str) -> Priority:
-    """A priority from ``1``-``6`` or a name (``high``, ``VERY_LOW``, ``critical``)."""
+    """A priority from ``1``-``6`` or a name (``high``, ``VERY_LOW``, ``critical``): the
+    ``type`` of ``--priority``, so a bad one is a usage error (exit 2)."""
     value = text.strip()
     if is_digits(value.lstrip("-")):
         try:
             return Priority.from_int(int(value))
-        except ValueError as exc:
-            raise CliError(f"--priority must be 1-6 or a name, got {text!r}") from exc
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be 1-6 or a name, got {text!r}") from None
     try:
         return Priority[value.upper().replace("-", "_")]
     except KeyError:
         names = ", ".join(p.name.lower() for p in Priority)
-        raise CliError(f"--priority must be 1-6 or one of {names}; got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"must be 1-6 or one of {names}; got {text!r}") from None
 
 
 def _parse_payload(text: str) -> dict[str, Any]:
@@ -61,7 +62,7 @@ def _parse_payload(text: str) -> dict[str, Any]:
 
 
 def _run_push(args: argparse.Namespace, out: TextIO) -> int:
-    priority = parse_priority(args.priority)
+    priority: Priority = args.priority
     payload = _parse_payload(args.payload)
     if args.delay is not None and args.delay < 0:
         raise CliError("--delay must be >= 0 seconds")
@@ -98,7 +99,10 @@ def add_push(sub: SubCommands) -> None:
     )
     add_tenant_flag(p, many=False, required=True, help="tenant id")
     p.add_argument(
-        "--priority", default="normal", help="1-6 or very_low|low|normal|high|very_high|critical"
+        "--priority",
+        type=parse_priority,
+        default="normal",
+        help="1-6 or very_low|low|normal|high|very_high|critical",
     )
     p.add_argument("--payload", default="{}", help="task payload, a JSON object")
     p.add_argument("--name", default="", help="task name (what a registry handler dispatches on)")

@@ -78,6 +78,8 @@ def load_config(args: argparse.Namespace, *, local_server: bool = True) -> FairQ
     elif local_server and not _names_a_server(config, raw):
         url = local_server_url()
         config = attrs.evolve(config, redis=attrs.evolve(config.redis, url=url))
+    if getattr(args, "cluster", False) and (config.redis.url or "").lower().startswith("memory:"):
+        raise CliError("--cluster needs a Redis or Valkey URL; memory:// has no cluster")
     queue = getattr(args, "queue", None)
     if queue:
         config = attrs.evolve(config, queue=attrs.evolve(config.queue, name=queue))

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 import attrs
 
-from fairque_cli.checks import non_negative_int, positive_int
+from fairque_cli.checks import non_negative_int, tenant_page
 from fairque_cli.context import (
     CliError,
     SubCommands,
@@ -348,7 +348,7 @@ def add_operator_commands(sub: SubCommands) -> None:
     )
     p.add_argument(
         "--limit",
-        type=positive_int,
+        type=tenant_page,
         default=100,
         metavar="N",
         help=f"page size (default 100, at most {MAX_TENANT_PAGE})",

@@ -113,7 +113,7 @@ def _add(args: argparse.Namespace, out: TextIO) -> int:
     template = {
         "tenant": args.tenant,
         "task_name": args.task_name,
-        "priority": parse_priority(args.priority),
+        "priority": args.priority,
         "payload": payload,
         "max_retries": args.max_retries,
     }
@@ -173,7 +173,12 @@ def add_schedule(sub: SubCommands) -> None:
     add.add_argument("cron", help="cron expression, e.g. '*/5 * * * *' (6th field: seconds)")
     add.add_argument("--tenant", required=True, help="the tenant its tasks belong to")
     add.add_argument("--task-name", default="", help="the task name (handler) to run")
-    add.add_argument("--priority", default="3", help="1-6 or a name such as high (default 3)")
+    add.add_argument(
+        "--priority",
+        type=parse_priority,
+        default="3",
+        help="1-6 or a name such as high (default 3)",
+    )
     add.add_argument("--payload", default="{}", help="JSON object (default {})")
     add.add_argument("--max-retries", type=int, default=3)
     add.add_argument("--timezone", default="UTC", help="IANA zone (default UTC)")

@@ -235,7 +235,7 @@ class AsyncRedisBackend:
     async def _run(self, call: Call[T]) -> T:
         if not self._checked:
             await self._check_memory_policy(call.script)
-        if call.script in STORING_CALLS and not self._registered:
+        if call.script in STORING_CALLS and call.stores and not self._registered:
             await self._register_queue()
         script = self._scripts.get(call.script)  # None: a plain command (the intake's RPUSH)
         if call.writes and self._replicas and self._replicas.waits_after(call.script):

@@ -233,7 +233,7 @@ class RedisBackend:
     def _run(self, call: Call[T]) -> T:
         if not self._checked:
             self._check_memory_policy(call.script)
-        if call.script in STORING_CALLS and not self._registered:
+        if call.script in STORING_CALLS and call.stores and not self._registered:
             self._register_queue()
         script = self._scripts.get(call.script)  # None: a plain command (the intake's RPUSH)
         if call.writes and self._replicas and self._replicas.waits_after(call.script):

@@ -237,9 +237,14 @@ def test_bad_ids_are_one_line_errors(
     code, _ = cli(*base, "push", "--tenant", "u", "--payload", "{nope")
     assert code == 1
     assert "--payload is not valid JSON" in capsys.readouterr().err
-    code, _ = cli(*base, "push", "--tenant", "u", "--priority", "9")
-    assert code == 1
-    assert "--priority must be 1-6" in capsys.readouterr().err
+    for flags in (
+        ("push", "--tenant", "u"),
+        ("schedule", "add", "s", "* * * * *", "--tenant", "u"),
+    ):
+        with pytest.raises(SystemExit) as info:  # a bad flag value: a usage error
+            cli(*base, *flags, "--priority", "9")
+        assert info.value.code == 2
+        assert "argument --priority: must be 1-6" in capsys.readouterr().err
 
 
 def test_unreachable_server_is_one_line_without_traceback() -> None:

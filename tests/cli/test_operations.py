@@ -354,6 +354,17 @@ def test_cli_on_a_cluster_node_needs_the_cluster_flag(valkey_cluster: Any) -> No
     assert ok.returncode == 0, ok.stderr
 
 
+def test_cluster_with_a_memory_url_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--cluster`` on ``memory://`` was silently ignored: the run looked like a cluster's."""
+    code = main(["--url", "memory://", "--cluster", "stats"])
+    stderr = capsys.readouterr().err
+    assert code == 1
+    assert stderr.strip().splitlines() == [
+        "fairque: error: --cluster needs a Redis or Valkey URL; memory:// has no cluster"
+    ]
+    assert main(["--url", "memory://", "stats", "--json"]) == 0
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
@@ -370,6 +381,9 @@ def test_cli_on_a_cluster_node_needs_the_cluster_flag(valkey_cluster: Any) -> No
         (["stats", "--watch", "0"], "must be > 0"),
         (["push", "--tenant", "a", "--delay", "-2"], "must be >= 0"),
         (["dlq", "list", "--offset", "-1"], "must be >= 0"),
+        (["push", "--tenant", "a", "--priority", "9"], "must be 1-6"),
+        (["push", "--tenant", "a", "--priority", "urgent"], "must be 1-6 or one of"),
+        (["tenants", "--limit", "1001"], "at most 1000"),
     ],
 )
 def test_bad_values_are_one_line_errors(

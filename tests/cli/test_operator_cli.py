@@ -132,6 +132,9 @@ def test_tenants_weights_tiers_depth_and_paging(server_url, queue_name, queue):
     assert code == 0
     assert "--offset 2 shows the next page" in text
     assert "-" in text.splitlines()[2]
+    with pytest.raises(SystemExit) as info:  # past the page bound: a usage error
+        cli(*base, "tenants", "--limit", "1001")
+    assert info.value.code == 2
     code, _ = cli(*base, "tenant", "set-weight", "bob", "-1")
     assert code == 1
 

@@ -47,6 +47,7 @@ from fairque_core.domain.deps import check_batch
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import (
     LeaseLostError,
+    QueueClosedError,
     TaskSerializationError,
 )
 from fairque_core.domain.limits import LIMIT_FIELDS, LimitStatus
@@ -66,7 +67,9 @@ class MixinHost(Protocol):
     mixin has it as its base for the type checker only (no runtime base), so mypy checks the
     mixins' calls against it and the engine's members against it."""
 
-    _backend: QueueBackend
+    @property
+    def _backend(self) -> QueueBackend: ...
+
     _config: QueueConfig
     _plugins: common.PluginHostLike
 
@@ -119,10 +122,11 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
         plugin_host: common.PluginHostLike | None = None,
     ) -> None:
         self._config = common.resolve_config(backend, config)
-        self._backend = backend
+        self._given_backend = backend
         self._plugins = common.make_host(plugins, plugin_host, self._config)
         self._queue_name = backend.queue
-        self._closed = False
+        self._closing = False
+        self._closed = False  # set once close() settled what was in flight
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -168,7 +172,15 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
     # ------------------------------------------------------------------ properties
     @property
     def backend(self) -> QueueBackend:
-        return self._backend
+        return self._given_backend
+
+    @property
+    def _backend(self) -> QueueBackend:
+        """The backend until ``close()``; a call after it is a QueueClosedError (the
+        backend's client would otherwise reopen its connections, unowned and never closed)."""
+        if self._closed:
+            raise QueueClosedError(self._queue_name)
+        return self._given_backend
 
     @property
     def config(self) -> QueueConfig:
@@ -535,9 +547,10 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
-        if not self._closed:
+        if not self._closing:
+            self._closing = True
             self._closed = True
-            self._backend.close()
+            self._given_backend.close()
 
     def __enter__(self) -> FairQueue:
         return self
@@ -551,4 +564,5 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
         self.close()
 
     def __repr__(self) -> str:
-        return f"FairQueue(queue={self._queue_name!r}, backend={type(self._backend).__name__})"
+        kind = type(self._given_backend).__name__
+        return f"FairQueue(queue={self._queue_name!r}, backend={kind})"

@@ -50,6 +50,7 @@ from fairque_core.domain.deps import check_batch
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import (
     LeaseLostError,
+    QueueClosedError,
     TaskSerializationError,
 )
 from fairque_core.domain.limits import LIMIT_FIELDS, LimitStatus
@@ -69,7 +70,9 @@ class MixinHost(Protocol):
     mixin has it as its base for the type checker only (no runtime base), so mypy checks the
     mixins' calls against it and the engine's members against it."""
 
-    _backend: AsyncQueueBackend
+    @property
+    def _backend(self) -> AsyncQueueBackend: ...
+
     _config: QueueConfig
     _plugins: common.PluginHostLike
     coalesce_pushes: bool  # unasync: remove
@@ -132,10 +135,11 @@ class AsyncFairQueue(
         coalesce_pushes: bool = True,  # unasync: remove
     ) -> None:
         self._config = common.resolve_config(backend, config)
-        self._backend = backend
+        self._given_backend = backend
         self._plugins = common.make_host(plugins, plugin_host, self._config)
         self._queue_name = backend.queue
-        self._closed = False
+        self._closing = False
+        self._closed = False  # set once close() settled what was in flight
         self.coalesce_pushes = bool(coalesce_pushes)  # unasync: remove
         self._coalescer = PushCoalescer(self)  # unasync: remove
         self._intake_coalescer = PushCoalescer(self, intake=True)  # unasync: remove
@@ -188,7 +192,15 @@ class AsyncFairQueue(
     # ------------------------------------------------------------------ properties
     @property
     def backend(self) -> AsyncQueueBackend:
-        return self._backend
+        return self._given_backend
+
+    @property
+    def _backend(self) -> AsyncQueueBackend:
+        """The backend until ``close()``; a call after it is a QueueClosedError (the
+        backend's client would otherwise reopen its connections, unowned and never closed)."""
+        if self._closed:
+            raise QueueClosedError(self._queue_name)
+        return self._given_backend
 
     @property
     def config(self) -> QueueConfig:
@@ -561,11 +573,12 @@ class AsyncFairQueue(
 
     # ------------------------------------------------------------------ lifecycle
     async def close(self) -> None:
-        if not self._closed:
-            self._closed = True
+        if not self._closing:
+            self._closing = True
             await self._coalescer.settle()  # unasync: remove
             await self._intake_coalescer.settle()  # unasync: remove
-            await self._backend.close()
+            self._closed = True
+            await self._given_backend.close()
 
     async def __aenter__(self) -> AsyncFairQueue:
         return self
@@ -579,4 +592,5 @@ class AsyncFairQueue(
         await self.close()
 
     def __repr__(self) -> str:
-        return f"AsyncFairQueue(queue={self._queue_name!r}, backend={type(self._backend).__name__})"
+        kind = type(self._given_backend).__name__
+        return f"AsyncFairQueue(queue={self._queue_name!r}, backend={kind})"

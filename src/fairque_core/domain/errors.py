@@ -237,6 +237,17 @@ class PluginError(FairQueueError):
         super().__init__(f"plugin {plugin!r} failed in {hook}: {error!r}")
 
 
+class QueueClosedError(FairQueueError, RuntimeError):
+    """A call on a queue after its ``close()``: the queue does not reopen its connections.
+
+    Build a new queue (``FairQueue.from_config``/``from_url``) to go on.
+    """
+
+    def __init__(self, queue: str) -> None:
+        self.queue = queue
+        super().__init__(f"queue {queue!r} is closed")
+
+
 class BackendError(FairQueueError):
     """A queue backend (Redis, Valkey, ...) could not do what was asked."""
 

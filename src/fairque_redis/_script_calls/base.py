@@ -44,12 +44,15 @@ if hasattr(os, "register_at_fork"):
 
 @attrs.frozen
 class Call(Generic[T]):
-    """One script call: which script, its ARGV, and how to read the reply."""
+    """One script call: which script, its ARGV, and how to read the reply. ``stores`` is False
+    for a call of a storing script that only takes something away (a resume, limits cleared):
+    such a call does not list its queue in the registry."""
 
     script: str
     args: list[Any]
     parse: Callable[[Any], T]
     writes: bool = True
+    stores: bool = True
 
 
 def to_text(value: Any) -> str:

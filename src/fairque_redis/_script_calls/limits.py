@@ -55,7 +55,10 @@ class LimitCalls(CallsBase):
         else:
             scope = ["q", ""]
         values = [_arg(name, checked[name]) if name in checked else "" for name in LIMIT_FIELDS]
-        return Call("set_limits", [*self.header(), *scope, *values], lambda _reply: None)
+        stores = any(value is not None for value in checked.values())  # not only clears
+        return Call(
+            "set_limits", [*self.header(), *scope, *values], lambda _reply: None, stores=stores
+        )
 
     def limit_status(self, tenant: str) -> Call[LimitStatus]:
         validate_id(tenant, "tenant")

@@ -23,7 +23,7 @@ class PauseCalls(CallsBase):
 
     def set_paused(self, paused: bool, tenant: str | None = None) -> Call[None]:
         args = [*self.header(), *_scope(tenant), "1" if paused else "0"]
-        return Call("pause", args, lambda _reply: None)
+        return Call("pause", args, lambda _reply: None, stores=paused)
 
     def is_paused(self, tenant: str | None = None) -> Call[bool]:
         def parse(reply: Any) -> bool:
