@@ -13,6 +13,7 @@ non-empty queue.
 from __future__ import annotations
 
 import heapq
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,6 +21,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from fairque_core.app.config import QueueConfig
+from fairque_core.app.worker_registry import any_live
 from fairque_core.domain.enums import FailureType
 from fairque_core.domain.errors import ConfigurationError, TaskValidationError
 from fairque_core.domain.limits import LimitStatus
@@ -42,8 +44,8 @@ from fairque_redis.keys import KeySpace, recorded_partitions
 
 __all__ = ["AsyncPartition", "AsyncPartitionReads", "settle_layout"]
 
-# stats gauges that tell whether a layout still holds work
-_WORK_GAUGES = ("ready", "scheduled", "leased", "dlq")
+# stats gauges that tell whether a layout still holds work (or a pause of the whole queue)
+_WORK_GAUGES = ("ready", "scheduled", "leased", "dlq", "intake", "paused")
 
 
 class AsyncPartition(AsyncRedisBackend):
@@ -134,10 +136,13 @@ def _is_empty(stats: Mapping[str, int]) -> bool:
     return live <= 0 and not any(stats.get(name, 0) for name in _WORK_GAUGES)
 
 
-async def _layout_empty(
+async def _layout_holds(
     client: Redis | RedisCluster, queue: str, partitions: int, config: QueueConfig, scripts: str
-) -> bool:
-    """Whether the queue holds no task (live or dead) under ``partitions`` partitions."""
+) -> str | None:
+    """What the queue holds under ``partitions`` partitions that a new layout would lose: its
+    tasks (live or dead, intake entries included), a pause of the queue, cron schedules, or a
+    live worker (one that opened it with that number and would go on using it); None when it
+    holds none of these."""
     parts: list[AsyncRedisBackend]
     if partitions == 1:
         parts = [
@@ -160,9 +165,18 @@ async def _layout_empty(
     for n, part in enumerate(parts):
         if n:
             part._checked = True
-        if not _is_empty(await part.stats()):
-            return False
-    return True
+        stats = await part.stats()
+        if not _is_empty(stats):
+            return "a pause of the queue" if stats.get("paused") else "tasks"
+    keys = parts[0]._keys  # schedules and worker records live in partition 0 (ADR 34)
+    with translate_errors("partitions", writes=False):
+        schedules = await client.exists(keys.schedules)
+        workers = await client.hgetall(keys.workers)
+    if schedules:
+        return "cron schedules"
+    if any_live({to_text(k): to_text(v) for k, v in workers.items()}, time.time()):
+        return "a live worker"
+    return None
 
 
 async def settle_layout(
@@ -175,8 +189,9 @@ async def settle_layout(
 ) -> None:
     """Check ``partitions`` against the number recorded for ``queue`` (its ``partitions``
     key; absent = 1) and record it. A different number is accepted only when the queue holds
-    no task under the recorded one (it is re-created empty); otherwise ConfigurationError:
-    changing P on a non-empty queue is refused. One GET when the numbers agree. ``scripts``:
+    nothing under the recorded one that the new layout would lose (see :func:`_layout_holds`;
+    it is re-created empty); otherwise ConfigurationError: changing P on a non-empty queue is
+    refused. One GET when the numbers agree. ``scripts``:
     how the reads of that check run (ADR 41), as the caller's backend runs its own."""
     config = config if config is not None else QueueConfig(name=queue)
     key = KeySpace(queue).partition_count
@@ -185,9 +200,10 @@ async def settle_layout(
     recorded = recorded_partitions(raw, key)
     if recorded == partitions:
         return
-    if not await _layout_empty(client, queue, recorded, config, scripts):
+    held = await _layout_holds(client, queue, recorded, config, scripts)
+    if held is not None:
         raise ConfigurationError(
-            f"queue {queue!r} has {recorded} partition(s) and holds tasks: changing the number "
+            f"queue {queue!r} has {recorded} partition(s) and holds {held}: changing the number "
             f"of partitions (to {partitions}) on a non-empty queue is refused; drain it first "
             "or open it with the recorded number (ADR 34)",
             path="queue.partitions",

@@ -288,3 +288,50 @@ def test_the_lease_map_holds_only_the_leases_in_flight(valkey_server: Any) -> No
             backend.finish(four.message.task_id, four.lease.token)
         assert backend._leases == {}
         backend.purge_all()
+
+
+@pytest.mark.parametrize("held", ["intake", "pause", "schedule", "worker"])
+def test_a_queue_holding_more_than_tasks_keeps_its_partition_count(
+    valkey_server: Any, held: str
+) -> None:
+    """Changing P re-creates the queue empty, so it is refused while the recorded layout holds
+    what the new one would lose or not see: acknowledged intake entries, a pause of the queue,
+    cron schedules, or a live worker that opened it with the recorded P (each was lost or
+    stranded before). Once that is gone, the change is accepted."""
+    from fairque_core.app.worker_registry import WorkerRegistry
+
+    name = _queue()
+    url = valkey_server.url
+    with connect(url, queue=name, partitions=4) as queue:
+        registry = WorkerRegistry(queue.backend, "w1", queue=name)
+        if held == "intake":
+            queue.backend.push_intake([_message_task("alice")])  # type: ignore[attr-defined]
+            needle = "holds tasks"
+        elif held == "pause":
+            queue.pause()
+            needle = "holds a pause of the queue"
+        elif held == "schedule":
+            queue.add_schedule("nightly", "0 3 * * *", {"tenant": "alice"})
+            needle = "holds cron schedules"
+        else:
+            registry.beat({"state": "running"})
+            needle = "holds a live worker"
+        for other in (1, 2):
+            with pytest.raises(ConfigurationError, match=needle):
+                connect(url, queue=name, partitions=other).close()
+        # what was held is still there, under the recorded layout
+        if held == "intake":
+            assert queue.backend.stats()["intake"] == 1
+            queue.backend.ingest()  # type: ignore[attr-defined]
+            [claimed] = queue.backend.claim()
+            queue.backend.finish(claimed.message.task_id, claimed.lease.token)
+        elif held == "pause":
+            assert queue.is_paused()
+            queue.resume()
+        elif held == "schedule":
+            assert [s.name for s in queue.list_schedules()] == ["nightly"]
+            queue.remove_schedule("nightly")
+        else:
+            registry.remove()
+    with connect(url, queue=name, partitions=2) as again:  # nothing held: accepted
+        assert again.backend.partitions == 2  # type: ignore[attr-defined]

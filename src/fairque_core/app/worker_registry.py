@@ -22,7 +22,13 @@ from typing import Any, Protocol
 
 import attrs
 
-__all__ = ["DEFAULT_INTERVAL", "WorkerInfo", "WorkerRegistry", "WorkerRegistryBackend"]
+__all__ = [
+    "DEFAULT_INTERVAL",
+    "WorkerInfo",
+    "WorkerRegistry",
+    "WorkerRegistryBackend",
+    "any_live",
+]
 
 #: Seconds between two records of one worker.
 DEFAULT_INTERVAL = 5.0
@@ -93,6 +99,15 @@ def parse_record(worker_id: str, text: str) -> WorkerInfo:
         last_seen=_number(data.get("last_seen")),
         interval=_number(data.get("interval"), DEFAULT_INTERVAL) or DEFAULT_INTERVAL,
     )
+
+
+def _stale(info: WorkerInfo, now: float) -> bool:
+    return now - info.last_seen > STALE_AFTER * info.interval
+
+
+def any_live(records: Mapping[str, str], now: float) -> bool:
+    """Whether one of the stored ``records`` (id -> JSON) is not stale at wall time ``now``."""
+    return any(not _stale(parse_record(i, text), now) for i, text in records.items())
 
 
 class WorkerRegistry:
@@ -198,7 +213,7 @@ class WorkerRegistry:
                 dead.append(worker_id)
                 if prune:
                     continue
-            out.append(attrs.evolve(info, stale=age > STALE_AFTER * info.interval))
+            out.append(attrs.evolve(info, stale=_stale(info, now)))
         if prune and dead:
             self._backend.remove_workers(dead)
         return sorted(out, key=lambda w: (w.started_at, w.worker_id))
