@@ -105,6 +105,16 @@ def _finish_with_xcom(backend: QueueBackend, task_id: str, xcom: dict[str, bytes
     backend.finish(task_id, claimed.lease.token, None, xcom)
 
 
+def test_a_finish_stores_thousands_of_xcom_values(backend: QueueBackend) -> None:
+    # the values go to the server in one finish call; Lua's unpack takes about 8,000 values
+    # at once, so a task publishing past ~4,000 failed its finish (a LuaScriptError) on Redis
+    values = {f"k{n}": str(n).encode() for n in range(9_000)}
+    backend.push(msg("many", "alice"))
+    _finish_with_xcom(backend, "many", values)
+    probe = [("many", "k0"), ("many", "k4321"), ("many", "k8999"), ("many", "k9000")]
+    assert backend.xcom_get("alice", probe) == [b"0", b"4321", b"8999", None]
+
+
 def test_xcom_values_end_with_the_record_and_a_reused_id_starts_without_them(
     make_backend: Callable[..., QueueBackend], clock: FakeClock
 ) -> None:

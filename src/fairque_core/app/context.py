@@ -195,8 +195,20 @@ def _lookup(task: Task) -> TaskContext:
         return found
 
 
+def pushed(task: Task) -> dict[str, bytes]:
+    """The encoded values the task pushed, its context kept: the engine's finish reads them,
+    and drops the context (:func:`discard`) only once the backend call went through, so that
+    a finish retried after a connection error stores them still."""
+    key = _key(task)
+    if key is None:
+        return {}
+    with _LOCK:
+        found = _CONTEXTS.get(key)
+    return dict(found._pushed) if isinstance(found, TaskContext) else {}
+
+
 def take(task: Task) -> dict[str, bytes]:
-    """The encoded values the task pushed, its context dropped (the engine's finish)."""
+    """The encoded values the task pushed, its context dropped."""
     key = _key(task)
     if key is None:
         return {}
@@ -206,7 +218,8 @@ def take(task: Task) -> dict[str, bytes]:
 
 
 def discard(task: Task) -> None:
-    """Drop the task's context and what it pushed (fail, release)."""
+    """Drop the task's context and what it pushed (fail, release, a finish that went
+    through)."""
     take(task)
 
 

@@ -51,11 +51,16 @@ class AckMixin(MixinHost):
         lease = lease_of(task)
         run_seconds = check_run_seconds(run_seconds)
         body = encode_result(task.task_id, result, self._config.max_payload_bytes)
-        xcom = context.take(task)  # the handler's XCom values, stored in the same step
-        if xcom:
-            self._backend.finish(task.task_id, lease.token, body, xcom)
-        else:
-            self._backend.finish(task.task_id, lease.token, body)
+        xcom = context.pushed(task)  # the handler's XCom values, stored in the same step
+        try:
+            if xcom:
+                self._backend.finish(task.task_id, lease.token, body, xcom)
+            else:
+                self._backend.finish(task.task_id, lease.token, body)
+        except LeaseLostError:
+            context.discard(task)
+            raise
+        context.discard(task)  # kept until here: a finish retried after an error stores them
         self._event("finished", task, run_seconds=run_seconds)
 
     def finish_many(
@@ -133,6 +138,7 @@ class AckMixin(MixinHost):
             if not isinstance(exc.result, tuple):
                 raise
             done, claimed = exc.result
+            self._discard_contexts(items, positions)  # applied on the primary
             tasks = self._claimed_tasks(claimed, count, assigned, steal, worker_id)
             exc.result = (self._flags(len(items), positions, done), tasks)
             raise
@@ -151,13 +157,20 @@ class AckMixin(MixinHost):
             body = encode_result(task.task_id, result, self._config.max_payload_bytes)
             if task.lease is None:
                 continue
-            xcom = context.take(task)  # the handler's XCom values, stored in the same step
+            xcom = context.pushed(task)  # the handler's XCom values, stored in the same step
             if xcom:
                 entries.append((task.task_id, task.lease.token, body, xcom))
             else:
                 entries.append((task.task_id, task.lease.token, body))
             positions.append(index)
         return entries, positions
+
+    @staticmethod
+    def _discard_contexts(items: Sequence[tuple[Task, object]], positions: Sequence[int]) -> None:
+        """Drop the contexts of the tasks a finish call went through for (their XCom values
+        are stored, or their leases were lost): kept until then for a retried finish."""
+        for index in positions:
+            context.discard(items[index][0])
 
     @staticmethod
     def _flags(n: int, positions: Sequence[int], flags: Sequence[bool]) -> list[bool]:
@@ -174,7 +187,9 @@ class AckMixin(MixinHost):
         times: Sequence[float | None] | None,
     ) -> list[bool]:
         """The backend's ``flags`` (one per finish entry) as one per item, with the
-        ``finished`` events of those finished."""
+        ``finished`` events of those finished; the call went through, so the tasks'
+        contexts go."""
+        self._discard_contexts(items, positions)
         done = self._flags(len(items), positions, flags)
         if self._listening():
             for index in positions:

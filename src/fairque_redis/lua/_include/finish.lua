@@ -178,7 +178,11 @@ local function fq_finish(q, argv, at, strict)
         if nx > 0 then
           local xkey = fq_xcom_key(q, user, id)
           FQ_CALL('DEL', xkey)
-          FQ_CALL('HSET', xkey, unpack(argv, xat, xat + 2 * nx - 1))
+          -- field-value pairs per HSET, FQ_ZREM_CHUNK at a time: unpack has a stack limit
+          local last = xat + 2 * nx - 1
+          for s = xat, last, 2 * FQ_ZREM_CHUNK do
+            FQ_CALL('HSET', xkey, unpack(argv, s, math.min(s + 2 * FQ_ZREM_CHUNK - 1, last)))
+          end
           if q.server_time then
             FQ_CALL('PEXPIRE', xkey, fq_int(math.max(ttl, 1)))
           end
