@@ -14,9 +14,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import pytest
 
 from fairque_core import (
+    Chain,
+    FailureType,
     FairQueue,
     QueueBackend,
     QueueConfig,
@@ -27,6 +30,7 @@ from fairque_core import (
     TaskFailedError,
     TaskRegistry,
     TaskState,
+    TaskTypeError,
     TaskValidationError,
     XComTooLargeError,
     chain,
@@ -299,6 +303,82 @@ def test_chain_of_three_passes_values_end_to_end(backend: QueueBackend) -> None:
     first = steps.tasks[0].task_id
     assert queue.xcom_pull(first, "seen", tenant="alice") == {"start": 1}
     assert queue.xcom_pull(first, tenant="alice") == 1
+
+
+def test_a_step_whose_parent_result_expired_fails_instead_of_reading_none(
+    make_backend: Callable[..., QueueBackend], clock: FakeClock
+) -> None:
+    """A chain step (or chord callback) that starts after its parent's finished record expired
+    got None as the parent's result, silently; now it fails with ParentResultExpiredError and
+    goes to the DLQ as poisoned. A parent that returned None still hands over None."""
+    ttl = 5.0
+    backend = make_backend(config=QueueConfig(result_ttl_seconds=ttl))
+    registry = _registry()
+    queue = FairQueue(backend)
+    square, add = registry.get("square"), registry.get("add")
+    late = queue.push_chain(chain(square.create("alice", 6), add.step("alice", 1)))
+    [parent] = queue.claim_batch(1)
+    queue.finish(parent, 36)
+    clock.advance(ttl + 1)  # the parent's record (and result) expire before the step runs
+    assert _drain(queue, RegistryHandler(registry)) == 1
+    with pytest.raises(TaskFailedError, match="ParentResultExpiredError") as info:
+        late.get(timeout=5)
+    assert "poisoned" in str(info.value)
+    [entry] = queue.list_dlq()
+    assert entry.original_task.task_id == late.task_id
+    assert entry.failure_type == FailureType.POISONED
+
+    @registry.task("nothing")
+    def nothing() -> None:
+        return None
+
+    @registry.task("took")
+    def took(previous: object) -> str:
+        return f"got {previous!r}"
+
+    kept = queue.push_chain(chain(nothing.create("alice"), took.step("alice")))
+    assert _drain(queue, RegistryHandler(registry)) == 2
+    assert kept.get(timeout=5) == "got None"
+
+
+def test_a_chord_callback_gets_its_members_results_not_its_own_dependencies(
+    backend: QueueBackend,
+) -> None:
+    registry = _registry()
+    queue = FairQueue(backend)
+    square, total = registry.get("square"), registry.get("total")
+    extra = queue.push(square.create("alice", 10))
+    callback = attrs.evolve(total.step("alice"), depends_on=(extra.task_id,))
+    handle = queue.push_chord(chord(group([square.create("alice", n) for n in (2, 3)]), callback))
+    assert _drain(queue, RegistryHandler(registry)) == 4
+    assert handle.get(timeout=5) == 13  # 4 + 9: the extra dependency's 100 is not a member's
+
+
+def test_workflows_of_one_tenant_and_of_the_built_types_only(backend: QueueBackend) -> None:
+    queue = FairQueue(backend)
+    a, b = Task.create("alice"), Task.create("bob")
+    with pytest.raises(TaskValidationError, match="one tenant"):
+        chain(a, b)
+    with pytest.raises(TaskValidationError, match="one tenant"):
+        chord(group([a]), b)
+    with pytest.raises(TaskValidationError, match="one tenant"):
+        queue.push_chain(Chain((a, b)))
+    for wrong, push in (
+        ([a], queue.push_group),
+        ([a, a], queue.push_chain),
+        ((a,), queue.push_chord),
+    ):
+        with pytest.raises(TaskTypeError):
+            push(wrong)  # type: ignore[arg-type]
+    with pytest.raises(TaskValidationError, match="at least one task"):
+        queue.push_chain(Chain(()))
+    for bad in (None, 5):
+        with pytest.raises(TaskTypeError):
+            group(bad)  # type: ignore[arg-type]
+    assert queue.push_group(group([a, b])) == [a.task_id, b.task_id]  # a group may mix tenants
+    for key in (5, "", None, ["a"]):
+        with pytest.raises(TaskValidationError, match="key"):
+            queue.xcom_pull(a.task_id, key, tenant="alice")  # type: ignore[arg-type]
 
 
 def test_tenant_b_cannot_read_tenant_a_xcom(backend: QueueBackend) -> None:

@@ -22,10 +22,14 @@ import asyncio
 import contextvars
 import inspect
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Protocol
 
-from fairque_core.domain.errors import FairQueueError, TaskValidationError
+from fairque_core.domain.errors import (
+    FairQueueError,
+    ParentResultExpiredError,
+    TaskValidationError,
+)
 from fairque_core.domain.models import Task
 from fairque_core.domain.outcomes import RETURN_VALUE
 
@@ -51,6 +55,8 @@ class XComQueue(Protocol):
     def xcom_get_values(self, tenant: str, items: Sequence[tuple[str, str]]) -> Any: ...
 
     def encode_xcom(self, task: Task, key: str, value: object) -> bytes: ...
+
+    def get_state(self, task_id: str) -> Any: ...
 
 
 class TaskContext:
@@ -89,9 +95,33 @@ class TaskContext:
 
     def parent_results(self) -> Any:
         """The results of the tasks this one depends on, in ``depends_on`` order (a chord's
-        callback gets its members' results, a chain's step its predecessor's)."""
-        items = [(dep, RETURN_VALUE) for dep in self.task.depends_on]
-        return self._read(items, list)
+        callback gets its members' results, a chain's step its predecessor's).
+
+        A parent's result lives as long as its finished record (``result_ttl_seconds``). A
+        parent whose result reads as None is looked up: when its record is gone (the task
+        started after the result expired) this raises ParentResultExpiredError instead of
+        handing the step a None that was never the parent's result."""
+        deps = list(self.task.depends_on)
+        queue = self._require_queue()
+        made = queue.xcom_get_values(self.tenant, [(dep, RETURN_VALUE) for dep in deps])
+        if not inspect.isawaitable(made):
+            missing = [dep for dep, value in zip(deps, made, strict=True) if value is None]
+            self._check_kept(missing, [queue.get_state(dep) for dep in missing])
+            return list(made)
+        pending: Awaitable[list[Any]] = made
+
+        async def checked() -> list[Any]:
+            values = await pending
+            missing = [dep for dep, value in zip(deps, values, strict=True) if value is None]
+            self._check_kept(missing, [await queue.get_state(dep) for dep in missing])
+            return list(values)
+
+        return self._on_owner_loop(checked())
+
+    def _check_kept(self, parents: list[str], states: list[Any]) -> None:
+        gone = [dep for dep, state in zip(parents, states, strict=True) if state is None]
+        if gone:
+            raise ParentResultExpiredError(self.task.task_id, gone)
 
     def _require_queue(self) -> XComQueue:
         if self._queue is None:
@@ -109,9 +139,14 @@ class TaskContext:
         async def shaped() -> Any:
             return shape(await pending)
 
+        return self._on_owner_loop(shaped())
+
+    def _on_owner_loop(self, read: Coroutine[Any, Any, Any]) -> Any:
+        """An async queue's ``read``: the awaitable on the claiming loop's thread, else its
+        value, run on that loop."""
         if self._loop is None or _on_loop(self._loop):
-            return shaped()
-        return asyncio.run_coroutine_threadsafe(shaped(), self._loop).result()
+            return read
+        return asyncio.run_coroutine_threadsafe(read, self._loop).result()
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:

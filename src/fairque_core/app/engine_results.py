@@ -19,7 +19,7 @@ from fairque_core.app import engine_support as common
 from fairque_core.app.handles import TaskHandle
 from fairque_core.app.messages import decode_result, to_message
 from fairque_core.app.result_waits import wait_piece
-from fairque_core.app.workflows import Chain, Chord, Group
+from fairque_core.app.workflows import Chain, Chord, Group, check_workflow
 from fairque_core.domain.deps import check_batch
 from fairque_core.domain.enums import TaskState
 from fairque_core.domain.errors import (
@@ -234,16 +234,16 @@ class ResultMixin(MixinHost):
     # ------------------------------------------------------------------ workflows
     def push_group(self, members: Group) -> list[TaskHandle]:
         """Every task of the group in one round trip; a handle per task."""
-        return self._push_all(members.tasks)
+        return self._push_all(check_workflow(members, Group))
 
     def push_chord(self, workflow: Chord) -> TaskHandle:
         """The members and the callback in one round trip; the callback's handle."""
-        handles = self._push_all(workflow.tasks)
+        handles = self._push_all(check_workflow(workflow, Chord))
         return handles[-1]
 
     def push_chain(self, workflow: Chain) -> TaskHandle:
         """Every step in one round trip; the last step's handle (its result is the chain's)."""
-        handles = self._push_all(workflow.tasks)
+        handles = self._push_all(check_workflow(workflow, Chain))
         return handles[-1]
 
     def _push_all(self, tasks: Sequence[Task]) -> list[TaskHandle]:

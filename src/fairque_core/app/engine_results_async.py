@@ -20,7 +20,7 @@ from fairque_core.app import engine_support as common
 from fairque_core.app.handles_async import AsyncTaskHandle
 from fairque_core.app.messages import decode_result, to_message
 from fairque_core.app.result_waits import async_wait_piece
-from fairque_core.app.workflows import Chain, Chord, Group
+from fairque_core.app.workflows import Chain, Chord, Group, check_workflow
 from fairque_core.domain.deps import check_batch
 from fairque_core.domain.enums import TaskState
 from fairque_core.domain.errors import (
@@ -239,16 +239,16 @@ class AsyncResultMixin(MixinHost):
     # ------------------------------------------------------------------ workflows
     async def push_group(self, members: Group) -> list[AsyncTaskHandle]:
         """Every task of the group in one round trip; a handle per task."""
-        return await self._push_all(members.tasks)
+        return await self._push_all(check_workflow(members, Group))
 
     async def push_chord(self, workflow: Chord) -> AsyncTaskHandle:
         """The members and the callback in one round trip; the callback's handle."""
-        handles = await self._push_all(workflow.tasks)
+        handles = await self._push_all(check_workflow(workflow, Chord))
         return handles[-1]
 
     async def push_chain(self, workflow: Chain) -> AsyncTaskHandle:
         """Every step in one round trip; the last step's handle (its result is the chain's)."""
-        handles = await self._push_all(workflow.tasks)
+        handles = await self._push_all(check_workflow(workflow, Chain))
         return handles[-1]
 
     async def _push_all(self, tasks: Sequence[Task]) -> list[AsyncTaskHandle]:

@@ -20,6 +20,7 @@ from fairque_core.domain.enums import FailureType
 from fairque_core.domain.errors import (
     ConfigurationError,
     LeaseLostError,
+    ParentResultExpiredError,
     TaskSerializationError,
     UnknownTaskError,
 )
@@ -43,7 +44,7 @@ __all__ = [
 
 # Errors that mean "this task can never succeed as sent": straight to the DLQ as POISONED,
 # whatever the retry policy says.
-_POISON = (UnknownTaskError, TaskSerializationError)
+_POISON = (UnknownTaskError, TaskSerializationError, ParentResultExpiredError)
 
 
 class RetryDecisionLike(Protocol):

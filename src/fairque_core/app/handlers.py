@@ -22,6 +22,7 @@ from fairque_core.app.workflows import INJECT_HEADER
 from fairque_core.domain.enums import Priority
 from fairque_core.domain.errors import TaskSerializationError, TaskValidationError, UnknownTaskError
 from fairque_core.domain.models import Task
+from fairque_core.domain.validation import is_digits
 
 __all__ = [
     "RegistryHandler",
@@ -368,9 +369,11 @@ def task(
 
 def _injected(task: Task, parents: list[Any], args: list[Any]) -> list[Any]:
     """``args`` with the parents' results in front, as a chord or chain step takes them."""
-    kind = task.headers.get(INJECT_HEADER)
+    kind = task.headers.get(INJECT_HEADER, "")
     if kind == "chord":
         return [parents, *args]
+    if kind.startswith("chord:") and is_digits(kind[6:]):
+        return [parents[: int(kind[6:])], *args]  # the members', not the callback's own deps
     if kind == "chain":
         return [parents[0] if parents else None, *args]
     return args

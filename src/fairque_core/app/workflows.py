@@ -21,24 +21,63 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from fairque_core.domain.errors import TaskValidationError
+from fairque_core.domain.errors import TaskTypeError, TaskValidationError
 from fairque_core.domain.models import Task
 
-__all__ = ["INJECT_HEADER", "Chain", "Chord", "Group", "chain", "chord", "group"]
+__all__ = [
+    "INJECT_HEADER",
+    "Chain",
+    "Chord",
+    "Group",
+    "chain",
+    "check_workflow",
+    "chord",
+    "group",
+]
 
 #: Header telling ``RegistryHandler`` to pass parent results as the first argument:
-#: ``chain`` (the one parent's result) or ``chord`` (the list of the members' results).
+#: ``chain`` (the one parent's result) or ``chord:<n>`` (the list of the results of the
+#: first ``n`` dependencies, the members; the callback's own dependencies come after them).
+#: A bare ``chord`` (tasks pushed before 2026-11-27) passes every dependency's result.
 INJECT_HEADER = "x-fairque-inject"
 
 
 def _tasks(items: Iterable[Task], field: str) -> tuple[Task, ...]:
     if isinstance(items, (str, bytes, Task)):
-        raise TaskValidationError(field, items, "must be a sequence of Task")
-    out = tuple(items)
+        raise TaskTypeError(field, items, "must be a sequence of Task")
+    try:
+        out = tuple(items)
+    except TypeError:
+        raise TaskTypeError(field, items, "must be a sequence of Task") from None
     for item in out:
         if not isinstance(item, Task):
-            raise TaskValidationError(field, item, "must hold only fairque_core.Task values")
+            raise TaskTypeError(field, item, "must hold only fairque_core.Task values")
     return out
+
+
+def _one_tenant(tasks: Sequence[Task], field: str) -> None:
+    """Chains and chords pass results, and a task reads results within its own tenant only
+    (ADR 27): a step of another tenant would read its parent's result as None."""
+    tenants = sorted({t.tenant for t in tasks})
+    if len(tenants) > 1:
+        raise TaskValidationError(
+            field, tenants, "its tasks must belong to one tenant (results are read per tenant)"
+        )
+
+
+def check_workflow(value: object, kind: type[Group | Chord | Chain]) -> tuple[Task, ...]:
+    """The tasks of ``value``, a ``kind`` as :func:`group`, :func:`chord` or :func:`chain`
+    build it (``push_group``/``push_chord``/``push_chain`` check what they are given:
+    TaskTypeError for another type, TaskValidationError for an empty one)."""
+    field = kind.__name__.lower()
+    if not isinstance(value, kind):
+        raise TaskTypeError(field, value, f"must be a {kind.__name__} (build it with {field}())")
+    tasks = value.tasks
+    if kind is not Group:
+        if not tasks:
+            raise TaskValidationError(field, [], f"a {field} needs at least one task")
+        _one_tenant(tasks, field)
+    return tasks
 
 
 @attrs.frozen
@@ -87,13 +126,14 @@ def chord(members: Group | Sequence[Task], callback: Task) -> Chord:
     if not built.tasks:
         raise TaskValidationError("group", [], "a chord needs at least one member task")
     if not isinstance(callback, Task):
-        raise TaskValidationError("callback", callback, "must be a fairque_core.Task")
+        raise TaskTypeError("callback", callback, "must be a fairque_core.Task")
     if callback.task_id in built.task_ids:
         raise TaskValidationError("callback", callback.task_id, "is also a member of the group")
+    _one_tenant((*built.tasks, callback), "chord")
     wired = attrs.evolve(
         callback,
         depends_on=(*built.task_ids, *callback.depends_on),
-        headers={**callback.headers, INJECT_HEADER: "chord"},
+        headers={**callback.headers, INJECT_HEADER: f"chord:{len(built.tasks)}"},
     )
     return Chord(built, wired)
 
@@ -105,6 +145,7 @@ def chain(*steps: Task) -> Chain:
         raise TaskValidationError("chain", [], "a chain needs at least one task")
     if len({t.task_id for t in tasks}) != len(tasks):
         raise TaskValidationError("chain", [t.task_id for t in tasks], "task ids must differ")
+    _one_tenant(tasks, "chain")
     out = [tasks[0]]
     for step in tasks[1:]:
         out.append(

@@ -237,6 +237,24 @@ class PluginError(FairQueueError):
         super().__init__(f"plugin {plugin!r} failed in {hook}: {error!r}")
 
 
+class ParentResultExpiredError(FairQueueError):
+    """A chain step or chord callback started after a parent's finished record expired
+    (``result_ttl_seconds`` after the parent finished), so the parent's result is gone.
+
+    The task goes to the DLQ as ``poisoned`` (a retry cannot bring the result back); keep
+    ``result_ttl_seconds`` above the longest a workflow's step may wait in the queue.
+    """
+
+    def __init__(self, task_id: str, parents: list[str]) -> None:
+        self.task_id = task_id
+        self.parents = parents
+        shown = ", ".join(parents[:5]) + (" ..." if len(parents) > 5 else "")
+        super().__init__(
+            f"task {task_id}: the result of {shown} expired before it started "
+            "(result_ttl_seconds is shorter than the wait in the queue)"
+        )
+
+
 class QueueClosedError(FairQueueError, RuntimeError):
     """A call on a queue after its ``close()``: the queue does not reopen its connections.
 

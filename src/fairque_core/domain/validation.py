@@ -33,6 +33,7 @@ __all__ = [
     "check_tenant_page",
     "check_time",
     "check_wait_timeout",
+    "check_xcom_key",
     "id_fullmatch",
     "is_digits",
     "is_valid_id",
@@ -145,6 +146,13 @@ def is_digits(text: str) -> bool:
     """``text`` is one or more ASCII digits, which ``int()`` reads: ``str.isdigit()`` alone
     also takes superscripts and other Unicode digits that ``int()`` refuses."""
     return text.isascii() and text.isdigit()
+
+
+def check_xcom_key(key: object) -> str:
+    """An XCom key of a read: a non-empty str (every backend refuses the same keys)."""
+    if not isinstance(key, str) or not key:
+        raise TaskValidationError("key", key, "must be a non-empty str")
+    return key
 
 
 def check_str(value: object, field: str) -> str:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 
 from fairque_core.domain.outcomes import ENDED_STATES, RETURN_VALUE, TaskOutcome
-from fairque_core.domain.validation import check_wait_timeout, validate_id
+from fairque_core.domain.validation import check_wait_timeout, check_xcom_key, validate_id
 from fairque_core.memory.store import ModelStore, TaskRecord, locked
 
 __all__ = ["ResultOps"]
@@ -59,6 +59,7 @@ class ResultOps(ModelStore):
         out: list[bytes | None] = []
         for task_id, key in items:
             validate_id(task_id, "task_id")
+            check_xcom_key(key)
             rec = self._live(task_id, now)
             out.append(None if rec is None else _value(rec, tenant, key))
         return out

@@ -7,12 +7,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from fairque_core.domain.enums import TaskState
-from fairque_core.domain.errors import TaskValidationError
 from fairque_core.domain.limits import LIMIT_COUNTERS
 from fairque_core.domain.models import Message, QueueSizes
 from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.scoring import STAT_COUNTERS
-from fairque_core.domain.validation import validate_id
+from fairque_core.domain.validation import check_xcom_key, validate_id
 from fairque_redis._script_calls.base import (
     Call,
     CallsBase,
@@ -116,9 +115,7 @@ class InspectionCalls(CallsBase):
         args: list[Any] = [*self.header(), tenant, len(items)]
         for task_id, key in items:
             validate_id(task_id, "task_id")
-            if not isinstance(key, str) or not key:
-                raise TaskValidationError("key", key, "must be a non-empty str")
-            args += [task_id, key]
+            args += [task_id, check_xcom_key(key)]
         n = len(items)
 
         def parse(reply: Any) -> list[bytes | None]:
