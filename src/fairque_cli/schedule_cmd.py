@@ -170,7 +170,9 @@ def add_schedule(sub: SubCommands) -> None:
     parents = [shared] if isinstance(shared, argparse.ArgumentParser) else []
     add = inner.add_parser("add", help="create or replace a schedule", parents=parents)
     add.add_argument("name")
-    add.add_argument("cron", help="cron expression, e.g. '*/5 * * * *' (6th field: seconds)")
+    add.add_argument(
+        "cron", help="cron expression, e.g. '*/5 * * * *' (a 6th field, last: seconds)"
+    )
     add.add_argument("--tenant", required=True, help="the tenant its tasks belong to")
     add.add_argument("--task-name", default="", help="the task name (handler) to run")
     add.add_argument(

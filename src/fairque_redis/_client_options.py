@@ -4,13 +4,15 @@ config's ``redis`` section gives."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import attrs
 from redis.backoff import NoBackoff
-from redis.connection import parse_url
+from redis.connection import URL_QUERY_ARGUMENT_PARSERS, parse_url
 from redis.retry import Retry
 
 from fairque_core.app.config import (
@@ -101,6 +103,49 @@ def script_mode(mode: str | None) -> str:
     return mode
 
 
+@functools.cache
+def _url_options() -> frozenset[str]:
+    """The query options redis-py takes in a URL: what its clients, pools and connections
+    accept as keywords (an unknown one reached a connection's constructor as a bare
+    TypeError at the first command)."""
+    import redis.asyncio
+    import redis.asyncio.cluster
+    import redis.cluster
+    import redis.connection
+
+    accepting = (
+        redis.Redis,
+        redis.cluster.RedisCluster,
+        redis.asyncio.Redis,
+        redis.asyncio.cluster.RedisCluster,
+        redis.connection.ConnectionPool,
+        redis.connection.AbstractConnection,
+        redis.connection.Connection,
+        redis.connection.SSLConnection,
+    )
+    names: set[str] = set(URL_QUERY_ARGUMENT_PARSERS)
+    for kind in accepting:
+        names |= {
+            name
+            for name, param in inspect.signature(kind.__init__).parameters.items()
+            if param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY)
+        }
+    return frozenset(names - {"self"})
+
+
+def _check_url_options(url: str) -> None:
+    unknown = sorted(
+        {key for key, _ in parse_qsl(urlsplit(url).query, keep_blank_values=True)} - _url_options()
+    )
+    if unknown:
+        raise ConfigurationError(
+            f"bad server URL {mask_url(url)!r}: unknown option(s) {', '.join(unknown)} "
+            "(redis-py's connection options, e.g. socket_timeout, and fairque's scripts)",
+            path="redis.url",
+            value=mask_url(url),
+        )
+
+
 def _split_scripts(url: str) -> tuple[str, str | None]:
     """``url`` without its ``scripts=`` query parameter (fairque's, not redis-py's), and it."""
     parts = urlsplit(url)
@@ -145,6 +190,7 @@ def plan_client(
     ``?scripts=``, else a FairQueueConfig's ``redis.scripts``): the part of ``from_url`` every
     Redis backend shares."""
     url, scripts = _split_scripts(normalize_url(url))
+    _check_url_options(url)
     try:  # redis-py's own reading of the URL, now: it raised a bare ValueError later
         parse_url(url)  # type: ignore[no-untyped-call]
     except ValueError as exc:

@@ -120,6 +120,8 @@ def test_a_plain_client_on_a_cluster_node_fails_at_connect(valkey_cluster: Any) 
         ("?socket_timeout=abc", "Invalid value for 'socket_timeout'"),
         ("/3?db=x", "Invalid value for 'db'"),
         ("/99999", "no database of the number the URL names"),
+        ("?socket_timout=5", "unknown option"),  # a misspelt option: a bare TypeError before
+        ("?socket_timeout=2&client_name=x&health_check_interval=1&nope=1", "nope"),
     ],
 )
 def test_a_url_the_server_or_redis_py_cannot_take_is_a_configuration_error(

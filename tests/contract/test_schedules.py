@@ -133,6 +133,15 @@ def test_engine_schedule_api(make_backend: Callable[..., QueueBackend]) -> None:
     assert queue.remove_schedule("every-minute") is True
     assert queue.remove_schedule("every-minute") is False
     assert queue.list_schedules() == []
+    # a cron whose only dates are past would never fire: refused; a far future one is kept
+    # (the check looked from the year 2000 and past croniter's 50-year search: the other way)
+    with pytest.raises(ScheduleValidationError, match="from now on") as info:
+        queue.add_schedule("gone", "0 0 1 1 * 0 2020", {"tenant": "acme"})
+    assert info.value.field == "cron"
+    queue.add_schedule("far", "0 0 1 1 * 0 2090", {"tenant": "acme"})
+    [far] = queue.list_schedules()
+    assert far.next_at == 3786912000.0  # 2090-01-01T00:00:00Z
+    assert queue.remove_schedule("far") is True
 
 
 def test_a_round_pushes_each_due_tick_once_for_the_schedules_tenant(
@@ -187,3 +196,28 @@ def test_a_schedule_whose_ticks_could_not_be_pushed_is_refused_and_skipped(
     assert all(task_id.startswith("cron:a-good:") for task_id in pushed)
     assert scheduler.skipped == 1
     assert queue.get_queue_sizes("acme")["total"] == 0
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"misfire_grace": "5"}, "misfire_grace"),
+        ({"misfire_grace": None}, "misfire_grace"),
+        ({"misfire_grace": True}, "misfire_grace"),
+        ({"misfire_grace": float("inf")}, "misfire_grace"),
+        ({"max_per_round": "many"}, "max_per_round"),
+        ({"max_per_round": float("nan")}, "max_per_round"),
+        ({"max_per_round": 0}, "max_per_round"),
+        ({"max_per_round": True}, "max_per_round"),
+    ],
+)
+def test_scheduler_settings_are_typed_errors_naming_the_field(
+    options: dict[str, Any], field: str
+) -> None:
+    """They were a bare TypeError/ValueError/OverflowError, or silently bent (0 became 1)."""
+    from fairque_core import InMemoryBackend, TaskValidationError
+
+    queue = FairQueue(InMemoryBackend(queue="sched-args"))
+    with pytest.raises(TaskValidationError) as info:
+        Scheduler(queue, **options)
+    assert info.value.field == field

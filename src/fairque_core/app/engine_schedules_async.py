@@ -88,7 +88,12 @@ class AsyncScheduleMixin(MixinHost):
     async def save_schedule(self, schedule: Schedule) -> None:
         """Store ``schedule`` (``add_schedule`` with a built Schedule). Its tasks are checked
         first as a push of one checks them (this queue's codec and ``max_payload_bytes``):
-        a schedule whose ticks could never be pushed is refused, ScheduleValidationError."""
+        a schedule whose ticks could never be pushed is refused, ScheduleValidationError,
+        and so is one whose cron matches no date from now on (a year gone by)."""
+        if next_tick(schedule, time.time()) is None:
+            raise ScheduleValidationError(
+                "cron", schedule.cron, "matches no date from now on: it would never fire"
+            )
         try:
             to_message(tick_task(schedule, Tick(time.time())), self._plugins, self._config)
         except (TaskValidationError, TaskSerializationError) as exc:

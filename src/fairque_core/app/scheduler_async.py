@@ -46,6 +46,7 @@ from fairque_core.domain.schedules import (
     next_tick,
     tick_task,
 )
+from fairque_core.domain.validation import check_count, check_duration
 from fairque_core.ports import Clock, random_token
 
 __all__ = ["SCHEDULE_HEADER", "TICK_HEADER", "AsyncScheduler", "tick_task"]
@@ -100,10 +101,8 @@ class AsyncScheduler:
             raise TaskValidationError(
                 "poll_seconds", poll_seconds, f"must be shorter than lock_seconds ({lock_seconds})"
             )
-        if misfire_grace < 0 or not math.isfinite(misfire_grace):
-            raise TaskValidationError("misfire_grace", misfire_grace, "must be finite and >= 0")
-        self._grace = float(misfire_grace)
-        self._max_per_round = max(1, int(max_per_round))
+        self._grace = check_duration(misfire_grace, "misfire_grace")
+        self._max_per_round = check_count(max_per_round, "max_per_round", 1)
         self._clock: Clock = clock if clock is not None else time.time
         self._token = token if token is not None else random_token()
         self._held = False

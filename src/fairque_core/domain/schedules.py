@@ -117,7 +117,9 @@ def _check_cron(_inst: object, _attr: attrs.Attribute[Any], value: object) -> No
     if not isinstance(value, str) or not value.strip():
         raise _field_error("cron", value, "must be a non-empty cron expression")
     try:
-        walls = croniter(value, datetime(2000, 1, 1))
+        # some date at all, up to croniter's last year (2099); a year gone by is refused when
+        # the schedule is saved, from now (engine_schedules)
+        walls = croniter(value, datetime(2000, 1, 1), max_years_between_matches=100)
     except (ValueError, KeyError, TypeError) as exc:
         raise _field_error("cron", value, f"is not a valid cron expression ({exc})") from None
     try:
@@ -359,7 +361,7 @@ def next_ticks(cron: str, zone: ZoneInfo, after: float, until: float, limit: int
     out: list[Tick] = []
     if until <= after or limit <= 0:
         return out
-    walls = croniter(cron, _wall(after, zone))
+    walls = croniter(cron, _wall(after, zone), max_years_between_matches=100)
     for _ in range(_MAX_STEPS):
         try:
             wall = walls.get_next(datetime)
