@@ -56,7 +56,6 @@ MODEL_KINDS = frozenset({"memory", "memory-async"})
 PARTITIONED_KINDS = frozenset({"valkey-p3", "cluster-p3"})
 
 _CROSS_TENANT_ORDER = "exact claim order across tenants of different partitions (ADR 34)"
-_CROSS_TENANT_DEPS = "a dependency on another tenant's task (partitions hold their own tasks)"
 _PER_PARTITION_LIMIT = "a queue-wide limit holds per partition (ADR 34)"
 #: Contract tests a partitioned queue does not promise, with the reason (ADR 34 lists them).
 ONE_SLOT_ONLY: dict[str, str] = {
@@ -79,23 +78,6 @@ ONE_SLOT_ONLY: dict[str, str] = {
             "test_real_structures_match_the_gauges",
         ),
         _CROSS_TENANT_ORDER,
-    ),
-    **dict.fromkeys(
-        (
-            "test_two_queues_never_share_keys",
-            "test_child_deferred_until_parent_finishes",
-            "test_child_waits_for_every_parent",
-            "test_retried_parent_keeps_child_waiting",
-            "test_delayed_child_is_scheduled_once_parent_finishes",
-            "test_child_canceled_when_parent_goes_to_the_dlq",
-            "test_child_canceled_when_parent_is_canceled",
-            "test_child_canceled_when_parent_lease_expires_too_often",
-            "test_push_after_parent_failed_is_canceled_at_once",
-            "test_push_after_parent_finished_is_ready",
-            "test_requeued_parent_from_dlq_does_not_revive_canceled_child",
-            "test_every_kind_of_stored_push_lists_the_tenant",
-        ),
-        _CROSS_TENANT_DEPS,
     ),
     "test_queue_wide_max_running": _PER_PARTITION_LIMIT,
     "test_queue_wide_rate": _PER_PARTITION_LIMIT,

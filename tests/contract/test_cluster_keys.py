@@ -25,8 +25,9 @@ def _workload(backend, clock):
             msg("n1", "gold"),
             msg("c1", "silver", Priority.CRITICAL),
             msg("d1", "silver", delay=30),
-            msg("child", "bronze", depends_on=["n1"]),
-            msg("orphan", "bronze", depends_on=["c1"]),
+            msg("child", "gold", depends_on=["n1"]),
+            msg("orphan", "silver", depends_on=["c1"]),
+            msg("b1", "bronze", delay=30),
             msg("x1", "gold", Priority.HIGH),
         ]
     )

@@ -18,11 +18,12 @@ def _scenario(make_backend, clock):
     backend.push_batch([msg(f"a{i}", "a") for i in range(6)])
     backend.push_batch([msg(f"b{i}", "b", Priority.CRITICAL) for i in range(3)])
     backend.push(msg("c-later", "c", delay=50))
-    backend.push(msg("c-child", "c", depends_on=["a0"]))
+    backend.push(msg("c-first", "c", delay=1))
+    backend.push(msg("c-child", "c", depends_on=["c-first"]))
     backend.push(msg("a0", "a"))  # duplicate
     claims = {c.message.task_id: c for c in backend.claim(count=6)}
     assert sorted(claims) == ["a0", "a1", "a2", "a3", "b0", "b1"]
-    backend.finish("a0", claims["a0"].lease.token, b"r")  # releases c-child
+    backend.finish("a0", claims["a0"].lease.token, b"r")
     backend.fail("a1", claims["a1"].lease.token, retry_delay=30)
     backend.fail("a2", claims["a2"].lease.token, retry_delay=None, reason="x")
     backend.release("b0", claims["b0"].lease.token)
@@ -33,21 +34,24 @@ def _scenario(make_backend, clock):
     backend.push(msg("a-fresh", "a"))
     [c] = backend.claim(assigned=["a"])
     assert c.message.task_id == "a5"
+    [c] = backend.claim(assigned=["c"])  # due since the clock moved
+    assert c.message.task_id == "c-first"
+    backend.finish("c-first", c.lease.token, b"r")  # releases c-child
     return backend
 
 
 EXPECTED_COUNTERS = {
-    "pushed": 12,
+    "pushed": 13,
     "duplicates": 1,
-    "claimed": 7,
-    "finished": 1,
+    "claimed": 8,
+    "finished": 2,
     "retried": 1,
     "dead": 3,
     "recovered": 0,
     "released": 1,
     "canceled": 1,
     "dlq_requeued": 0,
-    "result_bytes": 1,  # the one result, b"r"
+    "result_bytes": 2,  # the two results, b"r"
     "repaired": 0,
 }
 
@@ -125,7 +129,7 @@ def test_gauges_equal_tenant_sizes_and_counters_add_up(make_backend, clock):
         )
     assert per_tenant["a"]["claimed"] == 5
     assert per_tenant["b"]["released"] == 1
-    assert per_tenant["c"]["pushed"] == 2
+    assert per_tenant["c"]["pushed"] == 3
 
 
 def test_gauges_follow_the_clock_only_through_claims(backend, clock):

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from fairque_core import FairQueue, Priority, QueueConfig, TaskIdConflictError, TaskValidationError
+from fairque_core import (
+    FairQueue,
+    Priority,
+    QueueConfig,
+    TaskIdConflictError,
+    TaskState,
+    TaskValidationError,
+)
 from fairque_core.domain.scoring import to_ms
 
 from .conftest import MODEL_KINDS, probe_of
@@ -36,22 +43,37 @@ def test_tenants_in_first_push_order_stable_when_they_push_again(backend, clock)
 
 
 def test_every_kind_of_stored_push_lists_the_tenant(backend, clock):
+    # (a dependency names a task of its own tenant, ADR 63: a deferred or canceled-at-push
+    # task's tenant is listed from its parent's push already)
     backend.push(msg("p", "parent"))
     clock.advance(1)
     backend.push(msg("s", "scheduled", delay=60))
     clock.advance(1)
     backend.push(msg("c", "critical", Priority.CRITICAL))
     clock.advance(1)
-    backend.push(msg("d", "deferred", depends_on=["p"]))
+    backend.push(msg("d", "parent", depends_on=["p"]))
     [claimed] = backend.claim(assigned=["parent"])
     backend.fail("p", claimed.lease.token, retry_delay=None)
     clock.advance(1)
-    backend.push(msg("x", "orphan", depends_on=["p"]))  # canceled at once: its parent failed
+    backend.push(msg("x", "parent", depends_on=["p"]))  # canceled at once: its parent failed
     assert backend.stats()["canceled"] == 2  # "d" and "x"
-    assert backend.list_tenants() == (
-        ["parent", "scheduled", "critical", "deferred", "orphan"],
-        5,
-    )
+    assert backend.list_tenants() == (["parent", "scheduled", "critical"], 3)
+
+
+def test_a_dependency_on_another_tenants_task_reads_as_unknown(backend):
+    """A tenant cannot tell another tenant's task ids from unknown ones through
+    ``depends_on``, nor tie its tasks to another tenant's fate (ADR 63)."""
+    backend.push(msg("acme-42", "acme"))
+    for dep in ("acme-42", "acme-43"):  # a live task of acme's, and no task at all
+        with pytest.raises(TaskValidationError, match="names no known task"):
+            backend.push(msg("g1", "globex", depends_on=[dep]))
+    with pytest.raises(TaskValidationError, match="names no known task"):
+        backend.push_batch([msg("g2", "acme"), msg("g3", "globex", depends_on=["g2"])])
+    assert backend.get_state("g1") is None
+    assert backend.get_state("g2") is None  # the batch was refused whole
+    assert backend.push(msg("a2", "acme", depends_on=["acme-42"]))  # its own tenant's: kept
+    assert backend.get_state("a2") is TaskState.DEFERRED
+    assert backend.stats()["pushed"] == 2
 
 
 def test_a_duplicate_push_adds_nothing(backend, clock):

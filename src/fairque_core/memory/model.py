@@ -67,15 +67,18 @@ class InMemoryBackend(
         for message in messages:
             self._check_message(message)
         now = self._now()
-        # Dependencies must name a known task or one earlier in the batch: check all first,
-        # so a bad batch changes nothing (the Lua script does the same).
-        seen: set[str] = set()
+        # Dependencies must name a known task of the same tenant or one of it earlier in the
+        # batch (another tenant's task reads exactly as an unknown one, ADR 63): check all
+        # first, so a bad batch changes nothing (the Lua script does the same).
         owners: dict[str, str] = {}  # id -> the tenant of its first message in this batch
         for message in messages:
             for dep in message.depends_on:
-                if dep not in seen and self._live(dep, now) is None:
+                owner = owners.get(dep)
+                if owner is None:
+                    parent = self._live(dep, now)
+                    owner = parent.message.tenant if parent is not None else None
+                if owner != message.tenant:
                     raise TaskValidationError("depends_on", dep, "names no known task")
-            seen.add(message.task_id)
             self._check_owner(message, owners, now)
         if self._limits.on:
             limits.check_push(self, messages, now)  # max_queued: the whole batch or nothing

@@ -19,7 +19,8 @@
   Errors: FQ_E_BAD_ID, FQ_E_BAD_ARG, FQ_E_TOO_LARGE <size> <limit>, FQ_E_UNKNOWN_DEP <id>,
   FQ_E_QUEUE_FULL <cap> <tenant> (max_queued; the refusal is counted, nothing else written),
   FQ_E_DAMAGED <key> <type> <wanted> (a key it would write holds another type)
-  Every dependency must name a live task or one earlier in the batch; all messages are checked
+  Every dependency must name a live task of the same tenant or one of it earlier in the batch
+  (another tenant's task reads as unknown, ADR 63); all messages are checked
   (and the keys they will write, by type) before the first write, so a refused batch changes
   nothing.
 ]]
@@ -94,7 +95,14 @@ for k = 1, n do
   for d = 1, nd do
     local dep = ARGV[i + 8 + d]
     if not fq_valid_id(dep) then return fq_err('BAD_ID', 'depends_on') end
-    if not seen[dep] and fq_rec(q, dep) == nil then return fq_err('UNKNOWN_DEP', dep) end
+    -- a dependency names a task of the same tenant (ADR 63): earlier in this call, or live;
+    -- another tenant's task reads exactly as an unknown one
+    local dep_owner = owners[dep]
+    if dep_owner == nil then
+      local parent = fq_rec(q, dep)
+      dep_owner = parent and parent.user
+    end
+    if dep_owner ~= u then return fq_err('UNKNOWN_DEP', dep) end
     fq_probe(fq_children_key(q, dep), 'LLEN', 'list')
   end
   local key = fq_task_key(q, id)
