@@ -206,6 +206,18 @@ class ModelVsRedis(RuleBasedStateMachine):
     def push_again(self, m: Message) -> None:
         self.do_push(m)
 
+    @precondition(ready)
+    @rule(m=messages)
+    def push_in_the_parents_tenant(self, m: Message) -> None:
+        """A push for the tenant of its first dependency (a dependency names a task of the
+        same tenant, ADR 63; a random tenant would mostly be refused): waiting, release and
+        cascades stay exercised."""
+        if m.depends_on:
+            parent = self.model.get_message(m.depends_on[0])
+            if parent is not None:
+                m = attrs.evolve(m, tenant=parent.tenant)
+        self.do_push(m)
+
     def do_push(self, m: Message) -> None:
         self.both(
             f"push({m.task_id}, {m.tenant}, {m.priority.name}, delay={m.delay}, "
