@@ -23,16 +23,14 @@ import argparse
 import contextlib
 import logging
 import os
-import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
-from types import FrameType
-from typing import Any
 
 import attrs
+
+from fairque_core.app.signal_latch import SignalLatch
 
 __all__ = ["Supervisor", "child_args", "run_supervised"]
 
@@ -74,8 +72,7 @@ class Supervisor:
         self._slots = [_Slot(k) for k in range(n)]
         self._backoff = (backoff_first, backoff_max)
         self._stopping = False
-        self._signals = 0
-        self._wake = threading.Event()
+        self._latch = SignalLatch()
 
     @property
     def pids(self) -> list[int]:
@@ -90,14 +87,13 @@ class Supervisor:
         slot.restart_at = None
         log.info("supervisor: started worker process %d (pid %d)", slot.index, slot.process.pid)
 
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+    def _on_signal(self, signum: int) -> None:
+        """Pass a stop signal on to the children (taken from the latch by :meth:`run`)."""
         self._stopping = True
-        self._signals += 1
         for slot in self._slots:
             if slot.process is not None and slot.process.poll() is None:
                 with contextlib.suppress(ProcessLookupError):  # exited in between
                     slot.process.send_signal(signum)
-        self._wake.set()
 
     def _reap(self, slot: _Slot, now: float) -> None:
         assert slot.process is not None
@@ -131,14 +127,14 @@ class Supervisor:
 
     def run(self) -> int:
         """Start the children and supervise them until all have exited; the exit status."""
-        previous: list[tuple[signal.Signals, Any]] = []
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                previous.append((signum, signal.signal(signum, self._on_signal)))
+        # the handler only records a signal (see SignalLatch); the loop passes it on
+        self._latch.install()
         try:
             for slot in self._slots:
                 self._start(slot)
             while not all(s.done for s in self._slots):
+                for signum in self._latch.take():
+                    self._on_signal(signum)
                 now = time.monotonic()
                 for slot in self._slots:
                     if slot.done:
@@ -150,11 +146,9 @@ class Supervisor:
                             self._start(slot)
                     elif slot.process.poll() is not None:
                         self._reap(slot, now)
-                self._wake.wait(0.1)
-                self._wake.clear()
+                time.sleep(0.1)
         finally:
-            for signum, old in previous:
-                signal.signal(signum, old)
+            self._latch.restore()
         return 0 if all(s.clean for s in self._slots) else 1
 
 

@@ -7,13 +7,10 @@ import importlib
 import logging
 import os
 import secrets
-import signal
 import socket
 import sys
-import threading
 import time
 from collections.abc import Callable
-from types import FrameType
 from typing import Any, TextIO
 
 import attrs
@@ -35,6 +32,7 @@ from fairque_core.app.config import FairQueueConfig, WorkerConfig
 from fairque_core.app.engine import FairQueue
 from fairque_core.app.handlers import RegistryHandler, TaskFunction, TaskHandler, TaskRegistry
 from fairque_core.app.handlers import default_registry as _default_registry
+from fairque_core.app.signal_latch import SignalLatch
 from fairque_core.app.worker import Worker
 from fairque_core.app.worker_registry import WorkerRegistry
 
@@ -225,18 +223,26 @@ def _banner(config: FairQueueConfig, queue: FairQueue, args: argparse.Namespace)
     )
 
 
-def _drain(worker: Worker, started: float, stop_again: threading.Event) -> None:
+def _signalled(latch: SignalLatch, worker: Worker) -> bool:
+    """Hand the signals received since the last look to the worker; whether any came."""
+    for signum in latch.take():
+        worker.on_signal(signum)  # a second one: no more waiting for running tasks
+    return latch.received > 0
+
+
+def _drain(worker: Worker, started: float, latch: SignalLatch) -> None:
     """Wait for the running tasks after a stop, saying so every few seconds (a countdown)."""
     grace = worker.config.graceful_shutdown_timeout
     deadline = time.monotonic() + grace + 5.0
     next_note = 0.0
     while not worker.stop(timeout=0.25):
+        _signalled(latch, worker)
         now = time.monotonic()
         if now >= deadline:
             log.warning("worker %s did not stop in time; exiting", worker.config.id)
             return
         running = int(worker.health()["in_flight"])
-        if running and now >= next_note and not stop_again.is_set():
+        if running and now >= next_note and latch.received < 2:
             left = max(0.0, started + grace - now)
             log.warning(
                 "stopping: waiting for %d running task%s to finish (%.0f s left; "
@@ -305,27 +311,17 @@ def _run_worker(args: argparse.Namespace, out: TextIO) -> int:
         probes = _serve_probes(args.metrics_port, worker) if args.metrics_port else None
         registry: WorkerRegistry | None = None
         log.info("%s", _banner(config, queue, args))
-        stop = threading.Event()
-        stop_again = threading.Event()
-
-        def on_signal(signum: int, frame: FrameType | None) -> None:
-            if stop.is_set():
-                stop_again.set()
-            stop.set()
-            forward = getattr(worker, "_on_signal", None)  # a second signal: no more waiting
-            if forward is not None:
-                forward(signum, frame)
-            else:  # pragma: no cover - the worker always has it today
-                worker.request_stop()
-
-        previous = [(sig, signal.signal(sig, on_signal)) for sig in (signal.SIGTERM, signal.SIGINT)]
+        # the handler only records a signal (a handler that set an Event deadlocked on a
+        # second signal); this thread acts on it (worker.on_signal) in its waits below
+        latch = SignalLatch()
+        latch.install()
         started = time.monotonic()
         next_status = started + args.status_every if args.status_every else float("inf")
         try:
             worker.start()
             registry = _start_registry(queue, config, worker)
             burst = _BurstWatch(worker.health, queue)
-            while worker.state != "stopped" and not stop.is_set():
+            while worker.state != "stopped" and not _signalled(latch, worker):
                 now = time.monotonic()
                 if args.max_seconds is not None and now - started >= args.max_seconds:
                     break
@@ -335,12 +331,11 @@ def _run_worker(args: argparse.Namespace, out: TextIO) -> int:
                 if now >= next_status:
                     log.info("%s", _status_line(worker, started))
                     next_status = now + args.status_every
-                stop.wait(0.2)
+                time.sleep(0.1)
             worker.request_stop()
-            _drain(worker, time.monotonic(), stop_again)
+            _drain(worker, time.monotonic(), latch)
         finally:
-            for sig, old in previous:
-                signal.signal(sig, old)
+            latch.restore()
             _stop_registry(registry)
             if probes is not None:
                 probes.close()

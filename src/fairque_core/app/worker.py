@@ -26,18 +26,17 @@ keep their lease until it expires, and the reaper hands them to another worker.
 from __future__ import annotations
 
 import functools
-import signal
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from queue import SimpleQueue
-from types import FrameType
 from typing import Any
 
 from fairque_core.app import worker_actions as wa
 from fairque_core.app.engine import FairQueue
 from fairque_core.app.messages import encode_result
+from fairque_core.app.signal_latch import SignalLatch
 from fairque_core.app.worker_driver import WorkerDriver, claim_and_acks
 from fairque_core.app.worker_loop import logger
 from fairque_core.domain.models import Task
@@ -153,7 +152,8 @@ class Worker(WorkerDriver[FairQueue]):
         self._pool.submit(self._listen_for_work)
 
     def request_stop(self) -> None:
-        """Ask for a graceful stop and return at once (safe in a signal handler)."""
+        """Ask for a graceful stop and return at once (from any thread; not from a signal
+        handler, which :meth:`run` installs with a :class:`SignalLatch` instead)."""
         self._stop_requested.set()
         self._wake.set()
         self._listen.set()  # lets the listener see the stop (it never blocks the shutdown)
@@ -180,20 +180,19 @@ class Worker(WorkerDriver[FairQueue]):
 
     def run(self) -> None:
         """Run until stopped; on the main thread SIGTERM/SIGINT trigger a graceful stop
-        (a second signal skips the wait for running tasks)."""
-        previous: list[tuple[signal.Signals, Any]] = []
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                previous.append((signum, signal.signal(signum, self._on_signal)))
+        (a second signal skips the wait for running tasks). The handler only records the
+        signal (:class:`SignalLatch`); this thread acts on it within 0.1 s."""
+        latch = SignalLatch()
+        latch.install()
         try:
             self.start()
-            while not self._done.wait(0.2):
-                pass
+            while not self._done.wait(0.1):
+                for signum in latch.take():
+                    self.on_signal(signum)
         finally:
             if not self._done.is_set():
                 self.stop()
-            for sig, old in previous:
-                signal.signal(sig, old)
+            latch.restore()
 
     def health(self) -> dict[str, Any]:
         """A snapshot: state, sizes, counters, last error and last claim time."""
@@ -201,7 +200,10 @@ class Worker(WorkerDriver[FairQueue]):
         out["waiting_for_work"] = out["waiting_for_work"] and not self._stop_requested.is_set()
         return out
 
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+    def on_signal(self, signum: int) -> None:
+        """Act on a stop signal received (not from the signal handler itself: see
+        :class:`SignalLatch`): the first asks for a graceful stop, a second skips the wait
+        for running tasks."""
         if self._stop_requested.is_set():
             self._force = True
         logger.info("worker %s: signal %d, stopping", self.config.id, signum)
