@@ -219,7 +219,15 @@ class _Tenant:
     busy_periods: int = 0
 
 
-def _events(dispatches: object) -> Iterable[TraceEvent]:
+def _number(value: object) -> bool:
+    """A real number that is not NaN (a NaN bound would make every comparison pass)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
+
+
+def _events(dispatches: object, named: Iterable[str]) -> Iterable[TraceEvent]:
+    """The trace of ``dispatches``; for a plain list of tenant ids, every tenant of it and of
+    ``named`` (the weights' and ``tenants=``'s) is backlogged from the start: one named but
+    never dispatched was starved (one ready task that no dispatch took)."""
     if isinstance(dispatches, _HasTrace):
         return dispatches.trace
     if isinstance(dispatches, str | bytes):
@@ -230,6 +238,8 @@ def _events(dispatches: object) -> Iterable[TraceEvent]:
         totals: dict[str, int] = {}
         for tenant in names:
             totals[tenant] = totals.get(tenant, 0) + 1
+        for tenant in named:
+            totals.setdefault(tenant, 1)
         ready: list[TraceEvent] = [Ready(t, n) for t, n in totals.items()]
         return [*ready, *(Dispatched(t) for t in names)]
     events: list[TraceEvent] = []
@@ -251,7 +261,8 @@ def fairness_report(
 
     ``dispatches`` is a :class:`~fairque_testing.Simulation` (its recorded trace), a list of
     :class:`Ready`/:class:`Dispatched` events, or a plain list of tenant ids in dispatch order
-    (then every tenant counts as backlogged from the start until its last dispatch).
+    (then every tenant counts as backlogged from the start until its last dispatch; so does
+    a tenant of ``weights`` or ``tenants`` that the list never names: it was starved).
     ``weights`` maps tenants to their weights (missing tenants weigh 1, as in the queue).
     ``tenants`` restricts the report to those tenants: dispatches to others are dropped, which
     is how to judge, say, the tenants no pinned worker serves, or one strict tier.
@@ -285,7 +296,7 @@ def fairness_report(
             total_weight += st.weight
         st.ready += count
 
-    for event in _events(dispatches):
+    for event in _events(dispatches, [*weights, *(keep or ())]):
         if keep is not None and event.tenant not in keep:
             continue
         if isinstance(event, Ready):
@@ -379,8 +390,15 @@ def assert_fair(
     ``max_newcomer_wait`` (dispatches) bound the report's maxima; and no ready task was left
     undispatched (unless ``allow_stranded``).
     """
-    if tolerance < 0:
-        raise ValueError("tolerance must be >= 0")
+    if not _number(tolerance) or tolerance < 0:
+        raise ValueError(f"tolerance must be a number >= 0, got {tolerance!r}")
+    for name, bound in (
+        ("min_jain", min_jain),
+        ("max_lag", max_lag),
+        ("max_newcomer_wait", max_newcomer_wait),
+    ):
+        if bound is not None and not _number(bound):
+            raise ValueError(f"{name} must be a number, got {bound!r}")  # NaN passes every test
     floor = 1.0 - tolerance if min_jain is None else min_jain
     problems: list[str] = []
     if report.jain < floor:

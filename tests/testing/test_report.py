@@ -196,6 +196,24 @@ def test_bad_input() -> None:
         fairness_report([Ready("a"), 3])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="tolerance"):
         assert_fair(fairness_report([]), tolerance=-1)
+    unfair = fairness_report(["a"] * 30 + ["b"] * 30)
+    for bad in ({"tolerance": float("nan")}, {"min_jain": float("nan")}, {"max_lag": "1"}):
+        with pytest.raises(ValueError, match="must be a number"):  # NaN passed every check
+            assert_fair(unfair, **bad)  # type: ignore[arg-type]
+
+
+def test_a_weighted_tenant_the_list_never_names_was_starved() -> None:
+    """A plain list says nothing of a tenant it never names: one given a weight (or named in
+    ``tenants=``) counts as backlogged from the start, so total starvation fails."""
+    report = fairness_report(["a"] * 100, {"a": 1, "b": 1})
+    assert report.tenants["b"].dispatches == 0
+    assert report.tenants["b"].judged
+    assert report.stranded == {"b": 1}
+    with pytest.raises(AssertionError, match="'b'"):
+        assert_fair(report, tolerance=0.2, allow_stranded=True)
+    named = fairness_report(["a"] * 100, tenants=["a", "c"])
+    assert named.tenants["c"].dispatches == 0
+    assert fairness_report(["a", "b"] * 20, {"a": 1, "b": 1}).tenants.keys() == {"a", "b"}
 
 
 def test_assert_fair_message_names_the_worst_tenants() -> None:
