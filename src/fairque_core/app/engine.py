@@ -53,7 +53,7 @@ from fairque_core.domain.errors import (
 from fairque_core.domain.limits import LIMIT_FIELDS, LimitStatus
 from fairque_core.domain.models import Claimed, Message, Task
 from fairque_core.domain.outcomes import error_record
-from fairque_core.domain.validation import check_wait_timeout
+from fairque_core.domain.validation import check_wait_timeout, validate_id
 from fairque_core.ports import QueueBackend
 
 __all__ = ["FairQueue"]
@@ -475,7 +475,24 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
 
     # ------------------------------------------------------------------ other writes
     def cancel(self, task_id: str) -> bool:
-        return self._backend.cancel(task_id)
+        """Cancel the task ``task_id``; True when this call canceled it. With a plugin
+        listening, a ``canceled`` task event follows for it (its dependents canceled with it
+        count in the queue's ``canceled`` counter, not in events)."""
+        task = self._task_for_event(task_id) if self._listening() else None
+        canceled = self._backend.cancel(task_id)
+        if canceled and task is not None:
+            self._event("canceled", task)
+        return canceled
+
+    def _task_for_event(self, task_id: str) -> Task | None:
+        """The stored task as an event carries it; None when unknown or undecodable."""
+        message = self._backend.get_message(validate_id(task_id, "task_id"))
+        if message is None:
+            return None
+        try:
+            return decode_message(message, self._plugins)
+        except TaskSerializationError:
+            return None
 
     @renamed_keyword("FairQueue", "user_id", "tenant")
     def set_tenant_weight(self, tenant: str, weight: float, *, tier: int = 0) -> None:

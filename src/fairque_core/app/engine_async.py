@@ -56,7 +56,7 @@ from fairque_core.domain.errors import (
 from fairque_core.domain.limits import LIMIT_FIELDS, LimitStatus
 from fairque_core.domain.models import Claimed, Message, Task
 from fairque_core.domain.outcomes import error_record
-from fairque_core.domain.validation import check_wait_timeout
+from fairque_core.domain.validation import check_wait_timeout, validate_id
 from fairque_core.ports import AsyncQueueBackend
 
 __all__ = ["AsyncFairQueue"]
@@ -501,7 +501,24 @@ class AsyncFairQueue(
 
     # ------------------------------------------------------------------ other writes
     async def cancel(self, task_id: str) -> bool:
-        return await self._backend.cancel(task_id)
+        """Cancel the task ``task_id``; True when this call canceled it. With a plugin
+        listening, a ``canceled`` task event follows for it (its dependents canceled with it
+        count in the queue's ``canceled`` counter, not in events)."""
+        task = await self._task_for_event(task_id) if self._listening() else None
+        canceled = await self._backend.cancel(task_id)
+        if canceled and task is not None:
+            self._event("canceled", task)
+        return canceled
+
+    async def _task_for_event(self, task_id: str) -> Task | None:
+        """The stored task as an event carries it; None when unknown or undecodable."""
+        message = await self._backend.get_message(validate_id(task_id, "task_id"))
+        if message is None:
+            return None
+        try:
+            return decode_message(message, self._plugins)
+        except TaskSerializationError:
+            return None
 
     @renamed_keyword("FairQueue", "user_id", "tenant")
     async def set_tenant_weight(self, tenant: str, weight: float, *, tier: int = 0) -> None:
