@@ -125,14 +125,16 @@ async def dlq_page(request: Request) -> Response:
         capped=capped,
         scan_limit=board.settings.dlq_scan_limit,
         done=done,
-        count=int(count) if is_digits(count) else None,
+        count=int(count) if is_digits(count) and len(count) <= 18 else None,
+        left=done is not None and request.query_params.get("left") == "1",
     )
 
 
 async def _targets(request: Request) -> tuple[list[str] | None, DlqFilter, bool]:
     """What an action acts on: the selected entries, or every match of the filter.
 
-    Returns (entry ids, or None for the whole DLQ; the filter; capped by the scan limit).
+    Returns (entry ids, or None for the whole DLQ; the filter; whether more entries match
+    than one action takes: ``dlq_scan_limit``, so the page says to run it again).
     """
     board = dashboard_of(request)
     form = await board.authorise(request)
@@ -147,21 +149,26 @@ async def _targets(request: Request) -> tuple[list[str] | None, DlqFilter, bool]
         raise HTTPException(400, "scope must be 'selected' or 'matching'")
     if flt.failure_type is None and not flt.tenant:
         return None, flt, False
-    entries, _more, capped = await matching(
+    entries, more, capped = await matching(
         board.queue, flt, offset=0, limit=board.settings.dlq_scan_limit, scan_limit=10**9
     )
-    return [e.entry_id for e in entries], flt, capped
+    return [e.entry_id for e in entries], flt, more or capped
+
+
+def _done(flt: DlqFilter, done: str, count: int, left: bool) -> Response:
+    extra = {"left": "1"} if left else {}
+    return redirect("/dlq", **flt.params(), done=done, n=count, **extra)
 
 
 async def requeue(request: Request) -> Response:
     board = dashboard_of(request)
-    ids, flt, _capped = await _targets(request)
+    ids, flt, left = await _targets(request)
     count = await board.queue.requeue_dlq(ids) if ids is None or ids else 0
-    return redirect("/dlq", **flt.params(), done="requeued", n=count)
+    return _done(flt, "requeued", count, left)
 
 
 async def purge(request: Request) -> Response:
     board = dashboard_of(request)
-    ids, flt, _capped = await _targets(request)
+    ids, flt, left = await _targets(request)
     count = await board.queue.purge_dlq(ids) if ids is None or ids else 0
-    return redirect("/dlq", **flt.params(), done="purged", n=count)
+    return _done(flt, "purged", count, left)

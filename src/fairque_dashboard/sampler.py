@@ -210,9 +210,11 @@ class Sampler:
         assert newest.tenants is not None
         assert oldest.tenants is not None
         # A tenant missing from the oldest sample is a newcomer (counted from 0) when that
-        # sample covered every tenant; otherwise it was past the tracking limit: left out.
+        # sample covered every tenant; otherwise it was past the tracking limit: left out. A
+        # newcomer had no ready work at the window's start, so it is not backlogged over the
+        # window (it counted as backlogged and dragged a fair queue's Jain index down)
         complete = len(oldest.tenants) >= oldest.tenant_total
-        newcomer = TenantSample(claimed=0, ready=1)
+        newcomer = TenantSample(claimed=0, ready=0)
         dispatches: dict[str, int] = {}
         backlogged: list[str] = []
         for tenant, now in newest.tenants.items():

@@ -298,3 +298,43 @@ def test_static_assets_are_shipped(memory_env: Env) -> None:
         assert client.get("/static/style.css").status_code == 200
         assert client.get("/static/../app.py").status_code == 404
         assert client.get("/nope").status_code == 404
+
+
+def test_an_action_on_more_matches_than_it_takes_says_so(env: Env) -> None:
+    """ "Purge all that match" stopped at ``dlq_scan_limit`` entries without a word (10,000 by
+    default: 50 of 10,050 were left, the page said "purged: 10000")."""
+    for n in range(3):
+        dead_letter(env.queue, "carol", f"carol-dead-{n}")
+    with env.client(token=TOKEN, dlq_scan_limit=2) as client:
+        form = {"token": TOKEN, "scope": "matching", "failure_type": "failed"}
+        first = client.post("/dlq/purge", data=form)
+        assert "purged: 2" in first.text
+        assert "run it again for the rest" in first.text
+        second = client.post("/dlq/purge", data=form)
+        assert "purged: 1" in second.text
+        assert "run it again" not in second.text
+        assert env.queue.list_dlq() == []
+        assert client.get("/dlq?done=purged&n=" + "9" * 5000).status_code == 200  # not a 500
+
+
+def test_a_newcomer_in_the_window_is_not_backlogged(env: Env) -> None:
+    """A tenant with no ready work when the window opened is not backlogged over it: it counted
+    as backlogged and a fair queue showed a Jain index of about 0.5."""
+    q = env.queue
+    for i in range(6):
+        q.push(Task.create("old", task_id=f"old-{i}"))
+    with env.client() as client:
+        sampler = client.app.state.dashboard.sampler  # type: ignore[attr-defined]
+        client.portal.call(sampler.sample)  # type: ignore[union-attr]
+        q.push(Task.create("new", task_id="new-0"))
+        q.push(Task.create("new", task_id="new-1"))
+        for _ in range(3):
+            task = q.claim(["old"])
+            assert task is not None
+            q.finish(task)
+        client.portal.call(sampler.sample)  # type: ignore[union-attr]
+        window = sampler.fairness()
+        assert window is not None
+        assert window.backlogged == ("old",)
+        assert window.dispatches == {"old": 3, "new": 0}
+        assert window.jain == pytest.approx(1.0)
