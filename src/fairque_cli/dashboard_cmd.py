@@ -34,6 +34,15 @@ def add_dashboard(sub: SubCommands) -> None:
     )
     parser.add_argument("--port", type=_port, default=8700, help="port (default 8700)")
     parser.add_argument(
+        "--allowed-host",
+        action="append",
+        type=_host,
+        default=None,
+        metavar="NAME",
+        help="a host name the dashboard answers to (repeat; e.g. the name a proxy forwards). "
+        "Default: the loopback names when bound to a loopback address, else any",
+    )
+    parser.add_argument(
         "--auth-token",
         default=None,
         metavar="TOKEN",
@@ -92,6 +101,7 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         import uvicorn
 
         from fairque_dashboard import DashboardSettings, create_app
+        from fairque_dashboard.security import LOOPBACK_HOSTS
     except ImportError as exc:
         raise CliError(
             f"the dashboard needs its extra: pip install fairque[dashboard] (missing {exc.name})"
@@ -109,11 +119,15 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     async def open_queue() -> AsyncFairQueue:
         return AsyncFairQueue(open_async_backend(config))
 
+    allowed = tuple(args.allowed_host or ())
+    if args.host in _LOOPBACK:  # another site's name for 127.0.0.1 is refused (DNS rebinding)
+        allowed = (*LOOPBACK_HOSTS, *allowed)
     settings = DashboardSettings(
         token=token,
         target=mask_url(backend_url(config)),
         sample_interval=args.refresh,
         refresh_seconds=args.refresh,
+        allowed_hosts=allowed,
     )
     app = create_app(open_queue, settings)
     host = "[::1]" if args.host == "::1" else args.host

@@ -18,9 +18,10 @@ from urllib.parse import parse_qs, urlencode
 import attrs
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -34,7 +35,7 @@ from fairque_core.domain.errors import (
 )
 from fairque_core.domain.validation import is_digits
 from fairque_dashboard.sampler import Sampler
-from fairque_dashboard.security import SECURITY_HEADERS, check_action
+from fairque_dashboard.security import SECURITY_HEADERS, check_action, host_allowed
 
 __all__ = ["Dashboard", "DashboardSettings", "QueueOpener", "create_app"]
 
@@ -58,6 +59,10 @@ class DashboardSettings:
     page_size: int = 50
     payload_preview_bytes: int = 4096
     dlq_scan_limit: int = 10_000
+    #: Host names the dashboard answers to; any other ``Host`` header gets a 400 (DNS
+    #: rebinding). Empty: any (``fairque dashboard`` sets the loopback names when it binds
+    #: a loopback address, plus its ``--allowed-host`` names).
+    allowed_hosts: tuple[str, ...] = ()
 
 
 class Dashboard:
@@ -242,15 +247,23 @@ def _error_page(request: Request, status: int, message: str) -> Response:
 
 
 class SecurityHeaders:
-    """Adds :data:`SECURITY_HEADERS` to every response."""
+    """Adds :data:`SECURITY_HEADERS` to every response, and refuses a request whose ``Host``
+    is not one of ``allowed_hosts`` (400; see :func:`host_allowed`)."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, allowed_hosts: tuple[str, ...] = ()) -> None:
         self.app = app
+        self.allowed_hosts = allowed_hosts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        if self.allowed_hosts:
+            host = Headers(scope=scope).get("host", "")
+            if not host_allowed(host, self.allowed_hosts):
+                refused = PlainTextResponse("400 this dashboard does not answer to that host", 400)
+                await refused(scope, receive, send)
+                return
 
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -309,7 +322,7 @@ def create_app(
         },
     )
     app.state.dashboard = board
-    app.add_middleware(SecurityHeaders)
+    app.add_middleware(SecurityHeaders, allowed_hosts=board.settings.allowed_hosts)
     return app
 
 

@@ -14,7 +14,17 @@ from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
-__all__ = ["SECURITY_HEADERS", "TOKEN_ENV", "TOKEN_HEADER", "check_action"]
+__all__ = [
+    "LOOPBACK_HOSTS",
+    "SECURITY_HEADERS",
+    "TOKEN_ENV",
+    "TOKEN_HEADER",
+    "check_action",
+    "host_allowed",
+]
+
+#: The names a dashboard bound to a loopback address answers to by default.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 TOKEN_ENV = "FAIRQUE_DASHBOARD_TOKEN"  # noqa: S105 - the variable's name, not a secret
 TOKEN_HEADER = "x-fairque-token"  # noqa: S105 - a header name
@@ -32,6 +42,20 @@ SECURITY_HEADERS = {
     "referrer-policy": "same-origin",
     "cache-control": "no-store",
 }
+
+
+def host_allowed(host_header: str, allowed: tuple[str, ...]) -> bool:
+    """Whether a request's ``Host`` (``name[:port]``, ``[v6]:port``) names one of ``allowed``
+    (empty: any). A page of another site can make a browser reach a dashboard on 127.0.0.1
+    under its own name (DNS rebinding) and then read it as same-origin: the Host header is
+    what tells such a request apart."""
+    if not allowed:
+        return True
+    try:
+        name = urlsplit("//" + host_header).hostname
+    except ValueError:
+        return False
+    return name is not None and name.lower() in {a.lower() for a in allowed}
 
 
 def same_origin(request: Request) -> bool:

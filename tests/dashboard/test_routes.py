@@ -338,3 +338,18 @@ def test_a_newcomer_in_the_window_is_not_backlogged(env: Env) -> None:
         assert window.backlogged == ("old",)
         assert window.dispatches == {"old": 3, "new": 0}
         assert window.jain == pytest.approx(1.0)
+
+
+def test_a_dashboard_on_loopback_answers_only_to_its_names(memory_env: Env) -> None:
+    """A page of another site can reach 127.0.0.1 under its own name (DNS rebinding) and read
+    the dashboard as same-origin; the Host header tells it apart: 400."""
+    from fairque_dashboard.security import LOOPBACK_HOSTS
+
+    with memory_env.client(allowed_hosts=(*LOOPBACK_HOSTS, "queue.example")) as client:
+        for host in ("127.0.0.1:8700", "localhost", "[::1]:8700", "QUEUE.example:443"):
+            assert client.get("/", headers={"host": host}).status_code == 200, host
+        for host in ("rebind.evil.example:8700", "127.0.0.1.evil.example", "", "[::1"):
+            page = client.get("/tasks/t1", headers={"host": host})
+            assert page.status_code == 400, host
+    with memory_env.client() as client:  # none configured: any host (tests, proxies)
+        assert client.get("/", headers={"host": "anything.example"}).status_code == 200
