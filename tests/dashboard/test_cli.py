@@ -70,3 +70,33 @@ def test_what_would_stop_the_server_is_refused_before_it_starts(
     assert f"cannot listen on 127.0.0.1:{port}" in err
     err = _refused(["dashboard", "--url", "redis://127.0.0.1:1", "--port", "0"], capsys)
     assert "cannot reach the server" in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "allowed", "refused"),
+    [
+        ([], ["127.0.0.1:8700", "localhost:8700"], ["rebind.evil.example:8700"]),
+        (
+            ["--allowed-host", "queue.example"],
+            ["queue.example", "[::1]:8700"],
+            ["evil.example"],
+        ),
+    ],
+)
+def test_the_command_serves_loopback_names_only(
+    monkeypatch: pytest.MonkeyPatch, flags: list[str], allowed: list[str], refused: list[str]
+) -> None:
+    """The app the command hands to uvicorn (captured, not served) refuses another site's
+    Host when bound to 127.0.0.1 (DNS rebinding)."""
+    import uvicorn
+    from starlette.testclient import TestClient
+
+    served: list[object] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **_: served.append(app))
+    assert main(["--url", "memory://", "dashboard", "--port", "0", *flags]) == 0
+    [app] = served
+    with TestClient(app) as client:  # type: ignore[arg-type]
+        for host in allowed:
+            assert client.get("/", headers={"host": host}).status_code == 200, host
+        for host in refused:
+            assert client.get("/", headers={"host": host}).status_code == 400, host
