@@ -50,16 +50,24 @@ class _Reading:
     window: FairnessWindow | None
 
 
+#: The shortest span between two fairness readings, whatever the TTL: one collection calls
+#: the gauges' callbacks one after the other, and a reading per callback gave windows of
+#: milliseconds (no shares, no Jain index) and seven source reads per scrape.
+MIN_READING_SECONDS = 0.5
+
+
 class FairnessReadings:
-    """One queue's source, read at most once per ``ttl`` seconds (a failure is logged and
-    leaves the queue out until the next reading)."""
+    """One queue's source, read at most once per ``ttl`` seconds (at least
+    :data:`MIN_READING_SECONDS`), counted from the end of the last reading so that a slow
+    source is not read again by the next callback of the same collection (a failure is logged
+    and leaves the queue out until the next reading)."""
 
     def __init__(
         self, queue: str, source: FairnessSource, ttl: float, *, strict_tiers: bool = False
     ) -> None:
         self.queue = queue
         self._source = source
-        self._ttl = ttl
+        self._ttl = max(ttl, MIN_READING_SECONDS)
         self._strict = strict_tiers
         self._lock = threading.Lock()
         self._tried: float | None = None
@@ -71,13 +79,14 @@ class FairnessReadings:
             now = time.monotonic()
             if self._tried is not None and now - self._tried < self._ttl:
                 return None if self._failed else self._last
-            self._tried = now
             try:
                 figures = tuple(self._source())
             except Exception:
                 _log.exception("fairness source for queue %r failed", self.queue)
                 self._failed = True
                 return None
+            finally:
+                self._tried = time.monotonic()
             self._failed = False
             window = None
             if self._last is not None:

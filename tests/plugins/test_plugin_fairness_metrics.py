@@ -13,6 +13,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from fairque_core import FairQueue, InMemoryBackend, Message, Priority
 from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_plugins import OpenTelemetryMetrics
+from fairque_plugins.fairness_metrics import MIN_READING_SECONDS
 from fairque_plugins.metrics import OTHER_TENANT
 
 
@@ -67,7 +68,9 @@ class Counting:
 def test_per_tenant_gauges_jain_and_one_read_per_interval() -> None:
     reader = InMemoryMetricReader()
     meters = MeterProvider(metric_readers=[reader])
-    plugin = OpenTelemetryMetrics(meters, stats_ttl_seconds=0.05)
+    # a TTL of 0 still reads once per collection: fairness readings are at least
+    # MIN_READING_SECONDS apart (a reading per callback gave 7 reads and no window)
+    plugin = OpenTelemetryMetrics(meters, stats_ttl_seconds=0.0)
     queue = _queue()
     source = Counting(queue)
     plugin.observe_fairness(source, queue="orders")
@@ -88,10 +91,10 @@ def test_per_tenant_gauges_jain_and_one_read_per_interval() -> None:
 
     # shared workers serve pinned until the others reach its pass, then all three by weight
     _drain(queue, 12)  # heavy 9 turns, light 3: both reach pinned's pass
-    time.sleep(0.06)
+    time.sleep(MIN_READING_SECONDS + 0.01)
     collect(reader)
     _drain(queue, 50)
-    time.sleep(0.06)
+    time.sleep(MIN_READING_SECONDS + 0.01)
     got = collect(reader)
     assert source.calls == 3
     ratios = by_tenant(got["fairque.tenant.share_ratio"])
@@ -138,3 +141,21 @@ def test_without_the_tenant_attribute_the_queue_worst_case_is_reported() -> None
     (starving,) = got["fairque.tenant.starving"]
     assert (dict(starving.attributes), starving.value) == ({"queue": "orders", "reason": "lag"}, 1)
     meters.shutdown()
+
+
+def test_a_slow_source_is_read_once_per_collection() -> None:
+    """The TTL counted from the start of a reading: a source slower than the TTL was read
+    again by every gauge callback of the same scrape (7 reads, a 7 s scrape, no window)."""
+    reader = InMemoryMetricReader()
+    meters = MeterProvider(metric_readers=[reader])
+    plugin = OpenTelemetryMetrics(meters, stats_ttl_seconds=MIN_READING_SECONDS)
+    queue = _queue()
+    source = Counting(queue)
+
+    def slow() -> Any:
+        time.sleep(MIN_READING_SECONDS + 0.05)
+        return source()
+
+    plugin.observe_fairness(slow, queue="orders")
+    collect(reader)
+    assert source.calls == 1
