@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import attrs
 
 from fairque_core.app.engine_async import AsyncFairQueue
+from fairque_core.domain.errors import DamagedKeyError, LuaScriptError
 
 __all__ = [
     "SORT_KEYS",
@@ -35,6 +37,8 @@ __all__ = [
     "sort_rows",
     "tenant_row",
 ]
+
+log = logging.getLogger("fairque.dashboard")
 
 #: At most this many per-tenant calls are in flight at once (one page of the tenants table).
 CONCURRENCY = 16
@@ -131,6 +135,13 @@ class TenantFacts:
     #: From the dashboard's sampler: share of dispatches and fair share over its window.
     share: float | None = None
     fair_share: float | None = None
+    #: Why this tenant's figures could not be read (a damaged key of its own), else "".
+    damaged: str = ""
+
+
+#: What a read of one tenant's figures may raise when one of its keys is damaged: that tenant's
+#: row says so, the others are shown (a whole page was a 500).
+_DAMAGE = (DamagedKeyError, LuaScriptError)
 
 
 async def gather_tenant_facts(
@@ -147,12 +158,24 @@ async def gather_tenant_facts(
     stored_weights = stored if isinstance(stored, Mapping) else {}
     config_weights = queue.config.tenant_weight_table()
     known = dict(known_weights or {})
-    fairness_by = _fairness_by_tenant(
-        await _maybe_call(queue, "get_tenant_fairness", list(tenants))
-    )
+    try:
+        fairness = await _maybe_call(queue, "get_tenant_fairness", list(tenants))
+    except _DAMAGE as exc:  # the page's figures go on without the fairness columns
+        log.warning("dashboard: fairness figures unreadable: %s", exc)
+        fairness = None
+    fairness_by = _fairness_by_tenant(fairness)
     gate = asyncio.Semaphore(CONCURRENCY)
 
     async def one(tenant: str) -> TenantFacts:
+        try:
+            return await read(tenant)
+        except _DAMAGE as exc:
+            log.warning("dashboard: tenant %r unreadable: %s", tenant, exc)
+            return TenantFacts(
+                tenant=tenant, sizes=sizes.get(tenant, {}), stats={}, damaged=str(exc)
+            )
+
+    async def read(tenant: str) -> TenantFacts:
         async with gate:
             stats = await queue.get_tenant_stats(tenant)
             limits = limits_reading(await _maybe_call(queue, "get_tenant_limits", tenant))
@@ -403,6 +426,7 @@ class TenantRow:
     weight_source: str
     paused: bool = False
     capped: bool = False
+    damaged: str = ""
 
 
 def tenant_row(facts: TenantFacts) -> TenantRow:
@@ -414,6 +438,7 @@ def tenant_row(facts: TenantFacts) -> TenantRow:
         weight_source=facts.weight_source,
         paused=facts.paused,
         capped=facts.capped,
+        damaged=facts.damaged,
     )
 
 

@@ -353,3 +353,32 @@ def test_a_dashboard_on_loopback_answers_only_to_its_names(memory_env: Env) -> N
             assert page.status_code == 400, host
     with memory_env.client() as client:  # none configured: any host (tests, proxies)
         assert client.get("/", headers={"host": "anything.example"}).status_code == 200
+
+
+def test_one_tenants_damaged_keys_do_not_take_the_tenants_page_down(env: Env) -> None:
+    """A counter of one tenant changed behind the queue's back (a bare ValueError), or a task
+    key of another type under the fairness read (a DamagedKeyError): the page was a 500 for
+    every tenant. Now that tenant's row says it is unreadable and the others are shown."""
+    if env.kind == "memory":
+        pytest.skip("damages a server's keys")
+    import redis
+
+    for tenant in ("acme", "globex"):
+        env.queue.push(Task.create(tenant, task_id=f"{tenant}-1"))
+    prefix = f"fq:{{{env.queue.name}}}:"
+    with redis.Redis.from_url(env.url) as raw:
+        raw.hset(prefix + "ts:acme", "pushed", "abc")
+        with env.client() as client:
+            page = client.get("/tenants")
+            assert page.status_code == 200
+            assert re.findall(r'data-tenant="([^"]+)"', page.text) == ["acme", "globex"]
+            assert "unreadable (fairque doctor)" in page.text
+            overview = client.get("/")
+            assert overview.status_code == 200
+        raw.hset(prefix + "ts:acme", "pushed", "1")
+        raw.delete(prefix + "task:acme-1")
+        raw.set(prefix + "task:acme-1", "x")  # a key of another type
+        with env.client() as client:
+            page = client.get("/tenants")
+            assert page.status_code == 200
+            assert 'data-tenant="globex"' in page.text

@@ -78,14 +78,25 @@ def contract(script: str, ok: bool, reply: Any) -> None:
         raise ScriptContractError(script, f"unexpected reply {shown[:200]}")
 
 
+def counted(script: str, value: Any) -> int:
+    """``value`` of a reply as an int; a ScriptContractError for anything else (a counter
+    changed behind the queue's back: it was a bare ValueError, a 500 on the dashboard)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ScriptContractError(
+            script, f"a count reads {value!r}, not a number (a damaged key? see fairque doctor)"
+        ) from None
+
+
 def int_list(script: str, reply: Any) -> list[int]:
     contract(script, isinstance(reply, list), reply)
-    return [int(x) for x in reply]
+    return [counted(script, x) for x in reply]
 
 
 def pairs(script: str, reply: Any) -> dict[str, int]:
     contract(script, isinstance(reply, list) and len(reply) % 2 == 0, reply)
-    return {to_text(reply[i]): int(reply[i + 1]) for i in range(0, len(reply), 2)}
+    return {to_text(reply[i]): counted(script, reply[i + 1]) for i in range(0, len(reply), 2)}
 
 
 def int_reply(script: str) -> Callable[[Any], int]:
