@@ -17,7 +17,8 @@ when the handler returns or raises.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Generator, Mapping
+import threading
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from typing import TYPE_CHECKING
 
 from opentelemetry import propagate, trace
@@ -67,6 +68,10 @@ class OpenTelemetryTracing:
         )
         self.link_instead_of_parent = link_instead_of_parent
         self._queue = "default"
+        # consumer spans whose handler still runs, by (task id, lease token): a task the
+        # worker fails while its handler runs on (a timeout) gets its failure recorded there
+        self._open: dict[tuple[str, str], trace.Span] = {}
+        self._lock = threading.Lock()
 
     @hookimpl
     def fairque_configure(self, config: object) -> None:
@@ -113,19 +118,42 @@ class OpenTelemetryTracing:
             attributes=self._attributes(task, destination, "process"),
             links=links,
         )
+        key = _key(task)
+        with self._lock:
+            self._open[key] = span
         try:
             with trace.use_span(span, record_exception=False, set_status_on_exception=False):
                 result = yield
         except BaseException as exc:
+            self._close(key)
             _record_failure(span, exc)
             span.end()
             raise
         if inspect.isawaitable(result):
             # An async handler (AsyncWorker): ``call()`` only created the coroutine. The span
             # stays open and current until it has been awaited.
-            return _traced(span, result)
+            return _traced(span, result, lambda: self._close(key))
+        self._close(key)
         span.end()
         return result
+
+    @hookimpl
+    def fairque_task_event(self, event: str, task: Task, info: Mapping[str, object]) -> None:
+        """A task failed while its handler still runs (the worker timed it out): the failure
+        goes on its consumer span, which ends when the handler returns (it was left OK)."""
+        if event != "failed":
+            return
+        with self._lock:
+            span = self._open.get(_key(task))
+        if span is None or not span.is_recording():
+            return
+        reason = str(info.get("error") or "failed")  # the retry decision's reason
+        span.add_event("exception", {"exception.message": reason})
+        span.set_status(Status(StatusCode.ERROR, reason))
+
+    def _close(self, key: tuple[str, str]) -> None:
+        with self._lock:
+            self._open.pop(key, None)
 
 
 def _record_failure(span: trace.Span, exc: BaseException) -> None:
@@ -133,7 +161,13 @@ def _record_failure(span: trace.Span, exc: BaseException) -> None:
     span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
 
 
-async def _traced(span: trace.Span, awaitable: Awaitable[object]) -> object:
+def _key(task: Task) -> tuple[str, str]:
+    return task.task_id, task.lease.token if task.lease is not None else ""
+
+
+async def _traced(
+    span: trace.Span, awaitable: Awaitable[object], closed: Callable[[], None]
+) -> object:
     """Await ``awaitable`` with ``span`` current, then end the span (ERROR if it raised)."""
     try:
         with trace.use_span(span, record_exception=False, set_status_on_exception=False):
@@ -142,4 +176,5 @@ async def _traced(span: trace.Span, awaitable: Awaitable[object]) -> object:
         _record_failure(span, exc)
         raise
     finally:
+        closed()
         span.end()

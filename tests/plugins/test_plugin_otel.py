@@ -373,3 +373,38 @@ def test_a_failing_stats_source_is_skipped(caplog: pytest.LogCaptureFixture) -> 
     assert len(calls) == 1  # the failure is cached too: a down backend is not hammered
     assert "stats source for queue 'emails' failed" in caplog.text
     meters.shutdown()
+
+
+def test_a_timed_out_task_leaves_an_error_span(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    """The worker fails a task whose handler runs past the timeout while the handler runs on;
+    when it returned at last, its span ended as a success (UNSET), though the task was in the
+    DLQ. The failure event now marks the span still open."""
+    from fairque_core import FairQueue, InMemoryBackend, TaskHandler, TaskState, Worker
+    from fairque_core import WorkerConfig as Config
+
+    class Slow(TaskHandler):
+        def process_task(self, task: Task) -> object:
+            time.sleep(0.6)
+            return "late"
+
+    queue = FairQueue(
+        InMemoryBackend(queue="otel-timeout"), plugins=[OpenTelemetryTracing(provider)]
+    )
+    config = Config(id="w", task_timeout_seconds=0.2, poll_interval_seconds=0.05)
+    worker = Worker(config, Slow(), queue)
+    worker.start()
+    try:
+        queue.push(Task.create("tenant-a", task_id="slow", max_retries=0))
+        deadline = time.monotonic() + 10
+        while not [s for s in exporter.get_finished_spans() if s.kind is SpanKind.CONSUMER]:
+            assert time.monotonic() < deadline, "the handler's span never ended"
+            time.sleep(0.05)
+    finally:
+        worker.stop()
+    consumer = by_kind(exporter.get_finished_spans(), SpanKind.CONSUMER)
+    assert consumer.status.status_code is StatusCode.ERROR
+    assert "TaskTimeoutError" in (consumer.status.description or "")
+    assert [e.name for e in consumer.events] == ["exception"]
+    assert queue.get_state("slow") is TaskState.FAILED
