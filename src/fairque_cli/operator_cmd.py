@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 import attrs
@@ -27,6 +28,7 @@ from fairque_core.app.config import MAX_TIER_RANK, FairQueueConfig
 from fairque_core.app.engine import FairQueue
 from fairque_core.app.worker_registry import WorkerRegistry
 from fairque_core.domain.errors import FairQueueError, RedisConnectionError
+from fairque_core.domain.limits import Limits
 from fairque_core.domain.scoring import MAX_WEIGHT, MIN_WEIGHT
 from fairque_core.domain.validation import MAX_TENANT_PAGE
 
@@ -109,6 +111,7 @@ def _run_tenants(args: argparse.Namespace, out: TextIO) -> int:
         page, total = queue.list_tenants(limit=args.limit, offset=args.offset)
         sizes = queue.get_queue_sizes_batch(page) if page else {}
         weights = queue.get_tenant_weights(page) if page else {}
+        own = {tenant: queue.get_tenant_limits(tenant).own for tenant in page}
     rows: list[dict[str, Any]] = []
     for tenant in page:
         weight, tier = weights[tenant]
@@ -121,7 +124,8 @@ def _run_tenants(args: argparse.Namespace, out: TextIO) -> int:
                 "ready": size.get("critical", 0) + size.get("normal", 0),
                 "scheduled": size.get("scheduled", 0),
                 "leased": size.get("leased", 0),
-                "limits": None,  # per-tenant flow control is not built yet
+                # the tenant's own limits (ADR 28; its tier's defaults: fairque limits show)
+                "limits": _own_limits(own[tenant]),
             }
         )
     if args.json:
@@ -138,7 +142,7 @@ def _run_tenants(args: argparse.Namespace, out: TextIO) -> int:
             str(r["ready"]),
             str(r["scheduled"]),
             str(r["leased"]),
-            "-",
+            _limits_cell(r["limits"]),
         ]
         for r in rows
     ]
@@ -147,6 +151,17 @@ def _run_tenants(args: argparse.Namespace, out: TextIO) -> int:
     more = f"; --offset {end} shows the next page" if end < total else ""
     out.write(f"tenants {args.offset + 1}-{end} of {total} (first-push order){more}\n")
     return 0
+
+
+def _own_limits(limits: Limits) -> dict[str, float] | None:
+    """A tenant's own limits that are set, or None when it has none."""
+    return {k: v for k, v in limits.as_dict().items() if v is not None} or None
+
+
+def _limits_cell(limits: Mapping[str, float] | None) -> str:
+    if not limits:
+        return "-"
+    return " ".join(f"{name}={value:g}" for name, value in limits.items())
 
 
 def _run_tenant(args: argparse.Namespace, out: TextIO) -> int:

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from types import FrameType
 from typing import Any, TextIO
 
-from fairque_cli.checks import non_negative_float, positive_float
+from fairque_cli.checks import non_negative_float, non_negative_int, positive_float
 from fairque_cli.commands import parse_priority
 from fairque_cli.context import CliError, SubCommands, load_config, open_queue
 from fairque_core.app.scheduler import Scheduler
@@ -182,10 +182,12 @@ def add_schedule(sub: SubCommands) -> None:
         help="1-6 or a name such as high (default 3)",
     )
     add.add_argument("--payload", default="{}", help="JSON object (default {})")
-    add.add_argument("--max-retries", type=int, default=3)
+    add.add_argument("--max-retries", type=non_negative_int, default=3)
     add.add_argument("--timezone", default="UTC", help="IANA zone (default UTC)")
     add.add_argument("--misfire", choices=[m.value for m in Misfire], default="skip")
-    add.add_argument("--jitter", type=float, default=0.0, help="max random delay, seconds")
+    add.add_argument(
+        "--jitter", type=non_negative_float, default=0.0, help="max random delay, seconds"
+    )
     add.set_defaults(func=_add)
     rm = inner.add_parser("rm", help="remove a schedule", parents=parents)
     rm.add_argument("name")

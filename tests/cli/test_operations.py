@@ -384,6 +384,9 @@ def test_cluster_with_a_memory_url_is_refused(capsys: pytest.CaptureFixture[str]
         (["push", "--tenant", "a", "--priority", "9"], "must be 1-6"),
         (["push", "--tenant", "a", "--priority", "urgent"], "must be 1-6 or one of"),
         (["tenants", "--limit", "1001"], "at most 1000"),
+        (["schedule", "add", "s", "* * * * *", "--tenant", "a", "--jitter", "-1"], ">= 0"),
+        (["schedule", "add", "s", "* * * * *", "--tenant", "a", "--jitter", "nan"], "finite"),
+        (["schedule", "add", "s", "* * * * *", "--tenant", "a", "--max-retries", "-1"], ">= 0"),
     ],
 )
 def test_bad_values_are_one_line_errors(

@@ -126,6 +126,11 @@ def test_tenants_weights_tiers_depth_and_paging(server_url, queue_name, queue):
     assert by_name["bob"]["tier"] == 2
     assert by_name["carol"]["ready"] == 4
     assert by_name["alice"]["limits"] is None
+    queue.set_tenant_limits("carol", max_running=2, rate=5.0)  # the column said "-" always
+    carol = next(r for r in cli_json(*base, "tenants")["tenants"] if r["tenant"] == "carol")
+    assert carol["limits"] == {"max_running": 2, "rate": 5.0}
+    code, text = cli(*base, "tenants")
+    assert "max_running=2 rate=5" in text
     page = cli_json(*base, "tenants", "--limit", "1", "--offset", "2")
     assert [r["tenant"] for r in page["tenants"]] == ["carol"]
     code, text = cli(*base, "tenants", "--limit", "2")

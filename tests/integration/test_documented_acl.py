@@ -72,6 +72,8 @@ def test_the_documented_acl_user_runs_every_operation(valkey_server: Any) -> Non
             assert got == ["done"]
             q.cancel(more[-1].task_id)
             q.get_stats()
+            # the fairness figures read the head of each tenant's ready list (LINDEX)
+            assert {f.tenant for f in q.get_tenant_fairness(["acme", "bob"])} == {"acme", "bob"}
             q.get_tenant_stats("acme")
             q.get_queue_sizes_batch(["acme", "bob"])
             q.list_tenants()
@@ -87,6 +89,27 @@ def test_the_documented_acl_user_runs_every_operation(valkey_server: Any) -> Non
             assert len(fired) == 1
             assert scheduler.holds_lock
             assert q.remove_schedule("every-minute")
+    finally:
+        admin.execute_command("ACL", "DELUSER", user)
+        admin.close()
+
+
+def test_the_documented_acl_user_claims_on_a_partitioned_queue(valkey_server: Any) -> None:
+    """A partition's summary samples its active tenants (ZRANDMEMBER) past 64 of them: every
+    claim failed for the documented user once a partition had that many."""
+    queue = f"aclp-{uuid.uuid4().hex[:8]}"
+    user = f"fqp-{uuid.uuid4().hex[:8]}"
+    admin = redis.Redis.from_url(valkey_server.url)
+    admin.execute_command("ACL", "SETUSER", user, *documented_rules(queue), ">pw-doc")
+    host, port = admin.connection_pool.connection_kwargs["host"], valkey_server.port
+    url = f"redis://{user}:pw-doc@{host}:{port}/0"
+    try:
+        with connect(url, queue=queue, partitions=2) as q:
+            q.push_batch([Task.create(f"t{n}") for n in range(200)])  # ~100 per partition
+            claimed = q.claim_batch(20, worker_id="w")
+            assert len(claimed) == 20
+            assert q.finish_batch([(t, None) for t in claimed]) == [True] * 20
+            assert len(q.get_tenant_fairness(limit=10)) == 10
     finally:
         admin.execute_command("ACL", "DELUSER", user)
         admin.close()
