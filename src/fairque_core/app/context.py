@@ -6,9 +6,10 @@ claimed each task, once per claim call (:func:`register_all`); the plugin host's
 makes the task current around the handler call (:func:`bind`), on the worker's thread or
 event-loop task, and threads the async worker starts for sync handlers inherit it. The
 :class:`TaskContext` itself is built the first time the handler asks for it, so a handler that
-never does costs no context (issue 17). ``finish`` takes the values pushed (:func:`take`),
-encoded already, and stores them in the same backend step as the result; ``fail`` and
-``release`` drop them (:func:`discard`).
+never does costs no context (issue 17). ``finish`` reads the values pushed (:func:`pushed`),
+encoded already, stores them in the same backend step as the result, and drops the context
+once that call went through (:func:`discard`; a finish retried after an error stores them
+still); ``fail`` and ``release`` drop them.
 
 Reads go to the queue of the claim: with a synchronous :class:`FairQueue` they return the
 value; with an :class:`AsyncFairQueue` they return an awaitable on the event loop's thread
