@@ -7,6 +7,7 @@ that nothing owned or closed again (the server's client list grew by one per clo
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 
 import pytest
@@ -95,3 +96,37 @@ def test_close_settles_coalesced_pushes_before_it_closes(valkey_server) -> None:
     with redis.Redis.from_url(valkey_server.url) as raw:
         queued = sum(1 for _ in raw.scan_iter(match=f"fq:{{{name}}}:task:*", count=1000))
     assert queued == stored  # every push that returned a handle was stored, no other
+
+
+def test_a_worker_whose_queue_is_closed_stops(valkey_server) -> None:
+    """Every call of a closed queue raises QueueClosedError: the worker stopped backing off
+    and logging a traceback for ever; it now stops."""
+    from fairque_core import AsyncWorker, TaskHandler, Worker, WorkerConfig
+
+    class Idle(TaskHandler):
+        def process_task(self, task):  # type: ignore[no-untyped-def]
+            return None
+
+    config = WorkerConfig(id="closed-w", poll_interval_seconds=0.05)
+    queue = FairQueue(RedisBackend.from_url(valkey_server.url, queue=f"cw-{uuid.uuid4().hex[:8]}"))
+    worker = Worker(config, Idle(), queue)
+    worker.start()
+    time.sleep(0.2)
+    queue.close()
+    deadline = time.monotonic() + 10
+    while worker.health()["state"] != "stopped":
+        assert time.monotonic() < deadline, "the worker of a closed queue kept running"
+        time.sleep(0.05)
+    assert "QueueClosedError" in str(worker.health()["last_error"])
+
+    async def scenario() -> None:
+        name = f"acw-{uuid.uuid4().hex[:8]}"
+        aqueue = AsyncFairQueue(AsyncRedisBackend.from_url(valkey_server.url, queue=name))
+        aworker = AsyncWorker(config, Idle(), aqueue)
+        runner = asyncio.ensure_future(aworker.run())
+        await asyncio.sleep(0.2)
+        await aqueue.close()
+        await asyncio.wait_for(runner, 10)
+        assert aworker.health()["state"] == "stopped"
+
+    asyncio.run(scenario())

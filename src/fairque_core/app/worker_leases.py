@@ -21,6 +21,7 @@ from fairque_core.app.worker_pacing import Backoff
 from fairque_core.domain.errors import (
     BackendError,
     LeaseLostError,
+    QueueClosedError,
     TaskSerializationError,
     UnknownTaskError,
 )
@@ -79,10 +80,17 @@ class LeaseSteps:
                 raise
             self._outage(exc)
 
+    def stop(self, now: float, *, force: bool = False) -> None: ...  # WorkerLoop's
+
     def _outage(self, exc: BaseException) -> NoReturn:
         self._note_error(exc, self._now)
         delay = self.backoff.fail(self._now)
-        if isinstance(exc, (BackendError, OSError)):
+        if isinstance(exc, QueueClosedError):
+            # its queue was closed under it: no call can succeed again, so it stops (a
+            # backoff would retry for ever); the leases it holds expire for the reaper
+            logger.error("worker %s: %s; stopping", self.config.id, exc)
+            self.stop(self._now, force=True)
+        elif isinstance(exc, (BackendError, OSError)):
             logger.warning(
                 "worker %s: backend error (%s); retrying in %.2f s", self.config.id, exc, delay
             )
