@@ -113,3 +113,58 @@ def test_an_overrun_times_out_while_long_tasks_keep_their_leases(
     assert stats["recovered"] == 0  # no lease expired: the heartbeats kept them
     assert stats["finished"] == LONG_TASKS
     queue.close()
+
+
+class _SlowSync(TaskHandler):
+    """A sync handler (a thread in both workers) that overruns the timeout on every attempt."""
+
+    def process_task(self, task: Task) -> Any:
+        time.sleep(1.5)
+        return "late"
+
+
+@pytest.mark.parametrize("kind", ["thread", "asyncio"])
+def test_a_retry_claimed_while_the_timed_out_attempt_runs_on_times_out_too(
+    valkey_server: Any, kind: str
+) -> None:
+    """The first attempt times out at 0.4 s and its thread runs on to 1.5 s; the retry starts
+    at about 1.4 s, beside it. The workers kept their books by task id: the first thread's
+    late end took the retry's entry, so the thread worker never timed the retry out (it ran
+    to its end and the task read FINISHED) and the AsyncWorker counted a stuck thread for
+    ever. Both attempts must time out, and no stuck thread is left."""
+    name = f"rt-{uuid.uuid4().hex[:8]}"
+    config = WorkerConfig(
+        id=f"w-{kind}", poll_interval_seconds=0.1, task_timeout_seconds=0.4, max_concurrent_tasks=2
+    )
+    with connect(valkey_server.url, queue=name) as queue:
+        queue.push(Task.create("u", task_id="t1", max_retries=1))
+        if kind == "thread":
+            worker = Worker(config, _SlowSync(), queue)
+            worker.start()
+            _wait(lambda: queue.get_state("t1") is TaskState.FAILED, 15, "the DLQ")
+            _wait(lambda: worker.health()["stuck_threads"] == 0, 5, "the threads' ends")
+            health = worker.health()
+            worker.stop(5)
+        else:
+
+            async def scenario() -> dict[str, Any]:
+                from fairque_redis import aconnect
+
+                aqueue = await aconnect(valkey_server.url, queue=name)
+                async with aqueue:
+                    aworker = AsyncWorker(config, _SlowSync(), aqueue)
+                    await aworker.start()
+                    deadline = time.monotonic() + 15
+                    while await aqueue.get_state("t1") is not TaskState.FAILED:
+                        assert time.monotonic() < deadline, "the retry never timed out"
+                        await asyncio.sleep(0.05)
+                    while aworker.health()["stuck_threads"]:
+                        assert time.monotonic() < deadline + 5, "a stuck thread for ever"
+                        await asyncio.sleep(0.05)
+                    found = aworker.health()
+                    await aworker.stop(5)
+                    return found
+
+            health = asyncio.run(scenario())
+        assert health["timed_out"] == 2
+        assert queue.get_state("t1") is TaskState.FAILED

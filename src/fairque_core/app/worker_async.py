@@ -61,8 +61,9 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
         self._wake = asyncio.Event()
         self._done = asyncio.Event()
         self._main_task: asyncio.Task[None] | None = None
-        self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._threads: dict[str, bool] = {}  # task id -> its thread was left running
+        # by id(slot), not task id: a timed-out attempt and its retry may both run
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._threads: dict[int, bool] = {}  # id(slot) -> its thread was left running
         # set while the loop's last claim came back short: the listener task then waits on the
         # queue's wake signal and wakes the loop when it comes (see Worker)
         self._listen = asyncio.Event()
@@ -104,6 +105,13 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
             return False
         return True
 
+    def health(self) -> dict[str, Any]:
+        """A snapshot: state, sizes, counters, last error and last claim time (as
+        ``Worker.health``: not waiting for work once a stop was asked for)."""
+        out = super().health()
+        out["waiting_for_work"] = out["waiting_for_work"] and not self._stop_requested
+        return out
+
     async def run(self) -> None:
         """Run until stopped; SIGTERM/SIGINT stop gracefully when on the main thread."""
         loop = asyncio.get_running_loop()
@@ -133,7 +141,7 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
         while next_slot is not None:
             current = asyncio.current_task()
             if current is not None:  # cancelled as that task's own on a timeout or the stop
-                self._tasks[next_slot.task.task_id] = current
+                self._tasks[id(next_slot)] = current
             if self._wake.is_set():
                 await asyncio.sleep(0)
             next_slot = await self._run_one(next_slot)
@@ -160,13 +168,13 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
         except BaseException as exc:
             value = exc
         finally:
-            self._tasks.pop(task.task_id, None)
+            self._tasks.pop(id(slot), None)
         seconds = time.perf_counter() - started
         self._task_ended(slot, ok, value)
-        if self._threads.get(task.task_id) is False:
-            self._threads[task.task_id] = True  # its thread runs on: it reports when it ends
+        if self._threads.get(id(slot)) is False:
+            self._threads[id(slot)] = True  # its thread runs on: it reports when it ends
             return None
-        self._threads.pop(task.task_id, None)
+        self._threads.pop(id(slot), None)
         # a cancelled task starts no other; nor does one that ends while the control loop's
         # queue call is out: each task run here would put this asyncio task back in the event
         # loop's queue, and every step of that call would wait behind all of them; the loop's
@@ -182,7 +190,7 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
 
     def _cancel(self, slot: wa.Slot) -> None:
         """Cancel a timed-out task's asyncio task (a sync handler's thread runs on)."""
-        running = self._tasks.get(slot.task.task_id)
+        running = self._tasks.get(id(slot))
         if running is not None:
             running.cancel()
 
@@ -201,7 +209,6 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
     async def _thread_run(self, slot: wa.Slot) -> object:
         """``process_task`` on a thread of the loop's default executor, as ``to_thread``."""
         loop = asyncio.get_running_loop()
-        task_id = slot.task.task_id
         context = contextvars.copy_context()
 
         def body() -> object:
@@ -211,15 +218,14 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
                 with contextlib.suppress(RuntimeError):  # the event loop is closed
                     loop.call_soon_threadsafe(self._thread_ended, slot)
 
-        self._threads[task_id] = False
+        self._threads[id(slot)] = False
         result = await loop.run_in_executor(None, body)
         if inspect.isawaitable(result):
             return await result
         return result
 
     def _thread_ended(self, slot: wa.Slot) -> None:
-        task_id = slot.task.task_id
-        if self._threads.pop(task_id, None):  # left running after a timeout: now it ended
+        if self._threads.pop(id(slot), None):  # left running after a timeout: now it ended
             self._report(slot, False, None, 0.0)
 
     # ------------------------------------------------------------------ wake listener
@@ -258,7 +264,7 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
             # its next claim: no wait for the loop to wake and run a cycle first (ADR 46)
             slots = self._start_handed(listen=True)
         for slot in slots:
-            self._tasks[slot.task.task_id] = asyncio.create_task(self._execute(slot))
+            self._tasks[id(slot)] = asyncio.create_task(self._execute(slot))
         self._wake.set()
         if isinstance(got, Exception):
             raise got
@@ -297,7 +303,7 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
                     self._wake.clear()
                 elif isinstance(action, wa.Run):
                     for slot in action.slots:
-                        self._tasks[slot.task.task_id] = asyncio.create_task(self._execute(slot))
+                        self._tasks[id(slot)] = asyncio.create_task(self._execute(slot))
                 elif isinstance(action, wa.Stopped):
                     break
                 else:

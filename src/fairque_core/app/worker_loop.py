@@ -110,7 +110,7 @@ class WorkerLoop(PlaceSteps, LeaseSteps):
         self.shutdown_at: float | None = None
         self.held: dict[str, Slot] = {}  # every lease this worker holds
         self.buffer = TurnBuffer()  # claimed, not started; served in turns across tenants
-        self.running: dict[str, Slot] = {}  # started, handler not returned
+        self.running: dict[int, Slot] = {}  # started, handler not returned; by id(slot)
         self.executing = 0  # places taken by running handlers
         self.stuck = 0  # timed-out handlers still running whose place was given back
         self.heartbeat_due = 0.0

@@ -39,7 +39,7 @@ class PlaceSteps:
     timeout: float
     held: dict[str, Slot]
     buffer: TurnBuffer
-    running: dict[str, Slot]
+    running: dict[int, Slot]  # by id(slot)
     executing: int
     stuck: int
     _now: float
@@ -77,7 +77,7 @@ class PlaceSteps:
             started = self.buffer.popleft()
             started.started_at = now
             self.executing += 1
-            self.running[started.task.task_id] = started
+            self.running[id(started)] = started
         return started, self._parked and self._wants_cycle(now)
 
     def _wants_cycle(self, now: float) -> bool:
@@ -116,7 +116,9 @@ class PlaceSteps:
     def _book(self, slot: Slot, ok: bool, value: Any, run_seconds: float) -> None:
         """One handler's end: its place freed, its outcome queued for the queue."""
         task_id = slot.task.task_id
-        self.running.pop(task_id, None)
+        # by the slot, not the task id: a timed-out attempt's thread that returns late must not
+        # take the entry of the same task's retry (whose timeout was then never checked)
+        self.running.pop(id(slot), None)
         if slot.zombie:
             self.stuck -= 1
         else:
@@ -166,6 +168,6 @@ class PlaceSteps:
             slot = self.buffer.popleft()
             slot.started_at = now
             self.executing += 1
-            self.running[slot.task.task_id] = slot
+            self.running[id(slot)] = slot
             slots.append(slot)
         return slots
