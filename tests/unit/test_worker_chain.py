@@ -85,7 +85,8 @@ def test_a_freed_place_goes_to_the_next_buffered_task_without_a_cycle() -> None:
     assert len(sim.actions) == actions  # no cycle ran
     health = sim.loop.health(sim.now, 0.0)
     assert (health["executing"], health["buffered"]) == (2, 3)
-    assert sim.loop.running["t2"].started_at == sim.now
+    [t2] = [s for s in sim.loop.running.values() if s.task.task_id == "t2"]
+    assert t2.started_at == sim.now
     for task_id in ("t1", "t2", "t3"):
         sim.complete(task_id)
     assert sim.chained == ["t2", "t3", "t4", "t5"]
