@@ -11,9 +11,11 @@ only (it never imports a module named in task data), and an unknown name raises
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Executor
 from typing import Any, Generic, TypeVar, overload
 
 from fairque_core.app.context import current_task_context
@@ -48,6 +50,23 @@ async def _awaited(value: Awaitable[Any]) -> Any:
     return await value
 
 
+#: The thread pool an ``AsyncWorker`` runs sync handlers on, current inside its tasks (None
+#: elsewhere: the event loop's default pool, as ``asyncio.to_thread``). The default pool holds
+#: ``min(32, cpus + 4)`` threads shared with everything else on the loop: a worker with more
+#: places than that could not run them all, and its timed-out threads starved new tasks.
+HANDLER_THREADS: contextvars.ContextVar[Executor | None] = contextvars.ContextVar(
+    "fairque_handler_threads", default=None
+)
+
+
+async def in_handler_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` on a thread of :data:`HANDLER_THREADS` (the running worker's
+    pool, else the loop's default one), in a copy of the current context."""
+    loop = asyncio.get_running_loop()
+    call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
+    return await loop.run_in_executor(HANDLER_THREADS.get(), call)
+
+
 class TaskHandler:
     """Subclass and implement :meth:`process_task`; the worker calls the rest.
 
@@ -64,7 +83,7 @@ class TaskHandler:
         """How the async worker runs a task: awaits an async ``process_task``, else a thread."""
         if inspect.iscoroutinefunction(self.process_task):
             return await self.process_task(task)
-        result = await asyncio.to_thread(self.process_task, task)
+        result = await in_handler_thread(self.process_task, task)
         if inspect.isawaitable(result):
             return await result
         return result
@@ -412,7 +431,7 @@ class RegistryHandler(TaskHandler):
             args = _injected(task, parents, args)
         if function.is_async:
             return await function.fn(*args, **kwargs)
-        return await asyncio.to_thread(function.fn, *args, **kwargs)
+        return await in_handler_thread(function.fn, *args, **kwargs)
 
     def run_sync(self, task: Task) -> object:
         return self.process_task(task)

@@ -27,11 +27,12 @@ import signal
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from fairque_core.app import worker_actions as wa
 from fairque_core.app.engine_async import AsyncFairQueue
-from fairque_core.app.handlers import TaskHandler
+from fairque_core.app.handlers import HANDLER_THREADS, TaskHandler
 from fairque_core.app.messages import encode_result
 from fairque_core.app.worker_driver import WorkerDriver, claim_and_acks
 from fairque_core.domain.models import Task
@@ -69,11 +70,19 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
         self._listen = asyncio.Event()
         self._listener: asyncio.Task[None] | None = None
         self._calling = False  # the control loop waits for a queue call (see _run_one)
+        # sync handlers' threads: a pool of the worker's own, as large as its places and the
+        # timed-out threads it tolerates (the loop's default pool is min(32, cpus + 4),
+        # shared: more places than that never ran, and stuck threads starved new tasks)
+        self._threads_pool: ThreadPoolExecutor | None = None
 
     # ------------------------------------------------------------------ public
     async def start(self) -> None:
         """Start the control loop on the running event loop and return."""
         self._begin()
+        self._threads_pool = ThreadPoolExecutor(
+            max_workers=self._loop.cap + self._loop.stuck_limit,
+            thread_name_prefix=f"fairque-{self.config.id}",
+        )
         self._main_task = asyncio.create_task(self._main(), name=f"fairque-{self.config.id}")
         self._listener = asyncio.create_task(
             self._listen_for_work(), name=f"fairque-{self.config.id}-wake"
@@ -137,6 +146,7 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
         """Run ``slot``'s task, then each task the loop gives this asyncio task as the one
         before ends (ADR 51). It lets the event loop run first when the control loop has been
         woken (its wake-up waits in the event loop's queue), as a handler that awaits does."""
+        HANDLER_THREADS.set(self._threads_pool)  # this asyncio task's context only
         next_slot: wa.Slot | None = await self._run_one(slot)
         while next_slot is not None:
             current = asyncio.current_task()
@@ -207,7 +217,7 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
         return made
 
     async def _thread_run(self, slot: wa.Slot) -> object:
-        """``process_task`` on a thread of the loop's default executor, as ``to_thread``."""
+        """``process_task`` on a thread of the worker's pool, as ``to_thread`` would."""
         loop = asyncio.get_running_loop()
         context = contextvars.copy_context()
 
@@ -219,7 +229,7 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
                     loop.call_soon_threadsafe(self._thread_ended, slot)
 
         self._threads[id(slot)] = False
-        result = await loop.run_in_executor(None, body)
+        result = await loop.run_in_executor(self._threads_pool, body)
         if inspect.isawaitable(result):
             return await result
         return result
@@ -329,6 +339,8 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
             if leftover:  # brought after the loop's last cycle
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self._release(leftover))
+            if self._threads_pool is not None:  # threads still running (stuck) run on
+                self._threads_pool.shutdown(wait=False)
             self._done.set()
 
     async def _claim_and_ack(self, claim: wa.Claim, ack: wa.Ack) -> tuple[Any, Any]:
