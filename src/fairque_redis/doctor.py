@@ -197,10 +197,19 @@ def snapshot(client: Any, queue: Where) -> dict[str, Any]:
     return {"now": int(seconds) * 1000 + int(micros) // 1000, "keys": contents, "stray": stray}
 
 
+#: What a field that is not a number reads as: no count, score or priority is negative, so it
+#: never matches the real value and is reported (it raised a bare ValueError: the doctor
+#: crashed on the very damage it is for, while every claim failed on it).
+_NOT_A_NUMBER = -1
+
+
 def _int(raw: bytes | str | None, default: int = 0) -> int:
     if raw is None or raw in (b"", ""):
         return default
-    return int(float(_text(raw)))
+    try:
+        return int(float(_text(raw)))
+    except (ValueError, OverflowError):  # "lots", "nan", "inf"
+        return _NOT_A_NUMBER
 
 
 @attrs.define

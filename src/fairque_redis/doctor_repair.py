@@ -57,6 +57,17 @@ def _int(raw: bytes | str | None, default: int = 0) -> int:
         return default
 
 
+def _num(raw: bytes | str | None) -> int | None:
+    """A stored count: 0 when absent, None when it is not a number (a damaged field, which
+    the recount rewrites: read as 0 it matched a real 0 and stayed, and every claim failed)."""
+    if raw is None:
+        return 0
+    try:
+        return int(float(_text(raw)))
+    except (ValueError, OverflowError):
+        return None
+
+
 def _read(client: Any, queue: Where) -> Parsed:
     return parse(snapshot(client, queue), queue)
 
@@ -247,23 +258,36 @@ def _recount(client: Any, keys: KeySpace, p: Parsed, done: list[str]) -> None:
     for user in sorted(users):
         stats = p.tenant_stats.get(user, {})
         for name in _GAUGES:
-            have = _int(stats.get(name))
+            have = _num(stats.get(name))
             if have != real[name][user]:
                 pipe.hset(keys.tenant_stats(user), name, str(real[name][user]))
-                done.append(f"tenant {user}: {name} {have} -> {real[name][user]}")
+                done.append(
+                    f"tenant {user}: {name} {_shown(stats.get(name))} -> {real[name][user]}"
+                )
     ready = sum(len(v) for v in p.critical.values()) + sum(len(v) for v in p.normal.values())
     meta = p.single.get("meta", {})
-    if _int(meta.get("ready")) != ready:
+    if _num(meta.get("ready")) != ready:
         pipe.hset(keys.meta, "ready", str(ready))
-        done.append(f"meta ready {_int(meta.get('ready'))} -> {ready}")
+        done.append(f"meta ready {_shown(meta.get('ready'))} -> {ready}")
     totals: Counter[str] = Counter()
-    for stats in p.tenant_stats.values():
+    for user, stats in sorted(p.tenant_stats.items()):
         for name, value in stats.items():
-            if name not in _GAUGES:
-                totals[name] += _int(value)
+            if name in _GAUGES:
+                continue
+            count = _num(value)
+            if count is None:  # a counter is history: it cannot be recounted, only restarted
+                pipe.hset(keys.tenant_stats(user), name, "0")
+                done.append(f"tenant {user}: counter {name} {_shown(value)} -> 0 (not a number)")
+                count = 0
+            totals[name] += count
     queue_stats = p.single.get("stats", {})
     for name in sorted(set(queue_stats) | set(totals)):
-        if _int(queue_stats.get(name)) != totals[name]:
+        if _num(queue_stats.get(name)) != totals[name]:
             pipe.hset(keys.stats, name, str(totals[name]))
-            done.append(f"stats {name} {_int(queue_stats.get(name))} -> {totals[name]}")
+            done.append(f"stats {name} {_shown(queue_stats.get(name))} -> {totals[name]}")
     pipe.execute()
+
+
+def _shown(raw: bytes | str | None) -> str:
+    count = _num(raw)
+    return repr(_text(raw or b"")) if count is None else str(count)

@@ -58,6 +58,29 @@ def test_doctor_finds_and_repairs_a_damaged_queue(server_url: str, queue_name: s
         raw.close()
 
 
+def test_a_field_that_is_not_a_number_is_found_and_repaired(
+    server_url: str, queue_name: str
+) -> None:
+    """``meta ready`` set to "lots" stops every claim; the doctor crashed on it (a bare
+    ValueError) and so did ``--repair``. Now it is a finding, and the repair rewrites it; a
+    tenant counter that is not a number is restarted at 0 (a counter cannot be recounted)."""
+    base = ("--url", server_url, "--queue", queue_name)
+    with connect(server_url, queue=queue_name) as queue:
+        queue.push_batch([Task.create("acme") for _ in range(3)])
+        raw: Any = redis.Redis.from_url(server_url)
+        raw.hset(f"fq:{{{queue_name}}}:meta", "ready", "lots")
+        raw.hset(f"fq:{{{queue_name}}}:ts:acme", "finished", "x")
+        code, text = cli("doctor", *base)
+        assert code == 1, text
+        assert "meta ready" in text
+        code, text = cli("doctor", *base, "--repair")
+        assert code == 0, text
+        assert "meta ready 'lots' -> 3" in text
+        assert "counter finished 'x' -> 0" in text
+        assert len(queue.claim_batch(3)) == 3  # claims work again
+        raw.close()
+
+
 def test_doctor_checks_and_repairs_each_partition(
     server_url: str, queue_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
