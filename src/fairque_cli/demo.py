@@ -445,6 +445,8 @@ def _drop_queue(queue: FairQueue, url: str, embedded: bool) -> None:
         return
     import redis
 
+    from fairque_redis.keys import QUEUES_KEY
+
     client = redis.Redis.from_url(url)
     try:
         pattern = f"fq:{{{queue.name}}}:*"
@@ -456,6 +458,7 @@ def _drop_queue(queue: FairQueue, url: str, embedded: bool) -> None:
                 batch.clear()
         if batch:
             client.unlink(*batch)
+        client.srem(QUEUES_KEY, queue.name)  # `fairque queues` listed every run's queues
     finally:
         client.close()
 

@@ -73,11 +73,11 @@ class DevServerState:
 def data_dir() -> Path:
     """The per-user data directory (``$FAIRQUE_DATA_DIR``, XDG, or ``~/.local/share/fairque``)."""
     override = os.environ.get(DATA_DIR_ENV, "").strip()
-    if override:
-        return Path(override).expanduser()
+    if override:  # absolute: the server runs in a directory of its own (a relative --dir
+        return Path(override).expanduser().absolute()  # never started, after a 15 s wait)
     xdg = os.environ.get("XDG_DATA_HOME", "").strip()
     base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
-    return base / "fairque"
+    return base.absolute() / "fairque"
 
 
 # ---- state file and lock ---------------------------------------------------------------------
@@ -305,6 +305,8 @@ def _read_pid(path: Path) -> int | None:
 def stop(*, timeout: float = _STOP_TIMEOUT) -> DevServerState | None:
     """Stop the shared server (SIGTERM: the AOF is flushed); returns what was stopped."""
     root = data_dir()
+    if not _state_path(root).exists():  # never set up: create nothing (no dir, no lock)
+        return None
     with _locked(root):
         state = _read_state(root)
         if state is None:
@@ -378,8 +380,10 @@ def run_foreground(announce: Any = print) -> int:
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(signal.SIGTERM)
 
+    # SIGHUP too: the terminal of a foreground server closed (its Valkey, in a session of its
+    # own, ran on as an orphan that `server status` still showed as foreground)
     previous_handlers = [
-        (sig, signal.signal(sig, forward)) for sig in (signal.SIGINT, signal.SIGTERM)
+        (sig, signal.signal(sig, forward)) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     ]
     try:
         code = proc.wait()

@@ -143,6 +143,8 @@ def test_demo_runs_on_a_named_queue_a_dashboard_can_follow(valkey_server: Any) -
     assert code == 0, out.getvalue()
     with connect(valkey_server.url, queue=name) as queue:
         assert queue.list_tenants()[1] == 0  # emptied after the last phase
+        # nor left in the registry (`fairque queues` listed each run's queues for ever)
+        assert name not in queue.backend.list_queues()  # type: ignore[attr-defined]
         queue.push(Task.create("someone", payload={}))
     err = io.StringIO()
     with contextlib.redirect_stderr(err):

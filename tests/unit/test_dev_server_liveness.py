@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -61,3 +62,23 @@ def test_a_name_with_a_parenthesis_and_spaces_reads_the_state_after_it(tmp_path:
 def test_no_pid_is_not_alive() -> None:
     assert not dev_server._pid_alive(0)
     assert not dev_server._pid_alive(-1)
+
+
+def test_a_relative_data_dir_is_made_absolute(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Valkey runs in a directory of its own: a relative --dir never started (a 15 s wait)."""
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(dev_server.DATA_DIR_ENV, "reldata")
+    assert dev_server.data_dir() == tmp_path / "reldata"
+
+
+def test_stop_without_a_server_creates_nothing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+
+    root = tmp_path / "never-set-up"
+    monkeypatch.setenv(dev_server.DATA_DIR_ENV, str(root))
+    assert dev_server.stop() is None
+    assert not root.exists()  # it made the directory and its lock file
