@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from typing import TextIO
+import signal
+import threading
+from typing import Any, TextIO
 
 from fairque_cli.context import URL_ENV, CliError, SubCommands
 from fairque_cli.demo import DemoOptions, run_demo
@@ -50,8 +52,20 @@ def _check(args: argparse.Namespace) -> None:
     ):
         if not _within(value, 0, MAX_FACTOR, open_low=True):
             raise CliError(f"{flag} must be a number > 0 and at most {MAX_FACTOR}")
-    if args.json is not None and not os.path.isdir(os.path.dirname(args.json) or "."):
-        raise CliError(f"--json {args.json!r}: no such directory")
+    if args.json is not None:  # checked now: a bad path failed only after the whole run
+        folder = os.path.dirname(args.json) or "."
+        if not os.path.isdir(folder):
+            raise CliError(f"--json {args.json!r}: no such directory")
+        if os.path.isdir(args.json):
+            raise CliError(f"--json {args.json!r} is a directory: give a file path")
+        existed = os.path.exists(args.json)
+        try:  # the one check that holds for root and odd filesystems: open it for writing
+            with open(args.json, "a", encoding="utf-8"):
+                pass
+        except OSError as exc:
+            raise CliError(f"--json {args.json!r}: not writable ({exc.strerror})") from None
+        if not existed:
+            os.remove(args.json)
 
 
 def _run(args: argparse.Namespace, out: TextIO) -> int:
@@ -69,11 +83,28 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         json_path=args.json,
         queue=getattr(args, "queue", None),
     )
+    # SIGTERM (`timeout` in CI) stops the demo as Ctrl-C does: the embedded server and the
+    # demo's queues are cleaned up on the way out (killed outright, its temp dir stayed)
+    previous = _interrupt_on_sigterm()
     try:
         summary = run_demo(opts, out)
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     return 0 if summary["ok"] or not args.check else 3
+
+
+def _interrupt_on_sigterm() -> Any:
+    """Make SIGTERM raise KeyboardInterrupt (on the main thread); the handler it replaced."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, interrupt)
 
 
 def add_demo(sub: SubCommands) -> None:

@@ -105,6 +105,8 @@ def test_demo_rejects_bad_arguments() -> None:
         (["--flood-factor", "nan"], "--flood-factor must be a number > 0"),
         (["--flood-factor", "0"], "--flood-factor must be a number > 0"),
         (["--json", "/no/such/dir/x.json"], "no such directory"),
+        (["--json", "/tmp"], "is a directory"),
+        (["--json", "/proc/x.json"], "not writable"),
     ],
 )
 def test_demo_refuses_every_bad_flag_before_it_starts(flags: list[str], needle: str) -> None:
@@ -151,3 +153,31 @@ def test_demo_runs_on_a_named_queue_a_dashboard_can_follow(valkey_server: Any) -
         code = main(["--url", valkey_server.url, "--queue", name, "demo", "--duration", "3"])
     assert code != 0
     assert "is not empty" in err.getvalue()
+
+
+def test_a_demo_stopped_by_sigterm_cleans_up_like_ctrl_c(tmp_path: Path) -> None:
+    """``timeout`` in CI sends SIGTERM: the demo died at once and its embedded server's
+    temporary directory stayed behind. Now it stops as on Ctrl-C (exit 130), cleaned up."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    env.pop("FAIRQUE_REDIS_URL", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fairque_cli", "demo", "--duration", "30"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    deadline = time.monotonic() + 30
+    while not list(tmp_path.glob("fairque-valkey-*")):
+        assert time.monotonic() < deadline, "the demo's embedded server never started"
+        time.sleep(0.1)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert list(tmp_path.glob("fairque-valkey-*")) == []
