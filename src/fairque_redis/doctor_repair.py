@@ -18,7 +18,8 @@ In this order, each step on a fresh snapshot:
    active tenant;
 5. gauges and counters are recomputed: meta ``ready``, the tenants' ``scheduled``/``leased``,
    every queue counter in ``stats`` = the sum of the tenants' (a tenant's figures lost with a
-   damaged ``ts:`` key are lost for the queue too).
+   damaged ``ts:`` key are lost for the queue too); a tenant with pushes missing from the
+   ``tenants`` index is put back, at the end of its first-push order.
 """
 
 from __future__ import annotations
@@ -285,6 +286,14 @@ def _recount(client: Any, keys: KeySpace, p: Parsed, done: list[str]) -> None:
         if _num(queue_stats.get(name)) != totals[name]:
             pipe.hset(keys.stats, name, str(totals[name]))
             done.append(f"stats {name} {_shown(queue_stats.get(name))} -> {totals[name]}")
+    # the tenants index (first-push order): a tenant with pushes missing from it (a damaged
+    # index was deleted in step 1) enters at the end; a push adds a tenant only once, at its
+    # first push, so nothing else ever put it back (it vanished from every listing)
+    indexed = {_text(member) for member, _ in p.single.get("tenants", [])}
+    for user, stats in sorted(p.tenant_stats.items()):
+        if (_num(stats.get("pushed")) or 0) > 0 and user not in indexed:
+            pipe.zadd(keys.tenants, {user: p.now}, nx=True)
+            done.append(f"tenant {user} back in the tenants index (at the end of its order)")
     pipe.execute()
 
 

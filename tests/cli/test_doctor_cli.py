@@ -81,6 +81,24 @@ def test_a_field_that_is_not_a_number_is_found_and_repaired(
         raw.close()
 
 
+def test_a_damaged_tenants_index_is_rebuilt(server_url: str, queue_name: str) -> None:
+    """The repair deleted a damaged ``tenants`` index and never rebuilt it: the doctor failed
+    on every run, and the tenants vanished from every listing (a push adds a tenant once)."""
+    base = ("--url", server_url, "--queue", queue_name)
+    with connect(server_url, queue=queue_name) as queue:
+        queue.push_batch([Task.create(t) for t in ("acme", "globex", "acme")])
+        raw: Any = redis.Redis.from_url(server_url)
+        raw.delete(f"fq:{{{queue_name}}}:tenants")
+        raw.set(f"fq:{{{queue_name}}}:tenants", "junk")
+        code, text = cli("doctor", *base, "--repair")
+        assert code == 0, text
+        assert "tenant acme back in the tenants index" in text
+        assert sorted(queue.list_tenants()[0]) == ["acme", "globex"]
+        code, text = cli("doctor", *base)
+        assert code == 0, text
+        raw.close()
+
+
 def test_doctor_checks_and_repairs_each_partition(
     server_url: str, queue_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
