@@ -222,6 +222,8 @@ class Parsed:
     damaged: list[tuple[str, str, str]] = attrs.Factory(list)
     tasks: dict[str, dict[str, bytes]] = attrs.Factory(dict)
     waits: dict[str, set[str]] = attrs.Factory(dict)
+    #: parent id -> the ids of its children:<parent> list
+    children: dict[str, list[str]] = attrs.Factory(dict)
     critical: dict[str, list[str]] = attrs.Factory(dict)
     normal: dict[str, list[tuple[str, float]]] = attrs.Factory(dict)
     tenant: dict[str, dict[str, bytes]] = attrs.Factory(dict)
@@ -274,6 +276,8 @@ def parse(snap: dict[str, Any], queue: Where) -> Parsed:
             out.tasks[ident] = value
         elif builder == "waits":
             out.waits[ident] = value
+        elif builder == "children":
+            out.children[ident] = [_text(v) for v in value]
         elif builder == "critical":
             out.critical[ident] = value
         elif builder == "normal":
@@ -411,6 +415,11 @@ def check_parsed(parsed: Parsed) -> list[str]:
                 bad.append(f"task {task_id} is deferred but is in {where}")
             if not waits.get(task_id):
                 bad.append(f"task {task_id} is deferred with no waits:{task_id}")
+            for parent in sorted(_text(w) for w in waits.get(task_id, ())):
+                # the parent's end releases the children of its list: one missing from it
+                # (a damaged children: key deleted) would wait for ever
+                if task_id not in p.children.get(parent, ()):
+                    bad.append(f"task {task_id} waits for {parent} but is not in its children")
         elif state in ("finished", "canceled"):
             if where:
                 bad.append(f"task {task_id} is {state} but is in {where}")

@@ -19,7 +19,8 @@ In this order, each step on a fresh snapshot:
 5. gauges and counters are recomputed: meta ``ready``, the tenants' ``scheduled``/``leased``,
    every queue counter in ``stats`` = the sum of the tenants' (a tenant's figures lost with a
    damaged ``ts:`` key are lost for the queue too); a tenant with pushes missing from the
-   ``tenants`` index is put back, at the end of its first-push order.
+   ``tenants`` index is put back, at the end of its first-push order. (After step 3, a deferred
+   task is put back in the ``children:`` list of each parent its ``waits:`` set names.)
 """
 
 from __future__ import annotations
@@ -94,11 +95,28 @@ def repair(
     if parsed.damaged:
         parsed = _read(client, queue)
     _place_tasks(client, keys, parsed, done, horizon_ms)
+    _relink_children(client, keys, parsed, done)
     parsed = _read(client, queue)
     _fix_active(client, keys, parsed, done, strict_tiers)
     parsed = _read(client, queue)
     _recount(client, keys, parsed, done)
     return done
+
+
+def _relink_children(client: Any, keys: KeySpace, p: Parsed, done: list[str]) -> None:
+    """A deferred task is in the children list of each parent it waits for (rebuilt from its
+    ``waits:`` set: a damaged ``children:`` key deleted in step 1 left the child waiting for
+    ever, with the doctor calling the queue sound)."""
+    pipe = client.pipeline(transaction=True)
+    for task_id in sorted(p.waits):
+        rec = p.live(task_id)
+        if rec is None or _text(rec["st"]) != "deferred":
+            continue
+        for parent in sorted(_text(w) for w in p.waits[task_id]):
+            if task_id not in p.children.get(parent, ()):
+                pipe.rpush(keys.children(parent), task_id)
+                done.append(f"task {task_id} back in the children of {parent}")
+    pipe.execute()
 
 
 def _place_tasks(client: Any, keys: KeySpace, p: Parsed, done: list[str], horizon_ms: int) -> None:

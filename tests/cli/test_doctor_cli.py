@@ -99,6 +99,32 @@ def test_a_damaged_tenants_index_is_rebuilt(server_url: str, queue_name: str) ->
         raw.close()
 
 
+def test_a_damaged_children_list_is_rebuilt_from_the_waits(
+    server_url: str, queue_name: str
+) -> None:
+    """The repair deleted a damaged ``children:<parent>`` key and said the queue was sound;
+    the child then waited for ever after its parent finished."""
+    base = ("--url", server_url, "--queue", queue_name)
+    with connect(server_url, queue=queue_name) as queue:
+        parent = queue.push(Task.create("acme"))
+        child = queue.push(Task.create("acme", depends_on=[parent.task_id]))
+        raw: Any = redis.Redis.from_url(server_url)
+        key = f"fq:{{{queue_name}}}:children:{parent.task_id}"
+        raw.delete(key)
+        raw.set(key, "junk")
+        code, text = cli("doctor", *base, "--repair")
+        assert code == 0, text
+        assert f"task {child.task_id} back in the children of {parent.task_id}" in text
+        task = queue.claim()
+        assert task is not None
+        assert task.task_id == parent.task_id
+        queue.finish(task)
+        released = queue.claim()
+        assert released is not None
+        assert released.task_id == child.task_id
+        raw.close()
+
+
 def test_doctor_checks_and_repairs_each_partition(
     server_url: str, queue_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
