@@ -55,12 +55,6 @@ T = TypeVar("T")
 
 log = logging.getLogger("fairque.redis")
 
-#: The calls that store something of the queue's own (a task, an intake entry, a tenant's
-#: weight, limits or pause): the first of them enters the queue in the registry
-#: (``fq:queues``, ``fairque queues``). A claim, cancel, resume, purge or DLQ requeue on a
-#: queue that holds nothing stores nothing, and so does not list a mistyped name.
-STORING_CALLS = frozenset({"push", "push_intake", "set_weight", "set_limits", "pause"})
-
 
 class RedisBackend:
     """The queue backend on a ``redis.Redis`` or ``redis.cluster.RedisCluster``.
@@ -233,7 +227,7 @@ class RedisBackend:
     def _run(self, call: Call[T]) -> T:
         if not self._checked:
             self._check_memory_policy(call.script)
-        if call.script in STORING_CALLS and call.stores and not self._registered:
+        if call.registers and not self._registered:
             self._register_queue()
         script = self._scripts.get(call.script)  # None: a plain command (the intake's RPUSH)
         if call.writes and self._replicas and self._replicas.waits_after(call.script):

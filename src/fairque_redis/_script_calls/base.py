@@ -42,6 +42,13 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_count_fork)
 
 
+#: The scripts that store something of the queue's own (a task, an intake entry, a tenant's
+#: weight, limits or pause): the first call of one enters the queue in the registry
+#: (``fq:queues``, ``fairque queues``). A claim, cancel, purge or DLQ requeue on a queue that
+#: holds nothing stores nothing, and so does not list a mistyped name.
+STORING_CALLS = frozenset({"push", "push_intake", "set_weight", "set_limits", "pause"})
+
+
 @attrs.frozen
 class Call(Generic[T]):
     """One script call: which script, its ARGV, and how to read the reply. ``stores`` is False
@@ -53,6 +60,11 @@ class Call(Generic[T]):
     parse: Callable[[Any], T]
     writes: bool = True
     stores: bool = True
+
+    @property
+    def registers(self) -> bool:
+        """Whether this call lists its queue in the registry (before it runs, once)."""
+        return self.stores and self.script in STORING_CALLS
 
 
 def to_text(value: Any) -> str:
