@@ -50,6 +50,7 @@ __all__ = [
     "parse",
     "queue_spaces",
     "snapshot",
+    "stored_int",
 ]
 
 #: a queue's name (its one key space) or one key space of it (one partition, ADR 34)
@@ -203,13 +204,19 @@ def snapshot(client: Any, queue: Where) -> dict[str, Any]:
 _NOT_A_NUMBER = -1
 
 
+def stored_int(raw: bytes | str) -> int | None:
+    """A stored numeric field as an int; None when it is not a number ("lots", "nan")."""
+    try:
+        return int(float(_text(raw)))
+    except (ValueError, OverflowError):
+        return None
+
+
 def _int(raw: bytes | str | None, default: int = 0) -> int:
     if raw is None or raw in (b"", ""):
         return default
-    try:
-        return int(float(_text(raw)))
-    except (ValueError, OverflowError):  # "lots", "nan", "inf"
-        return _NOT_A_NUMBER
+    value = stored_int(raw)
+    return _NOT_A_NUMBER if value is None else value
 
 
 @attrs.define

@@ -38,6 +38,7 @@ from fairque_redis.doctor import (
     node_client,
     parse,
     snapshot,
+    stored_int,
 )
 from fairque_redis.keys import KeySpace
 
@@ -53,21 +54,14 @@ def _text(value: bytes | str) -> str:
 
 
 def _int(raw: bytes | str | None, default: int = 0) -> int:
-    try:
-        return default if raw is None else int(float(_text(raw)))
-    except ValueError:
-        return default
+    value = None if raw is None else stored_int(raw)
+    return default if value is None else value
 
 
 def _num(raw: bytes | str | None) -> int | None:
     """A stored count: 0 when absent, None when it is not a number (a damaged field, which
     the recount rewrites: read as 0 it matched a real 0 and stayed, and every claim failed)."""
-    if raw is None:
-        return 0
-    try:
-        return int(float(_text(raw)))
-    except (ValueError, OverflowError):
-        return None
+    return 0 if raw is None else stored_int(raw)
 
 
 def _read(client: Any, queue: Where) -> Parsed:
