@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Generator, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from fairque_core.app import worker_actions as act
 from fairque_core.app.config import WorkerConfig
@@ -80,7 +80,9 @@ class LeaseSteps:
                 raise
             self._outage(exc)
 
-    def stop(self, now: float, *, force: bool = False) -> None: ...  # WorkerLoop's
+    if TYPE_CHECKING:  # WorkerLoop's, declared for the type checker (no runtime stand-in)
+
+        def stop(self, now: float, *, force: bool = False) -> None: ...
 
     def _outage(self, exc: BaseException) -> NoReturn:
         self._note_error(exc, self._now)
