@@ -78,7 +78,7 @@ def _in_tree(src: str, code: str) -> str:
 def library_in(src: str) -> tuple[str, dict[str, str]]:
     """The function library (code, script -> function name) of the tree whose src is ``src``."""
     code = (
-        "import json, sys; from fairque_redis._function_library import LIBRARY as L; "
+        "import json, sys; from fairque_redis.scripting.function_library import LIBRARY as L; "
         "sys.stdout.write(json.dumps([L.code, dict(L.functions)]))"
     )
     text, functions = json.loads(_in_tree(src, code))
@@ -88,7 +88,7 @@ def library_in(src: str) -> tuple[str, dict[str, str]]:
 def script_in(src: str, name: str) -> str:
     """The flattened script ``name`` of the tree whose ``src`` is ``src`` (its own resolver)."""
     code = (
-        "import sys; from fairque_redis.scripts import resolve; "
+        "import sys; from fairque_redis.scripting.scripts import resolve; "
         f"sys.stdout.write(resolve({name!r}))"
     )
     return _in_tree(src, code)

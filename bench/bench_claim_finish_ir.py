@@ -57,8 +57,8 @@ from _callgrind import (
 
 from fairque_core import Message, Priority
 from fairque_core.domain.models import Claimed
-from fairque_redis._function_library import LIBRARY
-from fairque_redis.backend import RedisBackend
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.scripting.function_library import LIBRARY
 
 PUSH_WARM = 20  # one-message pushes before counting (every tenant active, library warm)
 
@@ -250,7 +250,7 @@ def run_callgrind(
 def run_timed(
     builds: dict[str, tuple[str, dict[str, str]]], opts: argparse.Namespace
 ) -> dict[tuple[int, str], list[dict[str, float]]]:
-    from fairque_redis.embedded import EmbeddedValkey
+    from fairque_redis.servers.embedded import EmbeddedValkey
 
     with EmbeddedValkey() as server:
         return run_builds(server.url, builds, TimeCounter(server.url), opts)

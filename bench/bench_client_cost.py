@@ -44,7 +44,7 @@ from pathlib import Path
 
 from _child import run_child
 
-from fairque_redis.embedded import EmbeddedValkey
+from fairque_redis.servers.embedded import EmbeddedValkey
 
 MODES = (
     "backend",
@@ -61,8 +61,8 @@ MODES = (
 CHILD = r"""
 import asyncio, cProfile, json, pstats, sys, time
 from fairque_core import AsyncFairQueue, FairQueue, Message, Priority, Task
-from fairque_redis.async_backend import AsyncRedisBackend
-from fairque_redis.backend import RedisBackend
+from fairque_redis.backends.backend_async import AsyncRedisBackend
+from fairque_redis.backends.backend import RedisBackend
 
 url, queue, mode, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 TENANTS, CLAIM, REPS = 100, 100, 5

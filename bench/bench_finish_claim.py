@@ -25,8 +25,8 @@ from typing import Any
 
 from fairque_core.domain.enums import Priority
 from fairque_core.domain.models import Message
-from fairque_redis.backend import RedisBackend
-from fairque_redis.embedded import EmbeddedValkey
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.servers.embedded import EmbeddedValkey
 
 STEPS = 200
 TENANTS = 20

@@ -52,7 +52,7 @@ from typing import Any
 
 from fairque_core import AsyncWorker, Task, TaskHandler, Worker, WorkerConfig
 from fairque_redis import aconnect, connect
-from fairque_redis.embedded import EmbeddedValkey
+from fairque_redis.servers.embedded import EmbeddedValkey
 
 LIGHT_TENANTS = 5
 LIGHT_INTERVAL = 0.01

@@ -24,8 +24,8 @@ import redis
 
 from fairque_core import FairQueue, Message, Priority, Task, TaskHandler, Worker, WorkerConfig
 from fairque_redis import connect
-from fairque_redis.backend import RedisBackend
-from fairque_redis.embedded import EmbeddedValkey
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.servers.embedded import EmbeddedValkey
 
 MODES = ("functions", "eval")
 

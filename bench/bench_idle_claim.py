@@ -28,7 +28,7 @@ from pathlib import Path
 
 from _child import run_child
 
-from fairque_redis.embedded import EmbeddedValkey
+from fairque_redis.servers.embedded import EmbeddedValkey
 
 CHILD = r"""
 import json, sys, uuid

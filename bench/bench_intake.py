@@ -36,8 +36,8 @@ from typing import Any
 import redis
 
 from fairque_core import Message, Priority
-from fairque_redis.backend import RedisBackend
-from fairque_redis.embedded import EmbeddedValkey
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.servers.embedded import EmbeddedValkey
 
 COUNTED = ("fcall", "evalsha", "rpush", "lpush", "lrem")
 MODES = ("push one", "intake one", "huey-like", "push batch", "ingest")

@@ -45,7 +45,7 @@ from _child import run_child
 
 from fairque_core import Task, TaskHandler, Worker, WorkerConfig
 from fairque_redis import connect
-from fairque_redis.embedded import EmbeddedValkey
+from fairque_redis.servers.embedded import EmbeddedValkey
 
 STEPS = ["push", "reply", "decode", "book", "dispatch", "thread", "handler"]
 clock = time.perf_counter
@@ -94,7 +94,7 @@ def produce(url: str, queue: str, count: int, ready: Any, go: Any, out: Any) -> 
 
 def instrument(queue: Any, marks: Marks) -> None:
     """Wrap the methods on the path (this process only)."""
-    from fairque_core.app import worker_loop
+    from fairque_core.app.worker import loop as worker_loop
 
     backend = queue.backend
     pop_and_claim = backend._pop_and_claim

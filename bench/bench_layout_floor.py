@@ -63,8 +63,8 @@ from bench_claim_finish_ir import measure as measure_fairque
 from bench_claim_finish_ir import measure_push as measure_fairque_push
 
 from fairque_core import Message, Priority
-from fairque_redis._function_library import LIBRARY
-from fairque_redis.backend import RedisBackend
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.scripting.function_library import LIBRARY
 
 LAYOUTS = ("record", "packed", "location", "list")
 BODY = b'{"n": 1}'
@@ -426,7 +426,7 @@ def drain_cpu(url: str, what: str, n: int, batch: int) -> float:
 
 
 def drains(n: int, batch: int, rounds: int, push: bool) -> dict[str, list[float]]:
-    from fairque_redis.embedded import EmbeddedValkey
+    from fairque_redis.servers.embedded import EmbeddedValkey
 
     names = (
         [*LAYOUTS, "fairque, 100 tenants"]

@@ -24,8 +24,8 @@ from functools import partial
 import redis
 
 from fairque_core import Message, Priority, QueueConfig
-from fairque_redis.backend import RedisBackend
-from fairque_redis.embedded import EmbeddedValkey
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.servers.embedded import EmbeddedValkey
 
 LEASE = 3600.0  # the held leases must outlive the run
 

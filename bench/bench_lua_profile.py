@@ -155,7 +155,7 @@ CHILD = r"""
 import json, sys, time
 import redis
 from fairque_core import Message, Priority
-from fairque_redis.backend import RedisBackend
+from fairque_redis.backends.backend import RedisBackend
 
 url, mode, tenants, batch, tasks, tag = sys.argv[1:7]
 tenants, batch, tasks = int(tenants), int(batch), int(tasks)
@@ -166,7 +166,7 @@ def msg(i, u):
 
 b = RedisBackend.from_url(url, queue=f"prof-{tag}")
 if mode == "probe":
-    from fairque_redis import scripts
+    from fairque_redis.scripting import scripts
     src = scripts.resolve("prof_probe")
     print(json.dumps({"probe": float(r.eval(src, 0))}))
     sys.exit(0)
@@ -264,7 +264,7 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=18, help="helpers printed per run")
     args = parser.parse_args()
 
-    from fairque_redis.embedded import EmbeddedValkey
+    from fairque_redis.servers.embedded import EmbeddedValkey
 
     tmp = Path(tempfile.mkdtemp(prefix="fq-prof-"))
     try:

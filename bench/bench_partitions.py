@@ -37,7 +37,7 @@ from typing import Any
 from fairque_core import Message, Priority
 from fairque_redis import EmbeddedCluster
 from fairque_redis.keys import KeySpace, partition_for
-from fairque_redis.partitioned import PartitionedBackend
+from fairque_redis.partitioned.backend import PartitionedBackend
 
 
 def _tenants(count: int, partitions: int) -> list[str]:

@@ -36,15 +36,15 @@ from pathlib import Path
 import redis
 from _child import run_child
 
-from fairque_redis.embedded import EmbeddedValkey
+from fairque_redis.servers.embedded import EmbeddedValkey
 
 CHILD = r"""
 import asyncio, json, sys, time
 import redis
 from huey import RedisHuey
 from fairque_core import AsyncFairQueue, FairQueue, Task
-from fairque_redis.async_backend import AsyncRedisBackend
-from fairque_redis.backend import RedisBackend
+from fairque_redis.backends.backend_async import AsyncRedisBackend
+from fairque_redis.backends.backend import RedisBackend
 url, tag, n, blocks = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 concurrent = sys.argv[5] == "async"
 huey = RedisHuey(f"h{tag}", url=url)

@@ -46,7 +46,7 @@ from pathlib import Path
 
 import redis
 
-from fairque_redis.embedded import EmbeddedValkey
+from fairque_redis.servers.embedded import EmbeddedValkey
 
 TENANTS = 100
 # Modes a tree from before ADR 35 cannot run (no batcher): n/a there instead of an error.
@@ -57,7 +57,7 @@ OPTIONAL_MODES = frozenset({"batcher", "abatcher"})
 CHILD = r"""
 import asyncio, json, sys, time
 from fairque_core import FairQueue, Message, Priority, Task
-from fairque_redis.backend import RedisBackend
+from fairque_redis.backends.backend import RedisBackend
 
 url, queue, mode, n, tag = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 tenants = int(sys.argv[6])
@@ -120,7 +120,7 @@ def run_sync():
 
 async def run_async():
     from fairque_core import AsyncFairQueue
-    from fairque_redis.async_backend import AsyncRedisBackend
+    from fairque_redis.backends.backend_async import AsyncRedisBackend
 
     backend = AsyncRedisBackend.from_url(url, queue=queue)
     aq = AsyncFairQueue(backend)

@@ -21,8 +21,8 @@ from functools import partial
 import redis
 
 from fairque_core import Message, Priority
-from fairque_redis.backend import RedisBackend
-from fairque_redis.embedded import EmbeddedValkey
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.servers.embedded import EmbeddedValkey
 
 
 def _msg(i: int, tenant: str, tag: str) -> Message:

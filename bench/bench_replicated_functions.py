@@ -31,9 +31,9 @@ from typing import Any
 import redis
 
 from fairque_core import Message, Priority
-from fairque_redis._durability import Durability
-from fairque_redis.backend import RedisBackend
-from fairque_redis.embedded import EmbeddedValkey
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.durability.modes import Durability
+from fairque_redis.servers.embedded import EmbeddedValkey
 
 MODES = ("functions", "eval")
 _COUNTER = {"functions": "fcall", "eval": "evalsha"}

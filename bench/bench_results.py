@@ -18,7 +18,7 @@ import uuid
 
 from fairque_core import FairQueue, InMemoryBackend, Task, chord, group
 from fairque_redis import connect
-from fairque_redis.embedded import EmbeddedValkey
+from fairque_redis.servers.embedded import EmbeddedValkey
 
 
 def _pct(values: list[float], q: float) -> float:

@@ -14,7 +14,7 @@ case of ``bench_push.py``) for each script given:
 - with ``--fcall``, this tree's ``push`` loaded as a function library (FUNCTION LOAD, called
   with FCALL): the include helpers are then made once per load instead of once per call,
   which shows what the per-call closures cost (ADR 39); and the push function of the library
-  fairque loads by default (``fairque_redis._function_library.LIBRARY``, ADR 41).
+  fairque loads by default (``fairque_redis.scripting.function_library.LIBRARY``, ADR 41).
 
 Each script runs on a queue of its own, filled the same way, so every variant sees the same
 data. Prints instructions per call and each variant's ratio to this tree's EVALSHA. Needs
@@ -35,9 +35,9 @@ import redis
 from _callgrind import callgrind_server, old_src, script_in
 
 from fairque_core import Message, Priority
-from fairque_redis._function_library import LIBRARY, _deferred
-from fairque_redis.backend import RedisBackend
-from fairque_redis.scripts import resolve
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.scripting.function_library import LIBRARY, _deferred
+from fairque_redis.scripting.scripts import resolve
 
 TENANTS = 100
 WARM = 20  # calls per variant before counting (script cached, every tenant active)

@@ -70,7 +70,7 @@ from bench_layout_floor import (
     finish_all,
 )
 
-from fairque_redis._function_library import LIBRARY
+from fairque_redis.scripting.function_library import LIBRARY
 
 LAYOUTS = ("keys", "table", "stamped")
 
@@ -410,7 +410,7 @@ def main() -> None:
                     f"{both:>9,.0f} {both / base:>7.3f}"
                 )
     if not opts.skip_drain:
-        from fairque_redis.embedded import EmbeddedValkey
+        from fairque_redis.servers.embedded import EmbeddedValkey
 
         timed: dict[tuple[str, int], list[float]] = {}
         with EmbeddedValkey() as server:

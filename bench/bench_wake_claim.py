@@ -29,9 +29,9 @@ import uuid
 from typing import Any
 
 from fairque_core import AsyncWorker, Task, TaskHandler, Worker, WorkerConfig
-from fairque_core.app.worker_driver import WorkerDriver
+from fairque_core.app.worker.driver import WorkerDriver
 from fairque_redis import aconnect, connect
-from fairque_redis.embedded import EmbeddedValkey
+from fairque_redis.servers.embedded import EmbeddedValkey
 
 INTERVAL = 0.005  # 200 tasks/s
 WARMUP = 20  # first samples dropped (connections, script loads, the adaptive poll settling)

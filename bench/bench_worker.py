@@ -69,7 +69,7 @@ from _child import run_child
 # public names only: --compare runs this file against older builds too
 from fairque_core import AsyncWorker, FairQueue, Task, TaskHandler, Worker, WorkerConfig
 from fairque_redis import aconnect, connect
-from fairque_redis.embedded import EmbeddedValkey
+from fairque_redis.servers.embedded import EmbeddedValkey
 
 TENANTS = 100
 #: A drain that takes longer than this has hung (e.g. a script error): it fails, saying why.
@@ -192,7 +192,7 @@ COMBINED_MODES = {"off": (False, None), "on": (True, 40), "always": (True, None)
 
 def set_combined(mode: str) -> None:
     """The workers' combined finish-and-claim call (ADR 40) as ``mode`` says, for the A/B."""
-    from fairque_core.app.worker_driver import WorkerDriver
+    from fairque_core.app.worker.driver import WorkerDriver
 
     on, limit = COMBINED_MODES[mode]
     WorkerDriver.combined_acks = on  # type: ignore[misc]
@@ -443,7 +443,7 @@ LATENCY_SETTINGS = [(1.0, 10), (0.1, 10)]
 
 def set_latency_mode(mode: str) -> None:
     """The listener's early start and least wait (ADR 46) as ``mode`` says, for the A/B."""
-    from fairque_core.app.worker_driver import WorkerDriver
+    from fairque_core.app.worker.driver import WorkerDriver
 
     starts, floor = LATENCY_MODES[mode]
     WorkerDriver.listener_starts = starts  # type: ignore[misc]

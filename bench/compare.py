@@ -40,7 +40,7 @@ from typing import Any
 import redis
 from compare_report import fmt, rows, table
 
-from fairque_redis.embedded import EmbeddedValkey
+from fairque_redis.servers.embedded import EmbeddedValkey
 
 HERE = Path(__file__).resolve().parent
 PEERS: dict[str, list[str]] = {

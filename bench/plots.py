@@ -37,7 +37,7 @@ import redis
 from bench_redis import claim_finish, fill, server_usec
 from compare import PEERS, child_env, install, run_spec
 
-from fairque_redis.embedded import EmbeddedValkey
+from fairque_redis.servers.embedded import EmbeddedValkey
 
 HERE = Path(__file__).resolve().parent
 MATPLOTLIB = "matplotlib==3.11.2"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from fairque_core.app.handlers import TaskRegistry, task
+from fairque_core.app.worker.handlers import TaskRegistry, task
 
 registry = TaskRegistry()
 

@@ -19,8 +19,8 @@ import time
 from tasks import registry
 
 from fairque_core import WorkerConfig
-from fairque_core.app.handlers import RegistryHandler
-from fairque_core.app.worker import Worker
+from fairque_core.app.worker.handlers import RegistryHandler
+from fairque_core.app.worker.worker import Worker
 from fairque_redis import connect
 
 

@@ -31,8 +31,8 @@ import redis
 import redis.asyncio
 from hypothesis import settings
 
-from fairque_redis.cluster import EmbeddedCluster
-from fairque_redis.embedded import (
+from fairque_redis.servers.cluster import EmbeddedCluster
+from fairque_redis.servers.embedded import (
     EmbeddedValkey,
     RedisServerProcess,
     ServerBinaryNotFoundError,
@@ -172,7 +172,7 @@ def valkey_and_redis7_url(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def script_queue(valkey_and_redis7_url: str) -> Iterator[tuple[Any, Any, str]]:
     """A fresh queue on Valkey 9 and on Redis 7: its RedisBackend, a raw client, its name."""
-    from fairque_redis.backend import RedisBackend
+    from fairque_redis.backends.backend import RedisBackend
 
     name = f"sq-{uuid.uuid4().hex[:8]}"
     backend = RedisBackend.from_url(valkey_and_redis7_url, queue=name)

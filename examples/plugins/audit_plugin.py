@@ -24,8 +24,8 @@ from typing import Any
 
 import attrs
 
-from fairque_core.app.hookspecs import hookimpl
 from fairque_core.domain.models import Task
+from fairque_core.ports.hooks import hookimpl
 
 __all__ = ["AuditPlugin", "AuditRecord"]
 

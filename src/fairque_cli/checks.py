@@ -7,9 +7,9 @@ import argparse
 import math
 from urllib.parse import urlsplit
 
-from fairque_core.app.config import mask_url
 from fairque_core.domain.errors import TaskValidationError
 from fairque_core.domain.validation import MAX_TENANT_PAGE, is_digits, validate_queue_name
+from fairque_core.settings.config import mask_url
 
 __all__ = [
     "check_queue",

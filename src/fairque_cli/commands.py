@@ -24,7 +24,7 @@ from fairque_cli.context import (
 from fairque_cli.fairness_cmd import run_tenant_fairness
 from fairque_cli.term import LiveView, bold, format_table
 from fairque_core import FailureType, Priority, Task, TaskState
-from fairque_core.app.engine import FairQueue
+from fairque_core.app.engine.queue import FairQueue
 from fairque_core.domain.validation import MAX_EPOCH_SECONDS, MAX_TENANT_PAGE, is_digits
 
 __all__ = ["add_dlq", "add_push", "add_stats", "parse_priority"]

@@ -4,7 +4,7 @@ Precedence of settings, highest first: command-line flags (``--url``, ``--queue`
 ``$FAIRQUE_REDIS_URL``, then the YAML file named by ``--config`` (or ``$FAIRQUE_CONFIG``) with
 its ``FAIRQUE_<SECTION>__<KEY>`` environment overrides. When none of them names a server
 (no URL, no ``redis.host``/``redis.port``), the command uses the shared local server of
-:mod:`fairque_redis.dev_server`, starting it on first use.
+:mod:`fairque_redis.servers.dev_server`, starting it on first use.
 
 Only the worker (and ``fairque tenant apply``) writes the config's tenant weights and tiers to
 the server: the other commands open the queue without applying them, so a stale config file
@@ -25,9 +25,9 @@ import attrs
 
 from fairque_cli.checks import check_url
 from fairque_core.app.backend_loading import open_backend
-from fairque_core.app.config import FairQueueConfig, mask_url
-from fairque_core.app.engine import FairQueue
-from fairque_redis._topology import check_not_cluster_node
+from fairque_core.app.engine.queue import FairQueue
+from fairque_core.settings.config import FairQueueConfig, mask_url
+from fairque_redis.servers.topology import check_not_cluster_node
 
 __all__ = [
     "CONFIG_ENV",
@@ -117,7 +117,7 @@ def _names_a_server(config: FairQueueConfig, raw: Any) -> bool:
 
 def local_server_url() -> str:
     """The shared local server's URL, starting it (with a note on stderr) if needed."""
-    from fairque_redis import dev_server
+    from fairque_redis.servers import dev_server
 
     state, started = dev_server.ensure_running()
     if started:

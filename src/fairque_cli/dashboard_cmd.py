@@ -107,8 +107,8 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
             f"the dashboard needs its extra: pip install fairque[dashboard] (missing {exc.name})"
         ) from None
     from fairque_core.app.backend_loading import backend_url, open_async_backend
-    from fairque_core.app.config import mask_url
-    from fairque_core.app.engine_async import AsyncFairQueue
+    from fairque_core.app.engine.queue_async import AsyncFairQueue
+    from fairque_core.settings.config import mask_url
 
     config = load_config(args)
     token = args.auth_token or os.environ.get(TOKEN_ENV, "").strip() or None

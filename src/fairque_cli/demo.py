@@ -32,8 +32,8 @@ from fairque_cli import metrics
 from fairque_cli.metrics import PhaseResult, TenantResult, TenantSpec
 from fairque_cli.term import LiveView, bold, color, format_table
 from fairque_core import Priority, Task
-from fairque_core.app.config import mask_url
-from fairque_core.app.engine import FairQueue
+from fairque_core.app.engine.queue import FairQueue
+from fairque_core.settings.config import mask_url
 
 __all__ = ["DemoOptions", "phase_plan", "run_demo"]
 
@@ -432,7 +432,7 @@ def _server(url: str | None) -> Iterator[str]:
     if url:
         yield url
         return
-    from fairque_redis.embedded import EmbeddedValkey
+    from fairque_redis.servers.embedded import EmbeddedValkey
 
     with EmbeddedValkey() as server:  # stopped (and its files removed) on the way out
         yield server.url

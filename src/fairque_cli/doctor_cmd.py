@@ -1,6 +1,6 @@
 """``fairque doctor [--repair] [--json]``: check one queue's Redis structures against each other
-(:mod:`fairque_redis.doctor`) and, with ``--repair``, put them back in line with the task
-records (:mod:`fairque_redis.doctor_repair`). Run it on a quiet queue: workers stopped or idle.
+(:mod:`fairque_redis.doctor.examine`) and, with ``--repair``, put them back in line with the task
+records (:mod:`fairque_redis.doctor.repair`). Run it on a quiet queue: workers stopped or idle.
 A partitioned queue (ADR 34) is checked and repaired partition by partition, as many as the
 server records; each finding and change then starts with ``partition <n>:``.
 
@@ -21,8 +21,8 @@ __all__ = ["add_doctor"]
 
 
 def _run_doctor(args: argparse.Namespace, out: TextIO) -> int:
-    from fairque_redis.doctor import check, queue_spaces
-    from fairque_redis.doctor_repair import repair
+    from fairque_redis.doctor.examine import check, queue_spaces
+    from fairque_redis.doctor.repair import repair
 
     config = load_config(args)
     findings: list[str] = []

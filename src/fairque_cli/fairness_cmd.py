@@ -23,7 +23,7 @@ from typing import Any, TextIO
 
 from fairque_cli.context import describe_target, load_config, open_queue, split_ids
 from fairque_cli.term import LiveView, bold, format_table
-from fairque_core.app.engine import FairQueue
+from fairque_core.app.engine.queue import FairQueue
 from fairque_core.domain.tenant_figures import (
     FairnessWindow,
     TenantFairness,

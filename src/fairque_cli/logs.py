@@ -17,7 +17,7 @@ from collections.abc import Generator, Mapping
 from typing import Any, TextIO
 
 from fairque_core import Task
-from fairque_core.app.hookspecs import hookimpl
+from fairque_core.ports.hooks import hookimpl
 
 __all__ = ["LOG_FORMATS", "TaskLogPlugin", "configure_logging"]
 

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from fairque_cli.checks import non_negative_float, non_negative_int, positive_float
 from fairque_cli.commands import parse_priority
 from fairque_cli.context import CliError, SubCommands, load_config, open_queue
-from fairque_core.app.scheduler import Scheduler
+from fairque_core.app.scheduler.scheduler import Scheduler
 from fairque_core.domain.schedules import Misfire, ScheduleInfo
 
 __all__ = ["add_schedule", "add_scheduler"]

@@ -1,7 +1,7 @@
 """``fairque server``: the shared local server (run it in the foreground, start, stop, status).
 
 Without ``--url`` every command and ``fairque_redis.connect()`` use this server and start it
-on first use; these commands manage it explicitly. See :mod:`fairque_redis.dev_server`.
+on first use; these commands manage it explicitly. See :mod:`fairque_redis.servers.dev_server`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ EXIT_NOT_RUNNING = 3
 
 
 def _run_server(args: argparse.Namespace, out: TextIO) -> int:
-    from fairque_redis import dev_server
+    from fairque_redis.servers import dev_server
 
     action = args.action or "run"
     if action == "run":

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from fairque_core.app.signal_latch import SignalLatch
+from fairque_core.app.worker.signal_latch import SignalLatch
 
 __all__ = ["Supervisor", "child_args", "run_supervised"]
 

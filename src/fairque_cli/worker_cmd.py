@@ -28,13 +28,18 @@ from fairque_cli.context import (
 from fairque_cli.logs import LOG_FORMATS, TaskLogPlugin, configure_logging
 from fairque_cli.probes import ProbeServer
 from fairque_cli.supervisor import run_supervised
-from fairque_core.app.config import FairQueueConfig, WorkerConfig
-from fairque_core.app.engine import FairQueue
-from fairque_core.app.handlers import RegistryHandler, TaskFunction, TaskHandler, TaskRegistry
-from fairque_core.app.handlers import default_registry as _default_registry
-from fairque_core.app.signal_latch import SignalLatch
-from fairque_core.app.worker import Worker
-from fairque_core.app.worker_registry import WorkerRegistry
+from fairque_core.app.engine.queue import FairQueue
+from fairque_core.app.worker.handlers import (
+    RegistryHandler,
+    TaskFunction,
+    TaskHandler,
+    TaskRegistry,
+)
+from fairque_core.app.worker.handlers import default_registry as _default_registry
+from fairque_core.app.worker.signal_latch import SignalLatch
+from fairque_core.app.worker.worker import Worker
+from fairque_core.ports.workers import WorkerRegistry
+from fairque_core.settings.config import FairQueueConfig, WorkerConfig
 
 __all__ = ["add_worker", "default_worker_id", "load_handler"]
 

@@ -1,26 +1,19 @@
 """fairque core: the pure domain of a multi-tenant fair task queue (no I/O, no redis)."""
 
-from fairque_core.app.batcher import PendingPush, PushBatcher
-from fairque_core.app.batcher_async import AsyncPendingPush, AsyncPushBatcher
-from fairque_core.app.batching import BatcherClosedError, BatchPushError
-from fairque_core.app.config import (
-    FairQueueConfig,
-    QueueConfig,
-    RedisConfig,
-    TierConfig,
-    WorkerConfig,
-)
 from fairque_core.app.context import TaskContext, current_task_context
-from fairque_core.app.engine import FairQueue
-from fairque_core.app.engine_async import AsyncFairQueue
-from fairque_core.app.handlers import RegistryHandler, TaskHandler, TaskRegistry, task
-from fairque_core.app.handles import TaskHandle
-from fairque_core.app.handles_async import AsyncTaskHandle
-from fairque_core.app.scheduler import Scheduler
-from fairque_core.app.scheduler_async import AsyncScheduler
-from fairque_core.app.worker import Worker
-from fairque_core.app.worker_async import AsyncWorker
-from fairque_core.app.workflows import Chain, Chord, Group, chain, chord, group
+from fairque_core.app.engine.batcher import PendingPush, PushBatcher
+from fairque_core.app.engine.batcher_async import AsyncPendingPush, AsyncPushBatcher
+from fairque_core.app.engine.batching import BatcherClosedError, BatchPushError
+from fairque_core.app.engine.handles import TaskHandle
+from fairque_core.app.engine.handles_async import AsyncTaskHandle
+from fairque_core.app.engine.queue import FairQueue
+from fairque_core.app.engine.queue_async import AsyncFairQueue
+from fairque_core.app.engine.workflows import Chain, Chord, Group, chain, chord, group
+from fairque_core.app.scheduler.scheduler import Scheduler
+from fairque_core.app.scheduler.scheduler_async import AsyncScheduler
+from fairque_core.app.worker.handlers import RegistryHandler, TaskHandler, TaskRegistry, task
+from fairque_core.app.worker.worker import Worker
+from fairque_core.app.worker.worker_async import AsyncWorker
 from fairque_core.domain.deps import check_batch, dependency_edges, find_cycle, topological_order
 from fairque_core.domain.enums import FailureType, Priority, TaskState
 from fairque_core.domain.errors import (
@@ -68,6 +61,13 @@ from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_core.memory.async_model import AsyncInMemoryBackend
 from fairque_core.memory.model import InMemoryBackend
 from fairque_core.ports import AsyncQueueBackend, Clock, QueueBackend, TokenSource
+from fairque_core.settings.config import (
+    FairQueueConfig,
+    QueueConfig,
+    RedisConfig,
+    TierConfig,
+    WorkerConfig,
+)
 
 __all__ = [
     "INTAKE_CLAIM_LIMIT",

@@ -1,6 +1,6 @@
 """The dashboard's ASGI application: settings, shared state, error pages, the route table.
 
-:func:`create_app` takes an open :class:`~fairque_core.app.engine_async.AsyncFairQueue` or an
+:func:`create_app` takes an open :class:`~fairque_core.app.engine.queue_async.AsyncFairQueue` or an
 async function that opens one (called in the app's lifespan, on the server's event loop: a
 Redis client is bound to the loop it was made on). A queue the app opened it also closes.
 """
@@ -26,7 +26,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from fairque_core.app.engine_async import AsyncFairQueue
+from fairque_core.app.engine.queue_async import AsyncFairQueue
 from fairque_core.domain.errors import (
     FairQueueError,
     RedisConnectionError,

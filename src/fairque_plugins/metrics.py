@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
-from fairque_core.app.hookspecs import hookimpl
+from fairque_core.ports.hooks import hookimpl
 from fairque_plugins.fairness_metrics import (
     FairnessReadings,
     FairnessSource,

@@ -11,10 +11,10 @@ import random
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from fairque_core.app.hookspecs import hookimpl
 from fairque_core.domain.enums import FailureType
 from fairque_core.domain.errors import ConfigurationError
 from fairque_core.domain.retry import RetryDecision, RetrySchedule, decide
+from fairque_core.ports.hooks import hookimpl
 
 if TYPE_CHECKING:
     from fairque_core.domain.models import Task

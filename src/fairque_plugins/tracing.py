@@ -8,7 +8,8 @@ links to it (better for tasks that run long after they were pushed). Only
 ``opentelemetry-api`` is needed at run time; without an SDK the spans are no-ops.
 
 Async handlers: when the wrapped ``call()`` returns an awaitable (the
-:class:`~fairque_core.app.worker_async.AsyncWorker` creates the handler's coroutine inside the
+:class:`~fairque_core.app.worker.worker_async.AsyncWorker` creates the handler's coroutine inside
+the
 hook and awaits it afterwards), the consumer span is not ended by the hook; the hook returns
 an instrumented coroutine that keeps the span current while the handler runs and ends it
 when the handler returns or raises.
@@ -25,7 +26,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
-from fairque_core.app.hookspecs import hookimpl
+from fairque_core.ports.hooks import hookimpl
 
 if TYPE_CHECKING:
     from opentelemetry.util.types import AttributeValue

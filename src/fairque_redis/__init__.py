@@ -5,12 +5,12 @@ when no URL is configured).
 """
 
 from fairque_redis._connect import aconnect, connect
-from fairque_redis.async_backend import AsyncRedisBackend
-from fairque_redis.backend import RedisBackend
-from fairque_redis.cluster import EmbeddedCluster
-from fairque_redis.embedded import EmbeddedValkey
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.backends.backend_async import AsyncRedisBackend
 from fairque_redis.factory import backend_from_url
 from fairque_redis.keys import KeySpace, partition_for
+from fairque_redis.servers.cluster import EmbeddedCluster
+from fairque_redis.servers.embedded import EmbeddedValkey
 
 __all__ = [
     "AsyncRedisBackend",

@@ -1,16 +1,17 @@
 """``connect`` / ``aconnect``: a ready FairQueue on Redis/Valkey in one call.
 
 The URL comes from the argument, else ``$FAIRQUE_REDIS_URL``, else ``config.redis.url``. With
-none of them the queue uses the shared local server of :mod:`fairque_redis.dev_server` (one
+none of them the queue uses the shared local server of :mod:`fairque_redis.servers.dev_server` (one
 durable Valkey per user, started on first use and left running), so separate processes share
 their queues. The URL ``embedded://`` instead starts a throwaway Valkey owned by the returned
 queue: ``queue.close()`` stops it (and removes its data), and so does interpreter exit.
 
-Keyword options beyond the named ones are :class:`~fairque_core.app.config.QueueConfig` fields
+Keyword options beyond the named ones are :class:`~fairque_core.settings.config.QueueConfig` fields
 (``lease_seconds=10``, ``aging_horizon_seconds=60`` ...); an unknown one is a
 ConfigurationError. Tenant weights and tiers of the queue config are applied before the queue
 is returned. ``partitions=P`` (a QueueConfig field) above 1 spreads the queue over P hash-tag
-partitions (:mod:`fairque_redis.partitioned`, ADR 34); the number is recorded with the queue,
+partitions (:mod:`fairque_redis.partitioned.backend`, ADR 34); the number is recorded with the
+queue,
 and opening a non-empty queue with another number is a ConfigurationError.
 """
 
@@ -22,12 +23,12 @@ from typing import Any
 
 import attrs
 
-from fairque_core.app.config import FairQueueConfig, QueueConfig, RedisConfig
-from fairque_core.app.engine import FairQueue
-from fairque_core.app.engine_async import AsyncFairQueue
+from fairque_core.app.engine.queue import FairQueue
+from fairque_core.app.engine.queue_async import AsyncFairQueue
 from fairque_core.domain.errors import ConfigurationError
-from fairque_redis._topology import acheck_not_cluster_node, check_not_cluster_node
-from fairque_redis.embedded import EmbeddedValkey
+from fairque_core.settings.config import FairQueueConfig, QueueConfig, RedisConfig
+from fairque_redis.servers.embedded import EmbeddedValkey
+from fairque_redis.servers.topology import acheck_not_cluster_node, check_not_cluster_node
 
 __all__ = ["EMBEDDED_URL", "URL_ENV", "aconnect", "connect", "resolve_config"]
 
@@ -131,7 +132,7 @@ def _shared_url(target: str | None) -> str | None:
     """``target``, or the URL of the shared local server when no URL was given."""
     if target is not None:
         return target
-    from fairque_redis import dev_server
+    from fairque_redis.servers import dev_server
 
     return dev_server.ensure_running()[0].url
 
@@ -175,8 +176,8 @@ def connect(
     queue). ``durability="replicated"`` makes every write wait for a replica to confirm it
     (NotReplicatedError when none does within ``replication_timeout_ms``; ADR 33).
     """
-    from fairque_redis.backend import RedisBackend
-    from fairque_redis.partitioned import PartitionedBackend, settle_layout
+    from fairque_redis.backends.backend import RedisBackend
+    from fairque_redis.partitioned.backend import PartitionedBackend, settle_layout
 
     full = resolve_config(config, queue, cluster, queue_opts)
     target = _shared_url(_pick_url(url, full))
@@ -230,8 +231,8 @@ async def aconnect(
     **queue_opts: Any,
 ) -> AsyncFairQueue:
     """The asyncio twin of :func:`connect`: an :class:`AsyncFairQueue`."""
-    from fairque_redis.async_backend import AsyncRedisBackend
-    from fairque_redis.partitioned_async import AsyncPartitionedBackend, settle_layout
+    from fairque_redis.backends.backend_async import AsyncRedisBackend
+    from fairque_redis.partitioned.backend_async import AsyncPartitionedBackend, settle_layout
 
     full = resolve_config(config, queue, cluster, queue_opts)
     target = _shared_url(_pick_url(url, full))

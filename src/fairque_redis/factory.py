@@ -2,7 +2,8 @@
 
 ``backend_from_url("redis://host:6379/0", queue="emails")`` is what tools that only know a URL
 call (``redis://``, ``rediss://``, ``valkey://``, ``valkeys://``). ``asyncio=True`` gives the
-:class:`~fairque_redis.async_backend.AsyncRedisBackend`; other options go to ``from_url``. A
+:class:`~fairque_redis.backends.backend_async.AsyncRedisBackend`; other options go to ``from_url``.
+A
 queue config with ``partitions`` above 1 gives the partitioned backend (ADR 34), which checks
 the queue's recorded number of partitions on first use. A one-slot backend checks it here, as
 ``connect`` does: a queue recorded with partitions and holding tasks is refused
@@ -14,13 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from fairque_core.app.config import FairQueueConfig, QueueConfig
-from fairque_redis._topology import check_not_cluster_node
-from fairque_redis.async_backend import AsyncRedisBackend
-from fairque_redis.backend import RedisBackend
-from fairque_redis.partitioned import PartitionedBackend
-from fairque_redis.partitioned_async import AsyncPartitionedBackend
-from fairque_redis.partitioned_reads import settle_layout
+from fairque_core.settings.config import FairQueueConfig, QueueConfig
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.backends.backend_async import AsyncRedisBackend
+from fairque_redis.partitioned.backend import PartitionedBackend
+from fairque_redis.partitioned.backend_async import AsyncPartitionedBackend
+from fairque_redis.partitioned.reads import settle_layout
+from fairque_redis.servers.topology import check_not_cluster_node
 
 __all__ = ["backend_from_url"]
 

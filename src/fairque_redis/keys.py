@@ -40,7 +40,7 @@ key                type    contents
                            moves the due ones back like due scheduled tasks (ADR 28)
 ``tenants``        zset    every tenant that ever pushed, scored by its first push (ms)
 ``intake``         list    messages appended by ``push_intake`` (ADR 47), one versioned entry
-                           each (``fairque_redis._intake``), ingested by every claim first
+                           each (``fairque_redis.accel.intake``), ingested by every claim first
 ``intake:bad``     list    intake entries an ingest could not read, kept raw for an operator
 ``schedules``      hash    cron schedules: name -> definition (JSON, ``domain/schedules.py``)
 ``schedule_fired`` hash    cron schedules: name -> last fired tick (epoch ms)
@@ -55,7 +55,7 @@ key                type    contents
                            ``pau`` = 1 while paused (``pause.lua``)
 ``ts:<tenant>``    hash    tenant counters plus ``scheduled`` and ``leased`` gauges
 ``workers``        hash    live workers: worker id -> heartbeat record (JSON, written by
-                           ``fairque_core.app.worker_registry``; plain commands, no script)
+                           ``fairque_core.ports.workers``; plain commands, no script)
 ``partitions``     string  P of a partitioned queue (ADR 34), in the unpartitioned prefix
                            ``fq:{<queue>}:`` only; absent for a queue of one partition
 =================  ======  ==============================================================
@@ -98,7 +98,7 @@ def partition_for(tenant: str, n_partitions: int) -> int:
 
 
 #: the most partitions a queue records (``QueueConfig.partitions``' bound; kept equal to
-#: ``fairque_core.app.config.MAX_PARTITIONS``, which this module may not import)
+#: ``fairque_core.settings.config.MAX_PARTITIONS``, which this module may not import)
 _MAX_RECORDED = 1024
 
 
@@ -288,10 +288,10 @@ class KeySpace:
     @property
     def partition_count(self) -> str:
         """The number of partitions of a partitioned queue (a string, ADR 34); read and
-        written by ``fairque_redis.partitioned`` in the unpartitioned prefix only."""
+        written by ``fairque_redis.partitioned.backend`` in the unpartitioned prefix only."""
         return self.prefix + "partitions"
 
-    # -- cron schedules (app/schedule_port.py; scripts get them in KEYS, never derive them)
+    # -- cron schedules (ports/schedules.py; scripts get them in KEYS, never derive them)
     @property
     def schedules(self) -> str:
         return self.prefix + "schedules"

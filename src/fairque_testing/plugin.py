@@ -29,8 +29,8 @@ import pytest
 if TYPE_CHECKING:
     # fairque itself is imported only when a fixture runs, so loading the plugin imports
     # nothing of the library under test (coverage tools measure it from the start).
-    from fairque_core.app.config import QueueConfig
-    from fairque_core.app.engine import FairQueue
+    from fairque_core.app.engine.queue import FairQueue
+    from fairque_core.settings.config import QueueConfig
     from fairque_testing.queues import FairqueServer, FakeClock
 
 URL_ENV = "FAIRQUE_TEST_URL"
@@ -80,7 +80,7 @@ def fairque_server(pytestconfig: pytest.Config) -> Iterator[FairqueServer]:
     if url is not None:
         yield FairqueServer(url, cluster=cluster, embedded=False)
         return
-    from fairque_redis.embedded import EmbeddedValkey, ServerBinaryNotFoundError
+    from fairque_redis.servers.embedded import EmbeddedValkey, ServerBinaryNotFoundError
 
     try:
         server = EmbeddedValkey()

@@ -17,9 +17,9 @@ from typing import Any
 
 import attrs
 
-from fairque_core.app.config import QueueConfig
-from fairque_core.app.engine import FairQueue
+from fairque_core.app.engine.queue import FairQueue
 from fairque_core.memory.model import InMemoryBackend
+from fairque_core.settings.config import QueueConfig
 
 __all__ = [
     "FairqueServer",
@@ -100,7 +100,7 @@ def make_queue(
     if url is None:
         backend = InMemoryBackend(clock, queue=queue_name, config=cfg)
     else:
-        from fairque_redis.backend import RedisBackend
+        from fairque_redis.backends.backend import RedisBackend
 
         backend = RedisBackend.from_url(
             url, queue=queue_name, cluster=cluster, config=cfg, clock=clock

@@ -22,10 +22,10 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
-from fairque_core.app.config import WorkerConfig
-from fairque_core.app.engine import FairQueue
+from fairque_core.app.engine.queue import FairQueue
 from fairque_core.domain.enums import Priority
 from fairque_core.domain.models import Task
+from fairque_core.settings.config import WorkerConfig
 from fairque_testing.load import Arrival, Load
 from fairque_testing.queues import FakeClock, clock_of
 from fairque_testing.report import Dispatched, Ready, TraceEvent

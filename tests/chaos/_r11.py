@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from fairque_core import FairQueue
-from fairque_core.app.engine_async import AsyncFairQueue
-from fairque_redis.async_backend import AsyncRedisBackend
-from fairque_redis.backend import RedisBackend
+from fairque_core.app.engine.queue_async import AsyncFairQueue
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.backends.backend_async import AsyncRedisBackend
 
 CALLERS = 8
 PAUSE_MS = 300  # long enough for all eight to be sent before the server answers any

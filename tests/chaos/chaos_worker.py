@@ -22,9 +22,9 @@ from urllib.parse import urlsplit
 from history import History
 
 from fairque_core import FairQueue, QueueConfig, Task, TaskHandler, WorkerConfig
-from fairque_core.app.worker import Worker
+from fairque_core.app.worker.worker import Worker
 from fairque_core.domain.errors import FairQueueError
-from fairque_redis.backend import RedisBackend
+from fairque_redis.backends.backend import RedisBackend
 
 
 class RecordingBackend:

@@ -1,8 +1,8 @@
 """The invariant checker of one queue's Redis structures: the product's ``fairque doctor``
-(:mod:`fairque_redis.doctor`), re-exported for the chaos tests."""
+(:mod:`fairque_redis.doctor.examine`), re-exported for the chaos tests."""
 
 from __future__ import annotations
 
-from fairque_redis.doctor import check, snapshot
+from fairque_redis.doctor.examine import check, snapshot
 
 __all__ = ["check", "snapshot"]

@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from fairque_redis.embedded import (
+from fairque_redis.servers.embedded import (
     EmbeddedValkey,
     RedisServerProcess,
     ServerBinaryNotFoundError,

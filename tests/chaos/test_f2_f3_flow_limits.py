@@ -51,7 +51,7 @@ import redis
 
 from fairque_core import FairQueue, Task, TaskState, TenantQueueFullError
 from fairque_redis import connect
-from fairque_redis.embedded import ServerBinaryNotFoundError
+from fairque_redis.servers.embedded import ServerBinaryNotFoundError
 
 # the flow-control acceptance tests' worker process and log helpers (tests/ is on sys.path)
 from integration.test_flow_control import Workers, most_in_window, read_log

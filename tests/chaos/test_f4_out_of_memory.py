@@ -27,7 +27,7 @@ import pytest
 import redis
 
 from fairque_core import BackendOutOfMemoryError, Message, Priority, QueueConfig, TaskState
-from fairque_redis.backend import RedisBackend
+from fairque_redis.backends.backend import RedisBackend
 
 from .invariants import check as check_invariants
 from .servers import KINDS, missing_server

@@ -41,10 +41,10 @@ from typing import Any
 import pytest
 
 from fairque_core import FairQueue, QueueConfig, Task
-from fairque_redis._function_library import LIBRARY
-from fairque_redis.backend import RedisBackend
-from fairque_redis.embedded import ServerBinaryNotFoundError
-from fairque_redis.scripts import SOURCES
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.scripting.function_library import LIBRARY
+from fairque_redis.scripting.scripts import SOURCES
+from fairque_redis.servers.embedded import ServerBinaryNotFoundError
 
 from .history import History, read_history
 from .procs import WorkerProcs, wait_until

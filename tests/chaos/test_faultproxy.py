@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from fairque_core import Message, OutcomeUnknownError, Priority, RedisConnectionError
-from fairque_redis.backend import RedisBackend
+from fairque_redis.backends.backend import RedisBackend
 
 from .faultproxy import FaultProxy, evalsha_of
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from fairque_core import FairQueue, Priority, QueueConfig, Task, TaskState
-from fairque_redis.backend import RedisBackend
+from fairque_redis.backends.backend import RedisBackend
 from fairque_redis.keys import KeySpace
 
 from .faultproxy import RespError, RespParser, RespPush

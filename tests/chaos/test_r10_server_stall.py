@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from fairque_core import FairQueue, LeaseLostError, QueueConfig, Task, TaskState
-from fairque_redis.backend import RedisBackend
-from fairque_redis.embedded import EmbeddedValkey, ServerBinaryNotFoundError
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.servers.embedded import EmbeddedValkey, ServerBinaryNotFoundError
 
 from .history import History, check, read_history
 from .invariants import check as check_invariants

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from fairque_redis._function_library import LIBRARY
+from fairque_redis.scripting.function_library import LIBRARY
 
 from ._r11 import RUNS, Herd, eight_callers_load_once
 from .test_r11_script_flush import FIXTURES, KINDS, Flushing, Intervals, flush_under_load

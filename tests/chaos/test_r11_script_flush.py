@@ -12,7 +12,7 @@ run (``flush_under_load``) takes what it flushes as a :class:`Flushing`; the fun
 passes its own.
 
 What a reload is: fairque runs its scripts by ``EVALSHA`` and on ``NOSCRIPT`` sends the text
-once with ``SCRIPT LOAD`` (``fairque_redis._script_loading``); it never sends a script's text
+once with ``SCRIPT LOAD`` (``fairque_redis.scripting.loading``); it never sends a script's text
 with ``EVAL``. So a reload is one ``SCRIPT LOAD`` (or ``EVAL``) call, read from ``INFO
 commandstats`` (``cmdstat_script|load``, ``cmdstat_eval``). The reading and the flush run in
 one MULTI/EXEC, together with ``SCRIPT EXISTS`` of fairque's script SHAs, so every interval
@@ -42,8 +42,8 @@ from typing import Any
 import pytest
 
 from fairque_core import FairQueue, QueueConfig, Task
-from fairque_redis.backend import RedisBackend
-from fairque_redis.scripts import SOURCES
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.scripting.scripts import SOURCES
 
 from ._r11 import RUNS, Herd, eight_callers_load_once
 from .history import History, check, push_until_acknowledged, read_history

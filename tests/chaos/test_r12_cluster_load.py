@@ -29,7 +29,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from fairque_core import Message, Priority, QueueConfig
-from fairque_redis.backend import RedisBackend
+from fairque_redis.backends.backend import RedisBackend
 from fairque_redis.keys import QUEUES_KEY
 
 from .invariants import check as check_invariants

@@ -37,8 +37,8 @@ from redis.cluster import RedisCluster
 
 from fairque_core import RedisConnectionError, Task, TaskState
 from fairque_redis import connect
-from fairque_redis.cluster import EmbeddedCluster
-from fairque_redis.embedded import ServerBinaryNotFoundError
+from fairque_redis.servers.cluster import EmbeddedCluster
+from fairque_redis.servers.embedded import ServerBinaryNotFoundError
 
 from .invariants import check as check_invariants
 

@@ -34,7 +34,7 @@ import pytest
 
 from fairque_core import FairQueue
 from fairque_core.domain.schedules import tick_task_id
-from fairque_redis.backend import RedisBackend
+from fairque_redis.backends.backend import RedisBackend
 
 # the two-scheduler kill -9 test's helpers (tests/ is on sys.path: tests/conftest.py)
 from integration.test_scheduler import (

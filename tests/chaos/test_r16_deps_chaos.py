@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from fairque_core import FairQueue, QueueConfig, Task, TaskState
-from fairque_redis.backend import RedisBackend
+from fairque_redis.backends.backend import RedisBackend
 
 from .history import History, check, read_history
 from .invariants import check as check_invariants

@@ -41,8 +41,8 @@ from hypothesis.stateful import (
 
 from fairque_core import Message, Priority, QueueConfig
 from fairque_core.memory.model import InMemoryBackend
-from fairque_redis.backend import RedisBackend
-from fairque_redis.embedded import ServerProcess
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.servers.embedded import ServerProcess
 
 from .invariants import check as check_invariants
 from .servers import durable_server, wait_loaded

@@ -31,7 +31,7 @@ import pytest
 import redis
 
 from fairque_core import FairQueue, QueueConfig, Task
-from fairque_redis.backend import RedisBackend
+from fairque_redis.backends.backend import RedisBackend
 
 from .faultproxy import FaultProxy, Swallowed
 from .history import History, check, push_until_acknowledged, read_history

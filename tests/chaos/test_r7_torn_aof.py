@@ -32,7 +32,7 @@ import pytest
 import redis
 
 from fairque_core import Message, Priority, QueueConfig, TaskState
-from fairque_redis.backend import RedisBackend
+from fairque_redis.backends.backend import RedisBackend
 
 from .invariants import check as check_invariants
 from .servers import durable_server, incr_file, restore_aof, save_aof, wait_loaded
@@ -198,7 +198,7 @@ def test_durability_modes_under_kill_9(mode: str) -> None:
     """The durability modes of docs/delivery.md: acknowledged pushes that survive ``kill -9``
     of the server (no persistence: none; AOF everysec: all, the file is written before the
     reply and only the fsync waits; AOF always: all), and the push rate of each."""
-    from fairque_redis.embedded import EmbeddedValkey
+    from fairque_redis.servers.embedded import EmbeddedValkey
 
     args = [] if mode == "none" else ["--appendfsync", mode]
     server = EmbeddedValkey(appendonly=mode != "none", extra_args=args)

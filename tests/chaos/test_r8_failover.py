@@ -32,9 +32,9 @@ import pytest
 import redis
 
 from fairque_core import Message, NotReplicatedError, Priority
-from fairque_redis._durability import Durability
-from fairque_redis.backend import RedisBackend
-from fairque_redis.embedded import ServerBinaryNotFoundError
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.durability.modes import Durability
+from fairque_redis.servers.embedded import ServerBinaryNotFoundError
 
 from .faultproxy import FaultProxy
 from .invariants import check as check_invariants

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from fairque_core import FairQueue, QueueConfig, Task
-from fairque_redis.backend import RedisBackend
+from fairque_redis.backends.backend import RedisBackend
 
 from .faultproxy import FaultProxy
 from .history import History, check, push_until_acknowledged, read_history

@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 def data_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Any:
     """A private FAIRQUE_DATA_DIR per test: the shared local server a test starts (a command
     without --url, connect() without a URL) lives there and is stopped afterwards."""
-    from fairque_redis import dev_server
+    from fairque_redis.servers import dev_server
 
     path = tmp_path_factory.mktemp("fairque-data")
     monkeypatch.setenv(dev_server.DATA_DIR_ENV, str(path))

@@ -50,7 +50,7 @@ def test_connect_without_url_uses_the_shared_local_server(
 ) -> None:
     """Two connect() calls with no URL (two processes, in real life) share one durable
     server, which outlives the queues."""
-    from fairque_redis import dev_server
+    from fairque_redis.servers import dev_server
 
     monkeypatch.delenv("FAIRQUE_REDIS_URL", raising=False)
     with connect(queue="shared") as first:

@@ -130,7 +130,7 @@ def test_doctor_checks_and_repairs_each_partition(
 ) -> None:
     """A partitioned queue (ADR 34; three partitions on one Valkey) is checked and repaired
     partition by partition; each finding names its partition."""
-    from fairque_redis.doctor import queue_spaces
+    from fairque_redis.doctor.examine import queue_spaces
     from fairque_redis.keys import partition_for
 
     monkeypatch.setenv("FAIRQUE_QUEUE__PARTITIONS", "3")

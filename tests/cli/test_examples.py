@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from fairque_core.app.config import FairQueueConfig
+from fairque_core.settings.config import FairQueueConfig
 from fairque_redis import connect
 
 from .conftest import REPO, child_env, run_cli_here

@@ -30,7 +30,7 @@ EXAMPLES = REPO / "examples"
 HANDLERS = """
 import time
 
-from fairque_core.app.handlers import TaskRegistry, task
+from fairque_core.app.worker.handlers import TaskRegistry, task
 
 registry = TaskRegistry()
 
@@ -483,8 +483,8 @@ def test_docs_cli_mentions_every_flag() -> None:
 LATE_REPLY = """
 import time
 
-from fairque_core.app.engine import FairQueue
-from fairque_core.app.handlers import TaskRegistry, task
+from fairque_core.app.engine.queue import FairQueue
+from fairque_core.app.worker.handlers import TaskRegistry, task
 
 registry = TaskRegistry()
 _claim = FairQueue.claim_batch

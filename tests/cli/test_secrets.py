@@ -27,9 +27,9 @@ from fairque_core import (
     RedisConnectionError,
     Task,
 )
-from fairque_core.app.config import mask_url
+from fairque_core.settings.config import mask_url
 from fairque_redis import connect
-from fairque_redis.backend import RedisBackend
+from fairque_redis.backends.backend import RedisBackend
 
 from .conftest import run_cli_here
 

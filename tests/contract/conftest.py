@@ -108,19 +108,20 @@ def _glob_escape(text: str) -> str:
 
 def _require_redis_backend() -> Any:
     try:
-        from fairque_redis.backend import RedisBackend
+        from fairque_redis.backends.backend import RedisBackend
     except ImportError as exc:
         pytest.skip(
-            f"fairque_redis.backend is not importable yet ({exc}); Redis params wait for it"
+            f"fairque_redis.backends.backend is not importable yet ({exc}); "
+            "Redis params wait for it"
         )
     return RedisBackend
 
 
 def _require_async_redis_backend() -> Any:
     try:
-        from fairque_redis.async_backend import AsyncRedisBackend
+        from fairque_redis.backends.backend_async import AsyncRedisBackend
     except ImportError as exc:
-        pytest.skip(f"fairque_redis.async_backend is not importable ({exc})")
+        pytest.skip(f"fairque_redis.backends.backend_async is not importable ({exc})")
     return AsyncRedisBackend
 
 
@@ -341,7 +342,7 @@ def make_backend(
                 "token_source": tokens,
             }
             if backend_kind in PARTITIONED_KINDS:
-                from fairque_redis.partitioned import PartitionedBackend
+                from fairque_redis.partitioned.backend import PartitionedBackend
 
                 backend = PartitionedBackend.from_url(url, partitions=3, **options)
             elif backend_kind.endswith("-async"):

@@ -27,8 +27,8 @@ from fairque_core import (
     TaskState,
     TaskValidationError,
 )
-from fairque_core.app.engine import FairQueue
-from fairque_core.app.engine_async import AsyncFairQueue
+from fairque_core.app.engine.queue import FairQueue
+from fairque_core.app.engine.queue_async import AsyncFairQueue
 
 from .conftest import PARTITIONED_KINDS
 from .helpers import claim_users, msg

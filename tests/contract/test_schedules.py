@@ -1,4 +1,4 @@
-"""The schedule store contract (app/schedule_port.py) and the engine's schedule API, on every
+"""The schedule store contract (ports/schedules.py) and the engine's schedule API, on every
 backend of the contract suite (the model, Valkey, Redis 7, the cluster, and the async twins)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from fairque_core import FairQueue, QueueBackend, QueueConfig, Scheduler, ScheduleValidationError
-from fairque_core.app.schedule_port import ScheduleStore
 from fairque_core.domain.schedules import Schedule, encode_schedule
+from fairque_core.ports.schedules import ScheduleStore
 
 from ._async_facade import SyncOverAsync
 from .conftest import MODEL_KINDS

@@ -223,7 +223,7 @@ def test_the_script_checks_offset_and_limit_itself(backend, backend_kind):
     # the planner never sends these; the script refuses them anyway, with FQ_E_BAD_ARG
     if backend_kind in MODEL_KINDS or backend_kind.endswith("-async"):
         pytest.skip("calls the sync adapter's script directly")
-    from fairque_redis._script_calls import Call
+    from fairque_redis.scripting.calls import Call
 
     backend.push(msg("t1", "alice"))
     header = backend._planner.header()

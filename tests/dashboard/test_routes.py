@@ -279,7 +279,7 @@ def test_workers_and_schedules_pages(env: Env) -> None:
 
 
 def test_secrets_are_not_shown(env: Env) -> None:
-    from fairque_core.app.config import mask_url
+    from fairque_core.settings.config import mask_url
 
     target = mask_url("redis://user:hunter2@db.example:6379/0")
     with env.client(target=target, token="tok-should-not-appear") as client:

@@ -14,7 +14,7 @@ import os
 import time
 
 from fairque_core import Task, TaskHandler, WorkerConfig
-from fairque_core.app.worker import Worker
+from fairque_core.app.worker.worker import Worker
 from fairque_redis import connect
 
 

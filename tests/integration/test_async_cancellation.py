@@ -6,7 +6,7 @@ command's send and be swallowed there (CPython gh-86296); the result wait then w
 pieces until the task ended, for ever for a task that never does (found by an audit of
 cancellations: lost on the first of 60 tries). A piece of the wait no longer starts once its
 task was asked to stop, and runs as a task of its own that a cancellation ends at once
-(``fairque_core/app/result_waits.py``)."""
+(``fairque_core/app/engine/result_waits.py``)."""
 
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ def queue(request: pytest.FixtureRequest) -> Iterator[FairQueue]:
     if request.param == "memory":
         made = FairQueue(InMemoryBackend(config=config))
     else:
-        from fairque_redis.backend import RedisBackend
+        from fairque_redis.backends.backend import RedisBackend
 
         server = request.getfixturevalue("valkey_server")
         made = FairQueue(RedisBackend.from_url(server.url, config=config))

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from fairque_core import AsyncFairQueue, FairQueue, Task
-from fairque_core.app.hookspecs import hookimpl
+from fairque_core.ports.hooks import hookimpl
 from fairque_redis import aconnect, connect
 
 pytestmark = pytest.mark.redis

@@ -26,8 +26,8 @@ from conftest import Sends
 from fairque_core import FairQueue, QueueConfig, Task, TaskState, TaskValidationError
 from fairque_core.domain.enums import Priority
 from fairque_core.domain.models import Message
-from fairque_redis.async_backend import AsyncRedisBackend
-from fairque_redis.backend import RedisBackend
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.backends.backend_async import AsyncRedisBackend
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 
@@ -265,7 +265,7 @@ def test_the_async_backend_wakes_and_claims_in_one_round_trip(env: Any) -> None:
 
 def test_the_engine_decodes_and_falls_back_on_a_backend_without_it(env: Any) -> None:
     from fairque_core import InMemoryBackend
-    from fairque_redis.partitioned import PartitionedBackend
+    from fairque_redis.partitioned.backend import PartitionedBackend
 
     server, queue, _sends, _admin = env
     backends = (
@@ -348,7 +348,7 @@ class SendsAtStart:
 def no_adaptive_poll(monkeypatch: pytest.MonkeyPatch) -> None:
     """The idle poll starts at the whole poll interval: no claim of the loop's own can start a
     task within the tests below; only the listener's wait can."""
-    from fairque_core.app import worker_pacing
+    from fairque_core.app.worker import pacing as worker_pacing
 
     monkeypatch.setenv("FAIRQUE_DISABLE_PLUGIN_AUTOLOAD", "1")
     monkeypatch.setattr(worker_pacing, "IDLE_POLL_MIN_SECONDS", WORKER_POLL)
@@ -359,7 +359,7 @@ def no_adaptive_poll(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_an_idle_thread_workers_first_task_needs_no_claim_round_trip(
     env: Any, monkeypatch: pytest.MonkeyPatch, listener_claims: bool
 ) -> None:
-    from fairque_core.app.worker import Worker
+    from fairque_core.app.worker.worker import Worker
 
     server, queue, sends, admin = env
     monkeypatch.setattr(Worker, "listener_claims", listener_claims)
@@ -390,7 +390,7 @@ def test_an_idle_thread_workers_first_task_needs_no_claim_round_trip(
 @pytest.mark.usefixtures("no_adaptive_poll")
 def test_an_idle_async_workers_first_task_needs_no_claim_round_trip(env: Any) -> None:
     from fairque_core import AsyncFairQueue
-    from fairque_core.app.worker_async import AsyncWorker
+    from fairque_core.app.worker.worker_async import AsyncWorker
 
     server, queue, sends, admin = env
     probe = SendsAtStart(sends)
@@ -431,7 +431,7 @@ def test_an_idle_worker_stops_at_once_and_loses_nothing(env: Any) -> None:
     """The listener's wait (30 s here) holds a connection; the stop does not wait for it. A
     push that ends that wait after the stop is claimed by it and given straight back."""
     from fairque_core import TaskHandler
-    from fairque_core.app.worker import Worker
+    from fairque_core.app.worker.worker import Worker
 
     server, queue, _sends, admin = env
     fq = FairQueue(RedisBackend.from_url(server.url, queue=queue), config=QueueConfig(name=queue))
@@ -462,7 +462,7 @@ def test_an_idle_worker_stops_at_once_and_loses_nothing(env: Any) -> None:
 @pytest.mark.usefixtures("no_adaptive_poll")
 def test_an_idle_async_worker_stops_at_once_and_loses_nothing(env: Any) -> None:
     from fairque_core import AsyncFairQueue, TaskHandler
-    from fairque_core.app.worker_async import AsyncWorker
+    from fairque_core.app.worker.worker_async import AsyncWorker
 
     server, queue, _sends, admin = env
 

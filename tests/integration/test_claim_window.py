@@ -23,7 +23,7 @@ import redis
 from fairque_core import Message, Priority, QueueConfig
 from fairque_core.domain.models import Claimed
 from fairque_core.memory.model import InMemoryBackend
-from fairque_redis.backend import RedisBackend
+from fairque_redis.backends.backend import RedisBackend
 
 pytestmark = pytest.mark.redis
 

@@ -14,8 +14,8 @@ import pytest
 import redis
 
 from fairque_core import AsyncFairQueue, FairQueue, QueueClosedError, Task
-from fairque_redis.async_backend import AsyncRedisBackend
-from fairque_redis.backend import RedisBackend
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.backends.backend_async import AsyncRedisBackend
 
 pytestmark = pytest.mark.redis
 

@@ -17,8 +17,8 @@ import redis
 
 from fairque_core import FairQueue, Task
 from fairque_redis import connect
-from fairque_redis.doctor import check
-from fairque_redis.doctor_repair import repair
+from fairque_redis.doctor.examine import check
+from fairque_redis.doctor.repair import repair
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 

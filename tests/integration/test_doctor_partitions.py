@@ -1,4 +1,4 @@
-"""`fairque_redis.doctor` on a partitioned queue (ADR 34) on the 3-master cluster: the key
+"""`fairque_redis.doctor.examine` on a partitioned queue (ADR 34) on the 3-master cluster: the key
 spaces come from the server's record, each partition is read on the master that holds it,
 a damage in one partition is found there and repaired there, and the others stay sound."""
 
@@ -12,8 +12,8 @@ from redis.cluster import RedisCluster
 
 from fairque_core import Message, Priority
 from fairque_redis import connect
-from fairque_redis.doctor import check, node_client, queue_spaces
-from fairque_redis.doctor_repair import repair
+from fairque_redis.doctor.examine import check, node_client, queue_spaces
+from fairque_redis.doctor.repair import repair
 from fairque_redis.keys import KeySpace
 
 pytestmark = [pytest.mark.redis]

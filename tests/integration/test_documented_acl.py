@@ -17,7 +17,7 @@ from typing import Any
 import redis
 
 from fairque_core import Priority, Task
-from fairque_core.app.scheduler import Scheduler
+from fairque_core.app.scheduler.scheduler import Scheduler
 from fairque_redis import connect
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "operations.md"

@@ -34,9 +34,9 @@ from fairque_core import (
     Task,
 )
 from fairque_redis import connect
-from fairque_redis._durability import Durability
-from fairque_redis.async_backend import AsyncRedisBackend
-from fairque_redis.backend import RedisBackend
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.backends.backend_async import AsyncRedisBackend
+from fairque_redis.durability.modes import Durability
 from fairque_redis.keys import KeySpace
 
 SESSION = {"valkey": "valkey_server", "redis7": "redis7_server"}
@@ -321,7 +321,7 @@ def test_cluster_waits_on_the_node_of_the_queue(valkey_cluster: Any) -> None:
 def valkey_pair() -> Any:
     """A Valkey primary and a replica with ``appendonly yes`` + ``appendfsync always`` (the
     replica WAITAOF counts), linked and in sync."""
-    from fairque_redis.embedded import EmbeddedValkey, ServerBinaryNotFoundError
+    from fairque_redis.servers.embedded import EmbeddedValkey, ServerBinaryNotFoundError
 
     try:
         primary = EmbeddedValkey(extra_args=["--repl-diskless-sync-delay", "0"])

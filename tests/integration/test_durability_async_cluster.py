@@ -18,8 +18,8 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 
 from fairque_core import Message, NotReplicatedError, Priority, QueueConfig
-from fairque_redis._durability import Durability
-from fairque_redis.async_backend import AsyncRedisBackend
+from fairque_redis.backends.backend_async import AsyncRedisBackend
+from fairque_redis.durability.modes import Durability
 
 SHORT_MS = 50
 

@@ -18,8 +18,8 @@ from fairque_core import (
     TaskState,
     WorkerConfig,
 )
-from fairque_core.app.handlers import RegistryHandler, TaskRegistry
-from fairque_core.app.worker_async import AsyncWorker
+from fairque_core.app.worker.handlers import RegistryHandler, TaskRegistry
+from fairque_core.app.worker.worker_async import AsyncWorker
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(30)]
 

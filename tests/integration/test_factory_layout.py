@@ -16,8 +16,8 @@ import pytest
 from fairque_cli.main import main
 from fairque_core import FairQueue, Task
 from fairque_core.app.backend_loading import open_async_backend
-from fairque_core.app.config import FairQueueConfig
 from fairque_core.domain.errors import ConfigurationError, DamagedKeyError
+from fairque_core.settings.config import FairQueueConfig
 from fairque_redis import connect
 from fairque_redis.factory import backend_from_url
 
@@ -88,7 +88,7 @@ def test_a_damaged_partitions_record_is_refused_typed_everywhere(
     """A ``partitions`` record that is not a count of 1-1,024 (written behind fairque's back)
     is a DamagedKeyError naming the key, from connect, the factory, the doctor's listing and
     the CLI: never a bare ValueError, and nothing is written over it."""
-    from fairque_redis.doctor import queue_spaces
+    from fairque_redis.doctor.examine import queue_spaces
     from fairque_redis.keys import KeySpace
 
     url = valkey_server.url
@@ -120,7 +120,7 @@ def test_a_damaged_partitions_record_is_refused_typed_everywhere(
 
 
 def test_the_recorded_bound_is_the_config_bound() -> None:
-    from fairque_core.app.config import MAX_PARTITIONS
+    from fairque_core.settings.config import MAX_PARTITIONS
     from fairque_redis import keys
 
     assert keys._MAX_RECORDED == MAX_PARTITIONS

@@ -31,14 +31,14 @@ from fairque_core import (
     Worker,
     WorkerConfig,
 )
-from fairque_core.app.hookspecs import hookimpl
-from fairque_core.app.worker_async import AsyncWorker
+from fairque_core.app.worker.worker_async import AsyncWorker
 from fairque_core.domain.enums import Priority
 from fairque_core.domain.errors import NotReplicatedError, TaskValidationError
 from fairque_core.domain.models import Message
-from fairque_redis._durability import Durability
-from fairque_redis.async_backend import AsyncRedisBackend
-from fairque_redis.backend import RedisBackend
+from fairque_core.ports.hooks import hookimpl
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.backends.backend_async import AsyncRedisBackend
+from fairque_redis.durability.modes import Durability
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 
@@ -106,7 +106,7 @@ def test_the_engine_makes_one_call_with_events_as_the_two(counted: Any) -> None:
 
 def test_the_engine_falls_back_on_backends_without_it(valkey_server: Any, queue_name: str) -> None:
     from fairque_core import InMemoryBackend
-    from fairque_redis.partitioned import PartitionedBackend
+    from fairque_redis.partitioned.backend import PartitionedBackend
 
     backends = (
         InMemoryBackend(),

@@ -17,7 +17,7 @@ import pytest
 
 from fairque_core import DamagedKeyError, Message, Priority
 from fairque_core.domain.models import Claimed
-from fairque_redis.backend import RedisBackend
+from fairque_redis.backends.backend import RedisBackend
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 

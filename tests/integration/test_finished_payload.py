@@ -23,8 +23,12 @@ from fairque_core import (
     TaskSerializationError,
     TaskState,
 )
-from fairque_redis.backend import RedisBackend
-from fairque_redis.embedded import EmbeddedValkey, RedisServerProcess, ServerBinaryNotFoundError
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.servers.embedded import (
+    EmbeddedValkey,
+    RedisServerProcess,
+    ServerBinaryNotFoundError,
+)
 
 pytestmark = pytest.mark.redis
 

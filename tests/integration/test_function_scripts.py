@@ -15,11 +15,11 @@ import pytest
 import redis
 
 from fairque_core import FairQueue, Task
-from fairque_redis._function_library import LIBRARY, script_flags
-from fairque_redis._script_loading import missing
-from fairque_redis._script_objects import Script
-from fairque_redis.backend import RedisBackend
-from fairque_redis.scripts import SOURCES
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.scripting.function_library import LIBRARY, script_flags
+from fairque_redis.scripting.loading import missing
+from fairque_redis.scripting.objects import Script
+from fairque_redis.scripting.scripts import SOURCES
 
 pytestmark = pytest.mark.redis
 

@@ -31,12 +31,12 @@ from fairque_core.domain.enums import FailureType, Priority, TaskState
 from fairque_core.domain.errors import DamagedKeyError, PayloadTooLargeError, TaskValidationError
 from fairque_core.domain.intake import INTAKE_CLAIM_LIMIT, IngestReport
 from fairque_core.domain.models import Message
-from fairque_redis._durability import Durability
-from fairque_redis._intake import ENTRY_VERSION, INGEST_CHUNK, decode_entry, encode_entry
-from fairque_redis.backend import RedisBackend
+from fairque_redis.accel.intake import ENTRY_VERSION, INGEST_CHUNK, decode_entry, encode_entry
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.durability.modes import Durability
 from fairque_redis.keys import partition_for
-from fairque_redis.partitioned import PartitionedBackend
-from fairque_redis.scripts import load_source
+from fairque_redis.partitioned.backend import PartitionedBackend
+from fairque_redis.scripting.scripts import load_source
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
 
@@ -505,7 +505,7 @@ def test_replicated_without_a_replica_raises_after_the_append(valkey_server: Any
 @pytest.fixture(scope="module")
 def replicated_valkey() -> Iterator[tuple[str, str]]:
     """(primary url, replica url): an embedded Valkey and its replica, in sync."""
-    from fairque_redis.embedded import EmbeddedValkey, ServerBinaryNotFoundError
+    from fairque_redis.servers.embedded import EmbeddedValkey, ServerBinaryNotFoundError
 
     try:
         primary = EmbeddedValkey(extra_args=["--repl-diskless-sync-delay", "0"])

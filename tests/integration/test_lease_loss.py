@@ -25,11 +25,11 @@ from typing import Any
 import pytest
 
 from fairque_core import AsyncFairQueue, FairQueue, Task, TaskHandler, TaskState, WorkerConfig
-from fairque_core.app.hookspecs import hookimpl
-from fairque_core.app.worker import Worker
-from fairque_core.app.worker_async import AsyncWorker
-from fairque_core.app.worker_pacing import heartbeat_interval
+from fairque_core.app.worker.pacing import heartbeat_interval
+from fairque_core.app.worker.worker import Worker
+from fairque_core.app.worker.worker_async import AsyncWorker
 from fairque_core.domain.errors import ConfigurationError, LeaseLostError
+from fairque_core.ports.hooks import hookimpl
 from fairque_redis import aconnect, connect
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]

@@ -46,9 +46,9 @@ import pytest
 import redis
 
 from fairque_core import FailureType, FairQueue, Task, TaskState, WorkerConfig
-from fairque_core.app.handlers import RegistryHandler, TaskRegistry
-from fairque_core.app.worker import Worker
-from fairque_core.app.worker_async import AsyncWorker
+from fairque_core.app.worker.handlers import RegistryHandler, TaskRegistry
+from fairque_core.app.worker.worker import Worker
+from fairque_core.app.worker.worker_async import AsyncWorker
 from fairque_core.domain.errors import TaskSerializationError
 from fairque_plugins import MsgpackCodec
 from fairque_redis import aconnect, connect

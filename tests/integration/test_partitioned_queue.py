@@ -25,7 +25,7 @@ from fairque_core import Message, Priority
 from fairque_core.domain.errors import ConfigurationError, LeaseLostError
 from fairque_redis import aconnect, connect
 from fairque_redis.keys import KeySpace, partition_for
-from fairque_redis.partitioned import PartitionedBackend
+from fairque_redis.partitioned.backend import PartitionedBackend
 
 pytestmark = [pytest.mark.redis]
 
@@ -298,7 +298,7 @@ def test_a_queue_holding_more_than_tasks_keeps_its_partition_count(
     what the new one would lose or not see: acknowledged intake entries, a pause of the queue,
     cron schedules, or a live worker that opened it with the recorded P (each was lost or
     stranded before). Once that is gone, the change is accepted."""
-    from fairque_core.app.worker_registry import WorkerRegistry
+    from fairque_core.ports.workers import WorkerRegistry
 
     name = _queue()
     url = valkey_server.url

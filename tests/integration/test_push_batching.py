@@ -32,7 +32,7 @@ from fairque_core import (
     TaskValidationError,
     TenantQueueFullError,
 )
-from fairque_core.app.handles_async import AsyncTaskHandle
+from fairque_core.app.engine.handles_async import AsyncTaskHandle
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -66,7 +66,7 @@ def make_queue(server_url: str | None) -> Iterator[Callable[..., FairQueue]]:
         if server_url is None:
             queue = FairQueue(InMemoryBackend(queue=config.name, config=config))
         else:
-            from fairque_redis.backend import RedisBackend
+            from fairque_redis.backends.backend import RedisBackend
 
             backend = RedisBackend.from_url(server_url, queue=config.name, config=config)
             queue = FairQueue(backend)
@@ -206,8 +206,8 @@ def test_a_duplicate_id_in_one_batch_is_a_duplicate(make_queue) -> None:
 
 @pytest.mark.redis
 def test_a_failed_call_fails_every_push_of_it() -> None:
-    from fairque_redis.backend import RedisBackend
-    from fairque_redis.embedded import EmbeddedValkey, ServerBinaryNotFoundError
+    from fairque_redis.backends.backend import RedisBackend
+    from fairque_redis.servers.embedded import EmbeddedValkey, ServerBinaryNotFoundError
 
     try:
         server = EmbeddedValkey()
@@ -260,7 +260,7 @@ def make_async_queue(server_url: str | None) -> Callable[..., AsyncFairQueue]:
         config = _config(**fields)
         if server_url is None:
             return AsyncFairQueue(AsyncInMemoryBackend(queue=config.name, config=config))
-        from fairque_redis.async_backend import AsyncRedisBackend
+        from fairque_redis.backends.backend_async import AsyncRedisBackend
 
         return AsyncFairQueue(
             AsyncRedisBackend.from_url(server_url, queue=config.name, config=config)
@@ -367,7 +367,7 @@ def test_a_cancelled_sender_leaves_the_others_an_unknown_outcome_not_its_cancell
 
     from fairque_core import OutcomeUnknownError, Task
     from fairque_redis import aconnect
-    from fairque_redis.embedded import EmbeddedValkey
+    from fairque_redis.servers.embedded import EmbeddedValkey
 
     async def scenario(url: str) -> None:  # a server of its own: the test pauses it
         queue = await aconnect(url, queue="bc-" + uuid.uuid4().hex[:8])

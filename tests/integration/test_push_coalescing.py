@@ -29,7 +29,7 @@ from fairque_core import (
     TaskValidationError,
     TenantQueueFullError,
 )
-from fairque_core.app.hookspecs import hookimpl
+from fairque_core.ports.hooks import hookimpl
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -199,7 +199,7 @@ def _evalsha_calls(url: str) -> int:
 
 
 async def _redis_queue(url: str, **fields: Any) -> AsyncFairQueue:
-    from fairque_redis.async_backend import AsyncRedisBackend
+    from fairque_redis.backends.backend_async import AsyncRedisBackend
 
     config = _config(**fields)
     queue = AsyncFairQueue(AsyncRedisBackend.from_url(url, queue=config.name, config=config))
@@ -252,7 +252,7 @@ def test_each_caller_gets_its_own_outcome_on_valkey(valkey_server: Any) -> None:
 
 @pytest.mark.redis
 def test_a_failed_call_is_every_callers_error() -> None:
-    from fairque_redis.embedded import EmbeddedValkey, ServerBinaryNotFoundError
+    from fairque_redis.servers.embedded import EmbeddedValkey, ServerBinaryNotFoundError
 
     try:
         server = EmbeddedValkey()

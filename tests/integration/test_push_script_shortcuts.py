@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from fairque_core import DamagedKeyError, Message, Priority, TaskValidationError
-from fairque_redis._script_calls import Call
-from fairque_redis.backend import RedisBackend
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.scripting.calls import Call
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 

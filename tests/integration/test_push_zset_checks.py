@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from fairque_core import DamagedKeyError, Message, Priority
-from fairque_redis.backend import RedisBackend
+from fairque_redis.backends.backend import RedisBackend
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 

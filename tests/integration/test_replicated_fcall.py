@@ -19,11 +19,15 @@ import pytest
 import redis
 
 from fairque_core import Message, Priority
-from fairque_redis._durability import Durability
-from fairque_redis._function_library import LIBRARY
-from fairque_redis.async_backend import AsyncRedisBackend
-from fairque_redis.backend import RedisBackend
-from fairque_redis.embedded import EmbeddedValkey, RedisServerProcess, ServerBinaryNotFoundError
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.backends.backend_async import AsyncRedisBackend
+from fairque_redis.durability.modes import Durability
+from fairque_redis.scripting.function_library import LIBRARY
+from fairque_redis.servers.embedded import (
+    EmbeddedValkey,
+    RedisServerProcess,
+    ServerBinaryNotFoundError,
+)
 
 pytestmark = pytest.mark.redis
 

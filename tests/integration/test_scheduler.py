@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from fairque_core import FairQueue, InMemoryBackend, Scheduler
-from fairque_core.app.schedule_port import ScheduleStore
 from fairque_core.domain.schedules import tick_task_id
+from fairque_core.ports.schedules import ScheduleStore
 
 KINDS = [
     "memory",
@@ -55,7 +55,7 @@ def open_queue(request: pytest.FixtureRequest) -> Iterator[Callable[[], FairQueu
         if kind == "memory":
             queue = FairQueue(model)
         else:
-            from fairque_redis.backend import RedisBackend
+            from fairque_redis.backends.backend import RedisBackend
 
             queue = FairQueue(RedisBackend.from_url(url, queue=name, cluster=kind == "cluster"))
         made.append(queue)
@@ -256,7 +256,7 @@ def _scheduler_process(
 def test_two_scheduler_processes_for_20_seconds_with_a_kill_9(valkey_server: Any) -> None:
     url = str(valkey_server.url)
     name = "sched-" + uuid.uuid4().hex[:10]
-    from fairque_redis.backend import RedisBackend
+    from fairque_redis.backends.backend import RedisBackend
 
     admin = FairQueue(RedisBackend.from_url(url, queue=name))
     try:

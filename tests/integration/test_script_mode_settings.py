@@ -21,8 +21,8 @@ import redis
 from fairque_core import FairQueue, FairQueueConfig, QueueConfig, RedisConfig, Task
 from fairque_core.app.backend_loading import open_async_backend, open_backend
 from fairque_redis import aconnect, connect
-from fairque_redis.partitioned import PartitionedBackend
-from fairque_redis.partitioned_async import AsyncPartitionedBackend
+from fairque_redis.partitioned.backend import PartitionedBackend
+from fairque_redis.partitioned.backend_async import AsyncPartitionedBackend
 
 pytestmark = pytest.mark.redis
 

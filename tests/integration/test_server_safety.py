@@ -33,8 +33,12 @@ from fairque_core import (
     UnsafeServerConfigError,
 )
 from fairque_redis import aconnect, connect
-from fairque_redis.backend import RedisBackend
-from fairque_redis.embedded import EmbeddedValkey, RedisServerProcess, ServerBinaryNotFoundError
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.servers.embedded import (
+    EmbeddedValkey,
+    RedisServerProcess,
+    ServerBinaryNotFoundError,
+)
 
 pytestmark = pytest.mark.redis
 

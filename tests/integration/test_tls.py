@@ -25,7 +25,7 @@ from fairque_core import (
     Task,
     TaskState,
 )
-from fairque_redis.embedded import RedisServerProcess, ServerBinaryNotFoundError
+from fairque_redis.servers.embedded import RedisServerProcess, ServerBinaryNotFoundError
 
 
 def missing_server(reason: str) -> None:

@@ -24,9 +24,9 @@ from fairque_core import (
     TaskHandler,
     WorkerConfig,
 )
-from fairque_core.app import worker_pacing as wc
-from fairque_core.app.worker import Worker
-from fairque_core.app.worker_async import AsyncWorker
+from fairque_core.app.worker import pacing as wc
+from fairque_core.app.worker.worker import Worker
+from fairque_core.app.worker.worker_async import AsyncWorker
 from fairque_core.memory.async_model import AsyncInMemoryBackend
 
 pytestmark = pytest.mark.timeout(60)

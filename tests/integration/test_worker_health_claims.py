@@ -29,11 +29,11 @@ from fairque_core import (
     TaskState,
     WorkerConfig,
 )
-from fairque_core.app import worker_pacing
-from fairque_core.app.worker import Worker
-from fairque_core.app.worker_async import AsyncWorker
-from fairque_redis.async_backend import AsyncRedisBackend
-from fairque_redis.backend import RedisBackend
+from fairque_core.app.worker import pacing as worker_pacing
+from fairque_core.app.worker.worker import Worker
+from fairque_core.app.worker.worker_async import AsyncWorker
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.backends.backend_async import AsyncRedisBackend
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(90)]
 

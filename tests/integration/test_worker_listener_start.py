@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from fairque_core import FairQueue, Task, TaskHandler, WorkerConfig
-from fairque_core.app.worker import Worker
-from fairque_core.app.worker_async import AsyncWorker
+from fairque_core.app.worker.worker import Worker
+from fairque_core.app.worker.worker_async import AsyncWorker
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from fairque_core import FairQueue, QueueConfig, Task, TaskState
-from fairque_redis.embedded import EmbeddedValkey, ServerBinaryNotFoundError
+from fairque_redis.servers.embedded import EmbeddedValkey, ServerBinaryNotFoundError
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 
@@ -83,7 +83,7 @@ class Children:
 
 @pytest.fixture
 def setup(valkey_server: Any, tmp_path: Path) -> Iterator[tuple[FairQueue, Children]]:
-    from fairque_redis.backend import RedisBackend
+    from fairque_redis.backends.backend import RedisBackend
 
     name = f"it-{uuid.uuid4().hex[:10]}"
     config = QueueConfig(name=name, lease_seconds=LEASE)
@@ -161,7 +161,7 @@ def test_kill9_leases_are_redelivered_within_the_bound(
 def _durable_queue(tmp_path: Path) -> Iterator[tuple[EmbeddedValkey, FairQueue, Children, str]]:
     """An embedded Valkey with AOF and fsync always (a SIGKILL loses nothing acknowledged), a
     queue on it, and the worker children's launcher: (server, queue, children, queue name)."""
-    from fairque_redis.backend import RedisBackend
+    from fairque_redis.backends.backend import RedisBackend
 
     try:
         server = EmbeddedValkey(appendonly=True, extra_args=["--appendfsync", "always"])
@@ -192,7 +192,7 @@ def test_three_server_crashes_under_load_lose_no_acknowledged_push(tmp_path: Pat
     import threading
 
     from fairque_core import RedisConnectionError
-    from fairque_redis.doctor import check
+    from fairque_redis.doctor.examine import check
 
     with _durable_queue(tmp_path) as (server, queue, children, name):
         acked: list[str] = []

@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from fairque_core.app.signal_latch import SignalLatch
+from fairque_core.app.worker.signal_latch import SignalLatch
 
 TRIALS = 60
 GAPS = (0.0, 0.00005, 0.0001, 0.0002)  # seconds between the two signals

@@ -17,7 +17,7 @@ import pytest
 
 from fairque_core import Task, TaskHandler, TaskState, Worker, WorkerConfig
 from fairque_redis import connect
-from fairque_redis.embedded import EmbeddedValkey
+from fairque_redis.servers.embedded import EmbeddedValkey
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 

@@ -25,8 +25,8 @@ from fairque_core import (
     current_task_context,
 )
 from fairque_core.domain.errors import RedisConnectionError
-from fairque_redis.async_backend import AsyncRedisBackend
-from fairque_redis.backend import RedisBackend
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.backends.backend_async import AsyncRedisBackend
 
 pytestmark = pytest.mark.redis
 

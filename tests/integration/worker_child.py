@@ -14,8 +14,8 @@ import sys
 import time
 
 from fairque_core import FairQueue, QueueConfig, Task, TaskHandler, WorkerConfig
-from fairque_core.app.worker import Worker
-from fairque_redis.backend import RedisBackend
+from fairque_core.app.worker.worker import Worker
+from fairque_redis.backends.backend import RedisBackend
 
 
 class LoggingHandler(TaskHandler):

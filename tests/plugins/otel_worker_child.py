@@ -20,9 +20,9 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
 from fairque_core import FairQueue, QueueConfig, Task, TaskHandler, WorkerConfig
-from fairque_core.app.worker import Worker
+from fairque_core.app.worker.worker import Worker
 from fairque_plugins import OpenTelemetryTracing
-from fairque_redis.backend import RedisBackend
+from fairque_redis.backends.backend import RedisBackend
 
 
 def span_record(span: ReadableSpan) -> dict[str, Any]:

@@ -26,7 +26,7 @@ import attrs
 import pytest
 
 from fairque_core import FairQueue, QueueConfig, Task
-from fairque_redis.backend import RedisBackend
+from fairque_redis.backends.backend import RedisBackend
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 

@@ -26,11 +26,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from fairque_core import AsyncFairQueue, FairQueue, Priority, QueueConfig, Task, WorkerConfig
-from fairque_core.app.handlers import RegistryHandler, TaskRegistry
-from fairque_core.app.worker_async import AsyncWorker
+from fairque_core.app.worker.handlers import RegistryHandler, TaskRegistry
+from fairque_core.app.worker.worker_async import AsyncWorker
 from fairque_plugins import OpenTelemetryTracing
-from fairque_redis.async_backend import AsyncRedisBackend
-from fairque_redis.backend import RedisBackend
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.backends.backend_async import AsyncRedisBackend
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 

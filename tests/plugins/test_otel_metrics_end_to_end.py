@@ -33,7 +33,7 @@ from fairque_core import (
     UnknownTaskError,
     WorkerConfig,
 )
-from fairque_core.app.worker import Worker
+from fairque_core.app.worker.worker import Worker
 from fairque_plugins import OpenTelemetryMetrics
 from fairque_plugins.metrics import SECONDS_BUCKETS
 
@@ -67,7 +67,7 @@ def make_backend(request: pytest.FixtureRequest) -> BackendFactory:
             return InMemoryBackend(queue=config.name, config=config)
 
         return memory
-    from fairque_redis.backend import RedisBackend
+    from fairque_redis.backends.backend import RedisBackend
 
     url = request.getfixturevalue("valkey_server").url
 

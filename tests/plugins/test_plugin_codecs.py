@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fairque_core import PayloadTooLargeError, Task, TaskSerializationError
-from fairque_core.app.plugin_host import PluginHost
+from fairque_core.app.plugins.host import PluginHost
 from fairque_core.domain.errors import ConfigurationError
 from fairque_plugins import JsonCodec, MsgpackCodec
 

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from fairque_core import FailureType, Task
-from fairque_core.app.plugin_host import PluginHost
+from fairque_core.app.plugins.host import PluginHost
 from fairque_core.domain.errors import ConfigurationError
 from fairque_plugins import RetryPolicy
 

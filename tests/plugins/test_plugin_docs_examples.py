@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from fairque_core import FairQueue, InMemoryBackend, Task
-from fairque_core.app.engine_async import AsyncFairQueue
-from fairque_core.app.plugin_host import PluginHost
+from fairque_core.app.engine.queue_async import AsyncFairQueue
+from fairque_core.app.plugins.host import PluginHost
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 
@@ -61,7 +61,7 @@ def plugin_section(readme: str) -> str:
 @pytest.fixture
 def local_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     """A private shared local server (the one ``connect()`` uses), stopped afterwards."""
-    from fairque_redis import dev_server
+    from fairque_redis.servers import dev_server
 
     monkeypatch.setenv(dev_server.DATA_DIR_ENV, str(tmp_path / "fairque-data"))
     monkeypatch.delenv("FAIRQUE_REDIS_URL", raising=False)

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from fairque_core import FairQueue, QueueConfig, Task
-from fairque_core.app.plugin_host import AUTOLOAD_ENV, PluginHost
+from fairque_core.app.plugins.host import AUTOLOAD_ENV, PluginHost
 from fairque_core.domain.errors import PluginError
-from fairque_redis.backend import RedisBackend
+from fairque_redis.backends.backend import RedisBackend
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "plugins"
 

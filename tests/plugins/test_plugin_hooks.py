@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from fairque_core import PluginError, Task
-from fairque_core.app import hookspecs as specs_module
-from fairque_core.app.hookspecs import hookimpl, hookspec
-from fairque_core.app.plugin_host import PluginHost
+from fairque_core.app.plugins.host import PluginHost
+from fairque_core.ports import hooks as specs_module
+from fairque_core.ports.hooks import hookimpl, hookspec
 
 ROOT = Path(__file__).resolve().parents[2]
 FIRSTRESULT_PHRASE = "Stops at the first non-None result"
@@ -120,7 +120,7 @@ def make_distribution(root: Path, module: str, group: str = "fairque") -> None:
     (root / f"{module}.py").write_text(
         textwrap.dedent(
             """
-            from fairque_core.app.hookspecs import hookimpl
+            from fairque_core.ports.hooks import hookimpl
 
             SEEN = []
 

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from fairque_core import FailureType, Priority, Task
-from fairque_core.app.plugin_host import PluginHost
+from fairque_core.app.plugins.host import PluginHost
 from fairque_plugins import OpenTelemetryMetrics, OpenTelemetryTracing
 from fairque_plugins.metrics import (
     DEFAULT_MAX_TENANTS,

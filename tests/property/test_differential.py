@@ -670,9 +670,9 @@ class ModelVsRedis(RuleBasedStateMachine):
 @pytest.mark.parametrize("server", ["valkey", pytest.param("cluster", marks=pytest.mark.cluster)])
 def test_model_and_redis_agree(server: str, request: pytest.FixtureRequest) -> None:
     try:
-        from fairque_redis.backend import RedisBackend
+        from fairque_redis.backends.backend import RedisBackend
     except ImportError as exc:
-        pytest.skip(f"fairque_redis.backend is not importable yet ({exc})")
+        pytest.skip(f"fairque_redis.backends.backend is not importable yet ({exc})")
     import redis
     from redis.cluster import RedisCluster
 

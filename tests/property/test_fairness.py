@@ -304,9 +304,9 @@ def test_expired_lease_handed_out_again_after_requeue(n, users, over):
 def test_redis_backend_meets_the_same_bars(valkey_server, weights):
     """The shares bar (and Jain for equal weights) on the real scripts, 1200 pops."""
     try:
-        from fairque_redis.backend import RedisBackend
+        from fairque_redis.backends.backend import RedisBackend
     except ImportError as exc:
-        pytest.skip(f"fairque_redis.backend is not importable yet ({exc})")
+        pytest.skip(f"fairque_redis.backends.backend is not importable yet ({exc})")
     queue = "f" + uuid.uuid4().hex[:16]
     backend = RedisBackend.from_url(
         valkey_server.url, queue=queue, config=QueueConfig(), clock=FakeClock()

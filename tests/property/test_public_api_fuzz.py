@@ -527,7 +527,7 @@ def fuzzer(request: pytest.FixtureRequest) -> Iterator[Fuzzer]:
     if request.param == "memory":
         queue = FairQueue(InMemoryBackend(config=config))
     else:
-        from fairque_redis.backend import RedisBackend
+        from fairque_redis.backends.backend import RedisBackend
 
         server = request.getfixturevalue("valkey_server")
         queue = FairQueue(RedisBackend.from_url(server.url, config=config))

@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 import redis
 
-from fairque_redis.cluster import EmbeddedCluster
-from fairque_redis.embedded import EmbeddedValkey
+from fairque_redis.servers.cluster import EmbeddedCluster
+from fairque_redis.servers.embedded import EmbeddedValkey
 from fairque_testing import plugin
 
 # A conftest that makes the embedded server impossible to start: a test that passes with it
 # started no server.
 NO_EMBEDDED = """
-import fairque_redis.embedded as embedded
+import fairque_redis.servers.embedded as embedded
 
 def _refuse(*args, **kwargs):
     raise RuntimeError("the embedded Valkey was started")

@@ -1,4 +1,4 @@
-"""The buffer both producer batchers share (``fairque_core.app.batching``): taking the buffer
+"""The buffer both producer batchers share (``fairque_core.app.engine.batching``): taking the buffer
 as chunks, settling a chunk, an interrupted send, the close at the end of a ``with`` block,
 and what ``len``/``repr`` say, on the reference model (no server)."""
 
@@ -22,7 +22,7 @@ from fairque_core import (
     Task,
     TaskHandle,
 )
-from fairque_core.app.batching import closing_after
+from fairque_core.app.engine.batching import closing_after
 
 NEVER_MS = 60_000.0
 

@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 
 from fairque_core import TaskSerializationError
-from fairque_core.app.config import QueueConfig
-from fairque_core.app.messages import decode_claimed
-from fairque_core.app.plugin_host import PluginHost
+from fairque_core.app.engine.messages import decode_claimed
+from fairque_core.app.plugins.host import PluginHost
 from fairque_core.domain.enums import Priority
 from fairque_core.domain.models import Claimed, Lease, Message, Task
 from fairque_core.ports import random_token
-from fairque_redis._script_calls import ScriptCalls
+from fairque_core.settings.config import QueueConfig
 from fairque_redis.keys import KeySpace
+from fairque_redis.scripting.calls import ScriptCalls
 
 NOW_MS = 1_764_190_000_123
 COMMON = b'["application/json",3,1764190000.5,0.0,[],{},""]'

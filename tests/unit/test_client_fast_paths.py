@@ -29,13 +29,13 @@ from fairque_core import (
     current_task_context,
 )
 from fairque_core.app import context
-from fairque_core.app.config import QueueConfig
-from fairque_core.app.hookspecs import hookimpl
-from fairque_core.app.messages import decode_message, to_message
-from fairque_core.app.plugin_host import PluginHost
+from fairque_core.app.engine.messages import decode_message, to_message
+from fairque_core.app.plugins.host import PluginHost
 from fairque_core.domain.models import Lease, Message, new_task_id
 from fairque_core.domain.validation import check_mapping
 from fairque_core.memory.model import InMemoryBackend
+from fairque_core.ports.hooks import hookimpl
+from fairque_core.settings.config import QueueConfig
 
 # ---------------------------------------------------------------- values, valid and not
 

@@ -17,9 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fairque_core import Priority, Task
-from fairque_core.app import builtin_plugins
-from fairque_core.app.builtin_plugins import decode_json
-from fairque_core.app.config import QueueConfig
+from fairque_core.app.plugins import builtin as builtin_plugins
+from fairque_core.app.plugins.builtin import decode_json
 from fairque_core.domain.errors import (
     FairQueueError,
     PayloadTooLargeError,
@@ -28,8 +27,9 @@ from fairque_core.domain.errors import (
 )
 from fairque_core.domain.models import Message, _slot_setters
 from fairque_core.ports import random_token
-from fairque_redis._script_calls import ScriptCalls, records
+from fairque_core.settings.config import QueueConfig
 from fairque_redis.keys import KeySpace
+from fairque_redis.scripting.calls import ScriptCalls, records
 
 
 class Text(str):

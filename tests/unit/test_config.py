@@ -16,7 +16,7 @@ from fairque_core import (
     TierConfig,
     WorkerConfig,
 )
-from fairque_core.app import config_loading
+from fairque_core.settings import loading as config_loading
 
 # The seed's "Configuration File Example", verbatim (000_*.txt): it must still load; the fields
 # of it that never had an effect are ignored with a DeprecationWarning each.

@@ -18,8 +18,8 @@ from fairque_core import (
     RedisConfig,
     TierConfig,
 )
-from fairque_core.app.config import LimitsConfig, LimitSetting
 from fairque_core.domain.limits import Limits
+from fairque_core.settings.config import LimitsConfig, LimitSetting
 
 NO_ENV: dict[str, str] = {}
 

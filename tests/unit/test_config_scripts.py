@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fairque_core import ConfigurationError, FairQueueConfig, RedisConfig
-from fairque_core.app.config import SCRIPT_MODES
+from fairque_core.settings.config import SCRIPT_MODES
 
 NO_ENV: dict[str, str] = {}
 

@@ -1,4 +1,4 @@
-"""The local server's liveness check (fairque_redis.dev_server): a zombie is not alive."""
+"""The local server's liveness check (fairque_redis.servers.dev_server): a zombie is not alive."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fairque_redis import dev_server
+from fairque_redis.servers import dev_server
 
 
 def _wait_zombie(pid: int) -> None:

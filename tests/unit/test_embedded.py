@@ -12,8 +12,8 @@ from redis.cluster import RedisCluster
 
 from conftest import server_command_count
 from fairque_core.domain.errors import RedisConnectionError
-from fairque_redis.cluster import CLUSTER_SLOT_RANGES, EmbeddedCluster
-from fairque_redis.embedded import (
+from fairque_redis.servers.cluster import CLUSTER_SLOT_RANGES, EmbeddedCluster
+from fairque_redis.servers.embedded import (
     EmbeddedValkey,
     RedisServerProcess,
     ServerBinaryNotFoundError,
@@ -157,7 +157,7 @@ def test_taken_port_makes_the_server_choose_another(
     valkey_server: EmbeddedValkey, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The port race: the probed port is taken before the server binds it, so it retries."""
-    import fairque_redis.embedded as embedded
+    import fairque_redis.servers.embedded as embedded
 
     real_free_port = embedded._free_port
     ports = iter([valkey_server.port])

@@ -22,8 +22,8 @@ from fairque_core import (
     TaskState,
     TaskValidationError,
 )
-from fairque_core.app.engine import FairQueue
-from fairque_core.app.engine_async import AsyncFairQueue
+from fairque_core.app.engine.queue import FairQueue
+from fairque_core.app.engine.queue_async import AsyncFairQueue
 from fairque_core.memory.async_model import AsyncInMemoryBackend
 from fairque_core.memory.model import InMemoryBackend
 

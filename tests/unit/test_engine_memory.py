@@ -24,8 +24,8 @@ from fairque_core import (
     TaskState,
     TaskValidationError,
 )
-from fairque_core.app.engine import FairQueue
-from fairque_core.app.engine_async import AsyncFairQueue
+from fairque_core.app.engine.queue import FairQueue
+from fairque_core.app.engine.queue_async import AsyncFairQueue
 from fairque_core.memory.async_model import AsyncInMemoryBackend
 from fairque_core.memory.model import InMemoryBackend
 
@@ -279,7 +279,7 @@ def test_from_config_unknown_scheme() -> None:
 
 
 def test_default_plugin_host_round_trip(backend: InMemoryBackend) -> None:
-    pytest.importorskip("fairque_core.app.plugin_host")
+    pytest.importorskip("fairque_core.app.plugins.host")
     with FairQueue(backend) as queue:
         queue.push(Task.create("alice", payload={"k": "v"}))
         got = queue.claim()

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from fairque_core import current_task_context
-from fairque_core.app.hookspecs import hookimpl
-from fairque_core.app.plugin_host import PluginHost
+from fairque_core.app.plugins.host import PluginHost
 from fairque_core.domain.errors import PluginError
 from fairque_core.domain.models import Task
+from fairque_core.ports.hooks import hookimpl
 
 
 class _Spy:
@@ -144,7 +144,7 @@ def test_a_wrapper_runs_and_its_failure_is_still_a_plugin_error() -> None:
 def test_a_subclass_of_the_default_executor_goes_through_the_hook(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from fairque_core.app.builtin_plugins import DefaultExecutor
+    from fairque_core.app.plugins.builtin import DefaultExecutor
 
     class Counting(DefaultExecutor):
         fairque_plugin_name = "counting"

@@ -10,13 +10,13 @@ import re
 
 import pytest
 
-from fairque_redis._function_library import (
+from fairque_redis.scripting.function_library import (
     LIBRARY,
     LibraryLimitError,
     build_library,
     script_flags,
 )
-from fairque_redis.scripts import SCRIPTS, SOURCES, resolve
+from fairque_redis.scripting.scripts import SCRIPTS, SOURCES, resolve
 
 
 def test_every_registered_script_is_one_function_named_with_the_library_hash() -> None:

@@ -23,8 +23,8 @@ from fairque_core import (
     Task,
     TaskValidationError,
 )
-from fairque_core.app.handles_async import AsyncTaskHandle, intake_handle
-from fairque_core.app.hookspecs import hookimpl
+from fairque_core.app.engine.handles_async import AsyncTaskHandle, intake_handle
+from fairque_core.ports.hooks import hookimpl
 
 pytestmark = pytest.mark.timeout(60)
 

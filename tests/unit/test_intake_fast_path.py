@@ -23,18 +23,18 @@ from fairque_core import (
     Task,
     TaskValidationError,
 )
-from fairque_core.app.handles import TaskHandle
-from fairque_core.app.handles_async import AsyncTaskHandle
-from fairque_core.app.hookspecs import hookimpl
-from fairque_core.app.messages import to_message
-from fairque_core.app.plugin_host import PluginHost
+from fairque_core.app.engine.handles import TaskHandle
+from fairque_core.app.engine.handles_async import AsyncTaskHandle
+from fairque_core.app.engine.messages import to_message
+from fairque_core.app.plugins.host import PluginHost
 from fairque_core.domain.errors import FairQueueError
 from fairque_core.domain.validation import is_valid_id
 from fairque_core.memory.model import InMemoryBackend
 from fairque_core.ports import random_token
-from fairque_redis import _intake as intake
-from fairque_redis._script_calls import ScriptCalls
+from fairque_core.ports.hooks import hookimpl
+from fairque_redis.accel import intake
 from fairque_redis.keys import KeySpace
+from fairque_redis.scripting.calls import ScriptCalls
 
 LIMIT = 300
 

@@ -11,11 +11,11 @@ import threading
 
 import pytest
 
-from fairque_core.app.config import QueueConfig
 from fairque_core.ports import random_token
-from fairque_redis._script_calls import ScriptCalls
-from fairque_redis._script_calls import base as calls_base
+from fairque_core.settings.config import QueueConfig
 from fairque_redis.keys import KeySpace
+from fairque_redis.scripting.calls import ScriptCalls
+from fairque_redis.scripting.calls import base as calls_base
 
 _TOKEN = re.compile(r"[0-9a-f]{32}")
 

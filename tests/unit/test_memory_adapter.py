@@ -10,10 +10,10 @@ import pytest
 
 import fairque_core.memory
 from fairque_core import Message, Priority, TaskState
-from fairque_core.app.config import FairQueueConfig, QueueConfig
 from fairque_core.domain.errors import InvalidTransition
 from fairque_core.domain.states import TaskEvent
 from fairque_core.memory import AsyncInMemoryBackend, InMemoryBackend, backend_from_url
+from fairque_core.settings.config import FairQueueConfig, QueueConfig
 
 
 def _message(task_id: str, user_id: str) -> Message:

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fairque_core.app.config import MAX_PARTITIONS, QueueConfig
 from fairque_core.domain.errors import ConfigurationError, ScriptContractError
-from fairque_redis._partition_pick import PartitionLoad, PartitionPicker, TierLoad, parse_summary
+from fairque_core.settings.config import MAX_PARTITIONS, QueueConfig
 from fairque_redis.keys import CLUSTER_SLOTS, KeySpace, partition_tag
+from fairque_redis.partitioned.picker import PartitionLoad, PartitionPicker, TierLoad, parse_summary
 
 
 def _key_slot(key: str) -> int:
@@ -137,7 +137,7 @@ def test_partition_tags_fall_in_their_slot_ranges(partitions: int) -> None:
 
 
 def test_three_partitions_land_on_three_masters_of_the_default_split() -> None:
-    from fairque_redis.cluster import CLUSTER_SLOT_RANGES
+    from fairque_redis.servers.cluster import CLUSTER_SLOT_RANGES
 
     rng = random.Random(7)
     for _ in range(20):

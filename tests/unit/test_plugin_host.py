@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from fairque_core import PluginError, Priority, Task, TaskSerializationError
-from fairque_core.app.hookspecs import hookimpl
-from fairque_core.app.plugin_host import PluginHost
+from fairque_core.app.plugins.host import PluginHost
 from fairque_core.domain.enums import FailureType
 from fairque_core.domain.retry import RetryDecision
+from fairque_core.ports.hooks import hookimpl
 
 
 def make_task(**payload: Any) -> Task:
@@ -239,7 +239,7 @@ def test_default_retry_backoff_then_dead() -> None:
 
 
 def test_retry_follows_queue_config_and_plugins_decide_first() -> None:
-    from fairque_core.app.config import QueueConfig
+    from fairque_core.settings.config import QueueConfig
 
     h = host()
     h.configure(QueueConfig(retry_base_seconds=5.0, retry_cap_seconds=600.0))

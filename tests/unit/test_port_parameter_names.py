@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 from fairque_core import AsyncFairQueue, AsyncInMemoryBackend, FairQueue, InMemoryBackend, Task
-from fairque_core.app.config import QueueConfig
 from fairque_core.domain.models import QueueSizes
 from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_core.ports import AsyncQueueBackend, QueueBackend
+from fairque_core.settings.config import QueueConfig
 from fairque_redis import AsyncRedisBackend, RedisBackend
-from fairque_redis.partitioned import PartitionedBackend
-from fairque_redis.partitioned_async import AsyncPartitionedBackend
+from fairque_redis.partitioned.backend import PartitionedBackend
+from fairque_redis.partitioned.backend_async import AsyncPartitionedBackend
 
 # The port methods that take tenant ids, and the names ADR 23 gives them.
 TENANT_PARAMETERS = {

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from fairque_redis.scripts import resolve
+from fairque_redis.scripting.scripts import resolve
 
 SKIPPED_FIELDS = re.compile(r"\bq\.(qlim|qtat|qhold|paused)\b")
 

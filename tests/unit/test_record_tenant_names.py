@@ -13,13 +13,13 @@ import attrs
 import pytest
 
 from fairque_core import Priority, Task
-from fairque_core.app.config import QueueConfig
-from fairque_core.app.handlers import TaskRegistry
-from fairque_core.app.messages import decode_message, to_message
-from fairque_core.app.plugin_host import PluginHost
+from fairque_core.app.engine.messages import decode_message, to_message
+from fairque_core.app.plugins.host import PluginHost
+from fairque_core.app.worker.handlers import TaskRegistry
 from fairque_core.domain.models import Lease, Message
-from fairque_redis._script_calls import ScriptCalls, read_message
+from fairque_core.settings.config import QueueConfig
 from fairque_redis.keys import KeySpace
+from fairque_redis.scripting.calls import ScriptCalls, read_message
 
 T = TypeVar("T")
 HOST = PluginHost(load_entrypoints=False)

@@ -17,11 +17,11 @@ from fairque_core import (
     Priority,
     RedisConnectionError,
 )
-from fairque_core.app.config import FairQueueConfig, QueueConfig, RedisConfig
-from fairque_redis._client_options import client_options, normalize_url
-from fairque_redis.backend import RedisBackend
-from fairque_redis.embedded import EmbeddedValkey
+from fairque_core.settings.config import FairQueueConfig, QueueConfig, RedisConfig
+from fairque_redis.backends.backend import RedisBackend
+from fairque_redis.backends.client_options import client_options, normalize_url
 from fairque_redis.factory import backend_from_url
+from fairque_redis.servers.embedded import EmbeddedValkey
 
 SECRET = "fq-SECRET-6d1f0c2e"
 
@@ -141,7 +141,7 @@ def test_from_config_uses_password_and_never_shows_it(valkey_server: Any) -> Non
 
 
 def test_factory_builds_both_faces(valkey_server: Any) -> None:
-    from fairque_redis.async_backend import AsyncRedisBackend
+    from fairque_redis.backends.backend_async import AsyncRedisBackend
 
     sync = backend_from_url(valkey_server.url, queue="fac")
     assert isinstance(sync, RedisBackend)
@@ -181,7 +181,7 @@ def test_concurrent_claims_never_share_a_task(valkey_server: Any) -> None:
 def test_async_face_mirrors_the_sync_face() -> None:
     import inspect
 
-    from fairque_redis.async_backend import AsyncRedisBackend
+    from fairque_redis.backends.backend_async import AsyncRedisBackend
 
     def public(cls: type) -> dict[str, inspect.Signature]:
         return {
@@ -208,8 +208,8 @@ def test_decoding_clients_are_refused() -> None:
 def test_default_lease_tokens_are_drawn_per_batch_and_unique() -> None:
     """The default token source is read once per claim batch; tokens stay 128-bit, unique."""
     from fairque_core.ports import random_token
-    from fairque_redis._script_calls import ScriptCalls as Planner
     from fairque_redis.keys import KeySpace
+    from fairque_redis.scripting.calls import ScriptCalls as Planner
 
     planner = Planner(KeySpace("tokens"), QueueConfig(), None, random_token)
     drawn = [planner._draw_tokens(50) for _ in range(20)]
@@ -236,7 +236,7 @@ def test_default_lease_tokens_are_drawn_per_batch_and_unique() -> None:
 )
 def test_unreadable_records_are_typed_and_salvaged(fields: list[bytes | None]) -> None:
     from fairque_core import TaskSerializationError
-    from fairque_redis._script_calls import read_message, salvage_message
+    from fairque_redis.scripting.calls import read_message, salvage_message
 
     with pytest.raises(TaskSerializationError, match="t1 has an unreadable record") as info:
         read_message(fields)
@@ -255,7 +255,7 @@ def test_a_cluster_client_that_gave_up_on_redirects_is_typed(writes: bool) -> No
     RedisConnectionError (retry it). Never a bare BackendError."""
     import redis.exceptions as rexc
 
-    from fairque_redis._errors import translate_errors
+    from fairque_redis.backends.errors import translate_errors
 
     with pytest.raises(RedisConnectionError) as info, translate_errors("push", writes=writes):
         raise rexc.ClusterError("TTL exhausted.")

@@ -23,7 +23,7 @@ from fairque_core import (
 )
 from fairque_core.domain.scoring import STRIDE_SCALE, seq_member, static_score, stride_for
 from fairque_redis.keys import KeySpace
-from fairque_redis.scripts import (
+from fairque_redis.scripting.scripts import (
     ANCHOR_KEYS,
     SCRIPTS,
     SOURCES,
@@ -196,7 +196,7 @@ def test_script_text_is_static() -> None:
     # about a queue, tenant or task is ever formatted into script text.
     import redis
 
-    from fairque_redis.backend import RedisBackend
+    from fairque_redis.backends.backend import RedisBackend
 
     one = RedisBackend(redis.Redis(), queue="q1")
     two = RedisBackend(redis.Redis(), queue="q2", config=QueueConfig(strict_tiers=True))
@@ -315,7 +315,7 @@ def test_lua_score_and_member_agree_with_scoring(
 
 
 def test_script_errors_come_back_typed(raw_client: Any, valkey_server: Any) -> None:
-    from fairque_redis.backend import RedisBackend
+    from fairque_redis.backends.backend import RedisBackend
 
     backend = RedisBackend.from_url(valkey_server.url, queue="errs")
     try:
@@ -336,7 +336,7 @@ def test_script_errors_come_back_typed(raw_client: Any, valkey_server: Any) -> N
 
 
 def test_sync_backend_survives_script_flush(raw_client: Any, valkey_server: Any) -> None:
-    from fairque_redis.backend import RedisBackend
+    from fairque_redis.backends.backend import RedisBackend
 
     backend = RedisBackend.from_url(valkey_server.url, queue="flush-sync")
     try:
@@ -355,7 +355,7 @@ def test_sync_backend_survives_script_flush(raw_client: Any, valkey_server: Any)
 
 
 def test_async_backend_survives_script_flush(raw_client: Any, valkey_server: Any) -> None:
-    from fairque_redis.async_backend import AsyncRedisBackend
+    from fairque_redis.backends.backend_async import AsyncRedisBackend
 
     async def scenario() -> None:
         backend = AsyncRedisBackend.from_url(valkey_server.url, queue="flush-async")

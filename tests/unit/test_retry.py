@@ -19,7 +19,7 @@ from fairque_core import (
     TaskValidationError,
     decide,
 )
-from fairque_core.app.builtin_plugins import DefaultRetry, retry_schedule
+from fairque_core.app.plugins.builtin import DefaultRetry, retry_schedule
 from fairque_core.domain import retry as retry_module
 
 

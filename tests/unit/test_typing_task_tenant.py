@@ -1,7 +1,7 @@
 """A task function's tenant is required for a type checker too, not only at run time.
 
 ``fn(...)``, ``fn.create(...)`` and ``fn.step(...)`` of an ``@task`` function raise TypeError
-without a tenant; their overloads (``fairque_core.app.handlers.TaskFunction``) make mypy say
+without a tenant; their overloads (``fairque_core.app.worker.handlers.TaskFunction``) make mypy say
 so before the code runs, while the deprecated ``user_id=`` keyword (ADR 23) and the typed task
 options (``task_id``, ``priority`` ...) still check. This runs mypy (``mypy.api``, strict) on a
 snippet and compares the lines it flags with the lines marked ``# E``.

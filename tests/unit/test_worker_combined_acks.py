@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from fairque_core import FairQueue, InMemoryBackend, Task, TaskHandler
-from fairque_core.app import worker_actions as wa
-from fairque_core.app.worker_driver import ClaimScope, claim_and_acks, finish_and_claim_call
+from fairque_core.app.worker import actions as wa
+from fairque_core.app.worker.driver import ClaimScope, claim_and_acks, finish_and_claim_call
 from fairque_core.domain.errors import NotReplicatedError, RedisConnectionError
 
 from .test_worker_loop import Sim, config

@@ -1,4 +1,4 @@
-"""What the worker drivers share (``fairque_core.app.worker_driver``): which queue call each
+"""What the worker drivers share (``fairque_core.app.worker.driver``): which queue call each
 action of the loop means (for a sync and an async queue alike), whose tasks a claim asks for,
 and what the wake listener does with what it heard. No I/O: the calls are built, not made."""
 
@@ -9,13 +9,13 @@ import functools
 import pytest
 
 from fairque_core import FairQueue, InMemoryBackend, Task, WorkerConfig
-from fairque_core.app import worker_actions as wa
-from fairque_core.app.engine_async import AsyncFairQueue
-from fairque_core.app.handlers import TaskHandler
-from fairque_core.app.worker import Worker
-from fairque_core.app.worker_async import AsyncWorker
-from fairque_core.app.worker_driver import ClaimScope, queue_call
-from fairque_core.app.worker_pacing import listener_pause
+from fairque_core.app.engine.queue_async import AsyncFairQueue
+from fairque_core.app.worker import actions as wa
+from fairque_core.app.worker.driver import ClaimScope, queue_call
+from fairque_core.app.worker.handlers import TaskHandler
+from fairque_core.app.worker.pacing import listener_pause
+from fairque_core.app.worker.worker import Worker
+from fairque_core.app.worker.worker_async import AsyncWorker
 from fairque_core.memory.async_model import AsyncInMemoryBackend
 
 SCOPE = ClaimScope(["a", "b"], ["c"], "w7")

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from fairque_core import RedisConnectionError
-from fairque_core.app import worker_actions as wa
-from fairque_core.app import worker_pacing
-from fairque_core.app.worker_loop import WorkerLoop
+from fairque_core.app.worker import actions as wa
+from fairque_core.app.worker import pacing as worker_pacing
+from fairque_core.app.worker.loop import WorkerLoop
 
 from .test_worker_loop import Sim, config
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from fairque_core import RedisConnectionError
-from fairque_core.app import worker_actions as wa
-from fairque_core.app import worker_pacing
-from fairque_core.app.worker_loop import WorkerLoop
+from fairque_core.app.worker import actions as wa
+from fairque_core.app.worker import pacing as worker_pacing
+from fairque_core.app.worker.loop import WorkerLoop
 
 from .test_worker_handoff import Handed
 from .test_worker_loop import config
@@ -176,7 +176,7 @@ def test_the_floor_is_capped_at_the_poll_interval() -> None:
 
 
 def test_the_default_floor_stays_under_the_backends_due_check() -> None:
-    from fairque_redis._wake_claim import DUE_CHECK_SECONDS
+    from fairque_redis.backends.wake_claim import DUE_CHECK_SECONDS
 
     # a wait this short is one round trip on the Redis backend (no next_due call first)
     assert 0 < worker_pacing.LISTEN_MIN_WAIT_SECONDS < DUE_CHECK_SECONDS

@@ -17,10 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fairque_core import RedisConnectionError, Task, WorkerConfig
-from fairque_core.app import worker_actions as wa
-from fairque_core.app import worker_pacing
-from fairque_core.app.worker_buffer import TurnBuffer
-from fairque_core.app.worker_loop import WorkerLoop
+from fairque_core.app.worker import actions as wa
+from fairque_core.app.worker import pacing as worker_pacing
+from fairque_core.app.worker.buffer import TurnBuffer
+from fairque_core.app.worker.loop import WorkerLoop
 from fairque_core.domain.errors import LeaseLostError, TaskTimeoutError, UnknownTaskError
 
 

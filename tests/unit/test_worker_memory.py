@@ -20,10 +20,10 @@ from fairque_core import (
     TaskState,
     WorkerConfig,
 )
-from fairque_core.app.engine_async import AsyncFairQueue
-from fairque_core.app.handlers import RegistryHandler, TaskHandler, TaskRegistry
-from fairque_core.app.worker import Worker
-from fairque_core.app.worker_async import AsyncWorker
+from fairque_core.app.engine.queue_async import AsyncFairQueue
+from fairque_core.app.worker.handlers import RegistryHandler, TaskHandler, TaskRegistry
+from fairque_core.app.worker.worker import Worker
+from fairque_core.app.worker.worker_async import AsyncWorker
 from fairque_core.memory.async_model import AsyncInMemoryBackend
 
 pytestmark = pytest.mark.timeout(30)

@@ -13,9 +13,9 @@ from importlib import metadata
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-from fairque_core.app.config import FairQueueConfig
 from fairque_core.domain.errors import ConfigurationError
 from fairque_core.ports import AsyncQueueBackend, QueueBackend
+from fairque_core.settings.config import FairQueueConfig
 
 __all__ = [
     "BACKENDS_GROUP",

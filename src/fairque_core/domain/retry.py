@@ -4,7 +4,7 @@ Pure and deterministic given an injected :class:`random.Random`. Retry plugins b
 :class:`RetrySchedule` and :func:`decide` (``fairque_plugins.RetryPolicy`` is such a plugin);
 the engine turns a :class:`RetryDecision` into a backend
 ``fail(retry_delay=..., failure_type=..., reason=...)`` call. The schedule knows nothing of the
-application's config: ``fairque_core.app.builtin_plugins.retry_schedule`` builds one from a
+application's config: ``fairque_core.app.plugins.builtin.retry_schedule`` builds one from a
 ``QueueConfig``.
 
 ``RetryPolicy`` is the schedule's old name, kept as a deprecated alias (ADR 22).

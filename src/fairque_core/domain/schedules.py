@@ -2,7 +2,8 @@
 
 A :class:`Schedule` says *when* (a cron expression read by ``croniter``, in an IANA time zone)
 and *what* (a :class:`TaskTemplate`: tenant, task name, priority, payload). The scheduler
-(:mod:`fairque_core.app.scheduler`) asks :func:`due_ticks` which ticks to fire, given the last
+(:mod:`fairque_core.app.scheduler.scheduler`) asks :func:`due_ticks` which ticks to fire, given the
+last
 tick it recorded and the time now, and pushes one task per tick with the id
 :func:`tick_task_id`, so the same tick pushed twice (two schedulers in a split brain, a crash
 between the push and the record) is stored once: push is idempotent by task id.

@@ -22,9 +22,9 @@ from typing import Any
 
 import attrs
 
-from fairque_core.app.config import FairQueueConfig
 from fairque_core.memory.async_model import AsyncInMemoryBackend
 from fairque_core.memory.model import InMemoryBackend
+from fairque_core.settings.config import FairQueueConfig
 
 __all__ = ["AsyncInMemoryBackend", "InMemoryBackend", "backend_from_url"]
 

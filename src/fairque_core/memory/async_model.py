@@ -2,7 +2,8 @@
 
 Every method runs the matching :class:`~fairque_core.memory.model.InMemoryBackend` method at once
 (the model does no I/O, so nothing would be gained by a thread), which makes
-:class:`~fairque_core.app.engine_async.AsyncFairQueue` and the async worker usable without Redis.
+:class:`~fairque_core.app.engine.queue_async.AsyncFairQueue` and the async worker usable without
+Redis.
 Those methods are made by :func:`_at_once` from the model's own, so their signatures are written
 once, in the model. The exceptions are ``wait_done`` and ``wait_for_work``, which block, so they
 wait on a worker thread.
@@ -15,11 +16,11 @@ import functools
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from fairque_core.app.config import QueueConfig
 from fairque_core.domain.validation import check_wait_timeout
 from fairque_core.memory.model import InMemoryBackend
 from fairque_core.memory.schedules import AsyncScheduleOps
 from fairque_core.ports import Clock, TokenSource
+from fairque_core.settings.config import QueueConfig
 
 __all__ = ["AsyncInMemoryBackend"]
 

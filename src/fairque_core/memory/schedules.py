@@ -11,8 +11,8 @@ from __future__ import annotations
 import threading
 import time
 
-from fairque_core.app.schedule_port import AsyncScheduleStore, ScheduleRecord, ScheduleStore
 from fairque_core.ports import Clock
+from fairque_core.ports.schedules import AsyncScheduleStore, ScheduleRecord, ScheduleStore
 
 __all__ = ["AsyncInMemoryScheduleStore", "AsyncScheduleOps", "InMemoryScheduleStore", "ScheduleOps"]
 
@@ -20,7 +20,7 @@ _CREATE_LOCK = threading.Lock()
 
 
 class InMemoryScheduleStore:
-    """A :class:`~fairque_core.app.schedule_port.ScheduleStore` in process memory."""
+    """A :class:`~fairque_core.ports.schedules.ScheduleStore` in process memory."""
 
     def __init__(self, clock: Clock | None = None) -> None:
         self._clock: Clock = clock if clock is not None else time.time

@@ -24,7 +24,6 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 import attrs
 
-from fairque_core.app.config import QueueConfig
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import LeaseLostError, PayloadTooLargeError
 from fairque_core.domain.fairness import FairState
@@ -41,6 +40,7 @@ from fairque_core.domain.validation import (
 from fairque_core.memory import limits
 from fairque_core.memory.wake import WakeSignal
 from fairque_core.ports import Clock, TokenSource, random_token
+from fairque_core.settings.config import QueueConfig
 
 __all__ = ["ModelStore", "TaskRecord", "TenantQueues", "UniqueHold", "locked"]
 

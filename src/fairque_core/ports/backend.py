@@ -304,7 +304,7 @@ class QueueBackend(Protocol):
 
     def register_worker(self, worker_id: str, record: str) -> None:
         """Store ``worker_id``'s heartbeat record (opaque text, JSON by
-        :mod:`fairque_core.app.worker_registry`), replacing its previous one."""
+        :mod:`fairque_core.ports.workers`), replacing its previous one."""
         ...
 
     def list_workers(self) -> dict[str, str]:

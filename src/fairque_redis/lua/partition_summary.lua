@@ -9,7 +9,7 @@
   Returns: {now, ready, paused 0/1, delayed head ms or -1, parked head ms or -1, #tiers,
            then per tier: tier, active count, sampled count, the sampled tenants' strides,
            then the entries waiting in the intake (ADR 47: a claim here ingests them)}
-           (fairque_redis._partition_pick.parse_summary)
+           (fairque_redis.partitioned.picker.parse_summary)
 ]]
 local now
 if ARGV[1] ~= '' then now = tonumber(ARGV[1]) else

@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 --[[ scheduler_lock: renew or release the scheduler lock, only for the token holding it
-  (taking a free lock is a plain SET NX PX; see fairque_redis/schedules.py).
+  (taking a free lock is a plain SET NX PX; see fairque_redis/backends/schedules.py).
 
   KEYS[1] lock
   ARGV[1] token  ARGV[2] 'renew' or 'release'  ARGV[3] lease in ms (renew)

@@ -1,0 +1,101 @@
+"""AsyncReadMixin: the engine's reads (one task, sizes, statistics, tenants) and the DLQ.
+
+Part of :class:`~fairque_core.app.engine.queue_async.AsyncFairQueue`, kept apart to keep modules
+short; it uses the engine's backend and plugin host.
+"""
+
+# engine_reads.py (ReadMixin) is generated from this file  # unasync: remove
+# by tools/gen_sync.py: edit here, then run it.  # unasync: remove
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from fairque_core.app.deprecation import renamed_keyword
+from fairque_core.app.engine.arguments import check_entry_ids, check_failure_type, check_tenants
+from fairque_core.app.engine.messages import decode_message, decode_result
+from fairque_core.domain.enums import FailureType, TaskState
+from fairque_core.domain.models import DLQEntry, Task
+from fairque_core.domain.tenant_figures import TenantFairness, check_figure_tenants
+from fairque_core.domain.validation import check_tenant_page
+
+if TYPE_CHECKING:  # the engine's members used here (MixinHost), a base for mypy only
+    from fairque_core.app.engine.queue_async import MixinHost
+else:
+    MixinHost = object
+
+__all__ = ["AsyncReadMixin"]
+
+
+class AsyncReadMixin(MixinHost):
+    """Reads of the queue's state and the dead-letter queue (see the engine)."""
+
+    # ------------------------------------------------------------------ reads
+    async def get_task(self, task_id: str) -> Task | None:
+        """The stored task, decoded (TaskSerializationError if its payload is undecodable)."""
+        message = await self._backend.get_message(task_id)
+        return None if message is None else decode_message(message, self._plugins)
+
+    async def get_state(self, task_id: str) -> TaskState | None:
+        return await self._backend.get_state(task_id)
+
+    async def get_result(self, task_id: str) -> Any:
+        """The finished task's result (decoded JSON), or None."""
+        return decode_result(await self._backend.get_result(task_id))
+
+    @renamed_keyword("FairQueue", "user_id", "tenant")
+    async def get_queue_sizes(self, tenant: str) -> dict[str, int]:
+        sizes = await self._backend.queue_sizes([tenant])
+        return sizes[tenant].as_dict()
+
+    @renamed_keyword("FairQueue", "user_ids", "tenants")
+    async def get_queue_sizes_batch(self, tenants: Sequence[str]) -> dict[str, dict[str, int]]:
+        sizes = await self._backend.queue_sizes(check_tenants(tenants))
+        return {tenant: s.as_dict() for tenant, s in sizes.items()}
+
+    async def get_stats(self) -> dict[str, Any]:
+        return dict(await self._backend.stats())
+
+    @renamed_keyword("FairQueue", "user_id", "tenant")
+    async def get_tenant_stats(self, tenant: str) -> dict[str, int]:
+        return dict(await self._backend.tenant_stats(tenant))
+
+    async def list_tenants(self, *, limit: int = 100, offset: int = 0) -> tuple[list[str], int]:
+        """A page of the tenants the queue has seen (first-push order) and their total
+        (``list_tenants`` of the port); ``limit`` at most 1000."""
+        limit, offset = check_tenant_page(limit, offset)
+        return await self._backend.list_tenants(limit=limit, offset=offset)
+
+    async def get_tenant_weights(self, tenants: Sequence[str]) -> dict[str, tuple[float, int]]:
+        """Each tenant's stored ``(weight, tier)``; ``(1.0, 0)`` when never set."""
+        return await self._backend.tenant_weights(check_tenants(tenants))
+
+    async def get_tenant_fairness(
+        self, tenants: Sequence[str] | str | None = None, *, limit: int = 100, offset: int = 0
+    ) -> list[TenantFairness]:
+        """Per-tenant fairness figures (:class:`~fairque_core.domain.tenant_figures.
+        TenantFairness`: weight, tier, ready, running, lag in turns, dispatches, oldest ready
+        age, starvation alarm), in one read-only call that costs the claim path nothing.
+
+        ``tenants``: those tenants in order (one str is one tenant; at most 1000), or None:
+        the page ``offset``/``limit`` (at most 1000) of :meth:`list_tenants`. Shares over a
+        window come from two readings (``domain.tenant_figures.fairness_window``)."""
+        if isinstance(tenants, str):
+            tenants = [tenants]
+        named = check_figure_tenants(None if tenants is None else list(tenants))
+        limit, offset = check_tenant_page(limit, offset)
+        return await self._backend.tenant_fairness(named, limit=limit, offset=offset)
+
+    # ------------------------------------------------------------------ DLQ
+    async def list_dlq(
+        self, *, limit: int = 100, offset: int = 0, failure_type: FailureType | None = None
+    ) -> list[DLQEntry]:
+        wanted = check_failure_type(failure_type)
+        return await self._backend.list_dlq(limit=limit, offset=offset, failure_type=wanted)
+
+    async def requeue_dlq(self, entry_ids: Sequence[str] | None = None) -> int:
+        return await self._backend.requeue_dlq(check_entry_ids(entry_ids))
+
+    async def purge_dlq(self, entry_ids: Sequence[str] | None = None) -> int:
+        return await self._backend.purge_dlq(check_entry_ids(entry_ids))

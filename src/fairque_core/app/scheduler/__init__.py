@@ -1,0 +1,1 @@
+"""The cron scheduler: ``AsyncScheduler`` (the source) and ``Scheduler`` (generated)."""

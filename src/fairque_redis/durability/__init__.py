@@ -1,0 +1,1 @@
+"""Durability modes (ADR 33): what an acknowledgement waits for, and the replica waiters."""

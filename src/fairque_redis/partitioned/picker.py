@@ -1,0 +1,213 @@
+"""Which partition a claim goes to (ADR 34): per-partition load summaries and the picker.
+
+No I/O here. A partitioned queue's claim asks one partition at a time; :class:`PartitionPicker`
+orders the partitions so that, over many claims, each is asked in proportion to the summed
+weight of its active (backlogged) tenants in the queue's top tier, which makes every active
+tenant's share approach ``weight / total active weight`` as in one partition. The weights come
+from :data:`SUMMARY_SOURCE`, one read-only script call per partition that costs O(tiers +
+sample) whatever the number of tenants (never a scan), refreshed every ``refresh_claims``
+claim calls or ``refresh_seconds`` (and at once when a claim finds its partitions empty).
+
+Between refreshes the picker is a stride scheduler over partitions: each partition has a pass;
+the lowest pass with a positive weight is asked first, and a claim that got ``n`` tasks from
+partition ``p`` adds ``n / weight(p)`` to its pass. So, with fixed weights, a partition's
+served count never trails its weighted share by more than one claim batch (ADR 34 derives the
+global bound).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from fairque_core.domain.errors import ScriptContractError
+from fairque_core.domain.scoring import STRIDE_SCALE
+from fairque_redis.scripting.scripts import SOURCES
+
+__all__ = [
+    "DEFAULT_REFRESH_CLAIMS",
+    "DEFAULT_REFRESH_SECONDS",
+    "SUMMARY_SAMPLE",
+    "SUMMARY_SOURCE",
+    "PartitionLoad",
+    "PartitionPicker",
+    "TierLoad",
+    "parse_summary",
+]
+
+#: Claim calls between two refreshes of the partition summaries.
+DEFAULT_REFRESH_CLAIMS = 32
+#: Seconds a summary is trusted (a claim after that refreshes it first).
+DEFAULT_REFRESH_SECONDS = 0.1
+#: Active tenants of a tier whose weights a summary reads; above it, a random sample of this
+#: many (ZRANDMEMBER) estimates the tier's weight sum as count x sample mean.
+SUMMARY_SAMPLE = 64
+
+#: The summary script (``lua/partition_summary.lua``, a registered script: a function of the
+#: library, ADR 41). Its keys are one partition's meta, tiers, delayed and parked; the active
+#: sets and tenant records are reached through the stems ``KeySpace`` spells (ARGV 2 and 3),
+#: so no key family is spelled here.
+SUMMARY_SOURCE = SOURCES["partition_summary"]
+
+
+@attrs.frozen
+class TierLoad:
+    """The active tenants of one tier of one partition: how many, and their summed weight
+    (exact up to :data:`SUMMARY_SAMPLE` tenants, estimated from a random sample above)."""
+
+    tier: int
+    active: int
+    weight: float
+
+
+@attrs.frozen
+class PartitionLoad:
+    """One partition's summary: server time, ready gauge, paused flag, the first due times of
+    its scheduled tasks and parked tenants (ms, -1 = none), its active tiers, and the entries
+    waiting in its intake (ADR 47)."""
+
+    now_ms: int
+    ready: int
+    paused: bool
+    delayed_head: int
+    parked_head: int
+    tiers: tuple[TierLoad, ...] = ()
+    intake: int = 0
+
+    @property
+    def due(self) -> bool:
+        """Whether a claim here would move work that is due (a scheduled task or a parked
+        tenant) or ingest entries of the intake although no tenant is active yet."""
+        heads = (self.delayed_head, self.parked_head)
+        return self.intake > 0 or any(0 <= head <= self.now_ms for head in heads)
+
+    def weight(self, tier: int) -> float:
+        return sum(t.weight for t in self.tiers if t.tier == tier)
+
+    @property
+    def top_tier(self) -> int | None:
+        return max((t.tier for t in self.tiers if t.active > 0), default=None)
+
+
+def _weight_of_stride(stride: int) -> float:
+    return STRIDE_SCALE / (stride if stride > 0 else STRIDE_SCALE)
+
+
+def parse_summary(reply: Any) -> PartitionLoad:
+    """The :data:`SUMMARY_SOURCE` reply as a :class:`PartitionLoad`."""
+    try:
+        now, ready, paused, delayed, parked, count = (int(x) for x in reply[:6])
+        tiers: list[TierLoad] = []
+        i = 6
+        for _ in range(count):
+            tier, active, sampled = int(reply[i]), int(reply[i + 1]), int(reply[i + 2])
+            strides = [int(s) for s in reply[i + 3 : i + 3 + sampled]]
+            if len(strides) != sampled:
+                raise ValueError("short reply")
+            i += 3 + sampled
+            total = sum(_weight_of_stride(s) for s in strides)
+            weight = total if sampled >= active else active * total / max(1, sampled)
+            tiers.append(TierLoad(tier, active, weight))
+        waiting = 0
+        if i == len(reply) - 1:  # the intake's length (ADR 47; absent from older summaries)
+            waiting = int(reply[i])
+            i += 1
+        if i != len(reply):
+            raise ValueError("long reply")
+    except (TypeError, ValueError, IndexError) as exc:
+        raise ScriptContractError("partition_summary", reply) from exc
+    return PartitionLoad(now, ready, bool(paused), delayed, parked, tuple(tiers), waiting)
+
+
+class PartitionPicker:
+    """Orders a partitioned queue's partitions for the next claim (see the module doc).
+
+    Not thread-safe on its own: the backend that owns it serialises its claims.
+    """
+
+    def __init__(
+        self,
+        partitions: int,
+        *,
+        refresh_claims: int = DEFAULT_REFRESH_CLAIMS,
+        refresh_seconds: float = DEFAULT_REFRESH_SECONDS,
+        monotonic: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+    ) -> None:
+        if partitions < 1:
+            raise ValueError("partitions must be >= 1")
+        self.partitions = partitions
+        self.refresh_claims = refresh_claims
+        self.refresh_seconds = refresh_seconds
+        self._monotonic = monotonic
+        self._rng = rng if rng is not None else random.Random()
+        self.weights: list[float] = [0.0] * partitions
+        # random start passes: pickers of many workers do not all start on partition 0
+        self._passes: list[float] = [self._rng.random() for _ in range(partitions)]
+        self._loaded_at: float | None = None
+        self._clock_mark: object = None
+        self._claims = 0
+        self._dirty = True
+
+    # ------------------------------------------------------------------ freshness
+    def stale(self, clock_mark: object = None) -> bool:
+        """Whether the summaries must be read again before the next claim: never read, made
+        dirty (:meth:`touch`), ``refresh_claims`` claim calls or ``refresh_seconds`` old, or
+        an injected clock moved (``clock_mark`` differs from the one of the last update)."""
+        if self._dirty or self._loaded_at is None:
+            return True
+        if clock_mark is not None and clock_mark != self._clock_mark:
+            return True
+        if self._claims >= self.refresh_claims:
+            return True
+        return self._monotonic() - self._loaded_at >= self.refresh_seconds
+
+    def touch(self) -> None:
+        """Something may have made work ready (a push, a release, a wake): refresh first."""
+        self._dirty = True
+
+    def update(self, loads: Sequence[PartitionLoad], clock_mark: object = None) -> None:
+        """Take fresh summaries (one per partition, in order)."""
+        if len(loads) != self.partitions:
+            raise ValueError("one load per partition")
+        top = max((t for t in (load.top_tier for load in loads) if t is not None), default=None)
+        floor = self._floor()
+        for p, load in enumerate(loads):
+            weight = 0.0 if top is None else load.weight(top)
+            if weight <= 0.0 and load.due:
+                weight = 1.0  # due work moves only when a claim runs here: give it turns
+            if load.paused:  # its claim leases nothing, but still moves due work
+                weight = 1.0 if load.due else 0.0
+            if self.weights[p] <= 0.0 < weight:
+                # (re)joins: starts at the lowest pass in use, no credit for its idle time
+                self._passes[p] = max(self._passes[p], floor)
+            self.weights[p] = weight
+        self._loaded_at = self._monotonic()
+        self._clock_mark = clock_mark
+        self._claims = 0
+        self._dirty = False
+
+    def _floor(self) -> float:
+        live = [self._passes[p] for p in range(self.partitions) if self.weights[p] > 0.0]
+        return min(live) if live else max(self._passes)
+
+    # ------------------------------------------------------------------ choosing
+    def order(self) -> list[int]:
+        """The partitions with work, lowest pass first (ties by index)."""
+        live = [p for p in range(self.partitions) if self.weights[p] > 0.0]
+        return sorted(live, key=lambda p: (self._passes[p], p))
+
+    def served(self, partition: int, asked: int, got: int) -> None:
+        """Account a claim call to ``partition`` that asked for ``asked`` tasks and got
+        ``got``: its pass advances by ``got / weight``; a short reply means the partition
+        ran dry, so it gets no more turns until the next refresh."""
+        self._claims += 1
+        weight = self.weights[partition]
+        if got > 0 and weight > 0.0:
+            self._passes[partition] += got / weight
+        if got < asked:
+            self.weights[partition] = 0.0
