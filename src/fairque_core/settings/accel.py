@@ -39,11 +39,15 @@ NAMES: frozenset[str] = frozenset(
 )
 
 
+def _names(value: Iterable[str]) -> frozenset[str]:
+    return frozenset(value)
+
+
 @attrs.frozen
 class Accelerators:
     """Which accelerators are off. The default (nothing off) is the fast configuration."""
 
-    off: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+    off: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
 
     def __attrs_post_init__(self) -> None:
         unknown = sorted(self.off - NAMES)
