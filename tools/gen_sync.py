@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # async source -> generated sync file (paths from the repository root)
 PAIRS: tuple[tuple[str, str], ...] = (
     ("src/fairque_core/app/engine/queue_async.py", "src/fairque_core/app/engine/queue.py"),
+    ("src/fairque_core/app/engine/host_async.py", "src/fairque_core/app/engine/host.py"),
     ("src/fairque_redis/backends/backend_async.py", "src/fairque_redis/backends/backend.py"),
     ("src/fairque_redis/backends/schedules_async.py", "src/fairque_redis/backends/schedules.py"),
     (
@@ -76,6 +77,7 @@ NAMES: dict[str, str] = {
     "aclose": "close",
     "open_async_backend": "open_backend",
     "queue_async": "queue",
+    "host_async": "host",
     "AsyncReadMixin": "ReadMixin",
     "AsyncScheduleMixin": "ScheduleMixin",
     "reads_async": "reads",

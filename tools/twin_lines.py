@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent / "src"
 
 PAIRS: tuple[tuple[str, str], ...] = (
     ("fairque_core/app/engine/queue.py", "fairque_core/app/engine/queue_async.py"),
+    ("fairque_core/app/engine/host.py", "fairque_core/app/engine/host_async.py"),
     ("fairque_core/app/worker/worker.py", "fairque_core/app/worker/worker_async.py"),
     ("fairque_redis/backends/backend.py", "fairque_redis/backends/backend_async.py"),
     ("fairque_core/memory/model.py", "fairque_core/memory/async_model.py"),

@@ -29,7 +29,7 @@ from fairque_core.domain.models import Task
 from fairque_core.ports import FinishItem
 
 if TYPE_CHECKING:  # the engine's members used here (MixinHost), a base for mypy only
-    from fairque_core.app.engine.queue_async import MixinHost
+    from fairque_core.app.engine.host_async import MixinHost
 else:
     MixinHost = object
 

@@ -30,7 +30,7 @@ from fairque_core.domain.intake import IngestReport, check_ingest_limit, check_i
 from fairque_core.domain.models import Message, Task
 
 if TYPE_CHECKING:  # the engine's members used here (MixinHost), a base for mypy only
-    from fairque_core.app.engine.queue import MixinHost
+    from fairque_core.app.engine.host import MixinHost
 else:
     MixinHost = object
 

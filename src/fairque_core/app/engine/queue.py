@@ -17,7 +17,7 @@ import os
 import time
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
 from fairque_core.app import context
 from fairque_core.app.backend_loading import open_backend
@@ -55,6 +55,7 @@ from fairque_core.domain.models import Claimed, Message, Task
 from fairque_core.domain.outcomes import error_record
 from fairque_core.domain.validation import check_wait_timeout, validate_id
 from fairque_core.ports import QueueBackend
+from fairque_core.settings.accel import Accelerators
 from fairque_core.settings.config import FairQueueConfig, QueueConfig
 
 __all__ = ["FairQueue"]
@@ -63,53 +64,12 @@ __all__ = ["FairQueue"]
 _MAX_POISON_ROUNDS = 16
 
 
-class MixinHost(Protocol):
-    """What the engine's mixins (the engine_* modules) use of the engine, declared once: each
-    mixin has it as its base for the type checker only (no runtime base), so mypy checks the
-    mixins' calls against it and the engine's members against it."""
-
-    @property
-    def _backend(self) -> QueueBackend: ...
-
-    _config: QueueConfig
-    _plugins: common.PluginHostLike
-
-    def _event(self, event: str, task: Task, **info: Any) -> None: ...
-
-    def _send(self, messages: Sequence[Message]) -> list[tuple[bool, str]]: ...
-
-    def _send_intake(self, messages: Sequence[Message]) -> list[tuple[bool, str]]: ...
-
-    def _handles(
-        self, tasks: Sequence[Task], outcomes: Sequence[tuple[bool, str]], *, intake: bool = False
-    ) -> list[TaskHandle]: ...
-
-    def _listening(self) -> bool: ...
-
-    def claim_batch(
-        self,
-        count: int,
-        assigned: Sequence[str] | None = None,
-        *,
-        steal: Sequence[str] | None = None,
-        worker_id: str = "",
-    ) -> list[Task]: ...
-
-    def _claimed_tasks(
-        self,
-        claimed: Sequence[Claimed],
-        count: int,
-        assigned: Sequence[str] | None,
-        steal: Sequence[str] | None,
-        worker_id: str,
-    ) -> list[Task]: ...
-
-
 class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
     """A fair multi-tenant queue: push, claim with leases, finish, fail, inspect.
 
     ``plugins`` are hook implementations added to the defaults (JSON codec, retry policy);
     ``plugin_host`` replaces the whole plugin set (tests, or a host shared by several queues).
+    ``accel`` turns accelerators off (default: ``$FAIRQUE_ACCEL_OFF``; docs/performance.md).
     The queue config is the backend's: ``config`` may only repeat it (a different one is a
     ConfigurationError), or stand in for it when the backend has none of its own.
     """
@@ -121,7 +81,9 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
         plugins: Sequence[object] = (),
         config: QueueConfig | None = None,
         plugin_host: common.PluginHostLike | None = None,
+        accel: Accelerators | None = None,
     ) -> None:
+        self._accel = Accelerators.from_env() if accel is None else accel
         self._config = common.resolve_config(backend, config)
         self._given_backend = backend
         self._plugins = common.make_host(plugins, plugin_host, self._config)
@@ -137,6 +99,7 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
         *,
         plugins: Sequence[object] = (),
         plugin_host: common.PluginHostLike | None = None,
+        accel: Accelerators | None = None,
         **backend_options: Any,
     ) -> FairQueue:
         """A queue built from a config (or a YAML file path).
@@ -152,7 +115,7 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
         else:
             config = FairQueueConfig.from_yaml(config_or_path)
         backend = open_backend(config, **backend_options)
-        queue = cls(backend, plugins=plugins, plugin_host=plugin_host)
+        queue = cls(backend, plugins=plugins, plugin_host=plugin_host, accel=accel)
         try:
             queue.apply_tenant_config()
             for schedule in config.schedule_values():

@@ -18,7 +18,7 @@ import os
 import time
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
 from fairque_core.app import context
 from fairque_core.app.accel.push_coalescing import PushCoalescer  # unasync: remove
@@ -35,6 +35,7 @@ from fairque_core.app.engine.arguments import (
 )
 from fairque_core.app.engine.batcher_async import AsyncPushBatcher
 from fairque_core.app.engine.handles_async import AsyncTaskHandle
+from fairque_core.app.engine.host_async import Coalescer  # unasync: remove
 from fairque_core.app.engine.intake_async import AsyncIntakeMixin
 from fairque_core.app.engine.messages import (
     decode_message,
@@ -57,56 +58,13 @@ from fairque_core.domain.models import Claimed, Message, Task
 from fairque_core.domain.outcomes import error_record
 from fairque_core.domain.validation import check_wait_timeout, validate_id
 from fairque_core.ports import AsyncQueueBackend
+from fairque_core.settings.accel import Accelerators
 from fairque_core.settings.config import FairQueueConfig, QueueConfig
 
 __all__ = ["AsyncFairQueue"]
 
 # A claim that returns only poisoned messages is retried this many times in one pop.
 _MAX_POISON_ROUNDS = 16
-
-
-class MixinHost(Protocol):
-    """What the engine's mixins (the engine_* modules) use of the engine, declared once: each
-    mixin has it as its base for the type checker only (no runtime base), so mypy checks the
-    mixins' calls against it and the engine's members against it."""
-
-    @property
-    def _backend(self) -> AsyncQueueBackend: ...
-
-    _config: QueueConfig
-    _plugins: common.PluginHostLike
-    coalesce_pushes: bool  # unasync: remove
-    _intake_coalescer: PushCoalescer  # unasync: remove
-
-    def _event(self, event: str, task: Task, **info: Any) -> None: ...
-
-    async def _send(self, messages: Sequence[Message]) -> list[tuple[bool, str]]: ...
-
-    async def _send_intake(self, messages: Sequence[Message]) -> list[tuple[bool, str]]: ...
-
-    def _handles(
-        self, tasks: Sequence[Task], outcomes: Sequence[tuple[bool, str]], *, intake: bool = False
-    ) -> list[AsyncTaskHandle]: ...
-
-    def _listening(self) -> bool: ...
-
-    async def claim_batch(
-        self,
-        count: int,
-        assigned: Sequence[str] | None = None,
-        *,
-        steal: Sequence[str] | None = None,
-        worker_id: str = "",
-    ) -> list[Task]: ...
-
-    async def _claimed_tasks(
-        self,
-        claimed: Sequence[Claimed],
-        count: int,
-        assigned: Sequence[str] | None,
-        steal: Sequence[str] | None,
-        worker_id: str,
-    ) -> list[Task]: ...
 
 
 class AsyncFairQueue(
@@ -116,6 +74,7 @@ class AsyncFairQueue(
 
     ``plugins`` are hook implementations added to the defaults (JSON codec, retry policy);
     ``plugin_host`` replaces the whole plugin set (tests, or a host shared by several queues).
+    ``accel`` turns accelerators off (default: ``$FAIRQUE_ACCEL_OFF``; docs/performance.md).
     The queue config is the backend's: ``config`` may only repeat it (a different one is a
     ConfigurationError), or stand in for it when the backend has none of its own.
     """
@@ -133,16 +92,20 @@ class AsyncFairQueue(
         config: QueueConfig | None = None,
         plugin_host: common.PluginHostLike | None = None,
         coalesce_pushes: bool = True,  # unasync: remove
+        accel: Accelerators | None = None,
     ) -> None:
+        self._accel = Accelerators.from_env() if accel is None else accel
         self._config = common.resolve_config(backend, config)
         self._given_backend = backend
         self._plugins = common.make_host(plugins, plugin_host, self._config)
         self._queue_name = backend.queue
         self._closing = False
         self._closed = False  # set once close() settled what was in flight
-        self.coalesce_pushes = bool(coalesce_pushes)  # unasync: remove
-        self._coalescer = PushCoalescer(self)  # unasync: remove
-        self._intake_coalescer = PushCoalescer(self, intake=True)  # unasync: remove
+        # the group commit (an accelerator, ADR 35) is plugged in here only  # unasync: remove
+        on = coalesce_pushes and self._accel.on("push_coalescer")  # unasync: remove
+        self.coalesce_pushes = bool(on)  # unasync: remove
+        self._coalescer: Coalescer = PushCoalescer(self)  # unasync: remove
+        self._intake_coalescer: Coalescer = PushCoalescer(self, intake=True)  # unasync: remove
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -153,6 +116,7 @@ class AsyncFairQueue(
         plugins: Sequence[object] = (),
         plugin_host: common.PluginHostLike | None = None,
         coalesce_pushes: bool = True,  # unasync: remove
+        accel: Accelerators | None = None,
         **backend_options: Any,
     ) -> AsyncFairQueue:
         """A queue built from a config (or a YAML file path).
@@ -168,8 +132,8 @@ class AsyncFairQueue(
         else:
             config = FairQueueConfig.from_yaml(config_or_path)
         backend = open_async_backend(config, **backend_options)
-        queue = cls(backend, plugins=plugins, plugin_host=plugin_host)
-        queue.coalesce_pushes = bool(coalesce_pushes)  # unasync: remove
+        queue = cls(backend, plugins=plugins, plugin_host=plugin_host, accel=accel)
+        queue.coalesce_pushes = queue.coalesce_pushes and bool(coalesce_pushes)  # unasync: remove
         try:
             await queue.apply_tenant_config()
             for schedule in config.schedule_values():

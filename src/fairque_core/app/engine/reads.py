@@ -21,7 +21,7 @@ from fairque_core.domain.tenant_figures import TenantFairness, check_figure_tena
 from fairque_core.domain.validation import check_tenant_page
 
 if TYPE_CHECKING:  # the engine's members used here (MixinHost), a base for mypy only
-    from fairque_core.app.engine.queue import MixinHost
+    from fairque_core.app.engine.host import MixinHost
 else:
     MixinHost = object
 

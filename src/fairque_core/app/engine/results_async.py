@@ -41,7 +41,7 @@ from fairque_core.domain.outcomes import RETURN_VALUE, TaskOutcome, decode_error
 from fairque_core.domain.validation import check_wait_timeout, validate_id
 
 if TYPE_CHECKING:  # the engine's members used here (MixinHost), a base for mypy only
-    from fairque_core.app.engine.queue_async import MixinHost
+    from fairque_core.app.engine.host_async import MixinHost
 else:
     MixinHost = object
 

@@ -35,7 +35,7 @@ from fairque_core.domain.schedules import (
 from fairque_core.ports.schedules import ScheduleStore
 
 if TYPE_CHECKING:  # the engine's members used here (MixinHost), a base for mypy only
-    from fairque_core.app.engine.queue import MixinHost
+    from fairque_core.app.engine.host import MixinHost
 else:
     MixinHost = object
 
