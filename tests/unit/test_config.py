@@ -153,11 +153,13 @@ def test_a_removed_field_next_to_a_bad_value_still_fails_on_the_bad_value() -> N
 
 
 def test_loading_functions_work_without_the_classmethods(tmp_path: Path) -> None:
-    config = config_loading.config_from_dict({"queue": {"name": "q1"}}, env=NO_ENV)
+    config = config_loading.config_from_dict(
+        {"queue": {"name": "q1"}}, env=NO_ENV, cls=FairQueueConfig
+    )
     assert config.queue.name == "q1"
     path = tmp_path / "c.yaml"
     config_loading.config_to_yaml(config, path)
-    assert config_loading.config_from_yaml(path, env=NO_ENV) == config
+    assert config_loading.config_from_yaml(path, env=NO_ENV, cls=FairQueueConfig) == config
     assert config_loading.config_to_dict(config) == config.to_dict()
 
 

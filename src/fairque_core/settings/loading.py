@@ -23,7 +23,7 @@ import typing
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import yaml
@@ -39,8 +39,7 @@ from cattrs.preconf.pyyaml import make_converter
 from fairque_core.domain.errors import ConfigurationError
 from fairque_core.domain.limits import LIMIT_FIELDS
 from fairque_core.domain.validation import is_digits
-from fairque_core.settings.config import (
-    FairQueueConfig,
+from fairque_core.settings.values import (
     LimitsConfig,
     QueueConfig,
     RedisConfig,
@@ -151,14 +150,17 @@ def _drop_removed(data: dict[str, Any], stacklevel: int) -> None:
 
 # ---------------------------------------------------------------------- loading and writing
 
+#: The document class built (FairQueueConfig; passed in, so this module never imports it).
+C = TypeVar("C")
+
 
 def config_from_dict(
     data: Mapping[str, Any] | None,
     *,
     env: Mapping[str, str] = os.environ,
-    cls: type[FairQueueConfig] = FairQueueConfig,
+    cls: type[C],
     stacklevel: int = 1,
-) -> FairQueueConfig:
+) -> C:
     """Build a config from plain data (as YAML gives it) with ``env`` overrides on top.
 
     ``stacklevel`` is that of the removed-field warnings, counted from the caller.
@@ -180,7 +182,7 @@ def config_from_dict(
     _rename_old_keys(merged, stacklevel + 1)
     _apply_env(merged, env, stacklevel + 1)
     try:
-        config: FairQueueConfig = _converter.structure(merged, cls)
+        config: C = _converter.structure(merged, cls)
     except BaseValidationError as exc:
         raise _translate(exc, merged) from exc
     return config
@@ -190,9 +192,9 @@ def config_from_yaml(
     path: str | os.PathLike[str],
     *,
     env: Mapping[str, str] = os.environ,
-    cls: type[FairQueueConfig] = FairQueueConfig,
+    cls: type[C],
     stacklevel: int = 1,
-) -> FairQueueConfig:
+) -> C:
     """Load a YAML file (the seed's layout) with ``env`` overrides on top."""
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -216,13 +218,13 @@ def config_from_yaml(
     return config_from_dict(data, env=env, cls=cls, stacklevel=stacklevel + 1)
 
 
-def config_to_dict(config: FairQueueConfig) -> dict[str, Any]:
+def config_to_dict(config: object) -> dict[str, Any]:
     """Plain data that ``config_from_dict`` reads back unchanged (includes the password)."""
     data: dict[str, Any] = _converter.unstructure(config)
     return data
 
 
-def config_to_yaml(config: FairQueueConfig, path: str | os.PathLike[str]) -> None:
+def config_to_yaml(config: object, path: str | os.PathLike[str]) -> None:
     """Write ``config`` as YAML (the password too: protect the file accordingly)."""
     Path(path).write_text(
         yaml.safe_dump(config_to_dict(config), sort_keys=False, allow_unicode=True),

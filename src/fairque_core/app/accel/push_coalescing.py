@@ -42,7 +42,7 @@ from fairque_core.app.engine.results_async import PUSH_REFUSALS
 from fairque_core.domain.models import Message, Task
 
 if TYPE_CHECKING:
-    from fairque_core.app.engine.queue_async import AsyncFairQueue
+    from fairque_core.app.engine.host_async import MixinHost
 
 __all__ = ["MAX_GROUP", "PushCoalescer"]
 
@@ -62,7 +62,7 @@ class PushCoalescer:
     ``intake``, of its ``push_intake`` calls (ADR 47)."""
 
     def __init__(
-        self, queue: AsyncFairQueue, *, max_group: int = MAX_GROUP, intake: bool = False
+        self, queue: MixinHost, *, max_group: int = MAX_GROUP, intake: bool = False
     ) -> None:
         self._queue = queue
         self._max_group = max_group

@@ -27,7 +27,7 @@ from fairque_core.app.engine.handles import TaskHandle
 from fairque_core.domain.models import Task
 
 if TYPE_CHECKING:
-    from fairque_core.app.engine.queue import FairQueue
+    from fairque_core.app.engine.host import MixinHost as QueueHost
 
 __all__ = ["PendingPush", "PushBatcher"]
 
@@ -57,7 +57,7 @@ class PendingPush(PendingState[TaskHandle, threading.Event]):
         return self._error
 
 
-class PushBatcher(PushBuffer["FairQueue", PendingPush, threading.Event]):
+class PushBatcher(PushBuffer["QueueHost", PendingPush, threading.Event]):
     """Buffers pushes and stores them ``max_size`` at a time, or after ``max_delay_ms``.
 
     Use it as a context manager (``with queue.batcher() as b: b.push(task)``) or call
@@ -71,7 +71,7 @@ class PushBatcher(PushBuffer["FairQueue", PendingPush, threading.Event]):
     first push) stays, still sending what is buffered when it is due.
     """
 
-    def __init__(self, queue: FairQueue, *, max_size: int = 100, max_delay_ms: float = 5.0) -> None:
+    def __init__(self, queue: QueueHost, *, max_size: int = 100, max_delay_ms: float = 5.0) -> None:
         super().__init__(queue, max_size, max_delay_ms, pending=PendingPush, signal=threading.Event)
         self._wake = threading.Condition(self._lock)  # the timer thread waits on it
         self._send_lock = threading.Lock()  # one batch in flight at a time, in buffer order

@@ -20,7 +20,7 @@ from fairque_core.app.engine.handles_async import AsyncTaskHandle
 from fairque_core.domain.models import Task
 
 if TYPE_CHECKING:
-    from fairque_core.app.engine.queue_async import AsyncFairQueue
+    from fairque_core.app.engine.host_async import MixinHost as AsyncQueueHost
 
 __all__ = ["AsyncPendingPush", "AsyncPushBatcher"]
 
@@ -54,7 +54,7 @@ class AsyncPendingPush(PendingState[AsyncTaskHandle, asyncio.Event]):
         return self.wait().__await__()
 
 
-class AsyncPushBatcher(PushBuffer["AsyncFairQueue", AsyncPendingPush, asyncio.Event]):
+class AsyncPushBatcher(PushBuffer["AsyncQueueHost", AsyncPendingPush, asyncio.Event]):
     """Buffers pushes and stores them ``max_size`` at a time, or after ``max_delay_ms``.
 
     ``async with aqueue.batcher() as b: pending = await b.push(task)``. ``push`` checks and
@@ -66,9 +66,7 @@ class AsyncPushBatcher(PushBuffer["AsyncFairQueue", AsyncPendingPush, asyncio.Ev
     in the order they were filled.
     """
 
-    def __init__(
-        self, queue: AsyncFairQueue, *, max_size: int = 100, max_delay_ms: float = 5.0
-    ) -> None:
+    def __init__(self, queue: AsyncQueueHost, *, max_size: int = 100, max_delay_ms: float = 5.0) -> None:
         super().__init__(
             queue, max_size, max_delay_ms, pending=AsyncPendingPush, signal=asyncio.Event
         )

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from fairque_core.app.engine import support as common
-from fairque_core.app.engine.handles import TaskHandle
+from fairque_core.app.engine.handles import ResultSource, TaskHandle
 from fairque_core.domain.models import Claimed, Message, Task
 from fairque_core.ports import QueueBackend
 from fairque_core.settings.config import QueueConfig
@@ -23,7 +23,7 @@ from fairque_core.settings.config import QueueConfig
 __all__ = ["MixinHost"]
 
 
-class MixinHost(Protocol):
+class MixinHost(ResultSource, Protocol):
     """What the engine's mixins (acks, intake, reads, results, schedules) use of the engine,
     declared once: each mixin has it as its base for the type checker only (no runtime base),
     so mypy checks the mixins' calls against it and the engine's members against it."""
@@ -45,6 +45,23 @@ class MixinHost(Protocol):
     ) -> list[TaskHandle]: ...
 
     def _listening(self) -> bool: ...
+
+    def _send_each(
+        self, messages: Sequence[Message], *, intake: bool = False
+    ) -> list[tuple[bool, str] | Exception]: ...
+
+    def _intake_handles(
+        self, tasks: Sequence[Task], outcomes: Sequence[tuple[bool, str]]
+    ) -> list[TaskHandle]: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def config(self) -> QueueConfig: ...
+
+    @property
+    def plugins(self) -> common.PluginHostLike: ...
 
     def claim_batch(
         self,

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from fairque_core.app.engine import support as common
-from fairque_core.app.engine.handles_async import AsyncTaskHandle
+from fairque_core.app.engine.handles_async import AsyncResultSource, AsyncTaskHandle
 from fairque_core.domain.models import Claimed, Message, Task
 from fairque_core.ports import AsyncQueueBackend
 from fairque_core.settings.config import QueueConfig
@@ -31,7 +31,7 @@ class Coalescer(Protocol):  # unasync: remove
     async def settle(self) -> None: ...  # unasync: remove
 
 
-class MixinHost(Protocol):
+class MixinHost(AsyncResultSource, Protocol):
     """What the engine's mixins (acks, intake, reads, results, schedules) use of the engine,
     declared once: each mixin has it as its base for the type checker only (no runtime base),
     so mypy checks the mixins' calls against it and the engine's members against it."""
@@ -55,6 +55,23 @@ class MixinHost(Protocol):
     ) -> list[AsyncTaskHandle]: ...
 
     def _listening(self) -> bool: ...
+
+    async def _send_each(
+        self, messages: Sequence[Message], *, intake: bool = False
+    ) -> list[tuple[bool, str] | Exception]: ...
+
+    def _intake_handles(
+        self, tasks: Sequence[Task], outcomes: Sequence[tuple[bool, str]]
+    ) -> list[AsyncTaskHandle]: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def config(self) -> QueueConfig: ...
+
+    @property
+    def plugins(self) -> common.PluginHostLike: ...
 
     async def claim_batch(
         self,
