@@ -3,6 +3,7 @@
 Needs the ``dashboard`` extra: ``pip install fairque[dashboard]`` (Starlette, Jinja2, uvicorn).
 """
 
-from fairque_dashboard.app import Dashboard, DashboardSettings, QueueOpener, create_app
+from fairque_dashboard.app import create_app
+from fairque_dashboard.board import Dashboard, DashboardSettings, QueueOpener
 
 __all__ = ["Dashboard", "DashboardSettings", "QueueOpener", "create_app"]

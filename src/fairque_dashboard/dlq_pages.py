@@ -19,7 +19,7 @@ from fairque_core.app.engine.queue_async import AsyncFairQueue
 from fairque_core.domain.enums import FailureType
 from fairque_core.domain.models import DLQEntry
 from fairque_core.domain.validation import is_digits
-from fairque_dashboard.app import (
+from fairque_dashboard.board import (
     MAX_PAGE_SIZE,
     dashboard_of,
     first,

@@ -19,7 +19,7 @@ from fairque_core.domain.errors import TaskSerializationError, TaskValidationErr
 from fairque_core.domain.models import Task
 from fairque_core.domain.validation import validate_id
 from fairque_dashboard import figures
-from fairque_dashboard.app import (
+from fairque_dashboard.board import (
     choice_param,
     dashboard_of,
     first,

@@ -18,11 +18,12 @@ Everything is skipped until a limit was first set on the queue (``LimitState.on`
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import attrs
 
 from fairque_core.domain.errors import TaskValidationError
+from fairque_core.domain.fairness import FairState
 from fairque_core.domain.limits import (
     QUEUE_PARK_MEMBER,
     Limits,
@@ -34,9 +35,33 @@ from fairque_core.domain.limits import (
 )
 from fairque_core.domain.models import Message
 from fairque_core.domain.validation import validate_id
+from fairque_core.memory.records import TaskRecord, TenantQueues
+from fairque_core.memory.wake import WakeSignal
+from fairque_core.settings.config import QueueConfig
 
-if TYPE_CHECKING:
-    from fairque_core.memory.store import ModelStore
+
+class ModelStore(Protocol):
+    """What the limits steps use of the model's store (:class:`~fairque_core.memory.store.
+    ModelStore`), declared here so that this module never imports the store that imports it."""
+
+    _config: QueueConfig
+    _fair: FairState
+    _leases: dict[str, int]
+    _limits: LimitState
+    _paused: set[str]
+    _tenants: dict[str, TenantQueues]
+    _wake: WakeSignal
+
+    def _now(self) -> int: ...
+
+    def _bump(self, name: str, tenant: TenantQueues, by: int = 1) -> None: ...
+
+    def _tenant(self, user_id: str) -> TenantQueues: ...
+
+    def _live(self, task_id: str, now: int) -> TaskRecord | None: ...
+
+    def _recompute_next_due(self) -> None: ...
+
 
 __all__ = [
     "LimitState",

@@ -22,9 +22,7 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Concatenate, ParamSpec, TypeVar
 
-import attrs
-
-from fairque_core.domain.enums import FailureType, TaskState
+from fairque_core.domain.enums import TaskState
 from fairque_core.domain.errors import LeaseLostError, PayloadTooLargeError
 from fairque_core.domain.fairness import FairState
 from fairque_core.domain.limits import LIMIT_COUNTERS
@@ -38,6 +36,7 @@ from fairque_core.domain.validation import (
     validate_queue_name,
 )
 from fairque_core.memory import limits
+from fairque_core.memory.records import TaskRecord, TenantQueues, UniqueHold
 from fairque_core.memory.wake import WakeSignal
 from fairque_core.ports import Clock, TokenSource, random_token
 from fairque_core.settings.config import QueueConfig
@@ -60,63 +59,6 @@ def locked(
             return method(self, *args, **kwargs)
 
     return run_locked
-
-
-@attrs.define
-class TaskRecord:
-    message: Message
-    state: TaskState
-    seq: int
-    ready_ms: int = 0
-    due_ms: int = 0
-    token: str = ""
-    worker_id: str = ""
-    deadline_ms: int = 0
-    # the deadline the claim gave: a lease still at it was never heartbeated (never started)
-    claim_deadline_ms: int = 0
-    recoveries: int = 0
-    waiting: set[str] = attrs.field(factory=set)
-    dependents: list[str] = attrs.field(factory=list)
-    failure_type: FailureType | None = None
-    reason: str = ""
-    moved_ms: int = 0
-    result: bytes | None = None
-    expires_ms: int | None = None
-    # the failure record stored with a final failure, and the XCom values written at finish
-    error: str = ""
-    xcom: dict[str, bytes] = attrs.field(factory=dict)
-
-
-@attrs.define
-class UniqueHold:
-    """Who holds a (tenant, unique key): its task, and until when once the task ended."""
-
-    task_id: str
-    until_ms: int | None = None
-
-
-@attrs.define
-class TenantQueues:
-    critical: deque[str] = attrs.field(factory=deque)
-    normal: list[tuple[int, str]] = attrs.field(factory=list)  # heap of (score, member)
-    normal_live: dict[str, str] = attrs.field(factory=dict)  # member -> task id
-    scheduled: int = 0
-    leased: int = 0
-    counters: dict[str, int] = attrs.field(
-        factory=lambda: dict.fromkeys((*STAT_COUNTERS, *LIMIT_COUNTERS), 0)
-    )
-
-    def has_ready(self) -> bool:
-        return bool(self.critical) or bool(self.normal_live)
-
-    def pop_ready(self) -> str:
-        if self.critical:
-            return self.critical.popleft()
-        while True:
-            _score, member = heapq.heappop(self.normal)
-            task_id = self.normal_live.pop(member, None)
-            if task_id is not None:
-                return task_id
 
 
 class ModelStore:

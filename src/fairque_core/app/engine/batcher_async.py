@@ -66,7 +66,9 @@ class AsyncPushBatcher(PushBuffer["AsyncQueueHost", AsyncPendingPush, asyncio.Ev
     in the order they were filled.
     """
 
-    def __init__(self, queue: AsyncQueueHost, *, max_size: int = 100, max_delay_ms: float = 5.0) -> None:
+    def __init__(
+        self, queue: AsyncQueueHost, *, max_size: int = 100, max_delay_ms: float = 5.0
+    ) -> None:
         super().__init__(
             queue, max_size, max_delay_ms, pending=AsyncPendingPush, signal=asyncio.Event
         )
