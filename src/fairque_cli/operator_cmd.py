@@ -25,11 +25,11 @@ from fairque_cli.context import (
 )
 from fairque_cli.term import format_table
 from fairque_core.app.engine.queue import FairQueue
+from fairque_core.app.worker.registry import WorkerRegistry
 from fairque_core.domain.errors import FairQueueError, RedisConnectionError
 from fairque_core.domain.limits import Limits
 from fairque_core.domain.scoring import MAX_WEIGHT, MIN_WEIGHT
 from fairque_core.domain.validation import MAX_TENANT_PAGE
-from fairque_core.ports.workers import WorkerRegistry
 from fairque_core.settings.config import MAX_TIER_RANK, FairQueueConfig
 
 __all__ = ["add_operator_commands"]

@@ -36,9 +36,9 @@ from fairque_core.app.worker.handlers import (
     TaskRegistry,
 )
 from fairque_core.app.worker.handlers import default_registry as _default_registry
+from fairque_core.app.worker.registry import WorkerRegistry
 from fairque_core.app.worker.signal_latch import SignalLatch
 from fairque_core.app.worker.worker import Worker
-from fairque_core.ports.workers import WorkerRegistry
 from fairque_core.settings.config import FairQueueConfig, WorkerConfig
 
 __all__ = ["add_worker", "default_worker_id", "load_handler"]

@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from fairque_core.app.engine.queue_async import AsyncFairQueue
+from fairque_core import AsyncFairQueue
 from fairque_core.domain.enums import FailureType
 from fairque_core.domain.models import DLQEntry
 from fairque_core.domain.validation import is_digits

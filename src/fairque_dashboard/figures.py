@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from fairque_core.app.engine.queue_async import AsyncFairQueue
+from fairque_core import AsyncFairQueue
 from fairque_core.domain.errors import DamagedKeyError, LuaScriptError
 
 __all__ = [

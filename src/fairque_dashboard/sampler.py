@@ -23,7 +23,7 @@ from typing import Any
 
 import attrs
 
-from fairque_core.app.engine.queue_async import AsyncFairQueue
+from fairque_core import AsyncFairQueue
 
 __all__ = ["FairnessWindow", "Sample", "Sampler", "TenantSample", "jain_index"]
 

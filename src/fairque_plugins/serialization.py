@@ -13,13 +13,13 @@ import importlib.util
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from fairque_core.app.plugins.builtin import check_str_keys, decode_json, encode_json, media_type
 from fairque_core.domain.errors import (
     ConfigurationError,
     PayloadTooLargeError,
     TaskSerializationError,
 )
 from fairque_core.ports.hooks import hookimpl
+from fairque_core.ports.json_codec import check_str_keys, decode_json, encode_json, media_type
 
 if TYPE_CHECKING:
     from fairque_core.domain.models import Task

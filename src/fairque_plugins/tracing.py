@@ -8,7 +8,7 @@ links to it (better for tasks that run long after they were pushed). Only
 ``opentelemetry-api`` is needed at run time; without an SDK the spans are no-ops.
 
 Async handlers: when the wrapped ``call()`` returns an awaitable (the
-:class:`~fairque_core.app.worker.worker_async.AsyncWorker` creates the handler's coroutine inside
+:class:`~fairque_core.AsyncWorker` creates the handler's coroutine inside
 the
 hook and awaits it afterwards), the consumer span is not ended by the hook; the hook returns
 an instrumented coroutine that keeps the span current while the handler runs and ends it

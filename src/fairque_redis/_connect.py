@@ -23,8 +23,7 @@ from typing import Any
 
 import attrs
 
-from fairque_core.app.engine.queue import FairQueue
-from fairque_core.app.engine.queue_async import AsyncFairQueue
+from fairque_core import AsyncFairQueue, FairQueue
 from fairque_core.domain.errors import ConfigurationError
 from fairque_core.settings.config import FairQueueConfig, QueueConfig, RedisConfig
 from fairque_redis.servers.embedded import EmbeddedValkey

@@ -29,7 +29,7 @@ import pytest
 if TYPE_CHECKING:
     # fairque itself is imported only when a fixture runs, so loading the plugin imports
     # nothing of the library under test (coverage tools measure it from the start).
-    from fairque_core.app.engine.queue import FairQueue
+    from fairque_core import FairQueue
     from fairque_core.settings.config import QueueConfig
     from fairque_testing.queues import FairqueServer, FakeClock
 

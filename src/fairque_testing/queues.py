@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from fairque_core.app.engine.queue import FairQueue
+from fairque_core import FairQueue
 from fairque_core.memory.model import InMemoryBackend
 from fairque_core.settings.config import QueueConfig
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
-from fairque_core.app.engine.queue import FairQueue
+from fairque_core import FairQueue
 from fairque_core.domain.enums import Priority
 from fairque_core.domain.models import Task
 from fairque_core.settings.config import WorkerConfig

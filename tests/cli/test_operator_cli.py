@@ -13,7 +13,7 @@ import pytest
 
 from fairque_cli.main import main
 from fairque_core import Priority, Task, TaskState
-from fairque_core.ports.workers import WorkerRegistry
+from fairque_core.app.worker.registry import WorkerRegistry
 from fairque_redis import connect
 
 pytestmark = pytest.mark.redis

@@ -23,7 +23,7 @@ import pytest
 from fairque_cli.probes import liveness, readiness
 from fairque_cli.supervisor import Supervisor
 from fairque_core import Priority, Task, TaskState
-from fairque_core.ports.workers import WorkerRegistry
+from fairque_core.app.worker.registry import WorkerRegistry
 from fairque_redis import connect
 
 from .conftest import child_env

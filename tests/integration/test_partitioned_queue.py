@@ -298,7 +298,7 @@ def test_a_queue_holding_more_than_tasks_keeps_its_partition_count(
     what the new one would lose or not see: acknowledged intake entries, a pause of the queue,
     cron schedules, or a live worker that opened it with the recorded P (each was lost or
     stranded before). Once that is gone, the change is accepted."""
-    from fairque_core.ports.workers import WorkerRegistry
+    from fairque_core.app.worker.registry import WorkerRegistry
 
     name = _queue()
     url = valkey_server.url

@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 
 from fairque_core import Priority, Task
 from fairque_core.app.plugins import builtin as builtin_plugins
-from fairque_core.app.plugins.builtin import decode_json
 from fairque_core.domain.errors import (
     FairQueueError,
     PayloadTooLargeError,
@@ -27,6 +26,7 @@ from fairque_core.domain.errors import (
 )
 from fairque_core.domain.models import Message, _slot_setters
 from fairque_core.ports import random_token
+from fairque_core.ports.json_codec import decode_json
 from fairque_core.settings.config import QueueConfig
 from fairque_redis.keys import KeySpace
 from fairque_redis.scripting.calls import ScriptCalls, records

@@ -2,7 +2,7 @@
 
 Every method runs the matching :class:`~fairque_core.memory.model.InMemoryBackend` method at once
 (the model does no I/O, so nothing would be gained by a thread), which makes
-:class:`~fairque_core.app.engine.queue_async.AsyncFairQueue` and the async worker usable without
+:class:`~fairque_core.AsyncFairQueue` and the async worker usable without
 Redis.
 Those methods are made by :func:`_at_once` from the model's own, so their signatures are written
 once, in the model. The exceptions are ``wait_done`` and ``wait_for_work``, which block, so they
