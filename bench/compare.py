@@ -1,7 +1,7 @@
 """fairque against the Python peers, each on a fresh server, same N, same no-op task (issue 17).
 
     uv run --no-sync python bench/compare.py [--n 20000] [--rounds 3] [--peers huey,rq,...]
-        [--quick] [--json out.json]
+        [--quick] [--json out.json] [--baseline REF]
     uv run --no-sync python bench/compare.py --report out.json
 
 Every measurement runs in its own process against its own new embedded Valkey
@@ -13,7 +13,9 @@ is reported as skipped with the reason. Rounds alternate the order of the librar
 median of the rounds is printed. ``--peers none`` runs fairque alone. ``--quick``: N 1,000, one
 round, 100 latency samples, huey alone unless ``--peers`` says otherwise. ``--json`` keeps
 every round's figures (written as soon as the last measurement ends); ``--report`` prints the
-tables of such a file again.
+tables of such a file again. ``--baseline REF`` measures fairque at an older commit too (a
+detached git worktree of REF, or a checkout directory), as ``fairque@base`` in the same rounds,
+and prints a before/after table that flags any figure more than 5 % worse (issue 29).
 
 The first table is the issue's: per measure, fairque, the best peer, their ratio (above 1:
 fairque ahead; for latency and server CPU, lower is better, so the ratio is peer / fairque),
@@ -38,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from compare_report import fmt, rows, table
+from compare_report import BASELINE, before_after, fmt, rows, table
 
 from fairque_redis.servers.embedded import EmbeddedValkey
 
@@ -76,23 +78,55 @@ INTAKE = "_intake"
 TIMEOUT = 900
 
 
+#: the checkout ``--baseline`` measures as ``fairque@base`` (None: no baseline in this run)
+BASE_TREE: Path | None = None
+
+
 def command(lib: str) -> list[str]:
-    if lib == "fairque":
+    if lib in ("fairque", BASELINE):
         return [sys.executable]
     uv = shutil.which("uv") or str(Path.home() / ".local/bin/uv")
     withs = [arg for spec in PEERS[lib] for arg in ("--with", spec)]
     return [uv, "run", "--no-project", "--quiet", *withs, "python"]
 
 
-def child_env() -> dict[str, str]:
+def child_env(lib: str = "") -> dict[str, str]:
     env = dict(os.environ)
     env.pop("VIRTUAL_ENV", None)  # the peers' uv environments are not this project's
+    if lib == BASELINE and BASE_TREE is not None:  # the old tree's packages come first
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(BASE_TREE / "src"), env.get("PYTHONPATH", "")) if p
+        )
     return env
+
+
+def adapter_of(lib: str) -> Path:
+    if lib == BASELINE and BASE_TREE is not None:
+        return BASE_TREE / "bench" / "peers" / "fairque_peer.py"
+    return HERE / "peers" / f"{lib}_peer.py"
+
+
+def baseline_tree(ref: str) -> Path:
+    """A checkout of ``ref``: the directory itself when it holds ``src/``, else a detached
+    git worktree of that commit in a temporary directory (removed at exit)."""
+    given = Path(ref)
+    if (given / "src").is_dir():
+        return given.resolve()
+    import atexit
+    import tempfile
+
+    where = Path(tempfile.mkdtemp(prefix="fairque-base-")) / "tree"
+    repo = HERE.parent
+    subprocess.run(["git", "worktree", "add", "--detach", str(where), ref], cwd=repo, check=True)
+    atexit.register(
+        subprocess.run, ["git", "worktree", "remove", "--force", str(where)], cwd=repo, check=False
+    )
+    return where
 
 
 def install(lib: str) -> str | None:
     """None when the library's environment is ready, else why not."""
-    if lib == "fairque":
+    if lib in ("fairque", BASELINE):
         return None
     if not Path(command(lib)[0]).exists():
         return "uv not found"
@@ -115,11 +149,12 @@ def install(lib: str) -> str | None:
 
 def run_one(lib: str, key: str, n: int, latency_n: int) -> dict[str, Any]:
     measure, mode = MEASURES[key]
-    if key == "drain_async" and lib != "fairque" and lib not in ASYNC_NATIVE:
+    native = lib in ("fairque", BASELINE)
+    if key == "drain_async" and not native and lib not in ASYNC_NATIVE:
         return {"skip": "no asyncio worker"}
     if key == "drain_async" and lib in ASYNC_NATIVE:
         return {"same_as": "drain_defaults"}
-    if key.endswith(INTAKE) and lib != "fairque":
+    if key.endswith(INTAKE) and not native:
         return {"skip": "fairque only (its intake)"}
     latency = measure == "latency"
     spec: dict[str, Any] = {"measure": measure, "n": latency_n if latency else n}
@@ -134,7 +169,7 @@ def run_spec(lib: str, spec: dict[str, Any]) -> dict[str, Any]:
     """One measurement of ``lib`` in its own process, against a new embedded Valkey."""
     with EmbeddedValkey() as server:
         spec = {**spec, "url": server.url}
-        adapter = str(HERE / "peers" / f"{lib}_peer.py")
+        adapter = str(adapter_of(lib))
         try:
             out = subprocess.run(
                 [*command(lib), adapter, json.dumps(spec)],
@@ -142,7 +177,7 @@ def run_spec(lib: str, spec: dict[str, Any]) -> dict[str, Any]:
                 capture_output=True,
                 text=True,
                 timeout=TIMEOUT,
-                env=child_env(),
+                env=child_env(lib),
             )
         except subprocess.TimeoutExpired:
             return {"error": f"timed out after {TIMEOUT} s"}
@@ -194,6 +229,10 @@ def report(doc: dict[str, Any]) -> list[dict[str, str]]:
     every = [[lib] + [fmt(per.get(key), key) for key in MEASURES] for lib, per in med.items()]
     print("\nevery library (drains: rate and server CPU per task)")
     print(table(["library", *MEASURES], every))
+    if BASELINE in med:
+        print(f"\nbefore ({BASELINE}: {doc.get('baseline', '?')}) and after (this tree)")
+        cols = ["measure", "figure", "before", "after", "after vs before", "flag"]
+        print(table(cols, before_after(med)))
     return summary
 
 
@@ -206,6 +245,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="N 1,000, one round, huey only")
     parser.add_argument("--json", metavar="PATH", help="write every figure here")
     parser.add_argument("--report", metavar="PATH", help="print the tables of a --json file")
+    parser.add_argument(
+        "--baseline",
+        metavar="REF",
+        help="also measure fairque at this git ref (or checkout directory) as fairque@base, "
+        "in the same rounds, and print a before/after table",
+    )
     opts = parser.parse_args()
     if opts.report:
         report(json.loads(Path(opts.report).read_text()))
@@ -227,6 +272,10 @@ def main() -> None:
             skipped[lib] = reason
             print(f"skipping {lib}: {reason}", flush=True)
     libs = ["fairque", *(p for p in names if p not in skipped)]
+    if opts.baseline:
+        global BASE_TREE  # noqa: PLW0603 - one run, one baseline, set before any measurement
+        BASE_TREE = baseline_tree(opts.baseline)
+        libs.insert(1, BASELINE)
     with EmbeddedValkey() as server:
         info = redis.Redis.from_url(server.url).info("server")
     version = info.get("valkey_version") or info.get("redis_version")
@@ -236,6 +285,7 @@ def main() -> None:
         "server": f"Valkey {version}",
     }
     doc.update({"n": n, "latency_n": latency_n, "rounds": rounds, "pins": PEERS})
+    doc["baseline"] = opts.baseline or ""
     doc.update({"skipped": skipped, "raw": measure_all(libs, n, latency_n, rounds)})
     if opts.json:  # before the report, so that a report bug never loses a run
         Path(opts.json).write_text(json.dumps(doc, indent=1))

@@ -36,11 +36,16 @@ def ok(result: dict[str, Any] | None) -> bool:
 #: the harness's reference row (redis-py and one list, bench/peers/floor_peer.py): not a queue,
 #: so never the best peer
 FLOOR = "floor"
+#: fairque at an older commit (``compare.py --baseline``): the before of a before/after run,
+#: never a peer
+BASELINE = "fairque@base"
+#: a change may cost this much of a figure before the before/after table flags it (issue 29)
+TOLERANCE = 0.05
 
 
 def rows(med: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, str]]:
     fq = med["fairque"]
-    peers = {lib: per for lib, per in med.items() if lib not in ("fairque", FLOOR)}
+    peers = {lib: per for lib, per in med.items() if lib not in ("fairque", FLOOR, BASELINE)}
     huey = peers.get("huey", {})
 
     def best(key: str, field: str, low: bool = False) -> tuple[str, dict[str, Any] | None]:
@@ -130,3 +135,29 @@ def table(header: list[str], body: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(cells) + " |" for cells in body]
     return "\n".join(lines)
+
+
+def before_after(med: dict[str, dict[str, dict[str, Any]]]) -> list[list[str]]:
+    """Per measure and figure: the baseline, this tree, the ratio (above 1: this tree is
+    better; rates new / old, latency and server CPU old / new) and a flag when this tree is
+    more than :data:`TOLERANCE` worse."""
+    base, new = med.get(BASELINE, {}), med["fairque"]
+    out: list[list[str]] = []
+    for key, mine in new.items():
+        old = base.get(key)
+        if not (ok(mine) and ok(old)):
+            continue
+        assert mine is not None
+        assert old is not None
+        fields = ("p50", "p99") if key.startswith("latency") else ("rate",)
+        fields += ("server_us",) if "server_us" in mine and "server_us" in old else ()
+        for field in fields:
+            if not (old.get(field) and mine.get(field)):
+                continue
+            higher_is_better = field == "rate"
+            ratio = mine[field] / old[field] if higher_is_better else old[field] / mine[field]
+            flag = "worse" if ratio < 1 - TOLERANCE else ""
+            out.append(
+                [key, field, f"{old[field]:,.2f}", f"{mine[field]:,.2f}", f"{ratio:.3f}", flag]
+            )
+    return out

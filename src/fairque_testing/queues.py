@@ -10,6 +10,7 @@ no other test uses. :func:`clock_of` finds that clock again, which is how
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 import weakref
@@ -40,6 +41,7 @@ class FakeClock:
 
     def __init__(self, start: float | None = None) -> None:
         self.now = float(int(time.time())) if start is None else float(start)
+        self._lock = threading.Lock()  # threads of one test may move it
 
     def __call__(self) -> float:
         return self.now
@@ -48,8 +50,9 @@ class FakeClock:
         """Move the clock ``seconds`` forward (never back) and return the new time."""
         if seconds < 0:
             raise ValueError(f"a clock does not go back (advance({seconds!r}))")
-        self.now += seconds
-        return self.now
+        with self._lock:
+            self.now += seconds
+            return self.now
 
     def __repr__(self) -> str:
         return f"FakeClock({self.now!r})"

@@ -43,6 +43,7 @@ from fairque_core import Message, Priority, QueueConfig
 from fairque_core.memory.model import InMemoryBackend
 from fairque_redis.backends.backend import RedisBackend
 from fairque_redis.servers.embedded import ServerProcess
+from fairque_testing.queues import FakeClock
 
 from .invariants import check as check_invariants
 from .servers import durable_server, wait_loaded
@@ -52,17 +53,6 @@ pytestmark = [pytest.mark.chaos, pytest.mark.redis]
 TASK_IDS = [f"t{i}" for i in range(6)]
 USERS = ["a", "b", "c"]
 LEASE = 5.0
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = float(int(time.time()))
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class CountingTokens:

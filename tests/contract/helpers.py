@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from fairque_core import Message, Priority, QueueBackend
+from fairque_testing.queues import FakeClock
 
 __all__ = [
     "BAD_IDS",
@@ -38,20 +38,6 @@ BAD_IDS = (
     "a?b",
     "a[b]",
 )
-
-
-class FakeClock:
-    """A clock tests move by hand; starts at a whole second near real time."""
-
-    def __init__(self, start: float | None = None) -> None:
-        self.now = float(int(time.time())) if start is None else float(start)
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> float:
-        self.now += seconds
-        return self.now
 
 
 class CountingTokens:

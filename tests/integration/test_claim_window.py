@@ -14,7 +14,6 @@ so must the queue's sizes and every tenant's figures at the end.
 from __future__ import annotations
 
 import random
-import time
 import uuid
 
 import pytest
@@ -24,19 +23,12 @@ from fairque_core import Message, Priority, QueueConfig
 from fairque_core.domain.models import Claimed
 from fairque_core.memory.model import InMemoryBackend
 from fairque_redis.backends.backend import RedisBackend
+from fairque_testing.queues import FakeClock
 
 pytestmark = pytest.mark.redis
 
 PRIORITIES = [Priority.LOW, Priority.NORMAL, Priority.NORMAL, Priority.HIGH]
 WEIGHTS = [0.5, 1, 1, 1, 2, 3, 10]
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = float(int(time.time()))
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class CountingTokens:

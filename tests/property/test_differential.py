@@ -14,7 +14,6 @@ Flow control (ADR 28) has its own operations: limits set per tenant, per tier an
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections import defaultdict
 from typing import Any, ClassVar
@@ -34,21 +33,11 @@ from hypothesis.stateful import (
 
 from fairque_core import FailureType, Message, Priority, QueueConfig, TaskState
 from fairque_core.memory.model import InMemoryBackend
+from fairque_testing.queues import FakeClock
 
 TASK_IDS = [f"t{i}" for i in range(8)]
 USERS = ["a", "b", "c"]
 KNOWN_USERS = [*USERS, "z"]  # "z" never gets work
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = float(int(time.time()))
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class CountingTokens:

@@ -11,7 +11,6 @@ The differential test makes them hold on Redis too.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections import Counter, defaultdict
 
@@ -23,17 +22,7 @@ from fairque_core import Message, Priority, QueueConfig
 from fairque_core.domain.fairness import FairState
 from fairque_core.domain.scoring import stride_for
 from fairque_core.memory.model import InMemoryBackend
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = float(int(time.time()))
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+from fairque_testing.queues import FakeClock
 
 
 def _tokens():

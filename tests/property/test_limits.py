@@ -15,7 +15,6 @@ The differential test (model vs Valkey and the cluster) makes these hold on Redi
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 
 from hypothesis import given, note
@@ -23,19 +22,9 @@ from hypothesis import strategies as st
 
 from fairque_core import Message, Priority, QueueConfig
 from fairque_core.memory.model import InMemoryBackend
+from fairque_testing.queues import FakeClock
 
 X = "x"  # the tenant the limits hold
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = float(int(time.time()))
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def _backend(clock: FakeClock, **config: object) -> InMemoryBackend:

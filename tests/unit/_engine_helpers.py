@@ -4,28 +4,11 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 from fairque_core import FailureType, Task
 from fairque_core.domain.retry import RetryDecision
-
-
-class FakeClock:
-    """A clock tests move by hand."""
-
-    def __init__(self, start: float | None = None) -> None:
-        self.now = float(int(time.time())) if start is None else float(start)
-        self._lock = threading.Lock()
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> float:
-        with self._lock:
-            self.now += seconds
-            return self.now
 
 
 class RecordingHost:

@@ -17,7 +17,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fairque_core import Priority, Task
-from fairque_core.app.plugins import builtin as builtin_plugins
 from fairque_core.domain.errors import (
     FairQueueError,
     PayloadTooLargeError,
@@ -25,6 +24,7 @@ from fairque_core.domain.errors import (
     TaskSerializationError,
 )
 from fairque_core.domain.models import Message, _slot_setters
+from fairque_core.ports import json_codec as builtin_plugins
 from fairque_core.ports import random_token
 from fairque_core.ports.json_codec import decode_json
 from fairque_core.settings.config import QueueConfig

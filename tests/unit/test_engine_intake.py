@@ -26,8 +26,9 @@ from fairque_core.app.engine.queue import FairQueue
 from fairque_core.app.engine.queue_async import AsyncFairQueue
 from fairque_core.memory.async_model import AsyncInMemoryBackend
 from fairque_core.memory.model import InMemoryBackend
+from fairque_testing.queues import FakeClock
 
-from ._engine_helpers import FakeClock, RecordingHost
+from ._engine_helpers import RecordingHost
 
 _INTAKE_METHODS = frozenset({"push_intake", "ingest", "intake_size"})
 
