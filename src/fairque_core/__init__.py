@@ -171,12 +171,3 @@ __all__ = [
     "task",
     "topological_order",
 ]
-
-
-def __getattr__(name: str) -> object:
-    # Deprecated names, resolved on access so that the warning names the caller.
-    if name == "RetryPolicy":
-        from fairque_core.domain.retry import _renamed_retry_policy
-
-        return _renamed_retry_policy(2)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
