@@ -478,9 +478,11 @@ def test_configs_are_attrs_classes_with_the_api_fields() -> None:
 def test_the_verbatim_seed_file_names_its_removed_assigned_users(tmp_path: Path) -> None:
     path = tmp_path / "seed.yaml"
     path.write_text(SEED_YAML, encoding="utf-8")
-    with pytest.warns(DeprecationWarning, match="was removed"):  # its no-effect fields first
-        with pytest.raises(ConfigurationError, match="assigned_users") as info:
-            FairQueueConfig.from_yaml(path, env=NO_ENV)
+    with (
+        pytest.warns(DeprecationWarning, match="was removed"),  # its no-effect fields first
+        pytest.raises(ConfigurationError, match="assigned_users") as info,
+    ):
+        FairQueueConfig.from_yaml(path, env=NO_ENV)
     assert info.value.path == "worker.assigned_users"
     with pytest.raises(TypeError, match="assigned_users"):
         WorkerConfig(assigned_users=["a"])  # type: ignore[call-arg]

@@ -3,8 +3,8 @@
 ``fn(...)``, ``fn.create(...)`` and ``fn.step(...)`` of an ``@task`` function raise TypeError
 without a tenant; their signatures (``fairque_core.app.worker.handlers.TaskFunction``) make mypy
 say so before the code runs, while the typed task options (``task_id``, ``priority`` ...) still
-check. The removed ``user_id=`` keyword (ADR 23) names no tenant. This runs mypy (``mypy.api``, strict) on a
-snippet and compares the lines it flags with the lines marked ``# E``.
+check. The removed ``user_id=`` keyword (ADR 23) names no tenant. This runs mypy
+(``mypy.api``, strict) on a snippet and compares the lines it flags with the lines marked ``# E``.
 """
 
 from __future__ import annotations
