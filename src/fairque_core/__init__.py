@@ -61,6 +61,7 @@ from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_core.memory.async_model import AsyncInMemoryBackend
 from fairque_core.memory.model import InMemoryBackend
 from fairque_core.ports import AsyncQueueBackend, Clock, QueueBackend, TokenSource
+from fairque_core.ports.hooks import hookimpl
 from fairque_core.settings.config import (
     FairQueueConfig,
     QueueConfig,
@@ -167,6 +168,7 @@ __all__ = [
     "dependency_edges",
     "find_cycle",
     "group",
+    "hookimpl",
     "next_state",
     "task",
     "topological_order",
