@@ -30,9 +30,9 @@ pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 PRIORITY, DELAY, WINDOW, DEPS = 10, 11, 15, 16
 
 
-def msg(task_id: str, tenant_id: str = "alice", delay: float = 0.0) -> Message:
+def msg(task_id: str, tenant: str = "alice", delay: float = 0.0) -> Message:
     return Message(
-        task_id=task_id, tenant=tenant_id, priority=Priority.NORMAL, body=b"{}", delay=delay
+        task_id=task_id, tenant=tenant, priority=Priority.NORMAL, body=b"{}", delay=delay
     )
 
 
