@@ -131,18 +131,18 @@ async def run_async():
         aq.coalesce_pushes = False
     if mode == "abatcher":
         aq.batcher  # a tree without it fails here, before "ready"
-    users = [f"u{i % tenants}" for i in range(n)]
+    tenant_ids = [f"u{i % tenants}" for i in range(n)]
     c0, t0 = go()
     if mode == "asyncone":
-        for u in users:
+        for u in tenant_ids:
             await aq.push(Task.create(u, Priority.NORMAL, {"n": 1}))
     elif mode == "abatcher":
         async with aq.batcher(max_size=100, max_delay_ms=5) as buf:
-            for u in users:
+            for u in tenant_ids:
                 await buf.push(Task.create(u, Priority.NORMAL, {"n": 1}))
     else:
         async def producer(k):
-            for u in users[k::CONCURRENT]:
+            for u in tenant_ids[k::CONCURRENT]:
                 await aq.push(Task.create(u, Priority.NORMAL, {"n": 1}))
         await asyncio.gather(*(producer(k) for k in range(CONCURRENT)))
     done(c0, t0)

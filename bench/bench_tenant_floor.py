@@ -292,15 +292,15 @@ def fill(client: redis.Redis, layout: str, count: int, tenants: int) -> None:
     for start in range(0, count, 1000):
         pipe = client.pipeline(transaction=False)
         for i in range(start, min(count, start + 1000)):
-            tid, user = f"t{i}", f"u{i % tenants}"
-            per[user] = per.get(user, 0) + 1
+            tid, tenant = f"t{i}", f"u{i % tenants}"
+            per[tenant] = per.get(tenant, 0) + 1
             if layout == "stamped":  # its tenant's (i // T)-th task: tags order as i
                 pipe.zadd("{g}:ready", {tid: i})
             else:
-                pipe.zadd(f"{{g}}:n:{user}", {tid: i})
+                pipe.zadd(f"{{g}}:n:{tenant}", {tid: i})
             pipe.hset(
                 f"{{g}}:t:{tid}",
-                mapping={"u": user, "p": 3, "b": BODY, "m": META, "rc": 0, "st": "queued"},
+                mapping={"u": tenant, "p": 3, "b": BODY, "m": META, "rc": 0, "st": "queued"},
             )
         pipe.execute()
     pipe = client.pipeline(transaction=False)
@@ -309,14 +309,14 @@ def fill(client: redis.Redis, layout: str, count: int, tenants: int) -> None:
         # listpack of hundreds of fields answers an HMGET of many fields field by field,
         # each a scan of the whole listpack (measured: the claim x2.3 at 100 tenants)
         pipe.hset("{g}:tt", "pad", "x" * 65)
-    for user, ready in per.items():
+    for tenant, ready in per.items():
         if layout == "stamped":  # no active set: its tenants' places are their tasks' tags
             continue
-        pipe.zadd("{g}:active", {user: 0})
+        pipe.zadd("{g}:active", {tenant: 0})
         if layout == "keys":
-            pipe.hset(f"{{g}}:tenant:{user}", mapping={"pass": 0, "stride": 1000})
+            pipe.hset(f"{{g}}:tenant:{tenant}", mapping={"pass": 0, "stride": 1000})
         else:
-            pipe.hset("{g}:tt", mapping={f"s:{user}": 1000, f"r:{user}": ready})
+            pipe.hset("{g}:tt", mapping={f"s:{tenant}": 1000, f"r:{tenant}": ready})
     pipe.execute()
 
 

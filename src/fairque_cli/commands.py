@@ -70,7 +70,7 @@ def _run_push(args: argparse.Namespace, out: TextIO) -> int:
     if execute_after is not None and execute_after > MAX_EPOCH_SECONDS:
         raise CliError("--delay must end before the year 9999")
     task = Task.create(
-        args.user,
+        args.tenant,
         priority,
         payload,
         task_id=args.id,
@@ -85,7 +85,7 @@ def _run_push(args: argparse.Namespace, out: TextIO) -> int:
     out.write(f"{task_id}\n")
     if not args.quiet:
         sys.stderr.write(
-            f"pushed {task_id} for {args.user} (priority {priority.name.lower()}, "
+            f"pushed {task_id} for {args.tenant} (priority {priority.name.lower()}, "
             f"{state if state is not None else 'unknown'}) to queue {config.queue.name}\n"
         )
     return 0
@@ -226,7 +226,7 @@ def _run_stats(args: argparse.Namespace, out: TextIO) -> int:
     if args.tenants:
         return run_tenant_fairness(args, out)
     config = load_config(args)
-    named = split_ids(args.user)
+    named = split_ids(args.tenant)
     source = "user"
     if not named:
         named = config_tenants(config)
@@ -405,7 +405,6 @@ def _entry_json(entry: Any) -> Mapping[str, Any]:
     return {
         "entry_id": entry.entry_id,
         "tenant": task.tenant,
-        "user_id": task.tenant,  # the old key, kept alongside for the deprecation period (ADR 23)
         "name": task.name,
         "priority": int(task.priority),
         "failure_type": str(entry.failure_type),

@@ -186,49 +186,12 @@ def split_ids(values: Iterable[str] | None) -> list[str]:
     return list(out)
 
 
-def _warn_user_flag() -> None:
-    print("fairque: --user is deprecated; use --tenant (ADR 23)", file=sys.stderr)
-
-
-class _DeprecatedUserStore(argparse.Action):
-    """``--user T``: the old spelling of ``--tenant T`` (ADR 23), with a line on stderr."""
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        _warn_user_flag()
-        setattr(namespace, self.dest, values)
-
-
-class _DeprecatedUserAppend(argparse.Action):
-    """``--user T`` (repeatable): the old spelling of ``--tenant T`` (ADR 23)."""
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        _warn_user_flag()
-        setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), values])
-
-
 def add_tenant_flag(
     parser: argparse.ArgumentParser, *, many: bool, required: bool = False, help: str
 ) -> None:
-    """``--tenant`` (stored as ``args.user``) and its deprecated alias ``--user``: one tenant,
-    or with ``many`` a list (repeat the flag or comma-separate)."""
+    """``--tenant`` (``args.tenant``): one tenant, or with ``many`` a list (repeat the flag or
+    comma-separate)."""
     if many:
-        parser.add_argument("--tenant", dest="user", action="append", help=help)
-        parser.add_argument(
-            "--user", dest="user", action=_DeprecatedUserAppend, help=argparse.SUPPRESS
-        )
+        parser.add_argument("--tenant", action="append", help=help)
         return
-    group = parser.add_mutually_exclusive_group(required=required)
-    group.add_argument("--tenant", dest="user", help=help)
-    group.add_argument("--user", dest="user", action=_DeprecatedUserStore, help=argparse.SUPPRESS)
+    parser.add_argument("--tenant", required=required, help=help)

@@ -147,7 +147,7 @@ def _window_dict(window: TenantWindow) -> dict[str, Any]:
 def run_tenant_fairness(args: argparse.Namespace, out: TextIO) -> int:
     """``fairque stats --tenants`` (``args``: the stats flags)."""
     config = load_config(args)
-    named = split_ids(args.user)
+    named = split_ids(args.tenant)
     target = describe_target(config)
     with open_queue(config) as queue:
         strict = queue.config.strict_tiers

@@ -171,7 +171,7 @@ def child_args(args: argparse.Namespace, index: int) -> list[str]:
     ):
         if value is not None:
             out += [flag, str(value)]
-    for tenant in args.user or ():
+    for tenant in args.tenant or ():
         out += ["--tenant", tenant]
     if getattr(args, "cluster", False):
         out.append("--cluster")

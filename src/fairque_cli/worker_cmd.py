@@ -163,8 +163,8 @@ def _worker_config(config: FairQueueConfig, args: argparse.Namespace) -> FairQue
         changes["id"] = default_worker_id()
     if args.concurrency is not None:
         changes["max_concurrent_tasks"] = args.concurrency
-    if args.user:
-        changes["assigned_tenants"] = split_ids(args.user)
+    if args.tenant:
+        changes["assigned_tenants"] = split_ids(args.tenant)
     if not changes:
         return config
     return attrs.evolve(config, worker=attrs.evolve(config.worker, **changes))
@@ -357,7 +357,7 @@ def add_worker(sub: SubCommands) -> None:
         description="Run a worker with the handler named module:attr (a TaskHandler instance "
         "or class, or a TaskRegistry) until SIGTERM/SIGINT; a first signal stops claiming and "
         "waits for running tasks (worker.graceful_shutdown_timeout), a second stops at once. "
-        "The worker section of --config gives its id, assigned users, steal targets and "
+        "The worker section of --config gives its id, assigned tenants, steal targets and "
         "limits; the queue section's tenant weights and tiers are written to the server at "
         "start.",
     )

@@ -61,6 +61,7 @@ from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_core.memory.async_model import AsyncInMemoryBackend
 from fairque_core.memory.model import InMemoryBackend
 from fairque_core.ports import AsyncQueueBackend, Clock, QueueBackend, TokenSource
+from fairque_core.ports.hooks import hookimpl
 from fairque_core.settings.config import (
     FairQueueConfig,
     QueueConfig,
@@ -167,16 +168,8 @@ __all__ = [
     "dependency_edges",
     "find_cycle",
     "group",
+    "hookimpl",
     "next_state",
     "task",
     "topological_order",
 ]
-
-
-def __getattr__(name: str) -> object:
-    # Deprecated names, resolved on access so that the warning names the caller.
-    if name == "RetryPolicy":
-        from fairque_core.domain.retry import _renamed_retry_policy
-
-        return _renamed_retry_policy(2)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -91,7 +91,7 @@ QUEUES_KEY = f"{KEY_PREFIX}:queues"
 
 def partition_for(tenant: str, n_partitions: int) -> int:
     """The partition (0 .. n-1) of ``tenant``: CRC-32 of its id, stable across processes."""
-    validate_id(tenant, "user_id")
+    validate_id(tenant, "tenant")
     if isinstance(n_partitions, bool) or not isinstance(n_partitions, int) or n_partitions < 1:
         raise TaskValidationError("n_partitions", n_partitions, "must be an int >= 1")
     return zlib.crc32(tenant.encode("ascii")) % n_partitions

@@ -40,12 +40,12 @@ def every_state(valkey_server: Any, queue_name: str) -> Iterator[tuple[FairQueue
         ]
     )
     queue.push(Task.create("alice", task_id="deferred", depends_on=["queued"]))
-    for user in ("bob", "dave", "erin"):
-        task = queue.claim([user])
+    for tenant in ("bob", "dave", "erin"):
+        task = queue.claim([tenant])
         assert task is not None
-        if user == "dave":
+        if tenant == "dave":
             assert queue.fail(task, RuntimeError("boom")) is TaskState.FAILED
-        elif user == "erin":
+        elif tenant == "erin":
             queue.finish(task, {"ok": True})
     assert queue.cancel("canceled")
     states = {

@@ -36,13 +36,13 @@ LEASE = 1.0
 
 
 def _dag(d: int) -> list[Task]:
-    user = f"u{d % 8}"
+    tenant = f"u{d % 8}"
     root = f"d{d}-r"
     kids = [f"d{d}-a", f"d{d}-b"]
     return [
-        Task.create(user, task_id=root, payload={"sleep": 0.04}),
-        *(Task.create(user, task_id=k, payload={"sleep": 0.04}, depends_on=[root]) for k in kids),
-        Task.create(user, task_id=f"d{d}-g", payload={"sleep": 0.04}, depends_on=kids),
+        Task.create(tenant, task_id=root, payload={"sleep": 0.04}),
+        *(Task.create(tenant, task_id=k, payload={"sleep": 0.04}, depends_on=[root]) for k in kids),
+        Task.create(tenant, task_id=f"d{d}-g", payload={"sleep": 0.04}, depends_on=kids),
     ]
 
 

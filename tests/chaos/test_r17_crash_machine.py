@@ -51,7 +51,7 @@ from .servers import durable_server, wait_loaded
 pytestmark = [pytest.mark.chaos, pytest.mark.redis]
 
 TASK_IDS = [f"t{i}" for i in range(6)]
-USERS = ["a", "b", "c"]
+TENANTS = ["a", "b", "c"]
 LEASE = 5.0
 
 
@@ -65,9 +65,9 @@ class CountingTokens:
 
 
 messages = st.builds(
-    lambda tid, user, prio, delay, retries: Message(
+    lambda tid, tenant_id, prio, delay, retries: Message(
         task_id=tid,
-        tenant=user,
+        tenant=tenant_id,
         priority=prio,
         body=b'{"x": 1}',
         max_retries=retries,
@@ -75,7 +75,7 @@ messages = st.builds(
         delay=delay,
     ),
     st.sampled_from(TASK_IDS),
-    st.sampled_from(USERS),
+    st.sampled_from(TENANTS),
     st.sampled_from([Priority.CRITICAL, Priority.HIGH, Priority.NORMAL, Priority.LOW]),
     st.sampled_from([0.0, 0.0, 0.0, 3.0]),
     st.integers(0, 2),
@@ -234,12 +234,12 @@ class CrashMachine(RuleBasedStateMachine):
             return
         checks: dict[str, Any] = {
             "stats": lambda b: b.stats(),
-            "queue_sizes": lambda b: b.queue_sizes(USERS),
+            "queue_sizes": lambda b: b.queue_sizes(TENANTS),
             "list_dlq": lambda b: b.list_dlq(limit=100),
             "intake_size": lambda b: b.intake_size(),
         }
-        for user in USERS:
-            checks[f"tenant_stats({user})"] = lambda b, u=user: b.tenant_stats(u)
+        for tenant_id in TENANTS:
+            checks[f"tenant_stats({tenant_id})"] = lambda b, u=tenant_id: b.tenant_stats(u)
         for tid in TASK_IDS:
             checks[f"get_state({tid})"] = lambda b, t=tid: b.get_state(t)
             checks[f"get_result({tid})"] = lambda b, t=tid: b.get_result(t)

@@ -144,9 +144,9 @@ def test_dlq_list_on_an_empty_dlq(server_url: str, queue_name: str) -> None:
     assert json.loads(out) == []
 
 
-def _dead_task(server_url: str, queue_name: str, user: str) -> str:
+def _dead_task(server_url: str, queue_name: str, tenant: str) -> str:
     with connect(server_url, queue=queue_name) as queue:
-        queue.push(Task.create(user, Priority.NORMAL, {"boom": True}, max_retries=0))
+        queue.push(Task.create(tenant, Priority.NORMAL, {"boom": True}, max_retries=0))
         task = queue.claim()
         assert task is not None
         queue.fail(task, RuntimeError("handler exploded"))
@@ -451,17 +451,28 @@ def test_worker_stops_gracefully_on_sigterm(server_url: str, queue_name: str) ->
     assert "Traceback" not in err
 
 
-def test_user_flag_is_a_deprecated_spelling_of_tenant(
-    server_url: str, queue_name: str, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    "command",
+    [("push", "--tenant", "t"), ("stats",), ("worker", "--handler", "no_such_module:f")],
+    ids=lambda c: c[0],
+)
+def test_the_removed_user_flag_is_a_usage_error(
+    command: tuple[str, ...], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    base = ("--url", server_url, "--queue", queue_name)
-    code, _ = cli(*base, "push", "--user", "old-style", "-q")
+    """``--user`` (ADR 23's old spelling of ``--tenant``) was removed before the first release."""
+    with pytest.raises(SystemExit) as info:
+        cli("--url", "memory://", *command, "--user", "old-style")
+    assert info.value.code == 2
+    assert "unrecognized arguments: --user old-style" in capsys.readouterr().err
+
+
+def test_dlq_list_json_names_the_tenant_only(server_url: str, queue_name: str) -> None:
+    _dead_task(server_url, queue_name, "alice")
+    code, out = cli("--url", server_url, "--queue", queue_name, "dlq", "list", "--json")
     assert code == 0
-    assert "--user is deprecated; use --tenant" in capsys.readouterr().err
-    code, out = cli(*base, "stats", "--user", "old-style", "--json")
-    assert code == 0
-    assert json.loads(out)["tenants"]["old-style"]["sizes"]["total"] == 1
-    assert "--user is deprecated" in capsys.readouterr().err
+    (entry,) = json.loads(out)
+    assert entry["tenant"] == "alice"
+    assert "user_id" not in entry
 
 
 @pytest.mark.parametrize("name", ["", "a b", "x{y}"])

@@ -35,7 +35,9 @@ def base(server_url: str, queue_name: str) -> tuple[str, ...]:
 
 def test_pause_and_resume_a_tenant(base: tuple[str, ...], server_url: str, queue_name: str) -> None:
     with connect(server_url, queue=queue_name) as queue:
-        queue.push_batch([Task.create(user, payload={"k": k}) for user in "ab" for k in range(3)])
+        queue.push_batch(
+            [Task.create(tenant_id, payload={"k": k}) for tenant_id in "ab" for k in range(3)]
+        )
         got = cli_json(*base, "pause", "--tenant", "a")
         assert got == {
             "queue": queue_name,

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 
-def read_structures(probe: Any, *, users: Iterable[str]) -> dict[str, Any]:
+def read_structures(probe: Any, *, tenants: Iterable[str]) -> dict[str, Any]:
     from fairque_redis.keys import KeySpace
 
     ks = KeySpace(probe.queue)
@@ -21,6 +21,6 @@ def read_structures(probe: Any, *, users: Iterable[str]) -> dict[str, Any]:
         "scheduled": client.zcard(ks.delayed),
         "dlq": client.zcard(ks.dlq),
         "active_tenants": sum(client.zcard(k) for k in active_keys),
-        "critical": {u: client.llen(ks.critical(u)) for u in users},
-        "normal": {u: client.zcard(ks.normal(u)) for u in users},
+        "critical": {u: client.llen(ks.critical(u)) for u in tenants},
+        "normal": {u: client.zcard(ks.normal(u)) for u in tenants},
     }

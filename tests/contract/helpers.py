@@ -14,7 +14,7 @@ __all__ = [
     "CountingTokens",
     "FakeClock",
     "claim_ids",
-    "claim_users",
+    "claim_tenants",
     "msg",
     "new_queue_name",
     "snapshot",
@@ -59,7 +59,7 @@ def new_queue_name() -> str:
 
 def msg(
     task_id: str,
-    user: str = "alice",
+    tenant: str = "alice",
     priority: Priority | int = Priority.NORMAL,
     *,
     delay: float = 0.0,
@@ -71,7 +71,7 @@ def msg(
 ) -> Message:
     return Message(
         task_id=task_id,
-        tenant=user,
+        tenant=tenant,
         priority=Priority(priority),
         body=body,
         max_retries=max_retries,
@@ -83,7 +83,7 @@ def msg(
     )
 
 
-def claim_users(backend: QueueBackend, n: int, **kwargs: Any) -> list[str]:
+def claim_tenants(backend: QueueBackend, n: int, **kwargs: Any) -> list[str]:
     """Claim ``n`` times (one task each) and return the tenant of each claimed task."""
     out: list[str] = []
     for _ in range(n):
@@ -107,15 +107,15 @@ def claim_ids(backend: QueueBackend, n: int, **kwargs: Any) -> list[str]:
 
 
 def snapshot(
-    backend: QueueBackend, task_ids: Iterable[str] = (), users: Iterable[str] = ()
+    backend: QueueBackend, task_ids: Iterable[str] = (), tenants: Iterable[str] = ()
 ) -> dict[str, Any]:
     """Everything observable about some tasks and tenants, to compare before and after."""
     ids = list(task_ids)
-    users = list(users)
+    tenants = list(tenants)
     return {
         "stats": backend.stats(),
-        "tenant_stats": {u: backend.tenant_stats(u) for u in users},
-        "sizes": backend.queue_sizes(users),
+        "tenant_stats": {u: backend.tenant_stats(u) for u in tenants},
+        "sizes": backend.queue_sizes(tenants),
         "states": {t: backend.get_state(t) for t in ids},
         "messages": {t: backend.get_message(t) for t in ids},
         "results": {t: backend.get_result(t) for t in ids},

@@ -31,7 +31,7 @@ from fairque_core.app.engine.queue import FairQueue
 from fairque_core.app.engine.queue_async import AsyncFairQueue
 
 from .conftest import PARTITIONED_KINDS
-from .helpers import claim_users, msg
+from .helpers import claim_tenants, msg
 from .test_finish_and_claim import finish_and_claim
 
 
@@ -352,7 +352,7 @@ def test_a_flood_through_the_intake_is_served_as_fairly_as_pushed(make_backend, 
         else:
             intake(backend).push_intake(heavy)
         backend.push_batch([msg(f"l{i}", "light") for i in range(5)])
-        turns[way] = claim_users(backend, 10)
+        turns[way] = claim_tenants(backend, 10)
     window = 12 if backend_kind in PARTITIONED_KINDS else 10  # cross-partition: approximate
     for got in turns.values():
         assert got[:window].count("light") == 5, got

@@ -205,7 +205,7 @@ def test_max_recoveries_zero_sends_the_first_expiry_to_the_dlq(make_backend, clo
 def test_stale_token_changes_nothing(make_backend, clock, op):
     backend = make_backend(QueueConfig(lease_seconds=5))
     backend.push(msg("t1"))
-    backend.push(msg("t2", user="bob"))
+    backend.push(msg("t2", tenant="bob"))
     [old] = backend.claim(assigned=["alice"])
     clock.advance(6)
     backend.requeue_expired()
@@ -361,7 +361,7 @@ def test_heartbeat_batch_extends_live_leases_and_reports_lost_ones(make_backend,
 def test_heartbeat_batch_with_stale_tokens_changes_nothing(make_backend, clock):
     backend = make_backend(QueueConfig(lease_seconds=5))
     backend.push(msg("t1"))
-    backend.push(msg("t2", user="bob"))
+    backend.push(msg("t2", tenant="bob"))
     [old] = backend.claim(assigned=["alice"])
     clock.advance(6)
     backend.requeue_expired()

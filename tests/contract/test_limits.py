@@ -17,8 +17,8 @@ def _ids(claims):
     return [c.message.task_id for c in claims]
 
 
-def _fill(backend, user, n, start=0):
-    backend.push_batch([msg(f"{user}{i}", user) for i in range(start, start + n)])
+def _fill(backend, tenant_id, n, start=0):
+    backend.push_batch([msg(f"{tenant_id}{i}", tenant_id) for i in range(start, start + n)])
 
 
 # ---------------------------------------------------------------- concurrency caps
@@ -80,8 +80,8 @@ def test_tier_default_and_own_override(backend):
     backend.set_limits({"max_running": 1}, tier=1)
     backend.set_limits({"max_running": 3}, tier=2)
     backend.set_limits({"max_running": 2}, tenant="gold")
-    for user in ("gold", "free"):
-        _fill(backend, user, 4)
+    for tenant_id in ("gold", "free"):
+        _fill(backend, tenant_id, 4)
     claimed = _ids(backend.claim(count=10))
     assert sum(1 for t in claimed if t.startswith("gold")) == 2
     assert sum(1 for t in claimed if t.startswith("free")) == 1
@@ -91,8 +91,8 @@ def test_tier_default_and_own_override(backend):
 
 def test_queue_wide_max_running(backend):
     backend.set_limits({"max_running": 3})
-    for user in "abc":
-        _fill(backend, user, 2)
+    for tenant_id in "abc":
+        _fill(backend, tenant_id, 2)
     claims = backend.claim(count=10)
     assert len(claims) == 3
     assert backend.claim() == []
@@ -148,8 +148,8 @@ def test_clearing_a_rate_unparks_at_once(backend):
 
 def test_queue_wide_rate(backend, clock):
     backend.set_limits({"rate": 5, "burst": 2})
-    for user in "abc":
-        _fill(backend, user, 3)
+    for tenant_id in "abc":
+        _fill(backend, tenant_id, 3)
     assert len(backend.claim(count=10)) == 2
     assert backend.claim() == []
     clock.advance(0.2)

@@ -11,13 +11,13 @@ from fairque_core.domain.enums import FailureType
 from .helpers import msg, snapshot
 
 
-def _push_mix(backend, user, n=3):
+def _push_mix(backend, tenant, n=3):
     """A critical, normal and scheduled task per ``user`` (plus ``n`` more normal ones)."""
-    backend.push(msg(f"{user}-crit", user, Priority.CRITICAL))
-    backend.push(msg(f"{user}-later", user, delay=60))
+    backend.push(msg(f"{tenant}-crit", tenant, Priority.CRITICAL))
+    backend.push(msg(f"{tenant}-later", tenant, delay=60))
     for k in range(n):
-        backend.push(msg(f"{user}-{k}", user))
-    return [f"{user}-crit", f"{user}-later", *(f"{user}-{k}" for k in range(n))]
+        backend.push(msg(f"{tenant}-{k}", tenant))
+    return [f"{tenant}-crit", f"{tenant}-later", *(f"{tenant}-{k}" for k in range(n))]
 
 
 def _adds_up(stats):

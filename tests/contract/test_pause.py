@@ -12,26 +12,26 @@ import pytest
 
 from fairque_core import TaskValidationError
 
-from .helpers import claim_users, msg
+from .helpers import claim_tenants, msg
 
 
-def _fill(backend, user, n, start=0):
-    backend.push_batch([msg(f"{user}{i}", user) for i in range(start, start + n)])
+def _fill(backend, tenant_id, n, start=0):
+    backend.push_batch([msg(f"{tenant_id}{i}", tenant_id) for i in range(start, start + n)])
 
 
-def _users(claims):
+def _tenants(claims):
     return [c.message.tenant for c in claims]
 
 
 def test_a_paused_tenant_is_skipped_within_one_claim(backend):
-    for user in ("a", "b", "c"):
-        _fill(backend, user, 3)
-    assert _users(backend.claim(count=3)) == ["a", "b", "c"]
+    for tenant_id in ("a", "b", "c"):
+        _fill(backend, tenant_id, 3)
+    assert _tenants(backend.claim(count=3)) == ["a", "b", "c"]
     backend.pause("a")
     assert backend.is_paused("a")
     assert not backend.is_paused("b")
     assert not backend.is_paused()
-    assert _users(backend.claim(count=10)) == ["b", "c", "b", "c"]
+    assert _tenants(backend.claim(count=10)) == ["b", "c", "b", "c"]
     assert backend.stats()["active_tenants"] == 0
     assert backend.queue_sizes(["a"])["a"].critical + backend.queue_sizes(["a"])["a"].normal == 2
 
@@ -50,12 +50,12 @@ def test_pushes_to_a_paused_tenant_are_accepted_and_wait(backend):
 def test_resume_brings_no_saved_credit(backend):
     _fill(backend, "a", 10)
     _fill(backend, "b", 10)
-    assert claim_users(backend, 2) == ["a", "b"]
+    assert claim_tenants(backend, 2) == ["a", "b"]
     backend.pause("a")
-    assert claim_users(backend, 5) == ["b"] * 5
+    assert claim_tenants(backend, 5) == ["b"] * 5
     backend.resume("a")
     # a newcomer at the virtual time: turns alternate, a does not catch up on b's five
-    got = claim_users(backend, 6)
+    got = claim_tenants(backend, 6)
     assert sorted(got) == ["a", "a", "a", "b", "b", "b"]
     assert got[:2] in (["a", "b"], ["b", "a"])
 
@@ -65,7 +65,7 @@ def test_pinned_claims_skip_a_paused_tenant(backend):
     _fill(backend, "b", 2)
     backend.pause("a")
     assert backend.claim(assigned=["a"]) == []
-    assert _users(backend.claim(assigned=["a"], steal=["b"], count=2)) == ["b", "b"]
+    assert _tenants(backend.claim(assigned=["a"], steal=["b"], count=2)) == ["b", "b"]
 
 
 def test_lease_ends_and_due_tasks_do_not_let_a_paused_tenant_in(backend, clock):
@@ -89,7 +89,7 @@ def test_resume_keeps_a_capped_tenant_out_until_its_lease_ends(backend):
     backend.resume("a")
     assert backend.claim() == []  # still capped
     backend.finish(c.message.task_id, c.lease.token)
-    assert _users(backend.claim(count=3)) == ["a"]
+    assert _tenants(backend.claim(count=3)) == ["a"]
 
 
 def test_pause_and_resume_are_idempotent(backend):
@@ -100,7 +100,7 @@ def test_pause_and_resume_are_idempotent(backend):
     assert backend.claim() == []
     backend.resume("a")
     backend.resume("a")
-    assert _users(backend.claim(count=3)) == ["a", "a"]
+    assert _tenants(backend.claim(count=3)) == ["a", "a"]
 
 
 def test_a_paused_queue_leases_nothing_and_accepts_pushes(backend, clock):
@@ -124,7 +124,7 @@ def test_a_paused_queue_leases_nothing_and_accepts_pushes(backend, clock):
     assert not backend.is_paused()
     assert backend.stats()["paused"] == 0
     assert backend.wait_for_work(0) is True  # resume wakes idle workers
-    assert sorted(_users(backend.claim(count=10))) == ["a", "a", "b", "c"]
+    assert sorted(_tenants(backend.claim(count=10))) == ["a", "a", "b", "c"]
 
 
 def test_queue_and_tenant_pause_are_separate(backend):
@@ -134,7 +134,7 @@ def test_queue_and_tenant_pause_are_separate(backend):
     backend.pause()
     backend.resume()
     assert backend.is_paused("a")
-    assert _users(backend.claim(count=5)) == ["b"]
+    assert _tenants(backend.claim(count=5)) == ["b"]
 
 
 def test_limit_status_says_paused(backend):

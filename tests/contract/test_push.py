@@ -38,7 +38,7 @@ def test_push_is_idempotent_by_task_id(backend, clock):
     assert backend.push(msg("same", body=b"second", priority=Priority.CRITICAL)) is False
     # another tenant's push of the id is no duplicate of alice's task: refused (ADR 60)
     with pytest.raises(TaskIdConflictError) as refused:
-        backend.push(msg("same", user="bob"))
+        backend.push(msg("same", tenant="bob"))
     assert refused.value.task_id == "same"
     assert backend.get_message("same") == first
     stats = backend.stats()
@@ -132,10 +132,10 @@ def test_a_batch_naming_another_tenants_live_id_stores_nothing(backend, clock):
     """ADR 60: a task id belongs to its tenant while the task lives. A batch with one message
     of such an id (or one id for two tenants) is refused whole, typed, before anything is
     written; once the task's record has expired the id is free for anyone."""
-    backend.push(msg("taken", user="alice"))
+    backend.push(msg("taken", tenant="alice"))
     for batch in (
-        [msg("new-1", user="bob"), msg("taken", user="bob")],
-        [msg("twice", user="bob"), msg("twice", user="carol")],
+        [msg("new-1", tenant="bob"), msg("taken", tenant="bob")],
+        [msg("twice", tenant="bob"), msg("twice", tenant="carol")],
     ):
         with pytest.raises(TaskIdConflictError):
             backend.push_batch(batch)
@@ -144,14 +144,17 @@ def test_a_batch_naming_another_tenants_live_id_stores_nothing(backend, clock):
     assert backend.get_message("new-1") is None
     assert backend.get_message("twice") is None
     # the same id twice for one tenant is still a duplicate, not a conflict
-    assert backend.push_batch([msg("twice", user="bob"), msg("twice", user="bob")]) == [True, False]
+    assert backend.push_batch([msg("twice", tenant="bob"), msg("twice", tenant="bob")]) == [
+        True,
+        False,
+    ]
     # finished and past its result TTL, alice's id may be taken by bob
     [claimed] = [c for c in backend.claim(count=5) if c.message.task_id == "taken"]
     backend.finish("taken", claimed.lease.token)
     with pytest.raises(TaskIdConflictError):
-        backend.push(msg("taken", user="bob"))  # still alive: its result is kept
+        backend.push(msg("taken", tenant="bob"))  # still alive: its result is kept
     clock.advance(3600 + 1)  # the default result TTL
-    assert backend.push(msg("taken", user="bob")) is True
+    assert backend.push(msg("taken", tenant="bob")) is True
 
 
 @pytest.mark.parametrize(

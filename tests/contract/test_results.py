@@ -514,7 +514,7 @@ def test_bad_workflow_and_xcom_input_is_refused(backend: QueueBackend) -> None:
     assert backend.stats()["finished"] == 0  # nothing half-written
 
 
-def _unique_msg(task_id: str, user: str, key: str, *, window: float = 0.0) -> Any:
+def _unique_msg(task_id: str, tenant_id: str, key: str, *, window: float = 0.0) -> Any:
     import attrs
 
-    return attrs.evolve(msg(task_id, user), unique_key=key, unique_window=window)
+    return attrs.evolve(msg(task_id, tenant_id), unique_key=key, unique_window=window)

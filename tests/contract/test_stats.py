@@ -9,7 +9,7 @@ from .conftest import MODEL_KINDS
 from .helpers import msg
 
 GAUGES = ("ready", "scheduled", "leased", "dlq", "active_tenants")
-USERS = ("a", "b", "c", "idle")
+TENANTS = ("a", "b", "c", "idle")
 
 
 def _scenario(make_backend, clock):
@@ -89,7 +89,7 @@ def test_counters_after_a_scenario(make_backend, clock):
 def test_gauges_equal_tenant_sizes_and_counters_add_up(make_backend, clock):
     backend = _scenario(make_backend, clock)
     stats = backend.stats()
-    sizes = backend.queue_sizes(list(USERS))
+    sizes = backend.queue_sizes(list(TENANTS))
     assert sizes["a"].as_dict() == {
         "critical": 0,
         "normal": 1,
@@ -116,10 +116,10 @@ def test_gauges_equal_tenant_sizes_and_counters_add_up(make_backend, clock):
     assert stats["scheduled"] == sum(s.scheduled for s in sizes.values())
     assert stats["leased"] == sum(s.leased for s in sizes.values())
     assert stats["active_tenants"] == sum(1 for s in sizes.values() if s.critical + s.normal)
-    per_tenant = {u: backend.tenant_stats(u) for u in USERS}
+    per_tenant = {u: backend.tenant_stats(u) for u in TENANTS}
     for name in STAT_COUNTERS:
         assert stats[name] == sum(t[name] for t in per_tenant.values()), name
-    for u in USERS:
+    for u in TENANTS:
         s = sizes[u]
         t = per_tenant[u]
         assert (t["ready"], t["scheduled"], t["leased"]) == (
@@ -151,13 +151,13 @@ def test_real_structures_match_the_gauges(make_backend, clock, backend_kind):
     backend = _scenario(make_backend, clock)
     from .conftest import probe_of
 
-    real = read_structures(probe_of(make_backend, backend), users=USERS)
+    real = read_structures(probe_of(make_backend, backend), tenants=TENANTS)
     stats = backend.stats()
-    sizes = backend.queue_sizes(list(USERS))
+    sizes = backend.queue_sizes(list(TENANTS))
     assert real["leased"] == stats["leased"]
     assert real["scheduled"] == stats["scheduled"]
     assert real["dlq"] == stats["dlq"]
     assert real["active_tenants"] == stats["active_tenants"]
-    for u in USERS:
+    for u in TENANTS:
         assert real["critical"][u] == sizes[u].critical, u
         assert real["normal"][u] == sizes[u].normal, u

@@ -16,10 +16,10 @@ NOT_STR = (None, 123, b"bytes", ("a",))
 
 OPS: dict[str, Callable] = {
     "push.task_id": lambda b, bad: b.push(msg(bad)),
-    "push.tenant": lambda b, bad: b.push(msg("ok", user=bad)),
+    "push.tenant": lambda b, bad: b.push(msg("ok", tenant=bad)),
     "push.depends_on": lambda b, bad: b.push(msg("ok", depends_on=["fine", bad])),
     "push_batch": lambda b, bad: b.push_batch([msg("ok1"), msg("ok2"), msg(bad)]),
-    "push_batch.user": lambda b, bad: b.push_batch([msg("ok1", user=bad), msg("ok2")]),
+    "push_batch.tenant": lambda b, bad: b.push_batch([msg("ok1", tenant=bad), msg("ok2")]),
     "claim.assigned": lambda b, bad: b.claim(assigned=["alice", bad]),
     "claim.steal": lambda b, bad: b.claim(assigned=["alice"], steal=[bad]),
     "cancel": lambda b, bad: b.cancel(bad),
@@ -64,7 +64,7 @@ def test_bad_ids_rejected_before_any_command(make_backend, op):
 def test_good_ids_at_the_limits_accepted(backend):
     longest = "x" * 128
     odd = "a_b.c:d@e/f+g=h#i-j"
-    assert backend.push(msg(longest, user=odd))
+    assert backend.push(msg(longest, tenant=odd))
     assert backend.get_message(longest).tenant == odd
     assert backend.queue_sizes([odd])[odd].normal == 1
     assert [c.message.task_id for c in backend.claim(assigned=[odd])] == [longest]

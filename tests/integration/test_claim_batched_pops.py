@@ -49,15 +49,15 @@ def pair(valkey_server) -> Iterator[tuple[str, redis.Redis]]:
 
 
 def _same_fair_state(
-    client: redis.Redis, queue: str, model: InMemoryBackend, users: list[str]
+    client: redis.Redis, queue: str, model: InMemoryBackend, tenant_ids: list[str]
 ) -> None:
     fair = model._fair
     prefix = f"fq:{{{queue}}}:"
-    for user in users:
-        record = fair.tenants.get(user)
+    for tenant_id in tenant_ids:
+        record = fair.tenants.get(tenant_id)
         expected = 0 if record is None else record.pass_
-        stored = client.hget(prefix + f"tenant:{user}", "pass")
-        assert int(stored or 0) == expected, f"pass of {user}: model {expected}, {stored!r}"
+        stored = client.hget(prefix + f"tenant:{tenant_id}", "pass")
+        assert int(stored or 0) == expected, f"pass of {tenant_id}: model {expected}, {stored!r}"
     meta = client.hgetall(prefix + "meta")
     for tier in range(3):
         raw = meta.get(b"vtime")
@@ -70,8 +70,8 @@ def _same_fair_state(
         assert [m.decode().partition("|")[2] for m, _ in real] == model_order, tier
         # each member scored by its pass, as the model holds it
         for member, score in real:
-            user = member.decode().partition("|")[2]
-            assert int(score) == members[user][0], f"active:{tier} score of {user}"
+            tenant_id = member.decode().partition("|")[2]
+            assert int(score) == members[tenant_id][0], f"active:{tier} score of {tenant_id}"
 
 
 @pytest.mark.parametrize(
@@ -89,10 +89,10 @@ def test_few_tenants_and_large_claims_follow_the_model(valkey_server, pair, seed
     )
     n = 0
 
-    def push(users: list[str], most: int) -> None:
+    def push(tenant_ids: list[str], most: int) -> None:
         nonlocal n
         batch = []
-        for u in users:
+        for u in tenant_ids:
             for _ in range(rng.randint(most // 2, most)):
                 n += 1
                 critical = rng.random() < 0.1
@@ -101,12 +101,12 @@ def test_few_tenants_and_large_claims_follow_the_model(valkey_server, pair, seed
         assert real.push_batch(batch) == model.push_batch(batch)
 
     try:
-        users = [f"u{i}" for i in range(tenants)]
-        for u in users:
+        tenant_ids = [f"u{i}" for i in range(tenants)]
+        for u in tenant_ids:
             weight, tier = rng.choice(WEIGHTS), rng.randint(0, 1) if strict else 0
             model.set_tenant_weight(u, weight, tier=tier)
             real.set_tenant_weight(u, weight, tier=tier)
-        push(users, 150)
+        push(tenant_ids, 150)
         held: list[Claimed] = []
         served = 0
         for step in range(40):
@@ -114,8 +114,8 @@ def test_few_tenants_and_large_claims_follow_the_model(valkey_server, pair, seed
             count = rng.choice([1, 8, 30, 50, 120, 200])
             how = rng.random()
             if how < 0.2:  # claims naming their tenants (no view, pinned virtual time)
-                named = rng.sample(users, max(1, len(users) // 2))
-                kw = {"assigned": named, "steal": [u for u in users if u not in named]}
+                named = rng.sample(tenant_ids, max(1, len(tenant_ids) // 2))
+                kw = {"assigned": named, "steal": [u for u in tenant_ids if u not in named]}
             else:
                 kw = {}
             done = held[: len(held) // 2]
@@ -138,12 +138,12 @@ def test_few_tenants_and_large_claims_follow_the_model(valkey_server, pair, seed
             held.extend(expected)
             rng.shuffle(held)
             if step % 8 == 3:
-                push(rng.sample(users, max(1, len(users) // 2)), 60)
-            _same_fair_state(client, queue, model, users)
+                push(rng.sample(tenant_ids, max(1, len(tenant_ids) // 2)), 60)
+            _same_fair_state(client, queue, model, tenant_ids)
         assert served > 200  # the claims were large and did drain
         assert real.stats() == model.stats()
-        assert real.queue_sizes(users) == model.queue_sizes(users)
-        for u in users:
+        assert real.queue_sizes(tenant_ids) == model.queue_sizes(tenant_ids)
+        for u in tenant_ids:
             assert real.tenant_stats(u) == model.tenant_stats(u), u
     finally:
         real.close()

@@ -61,10 +61,10 @@ def test_claims_follow_the_model_with_a_window_smaller_than_the_active_set(
     )
     n = 0
 
-    def push(users: list[str], most: int) -> None:
+    def push(tenant_ids: list[str], most: int) -> None:
         nonlocal n
         batch = []
-        for u in users:
+        for u in tenant_ids:
             for _ in range(rng.randint(1, most)):
                 n += 1
                 critical = u.endswith("7") and rng.random() < 0.3
@@ -73,12 +73,12 @@ def test_claims_follow_the_model_with_a_window_smaller_than_the_active_set(
         assert real.push_batch(batch) == model.push_batch(batch)
 
     try:
-        users = [f"u{i}" for i in range(tenants)]
-        for u in users:
+        tenant_ids = [f"u{i}" for i in range(tenants)]
+        for u in tenant_ids:
             weight, tier = rng.choice(WEIGHTS), rng.randint(0, 2) if strict else 0
             model.set_tenant_weight(u, weight, tier=tier)
             real.set_tenant_weight(u, weight, tier=tier)
-        push(users, 6)
+        push(tenant_ids, 6)
         held: list[Claimed] = []
         for step in range(60):
             clock.now += 0.01
@@ -98,11 +98,11 @@ def test_claims_follow_the_model_with_a_window_smaller_than_the_active_set(
             held = held[len(held) // 2 :]
             if step % 10 == 5:  # newcomers and more work for some
                 newcomers = [f"n{step}-{k}" for k in range(3)]
-                push(newcomers + rng.sample(users, 10), 4)
-                users += newcomers
+                push(newcomers + rng.sample(tenant_ids, 10), 4)
+                tenant_ids += newcomers
         assert real.stats() == model.stats()
-        assert real.queue_sizes(users) == model.queue_sizes(users)
-        for u in users:
+        assert real.queue_sizes(tenant_ids) == model.queue_sizes(tenant_ids)
+        for u in tenant_ids:
             assert real.tenant_stats(u) == model.tenant_stats(u), u
     finally:
         real.close()
@@ -124,16 +124,16 @@ def test_a_window_used_up_by_repairs_is_read_again_in_order(valkey_server):
     )
     client = redis.Redis.from_url(valkey_server.url)
     try:
-        users = [f"u{i:02d}" for i in range(60)]
+        tenant_ids = [f"u{i:02d}" for i in range(60)]
         real.push_batch(
             [
                 Message(task_id=f"{u}-{k}", tenant=u, priority=Priority.NORMAL, body=b"{}")
-                for u in users
+                for u in tenant_ids
                 for k in range(2)
             ]
         )
-        live = users[::4]
-        for u in users:
+        live = tenant_ids[::4]
+        for u in tenant_ids:
             if u not in live:
                 client.delete(f"fq:{{{queue}}}:n:{u}")
         got = [c.message.task_id for c in real.claim(worker_id="w", count=10)]

@@ -46,9 +46,9 @@ def setup(valkey_and_redis7_url: str) -> Iterator[tuple[FairQueue, Any, str]]:
     name = f"dmg-{uuid.uuid4().hex[:8]}"
     queue = connect(valkey_and_redis7_url, queue=name)
     raw = redis.Redis.from_url(valkey_and_redis7_url)
-    for user in TENANTS:
+    for tenant in TENANTS:
         for i in range(PER_TENANT):
-            queue.push(Task.create(user, 6 if i == 0 else 3, {"i": i}, task_id=f"{user}-{i}"))
+            queue.push(Task.create(tenant, 6 if i == 0 else 3, {"i": i}, task_id=f"{tenant}-{i}"))
     try:
         yield queue, raw, name
     finally:
@@ -195,9 +195,9 @@ def test_cluster_claim_skips_a_damaged_tenant(valkey_cluster: Any) -> None:
     name = f"dmg-{uuid.uuid4().hex[:8]}"
     queue = connect(valkey_cluster.url, queue=name, cluster=True)
     try:
-        for user in TENANTS:
+        for tenant in TENANTS:
             for i in range(PER_TENANT):
-                queue.push(Task.create(user, 3, {}, task_id=f"{user}-{i}"))
+                queue.push(Task.create(tenant, 3, {}, task_id=f"{tenant}-{i}"))
         queue.finish(queue.claim())
         raw = redis.cluster.RedisCluster.from_url(valkey_cluster.url)
         raw.delete(f"fq:{{{name}}}:n:bob")

@@ -38,8 +38,8 @@ def held(valkey_and_redis7_url: str) -> Iterator[tuple[FairQueue, Any, str]]:
     try:
         queue.set_tenant_limits("bob", max_running=1)
         queue.set_tenant_limits("carol", rate=0.001)
-        for user in ("bob", "carol"):
-            queue.push_batch([Task.create(user, payload={"i": i}) for i in range(3)])
+        for tenant_id in ("bob", "carol"):
+            queue.push_batch([Task.create(tenant_id, payload={"i": i}) for i in range(3)])
         started = [queue.claim(), queue.claim()]
         assert sorted(t.tenant for t in started if t is not None) == ["bob", "carol"]
         queue.pause("alice")

@@ -30,8 +30,10 @@ pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 PRIORITY, DELAY, WINDOW, DEPS = 10, 11, 15, 16
 
 
-def msg(task_id: str, user: str = "alice", delay: float = 0.0) -> Message:
-    return Message(task_id=task_id, tenant=user, priority=Priority.NORMAL, body=b"{}", delay=delay)
+def msg(task_id: str, tenant: str = "alice", delay: float = 0.0) -> Message:
+    return Message(
+        task_id=task_id, tenant=tenant, priority=Priority.NORMAL, body=b"{}", delay=delay
+    )
 
 
 def snapshot(raw: Any, name: str) -> dict[bytes, Any]:
@@ -110,8 +112,8 @@ def test_every_priority_as_the_client_spells_it_is_stored(
     assert backend.stats()["ready"] == len(Priority) + 1
 
 
-def _damage_tenant_hash(raw: Any, name: str, user: str) -> bytes:
-    key = f"fq:{{{name}}}:tenant:{user}"
+def _damage_tenant_hash(raw: Any, name: str, tenant_id: str) -> bytes:
+    key = f"fq:{{{name}}}:tenant:{tenant_id}"
     raw.delete(key)
     raw.set(key, "junk")
     return key.encode()
@@ -133,7 +135,7 @@ def test_a_push_that_may_write_the_damaged_tenant_hash_is_refused_typed(
     script_queue: tuple[RedisBackend, Any, str], case: str
 ) -> None:
     backend, raw, name = script_queue
-    backend.push(msg("b1", user="bob"))
+    backend.push(msg("b1", tenant="bob"))
     if case == "limits on":
         backend.set_limits({"max_queued": 100}, tenant="carol")
     if case != "no ready work":

@@ -36,8 +36,8 @@ from fairque_core.memory.model import InMemoryBackend
 from fairque_testing.queues import FakeClock
 
 TASK_IDS = [f"t{i}" for i in range(8)]
-USERS = ["a", "b", "c"]
-KNOWN_USERS = [*USERS, "z"]  # "z" never gets work
+TENANTS = ["a", "b", "c"]
+KNOWN_TENANTS = [*TENANTS, "z"]  # "z" never gets work
 
 
 class CountingTokens:
@@ -50,12 +50,12 @@ class CountingTokens:
 
 
 task_ids = st.sampled_from(TASK_IDS)
-users = st.sampled_from(USERS)
-user_lists = st.none() | st.lists(st.sampled_from(KNOWN_USERS), max_size=3, unique=True)
+tenant_ids = st.sampled_from(TENANTS)
+tenant_lists = st.none() | st.lists(st.sampled_from(KNOWN_TENANTS), max_size=3, unique=True)
 messages = st.builds(
-    lambda tid, user, prio, delay, deps, body, max_retries: Message(
+    lambda tid, tenant_id, prio, delay, deps, body, max_retries: Message(
         task_id=tid,
-        tenant=user,
+        tenant=tenant_id,
         priority=prio,
         body=body,
         max_retries=max_retries,
@@ -65,7 +65,7 @@ messages = st.builds(
         headers={"h": tid},
     ),
     task_ids,
-    users,
+    tenant_ids,
     st.sampled_from(list(Priority)),
     st.sampled_from([0.0, 0.0, 0.0, 2.0, 7.5]),
     st.one_of(*[st.just([])] * 5, st.lists(task_ids, min_size=1, max_size=2, unique=True)),
@@ -228,8 +228,8 @@ class ModelVsRedis(RuleBasedStateMachine):
 
     @precondition(ready)
     @rule(
-        assigned=user_lists,
-        steal=user_lists,
+        assigned=tenant_lists,
+        steal=tenant_lists,
         count=st.integers(1, 3),
         lease=st.sampled_from([None, None, 4.0]),
         worker=st.sampled_from(["", "w1"]),
@@ -365,17 +365,17 @@ class ModelVsRedis(RuleBasedStateMachine):
 
     @precondition(ready)
     @rule(
-        user=users,
-        others=st.lists(st.sampled_from(KNOWN_USERS), max_size=2, unique=True),
+        tenant_id=tenant_ids,
+        others=st.lists(st.sampled_from(KNOWN_TENANTS), max_size=2, unique=True),
         count=st.integers(1, 3),
         then=st.sampled_from(["release", "expire", "heartbeat_expire", "keep"]),
     )
-    def pinned_claim(self, user: str, others: list[str], count: int, then: str) -> None:
+    def pinned_claim(self, tenant_id: str, others: list[str], count: int, then: str) -> None:
         """Claims pinned to a tenant (assigned list, maybe a steal list), then given back: a
         release, a lease expiring unstarted or after a heartbeat, or kept (ADR 4 refunds)."""
         got = self.both(
-            f"claim(assigned=[{user}], steal={others}, count={count}, lease=2.0)",
-            lambda b: b.claim(assigned=[user], steal=others, count=count, lease_seconds=2.0),
+            f"claim(assigned=[{tenant_id}], steal={others}, count={count}, lease=2.0)",
+            lambda b: b.claim(assigned=[tenant_id], steal=others, count=count, lease_seconds=2.0),
         )
         self.remember(got)
         if not got or then == "keep":
@@ -396,19 +396,25 @@ class ModelVsRedis(RuleBasedStateMachine):
             self.both("requeue_expired(100)", lambda b: b.requeue_expired(100))
 
     @precondition(ready)
-    @rule(user=users, weight=st.sampled_from([0.001, 0.3, 7.0, 1000.0]), tier=st.integers(0, 2))
-    def set_extreme_weight(self, user: str, weight: float, tier: int) -> None:
+    @rule(
+        tenant_id=tenant_ids,
+        weight=st.sampled_from([0.001, 0.3, 7.0, 1000.0]),
+        tier=st.integers(0, 2),
+    )
+    def set_extreme_weight(self, tenant_id: str, weight: float, tier: int) -> None:
         self.both(
-            f"set_tenant_weight({user}, {weight}, tier={tier})",
-            lambda b: b.set_tenant_weight(user, weight, tier=tier),
+            f"set_tenant_weight({tenant_id}, {weight}, tier={tier})",
+            lambda b: b.set_tenant_weight(tenant_id, weight, tier=tier),
         )
 
     @precondition(ready)
-    @rule(user=users, weight=st.sampled_from([0.5, 1.0, 2.0, 3.0]), tier=st.integers(0, 2))
-    def set_tenant_weight(self, user: str, weight: float, tier: int) -> None:
+    @rule(
+        tenant_id=tenant_ids, weight=st.sampled_from([0.5, 1.0, 2.0, 3.0]), tier=st.integers(0, 2)
+    )
+    def set_tenant_weight(self, tenant_id: str, weight: float, tier: int) -> None:
         self.both(
-            f"set_tenant_weight({user}, {weight}, tier={tier})",
-            lambda b: b.set_tenant_weight(user, weight, tier=tier),
+            f"set_tenant_weight({tenant_id}, {weight}, tier={tier})",
+            lambda b: b.set_tenant_weight(tenant_id, weight, tier=tier),
         )
 
     @precondition(ready)
@@ -424,15 +430,15 @@ class ModelVsRedis(RuleBasedStateMachine):
     # ------------------------------------------------------------------ pause (issue 14)
     @precondition(ready)
     @rule(
-        user=st.none() | st.sampled_from(KNOWN_USERS),
+        tenant_id=st.none() | st.sampled_from(KNOWN_TENANTS),
         pause=st.booleans(),
         count=st.integers(0, 3),
     )
-    def pause_or_resume(self, user: str | None, pause: bool, count: int) -> None:
+    def pause_or_resume(self, tenant_id: str | None, pause: bool, count: int) -> None:
         # pause or resume a tenant (None: the queue), then claim: flags and claims must agree
         verb = "pause" if pause else "resume"
-        self.both(f"{verb}({user})", lambda b: getattr(b, verb)(user))
-        for who in (None, *KNOWN_USERS):
+        self.both(f"{verb}({tenant_id})", lambda b: getattr(b, verb)(tenant_id))
+        for who in (None, *KNOWN_TENANTS):
             self.both(f"is_paused({who})", lambda b, who=who: b.is_paused(who))
         if count:
             self.remember(self.both(f"claim(count={count})", lambda b: b.claim(count=count)))
@@ -486,26 +492,28 @@ class ModelVsRedis(RuleBasedStateMachine):
     @precondition(ready)
     @rule(
         scope=limit_scopes,
-        user=st.sampled_from(KNOWN_USERS),
+        tenant_id=st.sampled_from(KNOWN_TENANTS),
         tier=st.integers(0, 2),
         changes=limit_changes,
     )
-    def set_limits(self, scope: str, user: str, tier: int, changes: dict[str, Any]) -> None:
-        where = {"tenant": {"tenant": user}, "tier": {"tier": tier}, "queue": {}}[scope]
+    def set_limits(self, scope: str, tenant_id: str, tier: int, changes: dict[str, Any]) -> None:
+        where = {"tenant": {"tenant": tenant_id}, "tier": {"tier": tier}, "queue": {}}[scope]
         self.both(f"set_limits({changes}, {where})", lambda b: b.set_limits(changes, **where))
 
     @precondition(ready)
-    @rule(user=users, cap=st.integers(1, 2), count=st.integers(1, 3), then=st.booleans())
-    def hit_a_cap(self, user: str, cap: int, count: int, then: bool) -> None:
+    @rule(tenant_id=tenant_ids, cap=st.integers(1, 2), count=st.integers(1, 3), then=st.booleans())
+    def hit_a_cap(self, tenant_id: str, cap: int, count: int, then: bool) -> None:
         """A cap, work beyond it, claims until it holds; then maybe a lease end lets the
         tenant in again."""
         self.both(
-            f"set_limits(max_running={cap}, {user})",
-            lambda b: b.set_limits({"max_running": cap}, tenant=user),
+            f"set_limits(max_running={cap}, {tenant_id})",
+            lambda b: b.set_limits({"max_running": cap}, tenant=tenant_id),
         )
         fresh = [t for t in TASK_IDS if self.model.get_state(t) is None][: cap + 1]
-        batch = [Message(task_id=t, tenant=user, priority=Priority.NORMAL, body=b"") for t in fresh]
-        self.both(f"push_batch({fresh} for {user})", lambda b: b.push_batch(batch))
+        batch = [
+            Message(task_id=t, tenant=tenant_id, priority=Priority.NORMAL, body=b"") for t in fresh
+        ]
+        self.both(f"push_batch({fresh} for {tenant_id})", lambda b: b.push_batch(batch))
         for _ in range(2):
             got = self.both(f"claim(count={count})", lambda b: b.claim(count=count))
             self.remember(got)
@@ -518,40 +526,46 @@ class ModelVsRedis(RuleBasedStateMachine):
 
     @precondition(ready)
     @rule(
-        user=users,
+        tenant_id=tenant_ids,
         rate=st.sampled_from([0.5, 2.0, 4.0]),
         burst=st.sampled_from([None, 1, 2]),
         steps=st.lists(st.sampled_from([0.0, 0.1, 0.25, 0.5, 1.0]), min_size=1, max_size=4),
     )
-    def throttle(self, user: str, rate: float, burst: Any, steps: list[float]) -> None:
+    def throttle(self, tenant_id: str, rate: float, burst: Any, steps: list[float]) -> None:
         """A rate on a tenant with work, claims on a clock that moves by less than and more
         than the interval: parked, back by itself, tokens and next start time alike."""
         changes = {"rate": rate, "burst": burst}
-        self.both(f"set_limits({changes}, {user})", lambda b: b.set_limits(changes, tenant=user))
+        self.both(
+            f"set_limits({changes}, {tenant_id})", lambda b: b.set_limits(changes, tenant=tenant_id)
+        )
         fresh = [t for t in TASK_IDS if self.model.get_state(t) is None][:3]
-        batch = [Message(task_id=t, tenant=user, priority=Priority.HIGH, body=b"") for t in fresh]
-        self.both(f"push_batch({fresh} for {user})", lambda b: b.push_batch(batch))
+        batch = [
+            Message(task_id=t, tenant=tenant_id, priority=Priority.HIGH, body=b"") for t in fresh
+        ]
+        self.both(f"push_batch({fresh} for {tenant_id})", lambda b: b.push_batch(batch))
         for seconds in steps:
             got = self.both("claim(count=2)", lambda b: b.claim(count=2))
             self.remember(got)
             note(f"advance({seconds})")
             self.clock.advance(seconds)
-            self.both(f"limit_status({user})", lambda b: b.limit_status(user))
+            self.both(f"limit_status({tenant_id})", lambda b: b.limit_status(tenant_id))
 
     @precondition(ready)
-    @rule(user=users, cap=st.integers(1, 3), ms=st.lists(messages, min_size=1, max_size=4))
-    def refuse_a_push(self, user: str, cap: int, ms: list[Message]) -> None:
+    @rule(
+        tenant_id=tenant_ids, cap=st.integers(1, 3), ms=st.lists(messages, min_size=1, max_size=4)
+    )
+    def refuse_a_push(self, tenant_id: str, cap: int, ms: list[Message]) -> None:
         """A queue cap, then single pushes and a batch that may go over it: refused whole
         (TenantQueueFullError), counted, nothing stored."""
         self.both(
-            f"set_limits(max_queued={cap}, {user})",
-            lambda b: b.set_limits({"max_queued": cap}, tenant=user),
+            f"set_limits(max_queued={cap}, {tenant_id})",
+            lambda b: b.set_limits({"max_queued": cap}, tenant=tenant_id),
         )
-        batch = [attrs.evolve(m, tenant=user, depends_on=()) for m in ms]
+        batch = [attrs.evolve(m, tenant=tenant_id, depends_on=()) for m in ms]
         for m in batch[:2]:
-            self.both(f"push({m.task_id}, {user}, delay={m.delay})", lambda b, m=m: b.push(m))
+            self.both(f"push({m.task_id}, {tenant_id}, delay={m.delay})", lambda b, m=m: b.push(m))
         label = ", ".join(f"{m.task_id}/{m.delay}" for m in batch)
-        self.both(f"push_batch({label} for {user})", lambda b: b.push_batch(batch))
+        self.both(f"push_batch({label} for {tenant_id})", lambda b: b.push_batch(batch))
 
     @precondition(ready)
     @rule(
@@ -566,10 +580,10 @@ class ModelVsRedis(RuleBasedStateMachine):
         if again and plain:
             plain.append(attrs.evolve(plain[0], body=b"again"))
         if cap is not None and plain:
-            user = plain[0].tenant
+            tenant_id = plain[0].tenant
             self.both(
-                f"set_limits(max_queued={cap}, {user})",
-                lambda b: b.set_limits({"max_queued": cap}, tenant=user),
+                f"set_limits(max_queued={cap}, {tenant_id})",
+                lambda b: b.set_limits({"max_queued": cap}, tenant=tenant_id),
             )
         label = ", ".join(f"{m.task_id}/{m.tenant}/{int(m.priority)}" for m in plain)
         self.both(f"push_intake({label})", lambda b: b.push_intake(plain))
@@ -587,10 +601,10 @@ class ModelVsRedis(RuleBasedStateMachine):
         """Every tenant's limit status, and the parked set: members and back-at times."""
         if self.model is None:
             return
-        for user in KNOWN_USERS:
-            expected = _outcome(lambda u=user: self.model.limit_status(u))
-            actual = _outcome(lambda u=user: self.real.limit_status(u))
-            assert actual == expected, f"limit_status({user}): model {expected} != {actual}"
+        for tenant_id in KNOWN_TENANTS:
+            expected = _outcome(lambda u=tenant_id: self.model.limit_status(u))
+            actual = _outcome(lambda u=tenant_id: self.real.limit_status(u))
+            assert actual == expected, f"limit_status({tenant_id}): model {expected} != {actual}"
         parked = self.redis_client.zrange(f"fq:{{{self.queue}}}:parked", 0, -1, withscores=True)
         real = {member.decode(): int(score) for member, score in parked}
         stats = self.model.stats()
@@ -608,11 +622,13 @@ class ModelVsRedis(RuleBasedStateMachine):
         fair = self.model._fair
         prefix = f"fq:{{{self.queue}}}:"
         client = self.redis_client
-        for user in KNOWN_USERS:
-            record = fair.tenants.get(user)
+        for tenant_id in KNOWN_TENANTS:
+            record = fair.tenants.get(tenant_id)
             expected = 0 if record is None else record.pass_
-            stored = client.hget(prefix + f"tenant:{user}", "pass")
-            assert int(stored or 0) == expected, f"pass of {user}: model {expected}, {stored!r}"
+            stored = client.hget(prefix + f"tenant:{tenant_id}", "pass")
+            assert int(stored or 0) == expected, (
+                f"pass of {tenant_id}: model {expected}, {stored!r}"
+            )
         meta = client.hgetall(prefix + "meta")
         for tier in range(3):
             raw = meta.get(b"vtime")
@@ -631,22 +647,22 @@ class ModelVsRedis(RuleBasedStateMachine):
             return
         checks = {
             "stats": lambda b: b.stats(),
-            "queue_sizes": lambda b: b.queue_sizes(KNOWN_USERS),
+            "queue_sizes": lambda b: b.queue_sizes(KNOWN_TENANTS),
             "list_dlq": lambda b: b.list_dlq(limit=100),
             "list_tenants": lambda b: b.list_tenants(limit=1000),
             "list_tenants(page)": lambda b: b.list_tenants(limit=2, offset=1),
             "intake_size": lambda b: b.intake_size(),
         }
-        for user in KNOWN_USERS:
-            checks[f"tenant_stats({user})"] = lambda b, u=user: b.tenant_stats(u)
+        for tenant_id in KNOWN_TENANTS:
+            checks[f"tenant_stats({tenant_id})"] = lambda b, u=tenant_id: b.tenant_stats(u)
         for tid in TASK_IDS:
             checks[f"get_state({tid})"] = lambda b, t=tid: b.get_state(t)
             checks[f"get_message({tid})"] = lambda b, t=tid: b.get_message(t)
             checks[f"get_result({tid})"] = lambda b, t=tid: b.get_result(t)
             checks[f"get_outcome({tid})"] = lambda b, t=tid: b.get_outcome(t)
-        for user in KNOWN_USERS:
+        for tenant_id in KNOWN_TENANTS:
             items = [(tid, key) for tid in TASK_IDS for key in ("return_value", "a", "b")]
-            checks[f"xcom_get({user})"] = lambda b, u=user, i=items: b.xcom_get(u, i)
+            checks[f"xcom_get({tenant_id})"] = lambda b, u=tenant_id, i=items: b.xcom_get(u, i)
         for label, call in checks.items():
             expected = _outcome(lambda c=call: c(self.model))
             actual = _outcome(lambda c=call: c(self.real))

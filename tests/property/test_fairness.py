@@ -42,11 +42,11 @@ def _backend(clock=None, **config):
     )
 
 
-def _msg(task_id: str, user: str, priority: Priority = Priority.NORMAL) -> Message:
-    return Message(task_id=task_id, tenant=user, priority=priority, body=b"{}")
+def _msg(task_id: str, tenant_id: str, priority: Priority = Priority.NORMAL) -> Message:
+    return Message(task_id=task_id, tenant=tenant_id, priority=priority, body=b"{}")
 
 
-def _pop_users(backend, n: int, counts: list[int], **kw) -> list[str]:
+def _pop_tenants(backend, n: int, counts: list[int], **kw) -> list[str]:
     """Claim ``n`` tasks in claims of the given sizes (cycled); the tenant of each."""
     out: list[str] = []
     i = 0
@@ -72,27 +72,27 @@ tenant_names = st.lists(
 
 
 @given(
-    users=tenant_names,
+    tenant_ids=tenant_names,
     m=st.integers(1, 5),
     rounds=st.integers(2, 6),
     order=st.randoms(use_true_random=False),
     counts=st.lists(st.integers(1, 7), min_size=1, max_size=4),
 )
-def test_equal_tenants_share_every_window(users, m, rounds, order, counts):
-    k = len(users)
+def test_equal_tenants_share_every_window(tenant_ids, m, rounds, order, counts):
+    k = len(tenant_ids)
     pops = k * m * rounds
     backend = _backend()
-    messages = [_msg(f"{u}-{i}", u) for u in users for i in range(pops)]
+    messages = [_msg(f"{u}-{i}", u) for u in tenant_ids for i in range(pops)]
     order.shuffle(messages)
     backend.push_batch(messages)
-    served = _pop_users(backend, pops, counts)
+    served = _pop_tenants(backend, pops, counts)
     window = k * m
     for start in range(len(served) - window + 1):
         got = Counter(served[start : start + window])
-        for u in users:
+        for u in tenant_ids:
             assert m - 1 <= got[u] <= m + 1, (start, u, got)
     totals = Counter(served)
-    assert _jain([totals[u] for u in users]) >= 0.99
+    assert _jain([totals[u] for u in tenant_ids]) >= 0.99
 
 
 @given(
@@ -101,21 +101,21 @@ def test_equal_tenants_share_every_window(users, m, rounds, order, counts):
     counts=st.lists(st.integers(1, 16), min_size=1, max_size=3),
 )
 def test_weighted_shares_within_two_percent(weights, extra, counts):
-    users = [f"t{i}" for i in range(len(weights))]
+    tenant_ids = [f"t{i}" for i in range(len(weights))]
     total_w = sum(weights)
     # Enough pops that the lightest tenant is owed at least 100: then one pop of rounding is
     # at most 1% of its share.
     pops = max(1000, int(100 * total_w / min(weights)) + 1) + extra
     backend = _backend()
-    for u, w in zip(users, weights, strict=False):
+    for u, w in zip(tenant_ids, weights, strict=False):
         backend.set_tenant_weight(u, w)
         # more than the bar lets the tenant be served (2% over its share): a run within the
         # bars never empties a backlog, so it claims exactly what it would with a deeper one,
         # and a run that empties one served that tenant past the bar, which fails below
         over_the_bar = int(1.02 * pops * w / total_w) + 2
         backend.push_batch([_msg(f"{u}-{i}", u) for i in range(over_the_bar)])
-    served = Counter(_pop_users(backend, pops, counts))
-    for u, w in zip(users, weights, strict=False):
+    served = Counter(_pop_tenants(backend, pops, counts))
+    for u, w in zip(tenant_ids, weights, strict=False):
         expected = pops * w / total_w
         note(f"{u}: weight {w}, served {served[u]}, expected {expected:.1f}")
         assert abs(served[u] - expected) <= 0.02 * expected
@@ -131,18 +131,18 @@ def test_weighted_shares_within_two_percent(weights, extra, counts):
 def test_newly_active_tenant_served_within_active_count(
     n_old, weights, warmup, newcomer, new_weight
 ):
-    users = [f"m{i}" for i in range(n_old)]
+    tenant_ids = [f"m{i}" for i in range(n_old)]
     backend = _backend()
-    for u, w in zip(users, weights, strict=False):
+    for u, w in zip(tenant_ids, weights, strict=False):
         backend.set_tenant_weight(u, w)
         backend.push_batch([_msg(f"{u}-{i}", u) for i in range(100)])
     backend.set_tenant_weight(newcomer, new_weight)
     if warmup:
-        _pop_users(backend, warmup, [1])
+        _pop_tenants(backend, warmup, [1])
     backend.push(_msg("new-task", newcomer))
     active = backend.stats()["active_tenants"]
     assert active == n_old + 1
-    served = _pop_users(backend, active, [1])
+    served = _pop_tenants(backend, active, [1])
     assert newcomer in served, served
 
 
@@ -268,14 +268,14 @@ def test_never_handed_out_twice_while_the_lease_is_live(ops):
 
 @given(
     n=st.integers(1, 20),
-    users=st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=3, unique=True),
+    tenant_ids=st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=3, unique=True),
     over=st.sampled_from([0.0, 0.001, 3.0]),
 )
-def test_expired_lease_handed_out_again_after_requeue(n, users, over):
+def test_expired_lease_handed_out_again_after_requeue(n, tenant_ids, over):
     clock = FakeClock()
     backend = _backend(clock, lease_seconds=10.0)
     ids = [f"t{i}" for i in range(n)]
-    backend.push_batch([_msg(t, users[i % len(users)]) for i, t in enumerate(ids)])
+    backend.push_batch([_msg(t, tenant_ids[i % len(tenant_ids)]) for i, t in enumerate(ids)])
     first = {c.message.task_id: c.lease.token for c in backend.claim(count=n)}
     assert sorted(first) == sorted(ids)
     assert backend.claim() == []
@@ -301,18 +301,18 @@ def test_redis_backend_meets_the_same_bars(valkey_server, weights):
         valkey_server.url, queue=queue, config=QueueConfig(), clock=FakeClock()
     )
     try:
-        users = [f"t{i}" for i in range(len(weights))]
+        tenant_ids = [f"t{i}" for i in range(len(weights))]
         pops = 1200
-        for u, w in zip(users, weights, strict=True):
+        for u, w in zip(tenant_ids, weights, strict=True):
             backend.set_tenant_weight(u, w)
             backend.push_batch([_msg(f"{u}-{i}", u) for i in range(pops)])
-        served = Counter(_pop_users(backend, pops, [1, 7, 16]))
+        served = Counter(_pop_tenants(backend, pops, [1, 7, 16]))
         total_w = sum(weights)
-        for u, w in zip(users, weights, strict=True):
+        for u, w in zip(tenant_ids, weights, strict=True):
             expected = pops * w / total_w
             assert abs(served[u] - expected) <= 0.02 * expected, (u, served)
         if len(set(weights)) == 1:
-            assert _jain([served[u] for u in users]) >= 0.99
+            assert _jain([served[u] for u in tenant_ids]) >= 0.99
     finally:
         backend.close()
         import redis
@@ -328,20 +328,20 @@ def test_redis_backend_meets_the_same_bars(valkey_server, weights):
 # The bounds ADR 4 states for every mode (issue 11). Each run mixes the operations of one mode;
 # the pure state's invariants are checked after every step, the dispatch bounds on the model.
 
-STATE_USERS = ["a", "b", "c", "d", "e"]
+STATE_TENANTS = ["a", "b", "c", "d", "e"]
 state_ops = st.lists(
     st.one_of(
-        st.tuples(st.just("activate"), st.sampled_from(STATE_USERS)),
+        st.tuples(st.just("activate"), st.sampled_from(STATE_TENANTS)),
         st.tuples(st.just("serve"), st.booleans()),
-        st.tuples(st.just("pinned"), st.sampled_from(STATE_USERS), st.booleans()),
-        st.tuples(st.just("refund"), st.sampled_from(STATE_USERS)),
+        st.tuples(st.just("pinned"), st.sampled_from(STATE_TENANTS), st.booleans()),
+        st.tuples(st.just("refund"), st.sampled_from(STATE_TENANTS)),
         st.tuples(
             st.just("weight"),
-            st.sampled_from(STATE_USERS),
+            st.sampled_from(STATE_TENANTS),
             st.sampled_from([0.001, 0.5, 1.0, 3.0, 1000.0]),
             st.integers(0, 2),
         ),
-        st.tuples(st.just("deactivate"), st.sampled_from(STATE_USERS)),
+        st.tuples(st.just("deactivate"), st.sampled_from(STATE_TENANTS)),
     ),
     max_size=80,
 )
@@ -359,9 +359,9 @@ def test_passes_stay_within_a_stride_of_their_tiers_virtual_time(ops, strict):
         if kind == "activate":
             state.activate(op[1])
         elif kind == "serve":
-            user = state.pick([None])
-            if user is not None:
-                state.serve(user, still_ready=op[1])
+            tenant_id = state.pick([None])
+            if tenant_id is not None:
+                state.serve(tenant_id, still_ready=op[1])
         elif kind == "pinned":
             if state.is_active(op[1]):
                 state.serve(op[1], still_ready=op[2], pinned=True)
@@ -376,10 +376,10 @@ def test_passes_stay_within_a_stride_of_their_tiers_virtual_time(ops, strict):
             assert state.virtual_time(tier) >= before[tier], (op, tier)
         for tier, members in state.active.items():
             vt = state.virtual_time(tier)
-            for user, (pass_, _act) in members.items():
-                assert pass_ >= vt, (op, user)
-                if user not in pinned_served:
-                    assert pass_ <= vt + state.tenants[user].stride, (op, user)
+            for tenant_id, (pass_, _act) in members.items():
+                assert pass_ >= vt, (op, tenant_id)
+                if tenant_id not in pinned_served:
+                    assert pass_ <= vt + state.tenants[tenant_id].stride, (op, tenant_id)
 
 
 def _claim_one(backend, **kw):
@@ -405,8 +405,8 @@ def test_newcomer_bound_in_every_mode(
     the weights, its name, the strict mode and the pinned claims served before or meanwhile."""
     clock = FakeClock()
     backend = _backend(clock, strict_tiers=strict)
-    users = [f"m{i}" for i in range(n_old)]
-    for u, w, t in zip(users, weights, tiers, strict=False):
+    tenant_ids = [f"m{i}" for i in range(n_old)]
+    for u, w, t in zip(tenant_ids, weights, tiers, strict=False):
         backend.set_tenant_weight(u, w, tier=t)
         backend.push_batch([_msg(f"{u}-{i}", u) for i in range(200)])
     backend.set_tenant_weight(newcomer, 1, tier=new_tier)
@@ -414,16 +414,16 @@ def test_newcomer_bound_in_every_mode(
         backend.claim()
     for i in range(pinned):  # pinned workers serve the first tenant, before and meanwhile
         if i % 2 == 0:
-            backend.claim(assigned=[users[0]])
+            backend.claim(assigned=[tenant_ids[0]])
     backend.push(_msg("new-task", newcomer))
-    tier_of = dict(zip(users, tiers, strict=False))
+    tier_of = dict(zip(tenant_ids, tiers, strict=False))
     tier_of[newcomer] = new_tier
-    same_tier = [u for u in [*users, newcomer] if not strict or tier_of[u] == new_tier]
+    same_tier = [u for u in [*tenant_ids, newcomer] if not strict or tier_of[u] == new_tier]
     bound = len(same_tier)
     dispatches = 0
     for i in range(10_000):
         if i % 3 == 2 and pinned:
-            backend.claim(assigned=[users[0]])  # pinned claims mixed in
+            backend.claim(assigned=[tenant_ids[0]])  # pinned claims mixed in
             continue
         c = _claim_one(backend)
         assert c is not None
@@ -435,15 +435,17 @@ def test_newcomer_bound_in_every_mode(
         assert dispatches < bound, (dispatches, bound)
 
 
-def _most_served(user: str, strides: dict[str, int], total: int) -> int:
+def _most_served(tenant_id: str, strides: dict[str, int], total: int) -> int:
     """The most claims ``user`` can get out of ``total`` while every pair (i, j) of tenants
     keeps ``|n_i * s_i - n_j * s_j| <= s_i + s_j``: the largest n with
     ``n + sum over j != user of max(0, ceil((n * s_user - s_user - s_j) / s_j)) <= total``
     (the fewest claims the others must have had for n to keep the bar)."""
-    s = strides[user]
+    s = strides[tenant_id]
 
     def needed(n: int) -> int:
-        return n + sum(max(0, -(-(n * s - s - sj) // sj)) for j, sj in strides.items() if j != user)
+        return n + sum(
+            max(0, -(-(n * s - s - sj) // sj)) for j, sj in strides.items() if j != tenant_id
+        )
 
     n = 0
     while n < total and needed(n + 1) <= total:
@@ -462,9 +464,9 @@ def test_weight_change_settles_at_once(weights, strict, change, before, counts):
     """After a weight change mid-run, between any two backlogged tenants i and j of a tier the
     service from the change on satisfies |n_i * s_i - n_j * s_j| <= s_i + s_j (strides after
     the change): the new weight holds from the next round, no old debt is carried."""
-    users = [f"t{i}" for i in range(len(weights))]
-    who, new_weight = users[change[0] % len(users)], change[1]
-    final = dict(zip(users, weights, strict=False))
+    tenant_ids = [f"t{i}" for i in range(len(weights))]
+    who, new_weight = tenant_ids[change[0] % len(tenant_ids)], change[1]
+    final = dict(zip(tenant_ids, weights, strict=False))
     final[who] = new_weight
     strides = {u: stride_for(w) for u, w in final.items()}
     total = min(2000, sum(int(40 * w / min(final.values())) for w in final.values()))
@@ -477,18 +479,18 @@ def test_weight_change_settles_at_once(weights, strict, change, before, counts):
     # first claim that finds a backlog empty comes after it): the same outcome, for a quarter
     # of the pushes with four tenants.
     backend = _backend(strict_tiers=strict)
-    for u, w in zip(users, weights, strict=False):
+    for u, w in zip(tenant_ids, weights, strict=False):
         depth = before + _most_served(u, strides, total) + 1
         backend.set_tenant_weight(u, w, tier=1)
         backend.push_batch([_msg(f"{u}-{i}", u) for i in range(depth)])
     if before:
-        _pop_users(backend, before, counts)
+        _pop_tenants(backend, before, counts)
     backend.set_tenant_weight(who, new_weight, tier=1)
     served: Counter[str] = Counter()
-    for u in _pop_users(backend, total, counts):
+    for u in _pop_tenants(backend, total, counts):
         served[u] += 1
-        for i in users:
-            for j in users:
+        for i in tenant_ids:
+            for j in tenant_ids:
                 gap = abs(served[i] * strides[i] - served[j] * strides[j])
                 assert gap <= strides[i] + strides[j], (i, j, served)
 
@@ -504,13 +506,13 @@ def test_unstarted_claims_cost_nothing(n, actions):
     clock = FakeClock()
     backend = _backend(clock, lease_seconds=5.0, max_recoveries=1000)
     reference = _backend(FakeClock(), lease_seconds=5.0, max_recoveries=1000)
-    users = [f"u{i}" for i in range(n)]
+    tenant_ids = [f"u{i}" for i in range(n)]
     for b in (backend, reference):
-        for u in users:
+        for u in tenant_ids:
             b.push_batch([_msg(f"{u}-{i}", u) for i in range(100)])
     paid = 0
     for action in actions:
-        (c,) = backend.claim(assigned=[users[0]])
+        (c,) = backend.claim(assigned=[tenant_ids[0]])
         tid, token = c.message.task_id, c.lease.token
         if action == "release":
             backend.release(tid, token)
@@ -522,7 +524,7 @@ def test_unstarted_claims_cost_nothing(n, actions):
             clock.advance(10.0)
             assert backend.requeue_expired(10) == 1
     if paid:
-        reference.claim(count=paid, assigned=[users[0]])
+        reference.claim(count=paid, assigned=[tenant_ids[0]])
     got = [c.message.tenant for c in backend.claim(count=3 * n)]
     want = [c.message.tenant for c in reference.claim(count=3 * n)]
     assert got == want

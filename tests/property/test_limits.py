@@ -31,10 +31,12 @@ def _backend(clock: FakeClock, **config: object) -> InMemoryBackend:
     return InMemoryBackend(clock, config=QueueConfig(**config))  # type: ignore[arg-type]
 
 
-def _fill(backend: InMemoryBackend, user: str, n: int) -> None:
+def _fill(backend: InMemoryBackend, tenant_id: str, n: int) -> None:
     backend.push_batch(
         [
-            Message(task_id=f"{user}-{i}", tenant=user, priority=Priority.NORMAL, body=b"")
+            Message(
+                task_id=f"{tenant_id}-{i}", tenant=tenant_id, priority=Priority.NORMAL, body=b""
+            )
             for i in range(n)
         ]
     )
@@ -57,14 +59,14 @@ class Runner:
         if not got:
             return None
         c = got[0]
-        user = c.message.tenant
-        self.served.append(user)
+        tenant_id = c.message.tenant
+        self.served.append(tenant_id)
         self.times.append(self.clock.now - self.step)
-        if user == hold:
+        if tenant_id == hold:
             self.held.append((c.message.task_id, c.lease.token))
         else:
             self.backend.finish(c.message.task_id, c.lease.token, None)
-        return user
+        return tenant_id
 
     def release_held(self) -> None:
         for tid, token in self.held:
@@ -77,18 +79,18 @@ def _fair_state(backend: InMemoryBackend) -> tuple[int, dict[str, tuple[int, int
     return fair.virtual_time(0), dict(fair.active.get(0, {}))
 
 
-def _check_no_burst(backend: InMemoryBackend, seq: list[str], users: list[str]) -> None:
+def _check_no_burst(backend: InMemoryBackend, seq: list[str], tenants: list[str]) -> None:
     """In every window of ``seq`` (claims with every other tenant backlogged), X gets no more
     than a tenant never held may: with ``w = 1 / stride``, ``W`` the sum over the ``N`` tenants,
     at most ``(D + N - 1) * w_x / W + (W - w_x) / W`` of ``D`` dispatches. (Each serve of X is at
     the virtual time, its serves are a stride apart, and every other tenant's pass stays
     within a stride of the virtual time, so it is served at least once per stride of it.)"""
-    w = {u: 1 / backend._fair.tenant(u).stride for u in [*users, X]}
+    w = {u: 1 / backend._fair.tenant(u).stride for u in [*tenants, X]}
     total, wx, n_tenants = sum(w.values()), w[X], len(w)
     n = len(seq)
     marks = [0]
-    for user in seq:
-        marks.append(marks[-1] + (user == X))
+    for tenant_id in seq:
+        marks.append(marks[-1] + (tenant_id == X))
     for size in range(1, n + 1):
         bound = (size + n_tenants - 1) * wx / total + (total - wx) / total
         worst = max(marks[i + size] - marks[i] for i in range(n - size + 1))
@@ -111,10 +113,10 @@ def test_back_from_a_cap_like_a_newcomer(
 ) -> None:
     clock = FakeClock()
     backend = _backend(clock)
-    users = [f"m{i}" for i in range(len(others))]
-    for user, w in zip(users, others, strict=True):
-        backend.set_tenant_weight(user, w)
-        _fill(backend, user, 260)
+    tenants = [f"m{i}" for i in range(len(others))]
+    for tenant_id, w in zip(tenants, others, strict=True):
+        backend.set_tenant_weight(tenant_id, w)
+        _fill(backend, tenant_id, 260)
     backend.set_tenant_weight(X, wx)
     backend.set_limits({"max_running": cap}, tenant=X)
     _fill(backend, X, 260)
@@ -139,7 +141,7 @@ def test_back_from_a_cap_like_a_newcomer(
     # bounded wait: the newcomer bound (N dispatches), plus the turns the others take while
     # the virtual time catches up a debt X still had (served just before it was capped)
     lag = max(0, pass_before - vtime)
-    strides = [backend._fair.tenant(u).stride for u in users]
+    strides = [backend._fair.tenant(u).stride for u in tenants]
     bound = n_active + sum(-(-lag // stride) for stride in strides)
     start = len(run.served)
     for _ in range(max(after, bound)):
@@ -147,7 +149,7 @@ def test_back_from_a_cap_like_a_newcomer(
     seq = run.served[start:]
     assert X in seq[:bound], (bound, seq[:bound])
     if release_all:
-        _check_no_burst(backend, seq, users)
+        _check_no_burst(backend, seq, tenants)
     else:
         assert seq.count(X) == 1  # one slot free under the cap: one start, capped again
 
@@ -176,15 +178,15 @@ def test_throttled_tenant_gcra_bound_fair_share_and_prompt_return(
     served at once but with no burst of the turns it was held from."""
     clock = FakeClock()
     backend = _backend(clock)
-    users = [f"m{i}" for i in range(len(others))]
-    for user, w in zip(users, others, strict=True):
-        backend.set_tenant_weight(user, w)
-        _fill(backend, user, n + lifted + 5)
+    tenants = [f"m{i}" for i in range(len(others))]
+    for tenant_id, w in zip(tenants, others, strict=True):
+        backend.set_tenant_weight(tenant_id, w)
+        _fill(backend, tenant_id, n + lifted + 5)
     backend.set_tenant_weight(X, wx)
     backend.set_limits({"rate": rate, "burst": burst}, tenant=X)
     _fill(backend, X, n + lifted + 5)
     run = Runner(backend, clock, step)
-    strides = [backend._fair.tenant(u).stride for u in users]
+    strides = [backend._fair.tenant(u).stride for u in tenants]
     n_active = len(others) + 1
     held = False
     back: tuple[int, int] | None = None  # (claim at which X came back from a park, bound)
@@ -195,13 +197,13 @@ def test_throttled_tenant_gcra_bound_fair_share_and_prompt_return(
             lag = max(0, backend._fair.tenant(X).pass_ - backend._fair.virtual_time(0))
             back = (i, n_active + sum(-(-lag // stride) for stride in strides))
         held = now_held
-        user = run.claim()
-        if user == X:
+        tenant_id = run.claim()
+        if tenant_id == X:
             back = None
         elif back is not None:
             assert i - back[0] + 1 < back[1], (i, back)
-    _check_no_burst(backend, run.served, users)
-    starts = [t for t, user in zip(run.times, run.served, strict=True) if user == X]
+    _check_no_burst(backend, run.served, tenants)
+    starts = [t for t, tenant_id in zip(run.times, run.served, strict=True) if tenant_id == X]
     b = burst or 1
     for i, first in enumerate(starts):
         for j in range(i, len(starts)):
@@ -215,7 +217,7 @@ def test_throttled_tenant_gcra_bound_fair_share_and_prompt_return(
     start = len(run.served)
     for _ in range(max(lifted, bound)):
         run.claim()
-    _check_no_burst(backend, run.served[start:], users)
+    _check_no_burst(backend, run.served[start:], tenants)
     assert X in run.served[start : start + bound]
 
 
@@ -232,15 +234,15 @@ def test_weighted_shares_among_the_unlimited_hold(
     tenants still share what they get by their weights, within 2 %."""
     clock = FakeClock()
     backend = _backend(clock)
-    users = [f"m{i}" for i in range(len(others))]
+    tenants = [f"m{i}" for i in range(len(others))]
     total_w = sum(others)
     pops = max(1000, int(100 * total_w / min(others)) + 1) + extra
-    for user, w in zip(users, others, strict=True):
-        backend.set_tenant_weight(user, w)
+    for tenant_id, w in zip(tenants, others, strict=True):
+        backend.set_tenant_weight(tenant_id, w)
         # more than the bar below lets the tenant be served: a run within the bars never
         # empties its backlog (so it claims what it would with a deeper one), and a run that
         # empties it served the tenant past the bar, which fails
-        _fill(backend, user, int(1.02 * pops * w / total_w) + 3)
+        _fill(backend, tenant_id, int(1.02 * pops * w / total_w) + 3)
     backend.set_tenant_weight(X, wx)
     if limit == "cap":
         backend.set_limits({"max_running": 2}, tenant=X)
@@ -257,12 +259,12 @@ def test_weighted_shares_among_the_unlimited_hold(
     run = Runner(backend, clock, step=0.01)
     got_others = 0
     while got_others < pops:
-        user = run.claim(hold=X if limit == "cap" else None)
-        got_others += user != X
+        tenant_id = run.claim(hold=X if limit == "cap" else None)
+        got_others += tenant_id != X
         if limit == "cap" and len(run.held) == 2 and got_others % 97 == 0:
             run.release_held()  # X's leases end now and then: it comes back
     counts = Counter(u for u in run.served if u != X)
-    for user, w in zip(users, others, strict=True):
-        share = counts[user] / pops
-        assert abs(share - w / total_w) <= 0.02 * (w / total_w) + 1 / pops, (user, share)
+    for tenant_id, w in zip(tenants, others, strict=True):
+        share = counts[tenant_id] / pops
+        assert abs(share - w / total_w) <= 0.02 * (w / total_w) + 1 / pops, (tenant_id, share)
     assert 0 < run.served.count(X) < x_fill, "X was never served, or its backlog ran out"

@@ -290,10 +290,10 @@ class Fuzzer:
         ):
             if data.draw(st.booleans(), label=f"give {key}"):
                 kwargs[key] = data.draw(strategy, label=key)
-        user = data.draw(maybe(tenants), label="tenant")
+        tenant_id = data.draw(maybe(tenants), label="tenant")
         priority = data.draw(priorities, label="priority")
         payload = data.draw(st.one_of(st.none(), payloads), label="payload")
-        return attempt("Task.create", lambda: Task.create(user, priority, payload, **kwargs))
+        return attempt("Task.create", lambda: Task.create(tenant_id, priority, payload, **kwargs))
 
     def task_init(self, data: st.DataObject) -> tuple[bool, Any]:
         kwargs: dict[str, Any] = {

@@ -114,7 +114,7 @@ def test_new_task_ids_are_uuid4_text() -> None:
 
 
 CREATE_VALID = {
-    "user_id": valid_ids,
+    "tenant": valid_ids,
     "task_id": st.one_of(st.none(), valid_ids),
     "priority": st.one_of(st.sampled_from(list(Priority)), st.integers(1, 6)),
     "payload": st.one_of(
@@ -129,7 +129,7 @@ CREATE_VALID = {
     "window": st.one_of(st.none(), windows),
 }
 CREATE_INVALID = {
-    "user_id": bad_ids,
+    "tenant": bad_ids,
     "task_id": bad_ids.filter(lambda v: v is not None),
     "priority": st.sampled_from([0, 7, True, 3.0, "3"]),
     "payload": st.sampled_from([[1], "p", 5]),
@@ -148,8 +148,8 @@ CREATE_INVALID = {
 @given(data=st.data())
 def test_create_matches_the_validated_constructor(broken: str | None, data: st.DataObject) -> None:
     values = data.draw(fields(CREATE_VALID, CREATE_INVALID, broken))
-    user_id, task_id, priority, payload = (
-        values["user_id"],
+    tenant, task_id, priority, payload = (
+        values["tenant"],
         values["task_id"],
         values["priority"],
         values["payload"],
@@ -167,7 +167,7 @@ def test_create_matches_the_validated_constructor(broken: str | None, data: st.D
     )
     made = _outcome(
         lambda: Task.create(
-            user_id,
+            tenant,
             priority,
             payload,
             task_id=task_id,
@@ -191,7 +191,7 @@ def test_create_matches_the_validated_constructor(broken: str | None, data: st.D
                 raise TaskValidationError("priority", priority, "must be 1-6") from exc
         return Task(
             task_id=task_id if task_id is not None else getattr(made, "task_id", "t-1"),
-            tenant=user_id,
+            tenant=tenant,
             priority=priority_,
             payload=dict(check_mapping(payload, "payload")) if payload is not None else {},
             max_retries=max_retries,
@@ -236,7 +236,7 @@ LEASE = Lease(token="tok", deadline=5.0, worker_id="w")
 
 DECODE_VALID = {
     "task_id": valid_ids,
-    "user_id": valid_ids,
+    "tenant": valid_ids,
     "priority": st.sampled_from(list(Priority)),
     "retry_count": counts,
     "max_retries": counts,
@@ -251,7 +251,7 @@ DECODE_VALID = {
 }
 DECODE_INVALID = {
     "task_id": bad_ids,
-    "user_id": bad_ids,
+    "tenant": bad_ids,
     "priority": st.sampled_from([3, 0, "3", None]),
     "retry_count": bad_numbers,
     "max_retries": bad_numbers,
@@ -277,9 +277,9 @@ def test_decoding_matches_the_validated_constructor(
     broken: str | None, data: st.DataObject
 ) -> None:
     values = data.draw(fields(DECODE_VALID, DECODE_INVALID, broken))
-    task_id, user_id, priority, retry_count, max_retries = (
+    task_id, tenant, priority, retry_count, max_retries = (
         values["task_id"],
-        values["user_id"],
+        values["tenant"],
         values["priority"],
         values["retry_count"],
         values["max_retries"],
@@ -294,7 +294,7 @@ def test_decoding_matches_the_validated_constructor(
     unique_key, window, lease = values["unique_key"], values["window"], values["lease"]
     message = Message(
         task_id=task_id,
-        tenant=user_id,
+        tenant=tenant,
         priority=priority,
         body=b'{"n":1}',
         retry_count=retry_count,
@@ -311,7 +311,7 @@ def test_decoding_matches_the_validated_constructor(
     def checked() -> Task:  # what decoding did before it had a lean path
         return Task(
             task_id=task_id,
-            tenant=user_id,
+            tenant=tenant,
             priority=priority,
             payload={"n": 1},
             retry_count=retry_count,

@@ -1,8 +1,8 @@
 """The lean push call of one message (``TaskCalls.push_one``, ``RedisBackend.push``'s path)
 is the call ``push([message])`` makes: the same ARGV, the same answer to every reply, the same
-refusals with the same errors. Also: ``Task.create`` takes the deprecated ``user_id=`` without
-a wrapper and refuses bad calls as Python would, and the unchecked builders refuse to run on
-a class whose fields they do not know. No server: the calls are built and their parsers fed."""
+refusals with the same errors. Also: ``Task.create`` has no wrapper and refuses bad calls as
+Python does, and the unchecked builders refuse to run on a class whose fields they do not
+know. No server: the calls are built and their parsers fed."""
 
 from __future__ import annotations
 
@@ -125,7 +125,7 @@ def test_a_payload_over_the_limit_is_refused_on_both_paths() -> None:
             make()
 
 
-# ---------------------------------------------------------------- Task.create's keyword
+# ---------------------------------------------------------------- Task.create's signature
 
 
 def test_create_has_no_wrapper_and_shows_its_declared_signature() -> None:
@@ -144,21 +144,12 @@ def test_create_refuses_bad_calls_as_python_does() -> None:
     with pytest.raises(TypeError, match="unexpected keyword argument 'tenant_id'"):
         Task.create("a", tenant_id="b")  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
-        Task.create(user_id="a", colour="red")  # type: ignore[call-arg]
-    with pytest.raises(TypeError, match="got both 'user_id' and 'tenant'"):
-        Task.create("a", user_id="b")  # type: ignore[call-arg]
+        Task.create("a", colour="red")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="multiple values for argument 'tenant'"):
+        Task.create("a", tenant="b")  # type: ignore[misc]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert Task.create("a", task_id="x").tenant == "a"  # no warning without user_id
-
-
-def test_create_with_user_id_is_create_with_tenant() -> None:
-    with pytest.warns(DeprecationWarning, match="user_id= of Task.create"):
-        old = Task.create(user_id="acme", priority=4, payload={"n": 1}, task_id="x")  # type: ignore[call-arg]
-    new = Task.create("acme", 4, {"n": 1}, task_id="x")
-    assert attrs.evolve(old, created_at=0.0, execute_after=0.0) == attrs.evolve(
-        new, created_at=0.0, execute_after=0.0
-    )
+        assert Task.create("a", task_id="x").tenant == "a"
 
 
 # ---------------------------------------------------------------- unchecked builders

@@ -18,8 +18,9 @@ from fairque_core import (
 )
 from fairque_core.settings import loading as config_loading
 
-# The seed's "Configuration File Example", verbatim (000_*.txt): it must still load; the fields
-# of it that never had an effect are ignored with a DeprecationWarning each.
+# The seed's "Configuration File Example", verbatim (000_*.txt). It loads once its
+# worker.assigned_users is spelled assigned_tenants (ADR 23's alias was removed before the first
+# release); the fields of it that never had an effect are ignored with a DeprecationWarning each.
 SEED_YAML = """\
 redis:
   host: "localhost"
@@ -60,7 +61,7 @@ NO_ENV: dict[str, str] = {}
 @pytest.fixture
 def seed_file(tmp_path: Path) -> Path:
     path = tmp_path / "fairque_config.yaml"
-    path.write_text(SEED_YAML, encoding="utf-8")
+    path.write_text(SEED_YAML.replace("assigned_users:", "assigned_tenants:"), encoding="utf-8")
     return path
 
 
@@ -74,7 +75,7 @@ def _error(data: dict[str, Any], env: dict[str, str] | None = None) -> Configura
 
 
 def test_seed_yaml_loads(seed_file: Path) -> None:
-    with pytest.warns(DeprecationWarning, match="was removed|is deprecated") as caught:
+    with pytest.warns(DeprecationWarning, match="was removed") as caught:
         config = FairQueueConfig.from_yaml(seed_file, env=NO_ENV)
     assert config.redis == RedisConfig(host="localhost", port=6379, db=0)
     assert config.worker.id == "worker-001"
@@ -84,12 +85,11 @@ def test_seed_yaml_loads(seed_file: Path) -> None:
     # fields the seed does not name keep their defaults
     assert config.queue == QueueConfig()
     assert isinstance(config.worker.poll_interval_seconds, float)
-    # one warning per removed field and per renamed one (ADR 23), blamed on the caller
+    # one warning per removed field, blamed on the caller
     named = {str(w.message).split(" ", 1)[0] for w in caught}
     assert named == {
         f"{section}.{key}"
-        for table in (config_loading.REMOVED_FIELDS, config_loading.RENAMED_FIELDS)
-        for section, keys in table.items()
+        for section, keys in config_loading.REMOVED_FIELDS.items()
         for key in keys
     }
     assert {w.filename for w in caught} == {__file__}
@@ -262,8 +262,8 @@ def test_env_overrides_file_values(seed_file: Path) -> None:
         "FAIRQUE_REDIS_URL": "redis://elsewhere",  # likewise
         "PATH": "/usr/bin",
     }
-    # the seed's removed fields, and its assigned_users (renamed by ADR 23)
-    with pytest.warns(DeprecationWarning, match="was removed|is deprecated"):
+    # the seed's removed fields
+    with pytest.warns(DeprecationWarning, match="was removed"):
         config = FairQueueConfig.from_yaml(seed_file, env=env)
     assert config.redis.port == 6380
     assert config.redis.username is None
@@ -477,22 +477,14 @@ def test_configs_are_attrs_classes_with_the_api_fields() -> None:
     )
 
 
-def test_assigned_users_is_a_deprecated_spelling_of_assigned_tenants() -> None:
-    with pytest.warns(DeprecationWarning, match="assigned_tenants") as caught:
-        config = WorkerConfig(assigned_users=["a"])
-    assert config.assigned_tenants == ["a"]
-    assert {w.filename for w in caught} == {__file__}
-    with pytest.warns(DeprecationWarning, match="assigned_tenants"):
-        assert config.assigned_users == ["a"]
-    with pytest.raises(TypeError, match="both"):
-        WorkerConfig(assigned_users=["a"], assigned_tenants=["b"])
-    with pytest.warns(DeprecationWarning, match="ASSIGNED_USERS"):
-        from_env = FairQueueConfig.from_dict({}, env={"FAIRQUE_WORKER__ASSIGNED_USERS": "x,y"})
-    assert from_env.worker.assigned_tenants == ["x", "y"]
+def test_the_verbatim_seed_file_names_its_removed_assigned_users(tmp_path: Path) -> None:
+    path = tmp_path / "seed.yaml"
+    path.write_text(SEED_YAML, encoding="utf-8")
     with (
-        pytest.warns(DeprecationWarning, match="assigned_users"),
-        pytest.raises(ConfigurationError, match="only"),
+        pytest.warns(DeprecationWarning, match="was removed"),  # its no-effect fields first
+        pytest.raises(ConfigurationError, match="assigned_users") as info,
     ):
-        FairQueueConfig.from_dict(
-            {"worker": {"assigned_users": ["a"], "assigned_tenants": ["a"]}}, env={}
-        )
+        FairQueueConfig.from_yaml(path, env=NO_ENV)
+    assert info.value.path == "worker.assigned_users"
+    with pytest.raises(TypeError, match="assigned_users"):
+        WorkerConfig(assigned_users=["a"])  # type: ignore[call-arg]

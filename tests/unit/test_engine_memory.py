@@ -223,7 +223,7 @@ def test_heartbeat_extends_and_release_returns(queue: FairQueue, clock: FakeCloc
     assert again.retry_count == 0
 
 
-def test_requeue_expired_and_finish_many(queue: FairQueue, clock: FakeClock) -> None:
+def test_requeue_expired_and_finish_batch(queue: FairQueue, clock: FakeClock) -> None:
     for i in range(4):
         queue.push(Task.create("alice", task_id=f"t{i}"))
     first = queue.claim_batch(2)
@@ -266,9 +266,9 @@ def test_from_config_memory_applies_weights(host: RecordingHost) -> None:
         for i in range(6):
             queue.push(Task.create("alice", task_id=f"a{i}"))
             queue.push(Task.create("bob", task_id=f"b{i}"))
-        users = [t.tenant for t in queue.claim_batch(8)]
-        assert users.count("alice") == 6
-        assert users.count("bob") == 2
+        tenants = [t.tenant for t in queue.claim_batch(8)]
+        assert tenants.count("alice") == 6
+        assert tenants.count("bob") == 2
 
 
 def test_from_config_unknown_scheme() -> None:
@@ -361,7 +361,7 @@ class _NoBatchHeartbeat:
 
 
 @pytest.mark.parametrize("batched", [True, False])
-def test_heartbeat_many(backend: InMemoryBackend, clock: FakeClock, batched: bool) -> None:
+def test_heartbeat_batch(backend: InMemoryBackend, clock: FakeClock, batched: bool) -> None:
     wrapped = backend if batched else _NoBatchHeartbeat(backend)
     with FairQueue(wrapped) as queue:  # type: ignore[arg-type]
         queue.push_batch([Task.create("alice", task_id=t) for t in ("a", "b", "c")])
@@ -384,7 +384,7 @@ def test_heartbeat_many(backend: InMemoryBackend, clock: FakeClock, batched: boo
         assert wrapped.single_heartbeats == 3  # type: ignore[union-attr]
 
 
-def test_async_heartbeat_many(clock: FakeClock) -> None:
+def test_async_heartbeat_batch(clock: FakeClock) -> None:
     async def scenario() -> list[Task | None]:
         backend = AsyncInMemoryBackend(clock, config=QueueConfig(lease_seconds=5))
         async with AsyncFairQueue(backend) as queue:

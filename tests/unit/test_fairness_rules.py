@@ -11,10 +11,10 @@ from fairque_core.domain.scoring import stride_for
 def _serve_backlogged(state: FairState, rounds: int) -> Counter[str]:
     served: Counter[str] = Counter()
     for _ in range(rounds):
-        user_id = state.pick([None])
-        assert user_id is not None
-        state.serve(user_id, still_ready=True)
-        served[user_id] += 1
+        tenant_id = state.pick([None])
+        assert tenant_id is not None
+        state.serve(tenant_id, still_ready=True)
+        served[tenant_id] += 1
     return served
 
 
@@ -53,8 +53,8 @@ def test_serve_moves_the_virtual_time_and_charges_one_stride() -> None:
 def test_pick_lowest_pass_then_activation_order() -> None:
     state = FairState()
     assert state.pick([None]) is None
-    for user_id in ("c", "b", "a"):
-        state.activate(user_id)
+    for tenant_id in ("c", "b", "a"):
+        state.activate(tenant_id)
     assert state.pick([None]) == "c"
     state.serve("c", still_ready=True)
     assert state.pick([None]) == "b"
@@ -62,9 +62,9 @@ def test_pick_lowest_pass_then_activation_order() -> None:
 
 def test_weights_share_claims_in_proportion() -> None:
     state = FairState()
-    for user_id, weight in (("one", 1.0), ("two", 2.0), ("four", 4.0)):
-        state.set_weight(user_id, stride_for(weight), 0)
-        state.activate(user_id)
+    for tenant_id, weight in (("one", 1.0), ("two", 2.0), ("four", 4.0)):
+        state.set_weight(tenant_id, stride_for(weight), 0)
+        state.activate(tenant_id)
     served = _serve_backlogged(state, 700)
     assert served == Counter({"four": 400, "two": 200, "one": 100})
 
@@ -118,8 +118,8 @@ def test_set_weight_moves_an_active_tenant_rescaling_its_lag() -> None:
 
 def test_pinned_serve_moves_the_virtual_time_to_the_lowest_pass_only() -> None:
     state = FairState()
-    for user_id in ("a", "b"):
-        state.activate(user_id)
+    for tenant_id in ("a", "b"):
+        state.activate(tenant_id)
     for _ in range(5):
         state.serve("a", still_ready=True, pinned=True)
     assert state.vtime == 0  # b (pass 0) is still the lowest

@@ -16,8 +16,8 @@ from fairque_core.memory import AsyncInMemoryBackend, InMemoryBackend, backend_f
 from fairque_core.settings.config import FairQueueConfig, QueueConfig
 
 
-def _message(task_id: str, user_id: str) -> Message:
-    return Message(task_id=task_id, tenant=user_id, priority=Priority.NORMAL, body=b"")
+def _message(task_id: str, tenant_id: str) -> Message:
+    return Message(task_id=task_id, tenant=tenant_id, priority=Priority.NORMAL, body=b"")
 
 
 def test_threads_pushing_and_claiming_lose_nothing() -> None:

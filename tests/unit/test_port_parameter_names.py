@@ -1,6 +1,6 @@
 """ADR 23: the backend port names a tenant parameter ``tenant`` (several: ``tenants``); every
 backend fairque ships takes the port's parameter names, and the engines pass tenant ids
-positionally, so a third-party backend still written with ``user_id``/``user_ids`` works."""
+positionally, so a third-party backend with parameter names of its own works."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def test_the_port_names_tenant_parameters_tenant_or_tenants() -> None:
             assert first == wanted, (port.__name__, name, first)
         for name in _port_methods(port):
             names = [p for p, _ in _parameters(getattr(port, name))]
-            assert not {"user_id", "user_ids"} & set(names), (port.__name__, name)
+            assert not [p for p in names if "user" in p], (port.__name__, name)
 
 
 @pytest.mark.parametrize(
@@ -77,67 +77,67 @@ def test_shipped_backends_take_the_port_parameter_names(port: type, backend: typ
     assert differ == {}
 
 
-class _OldNames(InMemoryBackend):
-    """A backend written against the port's former parameter names; a keyword call with the
-    new names would be a TypeError here."""
+class _OwnNames(InMemoryBackend):
+    """A backend whose parameters have names of its own (``account``, ``accounts``); a keyword
+    call with the port's names would be a TypeError here."""
 
     def __init__(self, config: QueueConfig) -> None:
         super().__init__(config=config)
         self.called: set[str] = set()
 
-    def queue_sizes(self, user_ids: Sequence[str]) -> dict[str, QueueSizes]:
+    def queue_sizes(self, accounts: Sequence[str]) -> dict[str, QueueSizes]:
         self.called.add("queue_sizes")
-        return super().queue_sizes(user_ids)
+        return super().queue_sizes(accounts)
 
-    def tenant_stats(self, user_id: str) -> dict[str, int]:
+    def tenant_stats(self, account: str) -> dict[str, int]:
         self.called.add("tenant_stats")
-        return super().tenant_stats(user_id)
+        return super().tenant_stats(account)
 
-    def set_tenant_weight(self, user_id: str, weight: float, *, tier: int = 0) -> None:
+    def set_tenant_weight(self, account: str, weight: float, *, tier: int = 0) -> None:
         self.called.add("set_tenant_weight")
-        super().set_tenant_weight(user_id, weight, tier=tier)
+        super().set_tenant_weight(account, weight, tier=tier)
 
-    def purge_tenant(self, user_id: str) -> int:
+    def purge_tenant(self, account: str) -> int:
         self.called.add("purge_tenant")
-        return super().purge_tenant(user_id)
+        return super().purge_tenant(account)
 
-    def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]:
+    def tenant_weights(self, accounts: Sequence[str]) -> dict[str, tuple[float, int]]:
         self.called.add("tenant_weights")
-        return super().tenant_weights(user_ids)
+        return super().tenant_weights(accounts)
 
     def tenant_fairness(
-        self, user_ids: Sequence[str] | None = None, *, limit: int = 100, offset: int = 0
+        self, accounts: Sequence[str] | None = None, *, limit: int = 100, offset: int = 0
     ) -> list[TenantFairness]:
         self.called.add("tenant_fairness")
-        return super().tenant_fairness(user_ids, limit=limit, offset=offset)
+        return super().tenant_fairness(accounts, limit=limit, offset=offset)
 
 
-class _AsyncOldNames(AsyncInMemoryBackend):
-    """The same, awaitable, over an :class:`_OldNames` model."""
+class _AsyncOwnNames(AsyncInMemoryBackend):
+    """The same, awaitable, over an :class:`_OwnNames` model."""
 
-    def __init__(self, model: _OldNames) -> None:
+    def __init__(self, model: _OwnNames) -> None:
         super().__init__(model=model)
-        self.old = model
+        self.inner = model
 
-    async def queue_sizes(self, user_ids: Sequence[str]) -> dict[str, QueueSizes]:
-        return self.old.queue_sizes(user_ids)
+    async def queue_sizes(self, accounts: Sequence[str]) -> dict[str, QueueSizes]:
+        return self.inner.queue_sizes(accounts)
 
-    async def tenant_stats(self, user_id: str) -> dict[str, int]:
-        return self.old.tenant_stats(user_id)
+    async def tenant_stats(self, account: str) -> dict[str, int]:
+        return self.inner.tenant_stats(account)
 
-    async def set_tenant_weight(self, user_id: str, weight: float, *, tier: int = 0) -> None:
-        self.old.set_tenant_weight(user_id, weight, tier=tier)
+    async def set_tenant_weight(self, account: str, weight: float, *, tier: int = 0) -> None:
+        self.inner.set_tenant_weight(account, weight, tier=tier)
 
-    async def purge_tenant(self, user_id: str) -> int:
-        return self.old.purge_tenant(user_id)
+    async def purge_tenant(self, account: str) -> int:
+        return self.inner.purge_tenant(account)
 
-    async def tenant_weights(self, user_ids: Sequence[str]) -> dict[str, tuple[float, int]]:
-        return self.old.tenant_weights(user_ids)
+    async def tenant_weights(self, accounts: Sequence[str]) -> dict[str, tuple[float, int]]:
+        return self.inner.tenant_weights(accounts)
 
     async def tenant_fairness(
-        self, user_ids: Sequence[str] | None = None, *, limit: int = 100, offset: int = 0
+        self, accounts: Sequence[str] | None = None, *, limit: int = 100, offset: int = 0
     ) -> list[TenantFairness]:
-        return self.old.tenant_fairness(user_ids, limit=limit, offset=offset)
+        return self.inner.tenant_fairness(accounts, limit=limit, offset=offset)
 
 
 ALL_SIX = {
@@ -158,8 +158,8 @@ def _tasks() -> list[Task]:
     return [Task.create("a", payload={"n": n}, task_id=f"a{n}") for n in range(3)]
 
 
-def test_the_sync_engine_serves_a_backend_with_the_old_parameter_names() -> None:
-    backend = _OldNames(_config())
+def test_the_sync_engine_serves_a_backend_with_its_own_parameter_names() -> None:
+    backend = _OwnNames(_config())
     queue = FairQueue(backend)
     queue.apply_tenant_config()  # config weights go through set_tenant_weight
     queue.push_batch(_tasks())
@@ -173,11 +173,11 @@ def test_the_sync_engine_serves_a_backend_with_the_old_parameter_names() -> None
     assert backend.called == ALL_SIX
 
 
-def test_the_async_engine_serves_a_backend_with_the_old_parameter_names() -> None:
-    model = _OldNames(_config())
+def test_the_async_engine_serves_a_backend_with_its_own_parameter_names() -> None:
+    model = _OwnNames(_config())
 
     async def scenario() -> None:
-        queue = AsyncFairQueue(_AsyncOldNames(model))
+        queue = AsyncFairQueue(_AsyncOwnNames(model))
         await queue.apply_tenant_config()
         await queue.push_batch(_tasks())
         await queue.set_tenant_weight("a", 2.0, tier=1)

@@ -201,10 +201,10 @@ BAD_IDS = [
 @pytest.mark.parametrize("value", BAD_IDS)
 def test_bad_ids_are_rejected_naming_field_and_value(value: str) -> None:
     with pytest.raises(TaskValidationError) as info:
-        validate_id(value, "user_id")
-    assert info.value.field == "user_id"
+        validate_id(value, "tenant")
+    assert info.value.field == "tenant"
     assert info.value.value == value
-    assert "user_id" in str(info.value)
+    assert "tenant" in str(info.value)
     assert isinstance(info.value, ValueError)
 
 

@@ -125,17 +125,14 @@ def test_the_domain_does_not_read_the_config() -> None:
     assert not {name for name in imported if name and name.startswith("fairque_core.app")}
 
 
-def test_the_old_name_is_a_deprecated_alias() -> None:
-    with pytest.warns(DeprecationWarning, match="renamed RetrySchedule") as caught:
-        from fairque_core import RetryPolicy
-    assert RetryPolicy is RetrySchedule
-    assert caught[0].filename == __file__
-    with pytest.warns(DeprecationWarning, match="renamed RetrySchedule") as caught:
-        assert retry_module.RetryPolicy is RetrySchedule
-    assert caught[0].filename == __file__
+def test_the_old_name_is_gone_from_the_core() -> None:
+    with pytest.raises(ImportError):
+        from fairque_core import RetryPolicy  # type: ignore[attr-defined]  # noqa: F401
+    with pytest.raises(AttributeError):
+        retry_module.RetryPolicy  # type: ignore[attr-defined]  # noqa: B018
     assert "RetryPolicy" not in fairque_core.__all__
     with pytest.raises(AttributeError):
-        fairque_core.NoSuchName  # noqa: B018
+        fairque_core.NoSuchName  # type: ignore[attr-defined]  # noqa: B018
 
 
 # ---------------------------------------------------------------------- RetryDecision

@@ -1,10 +1,10 @@
 """A task function's tenant is required for a type checker too, not only at run time.
 
 ``fn(...)``, ``fn.create(...)`` and ``fn.step(...)`` of an ``@task`` function raise TypeError
-without a tenant; their overloads (``fairque_core.app.worker.handlers.TaskFunction``) make mypy say
-so before the code runs, while the deprecated ``user_id=`` keyword (ADR 23) and the typed task
-options (``task_id``, ``priority`` ...) still check. This runs mypy (``mypy.api``, strict) on a
-snippet and compares the lines it flags with the lines marked ``# E``.
+without a tenant; their signatures (``fairque_core.app.worker.handlers.TaskFunction``) make mypy
+say so before the code runs, while the typed task options (``task_id``, ``priority`` ...) still
+check. The removed ``user_id=`` keyword (ADR 23) names no tenant. This runs mypy
+(``mypy.api``, strict) on a snippet and compares the lines it flags with the lines marked ``# E``.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ ok: list[Task] = [
     add("acme", a=1, b=2, task_id="t1", priority=3),
     add.create("acme", 1, b=2, depends_on=["t0"]),
     add.step("acme", b=2),
-    add(user_id="acme", a=1, b=2),  # deprecated, still a tenant
-    add.step(user_id="acme", b=2),
 ]
+add(user_id="acme", a=1, b=2)  # E: removed (ADR 23), no tenant
+add.step(user_id="acme", b=2)  # E
 add(a=1, b=2)  # E: no tenant
 add()  # E
 add.create()  # E
@@ -65,6 +65,6 @@ def test_mypy_rejects_a_task_call_without_a_tenant(tmp_path: Path) -> None:
         ]
     )
     marked = {n for n, line in enumerate(SNIPPET.splitlines(), 1) if "# E" in line}
-    assert len(marked) == 7
+    assert len(marked) == 9
     assert status == 1, (out, err)
     assert _flagged(out, str(snippet)) == marked, out

@@ -103,20 +103,20 @@ class FairState:
     active: dict[int, dict[str, tuple[int, int]]] = attrs.field(factory=dict)
 
     # ------------------------------------------------------------------ reads
-    def tenant(self, user_id: str) -> TenantPass:
-        """``user_id``'s pass record (created at the defaults on first use)."""
-        found = self.tenants.get(user_id)
+    def tenant(self, tenant_id: str) -> TenantPass:
+        """``tenant_id``'s pass record (created at the defaults on first use)."""
+        found = self.tenants.get(tenant_id)
         if found is None:
-            found = self.tenants[user_id] = TenantPass()
+            found = self.tenants[tenant_id] = TenantPass()
         return found
 
     def tier_of(self, tenant: TenantPass) -> int:
         """The tier whose active set holds ``tenant``: its tier in strict mode, else 0."""
         return tenant.tier if self.strict_tiers else 0
 
-    def is_active(self, user_id: str) -> bool:
-        tenant = self.tenants.get(user_id)
-        return tenant is not None and user_id in self.active.get(self.tier_of(tenant), {})
+    def is_active(self, tenant_id: str) -> bool:
+        tenant = self.tenants.get(tenant_id)
+        return tenant is not None and tenant_id in self.active.get(self.tier_of(tenant), {})
 
     def has_active(self) -> bool:
         """Whether any tenant has ready work."""
@@ -131,31 +131,31 @@ class FairState:
             return self.vtime
         return self.tier_vtimes.get(tier, self.vtime)
 
-    def lag(self, user_id: str) -> int:
-        """How far ``user_id``'s pass is ahead of its tier's virtual time (its debt)."""
-        tenant = self.tenant(user_id)
+    def lag(self, tenant_id: str) -> int:
+        """How far ``tenant_id``'s pass is ahead of its tier's virtual time (its debt)."""
+        tenant = self.tenant(tenant_id)
         return tenant.pass_ - self.virtual_time(self.tier_of(tenant))
 
     # ------------------------------------------------------------------ changes
-    def activate(self, user_id: str) -> None:
-        """``user_id`` has ready work: join its tier's active set, at no less than the virtual
+    def activate(self, tenant_id: str) -> None:
+        """``tenant_id`` has ready work: join its tier's active set, at no less than the virtual
         time and after every tenant activated before it (no-op when already active)."""
-        tenant = self.tenant(user_id)
+        tenant = self.tenant(tenant_id)
         tier = self.tier_of(tenant)
         members = self.active.setdefault(tier, {})
-        if user_id not in members:
+        if tenant_id not in members:
             tenant.pass_ = max(tenant.pass_, self.virtual_time(tier))
             self.activations += 1
             tenant.activation = self.activations
-            members[user_id] = (tenant.pass_, tenant.activation)
+            members[tenant_id] = (tenant.pass_, tenant.activation)
 
-    def deactivate(self, user_id: str) -> None:
-        """``user_id`` has no ready work left: leave the active set (no-op when not in it); an
+    def deactivate(self, tenant_id: str) -> None:
+        """``tenant_id`` has no ready work left: leave the active set (no-op when not in it); an
         emptied tier disappears."""
-        tier = self.tier_of(self.tenant(user_id))
+        tier = self.tier_of(self.tenant(tenant_id))
         members = self.active.get(tier)
         if members is not None:
-            members.pop(user_id, None)
+            members.pop(tenant_id, None)
             if not members:
                 del self.active[tier]
 
@@ -170,29 +170,29 @@ class FairState:
                 if not self.active:
                     return None
                 members = self.active[max(self.active)]
-                user_id, _place = min(members.items(), key=_PLACE)
-                return user_id
+                tenant_id, _place = min(members.items(), key=_PLACE)
+                return tenant_id
             best: tuple[int, int, int] | None = None
             best_id: str | None = None
-            for user_id in group:
-                if not self.is_active(user_id):
+            for tenant_id in group:
+                if not self.is_active(tenant_id):
                     continue
-                tenant = self.tenants[user_id]
+                tenant = self.tenants[tenant_id]
                 key = (-self.tier_of(tenant), tenant.pass_, tenant.activation)
                 if best is None or key < best:
-                    best, best_id = key, user_id
+                    best, best_id = key, tenant_id
             if best_id is not None:
                 return best_id
         return None
 
-    def serve(self, user_id: str, *, still_ready: bool, pinned: bool = False) -> None:
-        """``user_id`` (the tenant :meth:`pick` chose, active) had one task claimed.
+    def serve(self, tenant_id: str, *, still_ready: bool, pinned: bool = False) -> None:
+        """``tenant_id`` (the tenant :meth:`pick` chose, active) had one task claimed.
 
         The tier's virtual time moves to the lowest pass of the tier (the served tenant's own
         for an unrestricted claim; ``pinned``: the claim named its tenants, so the lowest is
         looked up), the pass advances by one :func:`charge`, and the tenant stays in its active
         set at the new pass while ``still_ready`` (it has ready work left)."""
-        tenant = self.tenants[user_id]
+        tenant = self.tenants[tenant_id]
         tier = self.tier_of(tenant)
         lowest = tenant.pass_
         if pinned:
@@ -200,29 +200,29 @@ class FairState:
         self._set_virtual_time(tier, lowest)
         tenant.pass_ += charge(tenant)
         if still_ready:
-            self.active[tier][user_id] = (tenant.pass_, tenant.activation)
+            self.active[tier][tenant_id] = (tenant.pass_, tenant.activation)
         else:
-            self.deactivate(user_id)
+            self.deactivate(tenant_id)
 
-    def refund(self, user_id: str) -> None:
-        """Give ``user_id`` back the turn of a claim that never started: its pass goes back by
+    def refund(self, tenant_id: str) -> None:
+        """Give ``tenant_id`` back the turn of a claim that never started: its pass goes back by
         one :func:`charge`, never below its tier's virtual time (call it before the task is
         made ready again)."""
-        tenant = self.tenant(user_id)
+        tenant = self.tenant(tenant_id)
         tier = self.tier_of(tenant)
         tenant.pass_ = max(tenant.pass_ - charge(tenant), self.virtual_time(tier))
         members = self.active.get(tier)
-        if members is not None and user_id in members:
-            members[user_id] = (tenant.pass_, tenant.activation)
+        if members is not None and tenant_id in members:
+            members[tenant_id] = (tenant.pass_, tenant.activation)
 
-    def set_weight(self, user_id: str, stride: int, tier: int) -> None:
-        """Give ``user_id`` a new stride and tier. Its lag (pass - virtual time of its tier,
+    def set_weight(self, tenant_id: str, stride: int, tier: int) -> None:
+        """Give ``tenant_id`` a new stride and tier. Its lag (pass - virtual time of its tier,
         never below 0) is rescaled to the new stride and counted from the new tier's virtual
         time; if active, it moves to the new tier's set keeping its activation order."""
-        was_active = self.is_active(user_id)
+        was_active = self.is_active(tenant_id)
         if was_active:
-            self.deactivate(user_id)
-        tenant = self.tenant(user_id)
+            self.deactivate(tenant_id)
+        tenant = self.tenant(tenant_id)
         lag = max(0, tenant.pass_ - self.virtual_time(self.tier_of(tenant)))
         lag = rescale_lag(lag, tenant.stride, stride)
         tenant.stride = stride
@@ -230,7 +230,7 @@ class FairState:
         new_tier = self.tier_of(tenant)
         tenant.pass_ = self.virtual_time(new_tier) + lag
         if was_active:
-            self.active.setdefault(new_tier, {})[user_id] = (tenant.pass_, tenant.activation)
+            self.active.setdefault(new_tier, {})[tenant_id] = (tenant.pass_, tenant.activation)
 
     # ------------------------------------------------------------------ the seam
     def _set_virtual_time(self, tier: int, value: int) -> None:

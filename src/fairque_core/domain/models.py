@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import inspect
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -12,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from fairque_core.domain.deprecation import rename_init_keyword, warn_renamed
 from fairque_core.domain.enums import FailureType, Priority
 from fairque_core.domain.errors import TaskTypeError, TaskValidationError
 from fairque_core.domain.validation import (
@@ -116,12 +114,9 @@ def _freeze_headers(value: Mapping[str, str] | None) -> Mapping[str, str]:
     return dict(check_mapping(value, "headers")) if value is not None else {}
 
 
-_NO_TENANT: Any = object()  # Task.create without a tenant (the deprecated keyword may name it)
-
-
 def _create(
     cls: type[Task],
-    tenant: str = _NO_TENANT,
+    tenant: str,
     priority: Priority | int = Priority.NORMAL,
     payload: Mapping[str, Any] | None = None,
     *,
@@ -133,19 +128,13 @@ def _create(
     name: str = "",
     unique_key: str | None = None,
     unique_window_seconds: float | None = None,
-    **renamed: Any,
 ) -> Task:
     """A new task with a random UUID4 id (unless ``task_id`` is given) created now.
 
     ``unique_key``: a second push of a task with the same key (same tenant) while this
     one is queued or running, or within ``unique_window_seconds`` after it ended, stores
     nothing and returns this task's id (``TaskHandle.duplicate`` is True).
-
-    ``Task.create``; the deprecated keyword ``user_id=`` (ADR 23) arrives in ``renamed``
-    (no wrapper around the call: a call without it pays one test).
     """
-    if renamed or tenant is _NO_TENANT:
-        tenant = _renamed_tenant(tenant, renamed)
     now = time.time()
     if type(priority) is not Priority:
         try:
@@ -206,33 +195,6 @@ def _create(
     )
 
 
-# what introspection (help, IDEs, docs) shows: the declared signature, without ``renamed``
-_create.__signature__ = inspect.signature(_create).replace(  # type: ignore[attr-defined]
-    parameters=[
-        p.replace(default=p.empty) if p.name == "tenant" else p
-        for p in inspect.signature(_create).parameters.values()
-        if p.kind is not p.VAR_KEYWORD
-    ]
-)
-
-
-def _renamed_tenant(tenant: str, renamed: dict[str, Any]) -> str:
-    """The tenant of a ``Task.create`` call that named none or used ``user_id=``: the
-    TypeError Python raises for a bad call, or the old keyword's value with its warning
-    (at the caller's line), as ``renamed_keyword`` does for other functions."""
-    unknown = [key for key in renamed if key != "user_id"]
-    if unknown:
-        raise TypeError(f"create() got an unexpected keyword argument {unknown[0]!r}")
-    if "user_id" not in renamed:
-        raise TypeError("create() missing 1 required positional argument: 'tenant'")
-    if tenant is not _NO_TENANT:
-        raise TypeError("create() got both 'user_id' and 'tenant'")
-    # warn_renamed <- here <- _create <- the caller
-    warn_renamed("the keyword user_id= of Task.create", "tenant=", stacklevel=4)
-    value: str = renamed["user_id"]
-    return value
-
-
 @attrs.frozen(kw_only=True)
 class Lease:
     """A worker's claim on a task: the token proves it, the deadline bounds it (epoch seconds)."""
@@ -242,16 +204,12 @@ class Lease:
     worker_id: str = attrs.field(default="", validator=_check_str)
 
 
-@rename_init_keyword("user_id", "tenant")
 @attrs.frozen(kw_only=True)
 class Task:
     """One unit of work for one tenant.
 
     ``lease`` is set on tasks handed out by ``claim`` and is what ``finish``/``fail``/
     ``heartbeat`` present as proof; it takes no part in equality.
-
-    ``user_id`` is the deprecated spelling of ``tenant`` (ADR 23): readable as a property and
-    accepted as a keyword of ``Task(...)`` and ``Task.create(...)``, with a DeprecationWarning.
     """
 
     task_id: str = attrs.field(validator=_check_id)
@@ -275,13 +233,7 @@ class Task:
     unique_window_seconds: float = attrs.field(default=0.0, validator=_check_window)
     lease: Lease | None = attrs.field(default=None, eq=False, repr=False, validator=_check_lease)
 
-    @property
-    def user_id(self) -> str:
-        """Deprecated: use :attr:`tenant` (ADR 23)."""
-        warn_renamed("Task.user_id", "Task.tenant")
-        return self.tenant
-
-    if TYPE_CHECKING:  # the signature callers and type checkers see (ADR 23: no user_id)
+    if TYPE_CHECKING:  # the signature callers and type checkers see (``cls`` bound)
 
         @classmethod
         def create(
@@ -310,17 +262,14 @@ class Task:
         return self.retry_count < self.max_retries
 
 
-@rename_init_keyword("user_id", "tenant")
 @attrs.frozen(kw_only=True)
 class Message:
     """A task as a backend stores it: the payload already encoded by the codec.
 
     ``delay`` is seconds from the moment the backend receives the message until the task is
-    ready (0 for ready now); the backend's clock decides the absolute time.
-
-    ``user_id`` is the deprecated spelling of ``tenant`` (ADR 23): a property and a keyword of
-    ``Message(...)``, with a DeprecationWarning. Backends store the tenant as they always did
-    (the Redis record's ``u`` field): the name of the attribute is not part of any record.
+    ready (0 for ready now); the backend's clock decides the absolute time. Backends store
+    the tenant as they always did (the Redis record's ``u`` field): the name of the attribute
+    is not part of any record.
     """
 
     task_id: str
@@ -338,12 +287,6 @@ class Message:
     #: the push deduplication key (``""``: none) and its window in seconds after the task ends
     unique_key: str = ""
     unique_window: float = 0.0
-
-    @property
-    def user_id(self) -> str:
-        """Deprecated: use :attr:`tenant` (ADR 23)."""
-        warn_renamed("Message.user_id", "Message.tenant")
-        return self.tenant
 
 
 @attrs.frozen(kw_only=True)

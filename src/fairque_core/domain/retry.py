@@ -6,15 +6,12 @@ the engine turns a :class:`RetryDecision` into a backend
 ``fail(retry_delay=..., failure_type=..., reason=...)`` call. The schedule knows nothing of the
 application's config: ``fairque_core.app.plugins.builtin.retry_schedule`` builds one from a
 ``QueueConfig``.
-
-``RetryPolicy`` is the schedule's old name, kept as a deprecated alias (ADR 22).
 """
 
 from __future__ import annotations
 
 import math
 import random
-import warnings
 from typing import Any
 
 import attrs
@@ -153,20 +150,3 @@ def decide(
     if retry_count < limit:
         return RetryDecision.retry(policy.delay(retry_count, rng))
     return RetryDecision.dead(FailureType.FAILED, repr(error))
-
-
-def _renamed_retry_policy(stacklevel: int) -> type[RetrySchedule]:
-    """The deprecated alias ``RetryPolicy``, with its warning (``stacklevel`` from the caller)."""
-    warnings.warn(
-        "fairque_core.RetryPolicy (the backoff schedule) was renamed RetrySchedule; "
-        "fairque_plugins.RetryPolicy is the retry policy plugin",
-        DeprecationWarning,
-        stacklevel=stacklevel + 1,
-    )
-    return RetrySchedule
-
-
-def __getattr__(name: str) -> Any:
-    if name == "RetryPolicy":
-        return _renamed_retry_policy(2)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -40,9 +40,9 @@ class FigureOps(ModelStore):
         now = self._now()
         return [self._figures(tenant, now) for tenant in named]
 
-    def _figures(self, user_id: str, now: int) -> TenantFairness:
-        tenant = self._tenants.get(user_id)
-        fair = self._fair.tenants.get(user_id)
+    def _figures(self, tenant_id: str, now: int) -> TenantFairness:
+        tenant = self._tenants.get(tenant_id)
+        fair = self._fair.tenants.get(tenant_id)
         stride = DEFAULT_STRIDE if fair is None else fair.stride
         tier = 0 if fair is None else fair.tier
         if tenant is None:
@@ -51,10 +51,10 @@ class FigureOps(ModelStore):
             ready = len(tenant.critical) + len(tenant.normal_live)
             leased = tenant.leased
             claimed = tenant.counters["claimed"]
-        ahead = self._fair.lag(user_id) if ready and fair is not None else 0
+        ahead = self._fair.lag(tenant_id) if ready and fair is not None else 0
         oldest = None if tenant is None else self._oldest_head_ms(tenant)
         return tenant_fairness(
-            user_id,
+            tenant_id,
             stride=stride,
             tier=tier,
             ready=ready,

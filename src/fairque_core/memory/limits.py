@@ -102,11 +102,11 @@ def _ceil_ms(us: int) -> int:
     return -(-us // 1000)
 
 
-def effective(store: ModelStore, user_id: str) -> Limits:
-    """``user_id``'s limits in force: its own, else its tier's defaults, per field."""
+def effective(store: ModelStore, tenant_id: str) -> Limits:
+    """``tenant_id``'s limits in force: its own, else its tier's defaults, per field."""
     st = store._limits
-    own = st.own.get(user_id, _NONE)
-    return own.over(st.tiers.get(store._fair.tenant(user_id).tier, _NONE))
+    own = st.own.get(tenant_id, _NONE)
+    return own.over(st.tiers.get(store._fair.tenant(tenant_id).tier, _NONE))
 
 
 def _park(store: ModelStore, member: str, until_ms: int) -> None:
@@ -114,55 +114,55 @@ def _park(store: ModelStore, member: str, until_ms: int) -> None:
     store._wake.lower_next_due(until_ms)
 
 
-def admit(store: ModelStore, user_id: str, now: int) -> None:
-    """``user_id`` has ready work: into its active set unless a limit holds it (or it is
+def admit(store: ModelStore, tenant_id: str, now: int) -> None:
+    """``tenant_id`` has ready work: into its active set unless a limit holds it (or it is
     paused: memory/pause.py, which holds it out as a cap does)."""
     st = store._limits
-    if user_id in st.capped or user_id in store._paused:
+    if tenant_id in st.capped or tenant_id in store._paused:
         return
-    hold = st.hold.get(user_id, 0)
+    hold = st.hold.get(tenant_id, 0)
     if hold > now:
-        if user_id not in st.parked:
-            _park(store, user_id, hold)
+        if tenant_id not in st.parked:
+            _park(store, tenant_id, hold)
         return
-    store._fair.activate(user_id)
+    store._fair.activate(tenant_id)
 
 
-def after_start(store: ModelStore, user_id: str, now: int) -> None:
-    """``user_id`` just had a task claimed (its lease counted): charge its rate, check its
+def after_start(store: ModelStore, tenant_id: str, now: int) -> None:
+    """``tenant_id`` just had a task claimed (its lease counted): charge its rate, check its
     cap, and take it out of its active set when either holds it."""
     st = store._limits
-    lim = effective(store, user_id)
-    tenant = store._tenant(user_id)
+    lim = effective(store, tenant_id)
+    tenant = store._tenant(tenant_id)
     if lim.rate is not None:
-        tat, next_us = gcra_start(st.tat.get(user_id, 0), now * 1000, lim.rate, lim.burst)
-        st.tat[user_id] = tat
+        tat, next_us = gcra_start(st.tat.get(tenant_id, 0), now * 1000, lim.rate, lim.burst)
+        st.tat[tenant_id] = tat
         if next_us > now * 1000:
-            st.hold[user_id] = _ceil_ms(next_us)
+            st.hold[tenant_id] = _ceil_ms(next_us)
             store._bump("throttles", tenant)
     if (
         lim.max_running is not None
         and tenant.leased >= lim.max_running
-        and user_id not in st.capped
+        and tenant_id not in st.capped
     ):
-        st.capped.add(user_id)
+        st.capped.add(tenant_id)
         store._bump("cap_hits", tenant)
-    held = user_id in st.capped or st.hold.get(user_id, 0) > now
-    if held and store._fair.is_active(user_id):
-        store._fair.deactivate(user_id)
-        admit(store, user_id, now)  # parks it when only its rate holds it
+    held = tenant_id in st.capped or st.hold.get(tenant_id, 0) > now
+    if held and store._fair.is_active(tenant_id):
+        store._fair.deactivate(tenant_id)
+        admit(store, tenant_id, now)  # parks it when only its rate holds it
 
 
-def lease_ended(store: ModelStore, user_id: str, now: int) -> None:
-    """A lease of ``user_id`` ended (its count already lowered)."""
+def lease_ended(store: ModelStore, tenant_id: str, now: int) -> None:
+    """A lease of ``tenant_id`` ended (its count already lowered)."""
     st = store._limits
-    if user_id in st.capped:
-        cap = effective(store, user_id).max_running
-        tenant = store._tenant(user_id)
+    if tenant_id in st.capped:
+        cap = effective(store, tenant_id).max_running
+        tenant = store._tenant(tenant_id)
         if cap is None or tenant.leased < cap:
-            st.capped.discard(user_id)
+            st.capped.discard(tenant_id)
             if tenant.has_ready():
-                admit(store, user_id, now)
+                admit(store, tenant_id, now)
                 store._wake.signal()
     if st.queue.max_running is not None:
         store._wake.signal()
@@ -215,15 +215,15 @@ def check_push(store: ModelStore, messages: Sequence[Message], now: int) -> None
             continue
         seen.add(message.task_id)
         adding[message.tenant] = adding.get(message.tenant, 0) + 1
-    for user_id, count in adding.items():
-        cap = effective(store, user_id).max_queued
+    for tenant_id, count in adding.items():
+        cap = effective(store, tenant_id).max_queued
         if cap is None:
             continue
-        tenant = store._tenant(user_id)
+        tenant = store._tenant(tenant_id)
         queued = len(tenant.critical) + len(tenant.normal_live) + tenant.scheduled
         if queued + count > cap:
             store._bump("refusals", tenant)
-            raise TenantQueueFullError(user_id, cap)
+            raise TenantQueueFullError(tenant_id, cap)
 
 
 def _scope_tier(tier: object) -> int:
@@ -265,49 +265,49 @@ def set_limits(
     _settle(store, tenant, now)
 
 
-def _settle(store: ModelStore, user_id: str, now: int) -> None:
-    """Bring ``user_id``'s held/active state in line with its limits after a change."""
+def _settle(store: ModelStore, tenant_id: str, now: int) -> None:
+    """Bring ``tenant_id``'s held/active state in line with its limits after a change."""
     st = store._limits
-    lim = effective(store, user_id)
-    tenant = store._tenant(user_id)
-    if lim.rate is None and user_id in st.hold:
-        del st.hold[user_id]
-        st.parked.pop(user_id, None)
+    lim = effective(store, tenant_id)
+    tenant = store._tenant(tenant_id)
+    if lim.rate is None and tenant_id in st.hold:
+        del st.hold[tenant_id]
+        st.parked.pop(tenant_id, None)
     over = lim.max_running is not None and tenant.leased >= lim.max_running
-    if user_id in st.capped and not over:
-        st.capped.discard(user_id)
-    elif over and user_id not in st.capped:
-        st.capped.add(user_id)
+    if tenant_id in st.capped and not over:
+        st.capped.discard(tenant_id)
+    elif over and tenant_id not in st.capped:
+        st.capped.add(tenant_id)
         store._bump("cap_hits", tenant)
-        store._fair.deactivate(user_id)
-    if tenant.has_ready() and not store._fair.is_active(user_id):
-        admit(store, user_id, now)
+        store._fair.deactivate(tenant_id)
+    if tenant.has_ready() and not store._fair.is_active(tenant_id):
+        admit(store, tenant_id, now)
     store._recompute_next_due()
 
 
-def limit_status(store: ModelStore, user_id: str) -> LimitStatus:
-    """Where ``user_id`` stands against its limits."""
-    validate_id(user_id, "tenant")
+def limit_status(store: ModelStore, tenant_id: str) -> LimitStatus:
+    """Where ``tenant_id`` stands against its limits."""
+    validate_id(tenant_id, "tenant")
     st = store._limits
     now = store._now()
-    lim = effective(store, user_id)
-    tenant = store._tenants.get(user_id)
+    lim = effective(store, tenant_id)
+    tenant = store._tenants.get(tenant_id)
     running = queued = 0
     counters = {"cap_hits": 0, "throttles": 0, "refusals": 0}
     if tenant is not None:
         running = tenant.leased
         queued = len(tenant.critical) + len(tenant.normal_live) + tenant.scheduled
         counters = {name: tenant.counters[name] for name in counters}
-    next_at, tokens = gcra_view(st.tat.get(user_id, 0), now, lim)
+    next_at, tokens = gcra_view(st.tat.get(tenant_id, 0), now, lim)
     return LimitStatus(
-        tenant=user_id,
-        own=st.own.get(user_id, _NONE),
+        tenant=tenant_id,
+        own=st.own.get(tenant_id, _NONE),
         effective=lim,
         running=running,
         queued=queued,
-        capped=user_id in st.capped,
+        capped=tenant_id in st.capped,
         next_start_at=next_at,
         tokens=tokens,
         **counters,
-        paused=user_id in store._paused,
+        paused=tenant_id in store._paused,
     )

@@ -170,7 +170,7 @@ class InMemoryBackend(
         lease_seconds: float | None = None,
     ) -> list[Claimed]:
         for candidate in (*(assigned or ()), *(steal or ())):
-            validate_id(candidate, "user_id")
+            validate_id(candidate, "tenant")
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise TaskValidationError("count", count, "must be >= 1")
         span_ms = lease_ms(self._config.lease_seconds if lease_seconds is None else lease_seconds)
@@ -188,12 +188,12 @@ class InMemoryBackend(
         for _ in range(0 if self._queue_paused else count):  # paused: leases nothing
             if self._limits.on and not limits.queue_may_start(self, now):
                 break  # the queue-wide max_running or rate
-            user_id = self._fair.pick(groups)
-            if user_id is None:
+            tenant_id = self._fair.pick(groups)
+            if tenant_id is None:
                 break
-            tenant = self._tenants[user_id]
+            tenant = self._tenants[tenant_id]
             task_id = tenant.pop_ready()
-            self._fair.serve(user_id, still_ready=tenant.has_ready(), pinned=pinned)
+            self._fair.serve(tenant_id, still_ready=tenant.has_ready(), pinned=pinned)
             rec = self._records[task_id]
             self._move(rec, TaskEvent.CLAIM)
             rec.token = self._tokens()
@@ -203,7 +203,7 @@ class InMemoryBackend(
             tenant.leased += 1
             self._bump("claimed", tenant)
             if self._limits.on:
-                limits.after_start(self, user_id, now)  # rate charged, cap checked
+                limits.after_start(self, tenant_id, now)  # rate charged, cap checked
                 limits.queue_started(self, now)
             lease = Lease(token=rec.token, deadline=rec.deadline_ms / 1000, worker_id=worker_id)
             claimed.append(Claimed(message=rec.message, lease=lease, recoveries=rec.recoveries))

@@ -40,7 +40,7 @@ class OperatorOps(ModelStore):
     def purge_all(self) -> int:
         """Cancel every QUEUED and SCHEDULED task of the queue; how many were purged."""
         now = self._now()
-        purged = sum(self._purge_ready(user_id, now) for user_id in list(self._tenants))
+        purged = sum(self._purge_ready(tenant_id, now) for tenant_id in list(self._tenants))
         purged += self._purge_scheduled(None, now)
         self._recompute_next_due()
         return purged
@@ -83,19 +83,19 @@ class OperatorOps(ModelStore):
         records: dict[str, str] = self.__dict__.setdefault("_worker_records", {})
         return records
 
-    def _purge_ready(self, user_id: str, now: int) -> int:
-        tenant = self._tenants.get(user_id)
+    def _purge_ready(self, tenant_id: str, now: int) -> int:
+        tenant = self._tenants.get(tenant_id)
         if tenant is None:
             return 0
         ids = [*tenant.critical, *(tenant.normal_live[m] for m in sorted(tenant.normal_live))]
         return sum(self._purge_one(task_id, now) for task_id in ids)
 
-    def _purge_scheduled(self, user_id: str | None, now: int) -> int:
+    def _purge_scheduled(self, tenant_id: str | None, now: int) -> int:
         ids = sorted(self._delayed, key=lambda task_id: (self._delayed[task_id], task_id))
         return sum(
             self._purge_one(task_id, now)
             for task_id in ids
-            if user_id is None or self._records[task_id].message.tenant == user_id
+            if tenant_id is None or self._records[task_id].message.tenant == tenant_id
         )
 
     def _purge_one(self, task_id: str, now: int) -> int:

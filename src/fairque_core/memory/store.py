@@ -117,11 +117,11 @@ class ModelStore:
         self._counters[name] += by
         tenant.counters[name] += by
 
-    def _tenant(self, user_id: str) -> TenantQueues:
-        tenant = self._tenants.get(user_id)
+    def _tenant(self, tenant_id: str) -> TenantQueues:
+        tenant = self._tenants.get(tenant_id)
         if tenant is None:
             tenant = TenantQueues()
-            self._tenants[user_id] = tenant
+            self._tenants[tenant_id] = tenant
         return tenant
 
     def _live(self, task_id: str, now: int) -> TaskRecord | None:
@@ -152,8 +152,8 @@ class ModelStore:
     ) -> None:
         """Put a (queued) task into its tenant's ready structures (critical FIFO or scored
         heap); the tenant becomes active and the wake signal is set."""
-        user_id = rec.message.tenant
-        tenant = self._tenant(user_id)
+        tenant_id = rec.message.tenant
+        tenant = self._tenant(tenant_id)
         rec.ready_ms = ready_ms
         if rec.message.priority.is_critical:
             if head:
@@ -166,20 +166,20 @@ class ModelStore:
             heapq.heappush(tenant.normal, (score, member))
             tenant.normal_live[member] = task_id
         if self._limits.on or self._paused:
-            limits.admit(self, user_id, self._now())  # unless paused, capped or throttled
+            limits.admit(self, tenant_id, self._now())  # unless paused, capped or throttled
         else:
-            self._fair.activate(user_id)
+            self._fair.activate(tenant_id)
         self._wake.signal()
 
     def _remove_ready(self, task_id: str, rec: TaskRecord) -> None:
-        user_id = rec.message.tenant
-        tenant = self._tenant(user_id)
+        tenant_id = rec.message.tenant
+        tenant = self._tenant(tenant_id)
         if rec.message.priority.is_critical:
             tenant.critical.remove(task_id)
         else:
             tenant.normal_live.pop(seq_member(rec.seq, task_id), None)
         if not tenant.has_ready():
-            self._fair.deactivate(user_id)
+            self._fair.deactivate(tenant_id)
 
     def _schedule(self, task_id: str, rec: TaskRecord, due_ms: int) -> None:
         """Hold a (scheduled) task until ``due_ms``."""

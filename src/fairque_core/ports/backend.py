@@ -36,8 +36,8 @@ class QueueBackend(Protocol):
     executable form.
 
     A parameter holding one tenant id is named ``tenant``, several ``tenants`` (ADR 23). The
-    engines pass tenant ids positionally, so a backend written against the older names
-    (``user_id``, ``user_ids``) keeps working; new backends should use these.
+    engines pass tenant ids positionally, so they do not depend on a backend's own
+    parameter names; backends should use these.
     """
 
     @property

@@ -53,7 +53,6 @@ from fairque_core.settings.values import (
 __all__ = [
     "ENV_PREFIX",
     "REMOVED_FIELDS",
-    "RENAMED_FIELDS",
     "config_from_dict",
     "config_from_yaml",
     "config_to_dict",
@@ -101,42 +100,6 @@ def _warn_removed(path: str, advice: str, source: str, stacklevel: int) -> None:
     )
 
 
-#: Fields renamed by ADR 23: section -> {old key: new key}. A file or env var using the old key
-#: loads as the new one with a DeprecationWarning.
-RENAMED_FIELDS: Mapping[str, Mapping[str, str]] = {
-    "worker": {"assigned_users": "assigned_tenants"},
-}
-
-
-def _renamed(section: str, key: str, source: str, stacklevel: int) -> str:
-    """The current name of ``section.key`` (warning when ``key`` is an old spelling)."""
-    new = RENAMED_FIELDS.get(section, {}).get(key)
-    if new is None:
-        return key
-    warnings.warn(
-        f"{section}.{key} {source}is deprecated; use {section}.{new} (ADR 23)",
-        DeprecationWarning,
-        stacklevel=stacklevel + 1,
-    )
-    return new
-
-
-def _rename_old_keys(data: dict[str, Any], stacklevel: int) -> None:
-    for section, renames in RENAMED_FIELDS.items():
-        body = data.get(section)
-        if not isinstance(body, dict):
-            continue
-        for old in sorted(renames.keys() & body.keys()):
-            new = _renamed(section, old, "", stacklevel + 1)
-            if new in body:
-                raise ConfigurationError(
-                    f"{section}.{old} and {section}.{new} are the same setting: give only {new}",
-                    path=f"{section}.{old}",
-                    value=body[old],
-                )
-            body[new] = body.pop(old)
-
-
 def _drop_removed(data: dict[str, Any], stacklevel: int) -> None:
     """Take the removed fields out of ``data``'s sections, warning once for each."""
     for section, removed in REMOVED_FIELDS.items():
@@ -179,7 +142,6 @@ def config_from_dict(
         else:
             merged[str(section)] = dict(body) if isinstance(body, Mapping) else body
     _drop_removed(merged, stacklevel + 1)
-    _rename_old_keys(merged, stacklevel + 1)
     _apply_env(merged, env, stacklevel + 1)
     try:
         config: C = _converter.structure(merged, cls)
@@ -369,7 +331,6 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str], stacklevel: int) ->
                 path=section,
                 value=name,
             )
-        key = _renamed(section, key, f"(environment variable {name}) ", stacklevel + 1)
         path = f"{section}.{key}"
         advice = REMOVED_FIELDS.get(section, {}).get(key)
         if advice is not None:

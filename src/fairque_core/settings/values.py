@@ -11,7 +11,7 @@ and reading it from YAML, plain dicts and the environment is :mod:`fairque_core.
 * Every field here is read by fairque somewhere. The seed's fields that never had an effect
   (``queue.stats_prefix``, ``queue.default_max_retries`` ... ``redis.decode_responses``) are
   gone; the loader still accepts them in a file with a ``DeprecationWarning`` (see
-  ``config_loading.REMOVED_FIELDS``).
+  ``fairque_core.settings.loading.REMOVED_FIELDS``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from typing import Any, ClassVar
 
 import attrs
 
-from fairque_core.app.deprecation import warn_renamed
 from fairque_core.domain.errors import (
     ConfigurationError,
     ScheduleValidationError,
@@ -272,8 +271,7 @@ class WorkerConfig:
     """One worker's identity, affinity and limits.
 
     ``assigned_tenants`` are served first (fairly among themselves), ``steal_targets`` when
-    those are idle. ``assigned_users`` is the deprecated spelling of ``assigned_tenants``
-    (ADR 23): accepted as a keyword and readable as a property, with a DeprecationWarning.
+    those are idle.
     """
 
     _section: ClassVar[str] = "worker"
@@ -291,20 +289,6 @@ class WorkerConfig:
     )
     reaper_interval_seconds: float = attrs.field(default=1.0, validator=_POSITIVE)
     claim_batch_size: int = attrs.field(default=0, validator=_NON_NEGATIVE_INT)  # 0: free slots
-
-    def __init__(self, **kwargs: Any) -> None:
-        if "assigned_users" in kwargs:
-            if "assigned_tenants" in kwargs:
-                raise TypeError("WorkerConfig() got both 'assigned_users' and 'assigned_tenants'")
-            warn_renamed("WorkerConfig(assigned_users=...)", "assigned_tenants=")
-            kwargs["assigned_tenants"] = kwargs.pop("assigned_users")
-        self.__attrs_init__(**kwargs)  # type: ignore[attr-defined]
-
-    @property
-    def assigned_users(self) -> list[str]:
-        """Deprecated alias of :attr:`assigned_tenants` (ADR 23)."""
-        warn_renamed("WorkerConfig.assigned_users", "assigned_tenants")
-        return self.assigned_tenants
 
     def __attrs_post_init__(self) -> None:
         both = sorted(set(self.assigned_tenants) & set(self.steal_targets))
@@ -459,11 +443,11 @@ class QueueConfig:
                 self.retry_cap_seconds,
                 f"must be >= retry_base_seconds ({self.retry_base_seconds:g})",
             )
-        for user_id, tier in self.tenant_tiers.items():
+        for tenant, tier in self.tenant_tiers.items():
             if tier not in self.tiers:
                 known = ", ".join(sorted(self.tiers)) or "none defined"
                 raise _FieldError(
-                    self._section, f"tenant_tiers.{user_id}", tier, f"unknown tier ({known})"
+                    self._section, f"tenant_tiers.{tenant}", tier, f"unknown tier ({known})"
                 )
         self._tier_limits_by_rank()
 
@@ -493,27 +477,27 @@ class QueueConfig:
             out.append(LimitSetting(self.limits.changes()))
         for rank, changes in sorted(self._tier_limits_by_rank().items()):
             out.append(LimitSetting(changes, tier=rank))
-        for user_id, limits in self.tenant_limits.items():
+        for tenant, limits in self.tenant_limits.items():
             if limits.changes():
-                out.append(LimitSetting(limits.changes(), tenant=user_id))
+                out.append(LimitSetting(limits.changes(), tenant=tenant))
         return out
 
     def tenant_weight_table(self) -> dict[str, tuple[float, int]]:
-        """``user_id -> (weight, tier rank)`` for every tenant the config names.
+        """``tenant -> (weight, tier rank)`` for every tenant the config names.
 
         A tenant in ``tenant_tiers`` takes its tier's weight and rank; an explicit
         ``tenant_weights`` entry overrides the weight and keeps the rank (0 without a tier).
         """
         table: dict[str, tuple[float, int]] = {}
-        for user_id, tier_name in self.tenant_tiers.items():
+        for tenant, tier_name in self.tenant_tiers.items():
             tier = self.tiers.get(tier_name)
             if tier is None:  # only when the mapping was changed after construction
                 raise _FieldError(
-                    self._section, f"tenant_tiers.{user_id}", tier_name, "unknown tier"
+                    self._section, f"tenant_tiers.{tenant}", tier_name, "unknown tier"
                 )
-            table[user_id] = (tier.weight, tier.rank)
-        for user_id, weight in self.tenant_weights.items():
-            table[user_id] = (weight, table.get(user_id, (1.0, 0))[1])
+            table[tenant] = (tier.weight, tier.rank)
+        for tenant, weight in self.tenant_weights.items():
+            table[tenant] = (weight, table.get(tenant, (1.0, 0))[1])
         return table
 
 

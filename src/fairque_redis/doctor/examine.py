@@ -315,11 +315,11 @@ def held_tenants(parsed: Parsed) -> dict[str, str]:
     ``parked`` (in the ``parked`` zset: waiting for its rate's next start; the claim's due-move
     step lets it in again). A parked tenant whose time has come may already be active again."""
     held: dict[str, str] = {}
-    for user, record in parsed.tenant.items():
+    for tenant, record in parsed.tenant.items():
         if _text(record.get("pau", b"")) == "1":
-            held[user] = "paused"
+            held[tenant] = "paused"
         elif _text(record.get("capd", b"")) == "1":
-            held[user] = "capped"
+            held[tenant] = "capped"
     for member, _ in parsed.single.get("parked", []):
         if member != QUEUE_PARK_MEMBER:
             held.setdefault(member, "parked")
@@ -352,16 +352,16 @@ def check_parsed(parsed: Parsed) -> list[str]:
 
     # where each id is: (structure, tenant or "", score or None)
     places: dict[str, list[tuple[str, float | None]]] = defaultdict(list)
-    for user, ids in critical.items():
+    for tenant, ids in critical.items():
         for task_id in ids:
-            places[task_id].append((f"c:{user}", None))
-    for user, members in normal.items():
+            places[task_id].append((f"c:{tenant}", None))
+    for tenant, members in normal.items():
         for member, score in members:
             task_id = member[_SEQ_DIGITS:]
-            places[task_id].append((f"n:{user}", score))
+            places[task_id].append((f"n:{tenant}", score))
             rec = live(task_id)
             if rec is not None and member[:_SEQ_DIGITS] != f"{_int(rec.get('seq')):016d}":
-                bad.append(f"task {task_id}: n:{user} member {member!r} does not carry its seq")
+                bad.append(f"task {task_id}: n:{tenant} member {member!r} does not carry its seq")
     for name in ("delayed", "leases", "dlq"):
         for task_id, score in single.get(name, []):
             places[task_id].append((name, score))
@@ -374,10 +374,10 @@ def check_parsed(parsed: Parsed) -> list[str]:
         if rec is None:
             bad.append(f"task {task_id} is in {names} but has no live task hash")
             continue
-        user = _text(rec.get("u", b""))
+        tenant = _text(rec.get("u", b""))
         for name in names:
-            if name.startswith(("c:", "n:")) and name[2:] != user:
-                bad.append(f"task {task_id} of tenant {user!r} is in {name}")
+            if name.startswith(("c:", "n:")) and name[2:] != tenant:
+                bad.append(f"task {task_id} of tenant {tenant!r} is in {name}")
 
     # each live record's state against where it is
     ready_of: Counter[str] = Counter()
@@ -388,17 +388,17 @@ def check_parsed(parsed: Parsed) -> list[str]:
         if rec is None:
             continue
         state = _text(rec["st"])
-        user = _text(rec.get("u", b""))
+        tenant = _text(rec.get("u", b""))
         prio = _int(rec.get("p"), -1)
         where = [name for name, _ in places.get(task_id, [])]
         scores: dict[str, float | None] = dict(places.get(task_id, []))
-        if not user or prio < 1 or prio > 6 or "seq" not in rec:
+        if not tenant or prio < 1 or prio > 6 or "seq" not in rec:
             bad.append(f"task {task_id}: hash lacks u/p/seq or has priority {prio}")
         if state == "queued":
-            want = f"c:{user}" if prio == 6 else f"n:{user}"
+            want = f"c:{tenant}" if prio == 6 else f"n:{tenant}"
             if where != [want]:
                 bad.append(f"task {task_id} is queued but is in {where}, not [{want!r}]")
-            ready_of[user] += 1
+            ready_of[tenant] += 1
         elif state == "started":
             if where != ["leases"]:
                 bad.append(f"task {task_id} is started but is in {where}, not ['leases']")
@@ -407,13 +407,13 @@ def check_parsed(parsed: Parsed) -> list[str]:
                 bad.append(f"task {task_id}: lease score {scores['leases']} != dl {dl}")
             if not rec.get("tok"):
                 bad.append(f"task {task_id} is started without a lease token")
-            leased_of[user] += 1
+            leased_of[tenant] += 1
         elif state == "scheduled":
             if where != ["delayed"]:
                 bad.append(f"task {task_id} is scheduled but is in {where}, not ['delayed']")
             elif scores["delayed"] != _int(rec.get("due"), -1):
                 bad.append(f"task {task_id}: delayed score {scores['delayed']} != due")
-            scheduled_of[user] += 1
+            scheduled_of[tenant] += 1
         elif state == "failed":
             if where != ["dlq"]:
                 bad.append(f"task {task_id} is failed but is in {where}, not ['dlq']")
@@ -441,28 +441,28 @@ def check_parsed(parsed: Parsed) -> list[str]:
     held = held_tenants(p)
     tenants |= set(held)
     in_ready = 0
-    for user in sorted(tenants):
-        ready = len(critical.get(user, [])) + len(normal.get(user, []))
+    for tenant in sorted(tenants):
+        ready = len(critical.get(tenant, [])) + len(normal.get(tenant, []))
         in_ready += ready
-        if ready != ready_of[user]:
-            bad.append(f"tenant {user}: {ready} ids in c:/n: but {ready_of[user]} queued tasks")
-        gauges = tenant_stats.get(user, {})
-        for name, real in (("scheduled", scheduled_of[user]), ("leased", leased_of[user])):
+        if ready != ready_of[tenant]:
+            bad.append(f"tenant {tenant}: {ready} ids in c:/n: but {ready_of[tenant]} queued tasks")
+        gauges = tenant_stats.get(tenant, {})
+        for name, real in (("scheduled", scheduled_of[tenant]), ("leased", leased_of[tenant])):
             if _int(gauges.get(name)) != real:
-                bad.append(f"tenant {user}: ts {name} = {_int(gauges.get(name))}, real {real}")
-        memberships = [tier for tier, members in active.items() if user in dict(members)]
-        hold = held.get(user)
+                bad.append(f"tenant {tenant}: ts {name} = {_int(gauges.get(name))}, real {real}")
+        memberships = [tier for tier, members in active.items() if tenant in dict(members)]
+        hold = held.get(tenant)
         if hold in ("paused", "capped") and memberships:
-            bad.append(f"tenant {user} is {hold} but is in active:{memberships}")
+            bad.append(f"tenant {tenant} is {hold} but is in active:{memberships}")
         elif not ready and memberships:
-            bad.append(f"tenant {user} has no ready task but is in active:{memberships}")
+            bad.append(f"tenant {tenant} has no ready task but is in active:{memberships}")
         elif len(memberships) > 1 or (ready and not hold and not memberships):
             # a held tenant may be out (a parked one whose time came may be back in already)
-            bad.append(f"tenant {user} has {ready} ready tasks but is in active:{memberships}")
-        if hold == "capped" and not leased_of[user]:
-            bad.append(f"tenant {user} is capped but holds no lease: nothing will let it in")
-        if _int(gauges.get("pushed")) > 0 and user not in dict(single.get("tenants", [])):
-            bad.append(f"tenant {user} has pushed tasks but is not in the tenants index")
+            bad.append(f"tenant {tenant} has {ready} ready tasks but is in active:{memberships}")
+        if hold == "capped" and not leased_of[tenant]:
+            bad.append(f"tenant {tenant} is capped but holds no lease: nothing will let it in")
+        if _int(gauges.get("pushed")) > 0 and tenant not in dict(single.get("tenants", [])):
+            bad.append(f"tenant {tenant} has pushed tasks but is not in the tenants index")
     meta = single.get("meta", {})
     if _int(meta.get("ready")) != in_ready:
         bad.append(f"meta ready = {_int(meta.get('ready'))}, real {in_ready}")

@@ -118,12 +118,12 @@ def _place_tasks(client: Any, keys: KeySpace, p: Parsed, done: list[str], horizo
     """Steps 2 and 3: every id where its live record's state says, and only there."""
     pipe = client.pipeline(transaction=True)
     present: dict[str, list[str]] = {}  # task id -> structures holding it
-    for user, ids in p.critical.items():
+    for tenant, ids in p.critical.items():
         for task_id in ids:
-            present.setdefault(task_id, []).append(f"c:{user}")
-    for user, members in p.normal.items():
+            present.setdefault(task_id, []).append(f"c:{tenant}")
+    for tenant, members in p.normal.items():
         for member, _ in members:
-            present.setdefault(member[_SEQ_DIGITS:], []).append(f"n:{user}")
+            present.setdefault(member[_SEQ_DIGITS:], []).append(f"n:{tenant}")
     for name in ("delayed", "leases", "dlq"):
         for task_id, _ in p.single.get(name, []):
             present.setdefault(task_id, []).append(name)
@@ -132,9 +132,9 @@ def _place_tasks(client: Any, keys: KeySpace, p: Parsed, done: list[str], horizo
         rec = p.live(task_id)
         if rec is None:
             return None
-        state, user = _text(rec["st"]), _text(rec.get("u", b""))
-        if state == "queued" and user:
-            return f"c:{user}" if _int(rec.get("p")) == _CRITICAL else f"n:{user}"
+        state, tenant = _text(rec["st"]), _text(rec.get("u", b""))
+        if state == "queued" and tenant:
+            return f"c:{tenant}" if _int(rec.get("p")) == _CRITICAL else f"n:{tenant}"
         if state == "started":
             return "leases" if rec.get("tok") else None
         return {"scheduled": "delayed", "failed": "dlq"}.get(state)
@@ -144,8 +144,8 @@ def _place_tasks(client: Any, keys: KeySpace, p: Parsed, done: list[str], horizo
         if where.startswith("c:"):
             pipe.lrem(key, 0, task_id)
         elif where.startswith("n:"):
-            user = where[2:]
-            for member, _ in p.normal.get(user, []):
+            tenant = where[2:]
+            for member, _ in p.normal.get(tenant, []):
                 if member[_SEQ_DIGITS:] == task_id:
                     pipe.zrem(key, member)
         else:
@@ -161,8 +161,8 @@ def _place_tasks(client: Any, keys: KeySpace, p: Parsed, done: list[str], horizo
         rec = p.live(task_id)
         if rec is None:
             continue
-        state, user = _text(rec["st"]), _text(rec.get("u", b""))
-        if not user:
+        state, tenant = _text(rec["st"]), _text(rec.get("u", b""))
+        if not tenant:
             continue
         want = want_of(task_id)
         if state == "started" and (want is None or "leases" not in present.get(task_id, [])):
@@ -176,16 +176,16 @@ def _place_tasks(client: Any, keys: KeySpace, p: Parsed, done: list[str], horizo
             rec = {**rec, "rd": str(p.now).encode()}
         if state == "queued":
             prio = _int(rec.get("p"), 3)
-            where = f"c:{user}" if prio == _CRITICAL else f"n:{user}"
+            where = f"c:{tenant}" if prio == _CRITICAL else f"n:{tenant}"
             if where in present.get(task_id, []) and want == where:
                 continue
             if prio == _CRITICAL:
-                pipe.rpush(keys.critical(user), task_id)
+                pipe.rpush(keys.critical(tenant), task_id)
             else:
                 ready_ms = _int(rec.get("rd"), p.now)
                 score = static_score(Priority(max(1, min(prio, 5))), ready_ms, horizon_ms)
                 member = seq_member(_int(rec.get("seq")), task_id)
-                pipe.zadd(keys.normal(user), {member: score})
+                pipe.zadd(keys.normal(tenant), {member: score})
             done.append(f"task {task_id} (queued) put back into {where}")
         elif state == "scheduled" and "delayed" not in present.get(task_id, []):
             pipe.zadd(keys.delayed, {task_id: _int(rec.get("due"), p.now)})
@@ -205,12 +205,12 @@ def _fix_active(client: Any, keys: KeySpace, p: Parsed, done: list[str], strict:
     ready = {u for u, ids in p.critical.items() if ids} | {u for u, m in p.normal.items() if m}
     held = held_tenants(p)
     leasing = {_text(p.tasks.get(t, {}).get("u", b"")) for t, _ in p.single.get("leases", [])}
-    for user, why in sorted(held.items()):
-        if why == "capped" and user not in leasing:
+    for tenant, why in sorted(held.items()):
+        if why == "capped" and tenant not in leasing:
             # no lease left whose end would let it in: it would wait for ever
-            pipe.hdel(keys.tenant(user), "capd")
-            done.append(f"lifted tenant {user}'s cap (capped, but it holds no lease)")
-            del held[user]
+            pipe.hdel(keys.tenant(tenant), "capd")
+            done.append(f"lifted tenant {tenant}'s cap (capped, but it holds no lease)")
+            del held[tenant]
     # paused and capped tenants leave their active set; a parked one may be back in already
     may_run = ready - {u for u, why in held.items() if why in ("paused", "capped")}
     stay_out = (ready - may_run) | {u for u, why in held.items() if why == "parked"}
@@ -218,32 +218,32 @@ def _fix_active(client: Any, keys: KeySpace, p: Parsed, done: list[str], strict:
     act = _int(meta.get("act"))
     for tier, members in sorted(p.raw_active.items()):
         for member, _ in members:
-            user = member.rpartition("|")[2]
-            record = p.tenant.get(user, {})
-            own = f"{_int(record.get('act'), -1):0{_SEQ_DIGITS}d}|{user}"
+            tenant = member.rpartition("|")[2]
+            record = p.tenant.get(tenant, {})
+            own = f"{_int(record.get('act'), -1):0{_SEQ_DIGITS}d}|{tenant}"
             tier_ok = not strict or str(_int(record.get("tier"))) == tier
-            if user in may_run and user not in seen and member == own and tier_ok:
-                seen.add(user)
+            if tenant in may_run and tenant not in seen and member == own and tier_ok:
+                seen.add(tenant)
                 continue
             pipe.zrem(keys.active(int(tier)), member)
-            why = "no ready work" if user not in ready else "not the tenant's own member"
-            if user in ready and user not in may_run:
-                why = held[user]
+            why = "no ready work" if tenant not in ready else "not the tenant's own member"
+            if tenant in ready and tenant not in may_run:
+                why = held[tenant]
             done.append(f"removed {member!r} from active:{tier} ({why})")
     tiers: set[str] = set()
     for tier, members in p.raw_active.items():
         if any(m.rpartition("|")[2] in seen for m, _ in members):
             tiers.add(tier)
-    for user in sorted(ready - seen - stay_out):
-        record = p.tenant.get(user, {})
+    for tenant in sorted(ready - seen - stay_out):
+        record = p.tenant.get(tenant, {})
         tier = str(_int(record.get("tier"))) if strict else "0"
         vtime = _int(meta.get(f"vtime:{tier}") if strict else None, _int(meta.get("vtime")))
         pass_ = max(_int(record.get("pass")), vtime)
         act += 1
-        pipe.zadd(keys.active(int(tier)), {f"{act:0{_SEQ_DIGITS}d}|{user}": pass_})
-        pipe.hset(keys.tenant(user), mapping={"pass": str(pass_), "act": str(act)})
+        pipe.zadd(keys.active(int(tier)), {f"{act:0{_SEQ_DIGITS}d}|{tenant}": pass_})
+        pipe.hset(keys.tenant(tenant), mapping={"pass": str(pass_), "act": str(act)})
         tiers.add(tier)
-        done.append(f"activated tenant {user} (ready work, no active-set member)")
+        done.append(f"activated tenant {tenant} (ready work, no active-set member)")
     pipe.hset(keys.meta, "act", str(act))
     have = {member for member, _ in p.single.get("tiers", [])}
     for tier in have - tiers:
@@ -263,20 +263,20 @@ def _recount(client: Any, keys: KeySpace, p: Parsed, done: list[str]) -> None:
         rec = p.live(task_id)
         if rec is None:
             continue
-        state, user = _text(rec["st"]), _text(rec.get("u", b""))
+        state, tenant = _text(rec["st"]), _text(rec.get("u", b""))
         if state == "scheduled":
-            real["scheduled"][user] += 1
+            real["scheduled"][tenant] += 1
         elif state == "started":
-            real["leased"][user] += 1
-    users = set(p.tenant_stats) | set(real["scheduled"]) | set(real["leased"])
-    for user in sorted(users):
-        stats = p.tenant_stats.get(user, {})
+            real["leased"][tenant] += 1
+    tenants = set(p.tenant_stats) | set(real["scheduled"]) | set(real["leased"])
+    for tenant in sorted(tenants):
+        stats = p.tenant_stats.get(tenant, {})
         for name in _GAUGES:
             have = _num(stats.get(name))
-            if have != real[name][user]:
-                pipe.hset(keys.tenant_stats(user), name, str(real[name][user]))
+            if have != real[name][tenant]:
+                pipe.hset(keys.tenant_stats(tenant), name, str(real[name][tenant]))
                 done.append(
-                    f"tenant {user}: {name} {_shown(stats.get(name))} -> {real[name][user]}"
+                    f"tenant {tenant}: {name} {_shown(stats.get(name))} -> {real[name][tenant]}"
                 )
     ready = sum(len(v) for v in p.critical.values()) + sum(len(v) for v in p.normal.values())
     meta = p.single.get("meta", {})
@@ -284,14 +284,14 @@ def _recount(client: Any, keys: KeySpace, p: Parsed, done: list[str]) -> None:
         pipe.hset(keys.meta, "ready", str(ready))
         done.append(f"meta ready {_shown(meta.get('ready'))} -> {ready}")
     totals: Counter[str] = Counter()
-    for user, stats in sorted(p.tenant_stats.items()):
+    for tenant, stats in sorted(p.tenant_stats.items()):
         for name, value in stats.items():
             if name in _GAUGES:
                 continue
             count = _num(value)
             if count is None:  # a counter is history: it cannot be recounted, only restarted
-                pipe.hset(keys.tenant_stats(user), name, "0")
-                done.append(f"tenant {user}: counter {name} {_shown(value)} -> 0 (not a number)")
+                pipe.hset(keys.tenant_stats(tenant), name, "0")
+                done.append(f"tenant {tenant}: counter {name} {_shown(value)} -> 0 (not a number)")
                 count = 0
             totals[name] += count
     queue_stats = p.single.get("stats", {})
@@ -303,10 +303,10 @@ def _recount(client: Any, keys: KeySpace, p: Parsed, done: list[str]) -> None:
     # index was deleted in step 1) enters at the end; a push adds a tenant only once, at its
     # first push, so nothing else ever put it back (it vanished from every listing)
     indexed = {_text(member) for member, _ in p.single.get("tenants", [])}
-    for user, stats in sorted(p.tenant_stats.items()):
-        if (_num(stats.get("pushed")) or 0) > 0 and user not in indexed:
-            pipe.zadd(keys.tenants, {user: p.now}, nx=True)
-            done.append(f"tenant {user} back in the tenants index (at the end of its order)")
+    for tenant, stats in sorted(p.tenant_stats.items()):
+        if (_num(stats.get("pushed")) or 0) > 0 and tenant not in indexed:
+            pipe.zadd(keys.tenants, {tenant: p.now}, nx=True)
+            done.append(f"tenant {tenant} back in the tenants index (at the end of its order)")
     pipe.execute()
 
 

@@ -20,13 +20,13 @@ if r.state == 'queued' then
   fq_remove_ready(q, r)
 elseif r.state == 'scheduled' then
   FQ_CALL('ZREM', q.delayed, id)
-  fq_bump(q, r.user, 'scheduled', -1)
+  fq_bump(q, r.tenant, 'scheduled', -1)
 elseif r.state == 'started' then
   fq_drop_lease(q, r)
 end
 FQ_CALL('HSET', fq_task_key(q, id), 'st', 'canceled', 'rs', 'canceled')
 r.state = 'canceled'
-fq_bump(q, r.user, 'canceled', 1)
+fq_bump(q, r.tenant, 'canceled', 1)
 fq_close_record(q, r)
 fq_cancel_dependents(q, r)
 fq_close(q)

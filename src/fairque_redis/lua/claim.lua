@@ -10,7 +10,7 @@
   then `count` lease tokens (the i-th claimed task gets the i-th token)
   Raises the wake signal when it claimed or ingested and ready tasks remain, or entries remain
   in the intake.
-  Returns: {now_ms, n, then per claimed task: id, user, priority, retry count, meta, body,
+  Returns: {now_ms, n, then per claimed task: id, tenant, priority, retry count, meta, body,
            recoveries, then the tenants and task keys it repaired}
   A tenant whose structures were damaged behind the client's back (a queue deleted or of
   another type, its hash gone or of another type, a stale active-set member) is repaired or

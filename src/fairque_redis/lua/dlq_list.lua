@@ -5,7 +5,7 @@
   (derived) task:<id>
   ARGV[1..7] common header (see _include/core.lua)
   ARGV[8] limit  ARGV[9] offset  ARGV[10] failure type ('' = any)
-  Returns: 9 fields per entry: id, user, priority, retry count, meta, body, failure type,
+  Returns: 9 fields per entry: id, tenant, priority, retry count, meta, body, failure type,
            reason, moved ms
 ]]
 --- @include "_include/core"

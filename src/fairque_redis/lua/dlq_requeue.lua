@@ -29,10 +29,10 @@ for _, id in ipairs(ids) do
     FQ_CALL('HDEL', key, 'ft', 'err')
     FQ_CALL('DEL', fq_done_key(q, id)) -- alive again: result waiters must wait anew
     local r = {
-      id = id, user = v[1], priority = FQ_TONUMBER(v[2]) or FQ_DEFAULT_PRIORITY,
+      id = id, tenant = v[1], priority = FQ_TONUMBER(v[2]) or FQ_DEFAULT_PRIORITY,
       seq = FQ_TONUMBER(v[3]) or 0,
     }
-    fq_bump(q, r.user, 'dlq_requeued', 1)
+    fq_bump(q, r.tenant, 'dlq_requeued', 1)
     fq_make_ready(q, r, q.now, false)
   end
 end

@@ -27,7 +27,7 @@ if ARGV[10] ~= '' then
   local key = fq_task_key(q, id)
   FQ_CALL('HINCRBY', key, 'rc', 1)
   FQ_CALL('HSET', key, 'rs', ARGV[12])
-  fq_bump(q, r.user, 'retried', 1)
+  fq_bump(q, r.tenant, 'retried', 1)
   fq_schedule(q, r, q.now + math.max(0, FQ_TONUMBER(ARGV[10])))
 else
   if ARGV[13] ~= nil and ARGV[13] ~= '' then

@@ -6,7 +6,7 @@
   ARGV[1..7] common header (see _include/core.lua)
   ARGV[8] task id
   Returns: {} when the task is unknown or expired, else
-           {state, user, priority, retry count, meta, body, has result (0|1), result,
+           {state, tenant, priority, retry count, meta, body, has result (0|1), result,
             reason, failure type, failure record} (the last three '' when absent)
 ]]
 --- @include "_include/core"

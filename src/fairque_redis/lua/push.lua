@@ -8,7 +8,7 @@
   (fq_forget: task, waits, children, done:<id> and its XCom values xcom:<tenant>:<id>)
   ARGV[1..7] common header (see _include/core.lua)
   ARGV[8]  number of messages N
-  then per message: id, user, priority (1-6), delay ms, meta (opaque), body, unique key ('' =
+  then per message: id, tenant, priority (1-6), delay ms, meta (opaque), body, unique key ('' =
   none), unique window ms, D, D parent ids
   Refuses the call (FQ_E_ID_TAKEN <id>, nothing written) when a message's id is held by a
   live task of another tenant, or named twice in the call for two tenants (ADR 60).
@@ -71,7 +71,7 @@ for k = 1, n do
   -- a tenant id checked once per call (checked[u]: a key always holds the hash tag's '{',
   -- outside the id grammar, so no id is ever a key of `checked`)
   if not checked[u] then
-    if not fq_valid_id(u) then return fq_err('BAD_ID', 'user_id') end
+    if not fq_valid_id(u) then return fq_err('BAD_ID', 'tenant') end
     checked[u] = true
   end
   if p == nil then
@@ -100,7 +100,7 @@ for k = 1, n do
     local dep_owner = owners[dep]
     if dep_owner == nil then
       local parent = fq_rec(q, dep)
-      dep_owner = parent and parent.user
+      dep_owner = parent and parent.tenant
     end
     if dep_owner ~= u then return fq_err('UNKNOWN_DEP', dep) end
     fq_probe(fq_children_key(q, dep), 'LLEN', 'list')
@@ -234,7 +234,7 @@ for k = 1, n do
       local seq = fq_push_number(q, u)
       local due = now + math.max(0, dms)
       local r = {
-        id = id, user = u, priority = p, seq = seq, due_ms = due, delay_ms = dms,
+        id = id, tenant = u, priority = p, seq = seq, due_ms = due, delay_ms = dms,
         state = 'queued', unique_key = ukey, unique_window = FQ_TONUMBER(uw),
       }
       local failed_parent = nil

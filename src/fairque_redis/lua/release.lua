@@ -15,8 +15,8 @@ local id = ARGV[8]
 local r = fq_leased(q, id, ARGV[9])
 if r == nil then return fq_err('LEASE_LOST', id) end
 fq_drop_lease(q, r)
-fq_refund(q, r.user) -- released unstarted: the turn is given back (ADR 4)
-fq_bump(q, r.user, 'released', 1)
+fq_refund(q, r.tenant) -- released unstarted: the turn is given back (ADR 4)
+fq_bump(q, r.tenant, 'released', 1)
 fq_make_ready(q, r, r.ready_ms, true)
 fq_close(q)
 return 1

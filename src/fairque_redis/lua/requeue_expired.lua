@@ -24,14 +24,14 @@ for _, id in ipairs(expired) do
   else
   -- a lease no heartbeat extended (deadline still the claim's) never started: refund its turn
   local dl = FQ_CALL('HMGET', fq_task_key(q, id), 'dl', 'cdl')
-  if dl[2] ~= false and dl[1] == dl[2] then fq_refund(q, r.user) end
+  if dl[2] ~= false and dl[1] == dl[2] then fq_refund(q, r.tenant) end
   fq_drop_lease(q, r)
   r.recoveries = r.recoveries + 1
   FQ_CALL('HSET', fq_task_key(q, id), 'rec', fq_int(r.recoveries))
   if r.recoveries > (q.max_recoveries or fq_header(q, 'max_recoveries')) then
     fq_to_dlq(q, r, 'expired', 'lease expired ' .. fq_int(r.recoveries) .. ' times')
   else
-    fq_bump(q, r.user, 'recovered', 1)
+    fq_bump(q, r.tenant, 'recovered', 1)
     fq_make_ready(q, r, r.ready_ms, true)
   end
   end

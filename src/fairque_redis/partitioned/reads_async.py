@@ -93,7 +93,7 @@ class AsyncPartition(AsyncRedisBackend):
     ) -> None:
         """The argument checks of a claim, before any command (TaskValidationError)."""
         for tenant in tenants:
-            validate_id(tenant, "user_id")
+            validate_id(tenant, "tenant")
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise TaskValidationError("count", count, "must be >= 1")
         if not isinstance(worker_id, str):

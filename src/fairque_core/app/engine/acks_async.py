@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from fairque_core.app import context
-from fairque_core.app.deprecation import warn_renamed
 from fairque_core.app.engine.arguments import (
     check_claim,
     check_finish_items,
@@ -62,13 +61,6 @@ class AsyncAckMixin(MixinHost):
             raise
         context.discard(task)  # kept until here: a finish retried after an error stores them
         self._event("finished", task, run_seconds=run_seconds)
-
-    async def finish_many(
-        self, items: Sequence[tuple[Task, object]], *, run_seconds: Sequence[float] | None = None
-    ) -> list[bool]:
-        """Deprecated alias of :meth:`finish_batch` (ADR 23)."""
-        warn_renamed(f"{type(self).__name__}.finish_many", "finish_batch")
-        return await self.finish_batch(items, run_seconds=run_seconds)
 
     async def finish_batch(
         self, items: Sequence[tuple[Task, object]], *, run_seconds: Sequence[float] | None = None

@@ -21,7 +21,6 @@ from typing import Any
 
 from fairque_core.app import context
 from fairque_core.app.backend_loading import open_backend
-from fairque_core.app.deprecation import renamed_keyword, warn_renamed
 from fairque_core.app.engine import support as common
 from fairque_core.app.engine.acks import AckMixin
 from fairque_core.app.engine.arguments import (
@@ -128,8 +127,8 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
     def apply_tenant_config(self) -> None:
         """Set the weights, tiers and limits (ADR 28) named in the queue config on the backend
         (limits: only the fields the config gives)."""
-        for user_id, (weight, tier) in self._config.tenant_weight_table().items():
-            self._backend.set_tenant_weight(user_id, weight, tier=tier)
+        for tenant, (weight, tier) in self._config.tenant_weight_table().items():
+            self._backend.set_tenant_weight(tenant, weight, tier=tier)
         for setting in self._config.limit_settings():
             self._backend.set_limits(setting.changes, tenant=setting.tenant, tier=setting.tier)
 
@@ -216,29 +215,6 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
         """
         tasks = self.claim_batch(1, assigned, steal=steal, worker_id=worker_id)
         return tasks[0] if tasks else None
-
-    def pop(
-        self,
-        user_list: Sequence[str] | None = None,
-        *,
-        steal: Sequence[str] | None = None,
-        worker_id: str = "",
-    ) -> Task | None:
-        """Deprecated alias of :meth:`claim` (ADR 23)."""
-        warn_renamed(f"{type(self).__name__}.pop", "claim")
-        return self.claim(user_list, steal=steal, worker_id=worker_id)
-
-    def pop_batch(
-        self,
-        count: int,
-        user_list: Sequence[str] | None = None,
-        *,
-        steal: Sequence[str] | None = None,
-        worker_id: str = "",
-    ) -> list[Task]:
-        """Deprecated alias of :meth:`claim_batch` (ADR 23)."""
-        warn_renamed(f"{type(self).__name__}.pop_batch", "claim_batch")
-        return self.claim_batch(count, user_list, steal=steal, worker_id=worker_id)
 
     def claim_batch(
         self,
@@ -402,11 +378,6 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
         deadline = self._backend.heartbeat(task.task_id, lease.token, lease_seconds)
         return common.with_deadline(task, deadline)
 
-    def heartbeat_many(self, tasks: Sequence[Task]) -> list[Task | None]:
-        """Deprecated alias of :meth:`heartbeat_batch` (ADR 23)."""
-        warn_renamed(f"{type(self).__name__}.heartbeat_many", "heartbeat_batch")
-        return self.heartbeat_batch(tasks)
-
     def heartbeat_batch(self, tasks: Sequence[Task]) -> list[Task | None]:
         """Extend many leases in one backend call: per task, the task with its new deadline,
         or None when its lease is lost or it carries none (that task changes nothing; the
@@ -458,7 +429,6 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
         except TaskSerializationError:
             return None
 
-    @renamed_keyword("FairQueue", "user_id", "tenant")
     def set_tenant_weight(self, tenant: str, weight: float, *, tier: int = 0) -> None:
         self._backend.set_tenant_weight(tenant, weight, tier=tier)
 

@@ -23,7 +23,6 @@ from typing import Any
 from fairque_core.app import context
 from fairque_core.app.accel.push_coalescing import PushCoalescer  # unasync: remove
 from fairque_core.app.backend_loading import open_async_backend
-from fairque_core.app.deprecation import renamed_keyword, warn_renamed
 from fairque_core.app.engine import support as common
 from fairque_core.app.engine.acks_async import AsyncAckMixin
 from fairque_core.app.engine.arguments import (
@@ -146,8 +145,8 @@ class AsyncFairQueue(
     async def apply_tenant_config(self) -> None:
         """Set the weights, tiers and limits (ADR 28) named in the queue config on the backend
         (limits: only the fields the config gives)."""
-        for user_id, (weight, tier) in self._config.tenant_weight_table().items():
-            await self._backend.set_tenant_weight(user_id, weight, tier=tier)
+        for tenant, (weight, tier) in self._config.tenant_weight_table().items():
+            await self._backend.set_tenant_weight(tenant, weight, tier=tier)
         for setting in self._config.limit_settings():
             await self._backend.set_limits(
                 setting.changes, tenant=setting.tenant, tier=setting.tier
@@ -238,29 +237,6 @@ class AsyncFairQueue(
         """
         tasks = await self.claim_batch(1, assigned, steal=steal, worker_id=worker_id)
         return tasks[0] if tasks else None
-
-    async def pop(
-        self,
-        user_list: Sequence[str] | None = None,
-        *,
-        steal: Sequence[str] | None = None,
-        worker_id: str = "",
-    ) -> Task | None:
-        """Deprecated alias of :meth:`claim` (ADR 23)."""
-        warn_renamed(f"{type(self).__name__}.pop", "claim")
-        return await self.claim(user_list, steal=steal, worker_id=worker_id)
-
-    async def pop_batch(
-        self,
-        count: int,
-        user_list: Sequence[str] | None = None,
-        *,
-        steal: Sequence[str] | None = None,
-        worker_id: str = "",
-    ) -> list[Task]:
-        """Deprecated alias of :meth:`claim_batch` (ADR 23)."""
-        warn_renamed(f"{type(self).__name__}.pop_batch", "claim_batch")
-        return await self.claim_batch(count, user_list, steal=steal, worker_id=worker_id)
 
     async def claim_batch(
         self,
@@ -428,11 +404,6 @@ class AsyncFairQueue(
         deadline = await self._backend.heartbeat(task.task_id, lease.token, lease_seconds)
         return common.with_deadline(task, deadline)
 
-    async def heartbeat_many(self, tasks: Sequence[Task]) -> list[Task | None]:
-        """Deprecated alias of :meth:`heartbeat_batch` (ADR 23)."""
-        warn_renamed(f"{type(self).__name__}.heartbeat_many", "heartbeat_batch")
-        return await self.heartbeat_batch(tasks)
-
     async def heartbeat_batch(self, tasks: Sequence[Task]) -> list[Task | None]:
         """Extend many leases in one backend call: per task, the task with its new deadline,
         or None when its lease is lost or it carries none (that task changes nothing; the
@@ -484,7 +455,6 @@ class AsyncFairQueue(
         except TaskSerializationError:
             return None
 
-    @renamed_keyword("FairQueue", "user_id", "tenant")
     async def set_tenant_weight(self, tenant: str, weight: float, *, tier: int = 0) -> None:
         await self._backend.set_tenant_weight(tenant, weight, tier=tier)
 

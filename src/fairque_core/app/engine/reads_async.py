@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from fairque_core.app.deprecation import renamed_keyword
 from fairque_core.app.engine.arguments import check_entry_ids, check_failure_type, check_tenants
 from fairque_core.app.engine.messages import decode_message, decode_result
 from fairque_core.domain.enums import FailureType, TaskState
@@ -44,12 +43,10 @@ class AsyncReadMixin(MixinHost):
         """The finished task's result (decoded JSON), or None."""
         return decode_result(await self._backend.get_result(task_id))
 
-    @renamed_keyword("FairQueue", "user_id", "tenant")
     async def get_queue_sizes(self, tenant: str) -> dict[str, int]:
         sizes = await self._backend.queue_sizes([tenant])
         return sizes[tenant].as_dict()
 
-    @renamed_keyword("FairQueue", "user_ids", "tenants")
     async def get_queue_sizes_batch(self, tenants: Sequence[str]) -> dict[str, dict[str, int]]:
         sizes = await self._backend.queue_sizes(check_tenants(tenants))
         return {tenant: s.as_dict() for tenant, s in sizes.items()}
@@ -57,7 +54,6 @@ class AsyncReadMixin(MixinHost):
     async def get_stats(self) -> dict[str, Any]:
         return dict(await self._backend.stats())
 
-    @renamed_keyword("FairQueue", "user_id", "tenant")
     async def get_tenant_stats(self, tenant: str) -> dict[str, int]:
         return dict(await self._backend.tenant_stats(tenant))
 

@@ -141,7 +141,7 @@ def leased_items(tasks: Sequence[Task]) -> tuple[list[tuple[str, str]], list[int
 def renewed_tasks(
     tasks: Sequence[Task], positions: Sequence[int], deadlines: Sequence[float | None]
 ) -> list[Task | None]:
-    """``heartbeat_many``'s answer: per task, the task with its new deadline, else None."""
+    """``heartbeat_batch``'s answer: per task, the task with its new deadline, else None."""
     out: list[Task | None] = [None] * len(tasks)
     for index, deadline in zip(positions, deadlines, strict=True):
         if deadline is not None:

@@ -19,7 +19,6 @@ from concurrent.futures import Executor
 from typing import Any, Generic, TypeVar, overload
 
 from fairque_core.app.context import current_task_context
-from fairque_core.app.deprecation import warn_renamed
 from fairque_core.app.engine.workflows import INJECT_HEADER
 from fairque_core.domain.enums import Priority
 from fairque_core.domain.errors import TaskSerializationError, TaskValidationError, UnknownTaskError
@@ -36,11 +35,6 @@ __all__ = [
 ]
 
 R = TypeVar("R")
-
-# TaskFunction.create's tenant when none was passed (the deprecated ``user_id=`` may name it)
-_NO_TENANT: Any = object()
-# warn_renamed <- _tenant_of <- create/step <- the caller
-_CALLER = 4
 
 # keywords of TaskFunction.create that are task options, not function arguments
 _CREATE_OPTIONS = ("task_id", "priority", "execute_after", "depends_on", "max_retries", "headers")
@@ -114,9 +108,6 @@ class TaskFunction(Generic[R]):
     :class:`Task` as its first argument (not part of the payload).
 
     The tenant is positional-only, so the function may have a ``tenant`` parameter of its own.
-    The deprecated ``user_id=`` keyword (ADR 23) still names the tenant, with a
-    DeprecationWarning, unless the function has a ``user_id`` parameter: then it is the
-    function's argument, as it always was.
     """
 
     def __init__(
@@ -135,15 +126,8 @@ class TaskFunction(Generic[R]):
         self.bind = bind
         self.is_async = inspect.iscoroutinefunction(fn)
         self._signature = inspect.signature(fn)
-        self._takes_user_id = "user_id" in self._signature.parameters
         functools.update_wrapper(self, fn)
 
-    # The tenant is required (TypeError without it at run time): the overloads say so, so a
-    # type checker rejects ``fn()`` and ``fn(x=1)``. The second one is the deprecated
-    # ``user_id=`` keyword (ADR 23), which still names the tenant. The implementation takes
-    # the tenant as the first of ``*args`` (mypy refuses a positional-only parameter with a
-    # default next to the keyword-only overload); ``_tenant_of`` takes it out, or raises.
-    @overload
     def create(
         self,
         tenant: str,
@@ -156,37 +140,8 @@ class TaskFunction(Generic[R]):
         max_retries: int | None = None,
         headers: Mapping[str, str] | None = None,
         **kwargs: Any,
-    ) -> Task: ...
-
-    @overload
-    def create(
-        self,
-        *,
-        user_id: str,
-        task_id: str | None = None,
-        priority: Priority | int | None = None,
-        execute_after: float | None = None,
-        depends_on: Sequence[str] = (),
-        max_retries: int | None = None,
-        headers: Mapping[str, str] | None = None,
-        **kwargs: Any,
-    ) -> Task: ...
-
-    # misc: mypy (2.4) says this does not accept all of the first overload's parameters,
-    # though ``*args`` and ``**kwargs`` take any call of it; calls are checked by the overloads
-    def create(  # type: ignore[misc]
-        self,
-        *args: Any,
-        task_id: str | None = None,
-        priority: Priority | int | None = None,
-        execute_after: float | None = None,
-        depends_on: Sequence[str] = (),
-        max_retries: int | None = None,
-        headers: Mapping[str, str] | None = None,
-        **kwargs: Any,
     ) -> Task:
         """A new Task (fresh id unless ``task_id``) that runs this function with the args."""
-        tenant, args = self._tenant_of(args, kwargs)
         self._check_args(args, kwargs)
         return Task.create(
             tenant,
@@ -202,18 +157,11 @@ class TaskFunction(Generic[R]):
 
     __call__ = create
 
-    @overload
-    def step(self, tenant: str, /, *args: Any, **kwargs: Any) -> Task: ...
-
-    @overload
-    def step(self, *, user_id: str, **kwargs: Any) -> Task: ...  # deprecated (ADR 23)
-
-    def step(self, *args: Any, **kwargs: Any) -> Task:
+    def step(self, tenant: str, /, *args: Any, **kwargs: Any) -> Task:
         """``create`` for a chain step or a chord callback: the arguments are checked with
         the injected parent result(s) in front, which the worker passes as the first
         argument (``workflows``, ADR 27); only the rest are stored. Task options
         (``task_id``, ``priority`` ...) are keywords, as for ``create``."""
-        tenant, args = self._tenant_of(args, kwargs)
         options = {k: kwargs.pop(k) for k in _CREATE_OPTIONS if k in kwargs}
         self._check_args((None, *args), kwargs)
         priority = options.pop("priority", None)
@@ -226,28 +174,6 @@ class TaskFunction(Generic[R]):
             max_retries=self.max_retries if max_retries is None else max_retries,
             **options,
         )
-
-    def _tenant_of(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[str, tuple[Any, ...]]:
-        """The tenant and the function's positional arguments: the tenant is the first of
-        ``args``, or the deprecated ``user_id=`` keyword (taken out of ``kwargs``) when the
-        function has no parameter of that name."""
-        tenant: Any = args[0] if args else _NO_TENANT
-        args = args[1:]
-        if "user_id" in kwargs and not self._takes_user_id:
-            if tenant is not _NO_TENANT:
-                raise TypeError(f"{self.name}() got both a tenant and 'user_id'")
-            warn_renamed(
-                f"the keyword user_id= of the task function {self.name}",
-                "the tenant as its first argument",
-                stacklevel=_CALLER,
-            )
-            found: str = kwargs.pop("user_id")
-            return found, args
-        if tenant is _NO_TENANT:
-            raise TypeError(f"{self.name}() missing the tenant (its first argument)")
-        return tenant, args
 
     def call(self, *args: Any, **kwargs: Any) -> Any:
         """Run the function directly (a coroutine for an async function)."""

@@ -217,5 +217,5 @@ def check_worker_config(config: WorkerConfig) -> None:
             path="worker.claim_batch_size",
             value=config.claim_batch_size,
         )
-    for user_id in (*config.assigned_tenants, *config.steal_targets):
-        validate_id(user_id, "user_id")
+    for tenant in (*config.assigned_tenants, *config.steal_targets):
+        validate_id(tenant, "tenant")

@@ -26,10 +26,10 @@ local function fq_move_due(q)
     -- a damaged hash without its tenant is dropped from `delayed` and left for inspection
     if v[1] ~= false then
       local r = {
-        id = id, user = v[1], priority = FQ_TONUMBER(v[2]) or FQ_DEFAULT_PRIORITY,
+        id = id, tenant = v[1], priority = FQ_TONUMBER(v[2]) or FQ_DEFAULT_PRIORITY,
         seq = FQ_TONUMBER(v[3]) or 0,
       }
-      fq_bump(q, r.user, 'scheduled', -1)
+      fq_bump(q, r.tenant, 'scheduled', -1)
       fq_make_ready(q, r, FQ_TONUMBER(due[k + 1]), false)
     end
   end
@@ -487,7 +487,7 @@ end
 -- (intake.lua; whatever `count`, paused or not). Its arguments are read from argv from `at` on: worker id, lease ms,
 -- count, 1 = groups follow, 0 = all, then (groups) A, A assigned tenant ids, S, S steal
 -- tenant ids, then `count` lease tokens (the i-th claimed task gets the i-th token).
--- Returns claim.lua's reply: {now_ms, n, then per claimed task: id, user, priority, retry
+-- Returns claim.lua's reply: {now_ms, n, then per claimed task: id, tenant, priority, retry
 -- count, meta, body, recoveries, then the tenants and task keys it repaired}. Raises the wake
 -- signal (q.wake) when it claimed or ingested and ready tasks remain, or entries remain in the
 -- intake; fq_close writes everything back

@@ -16,7 +16,7 @@ local function fq_cancel_dependents(q, r)
         FQ_CALL('HSET', fq_task_key(q, cid), 'st', 'canceled',
           'rs', 'dependency ' .. parent .. ' did not finish')
         c.state = 'canceled'
-        fq_bump(q, c.user, 'canceled', 1)
+        fq_bump(q, c.tenant, 'canceled', 1)
         fq_close_record(q, c)
         table.insert(stack, cid)
       end
@@ -52,7 +52,7 @@ local function fq_to_dlq(q, r, ftype, reason)
     'mv', fq_int(q.now))
   r.state = 'failed'
   FQ_CALL('ZADD', q.dlq, fq_int(q.now), r.id)
-  fq_bump(q, r.user, 'dead', 1)
+  fq_bump(q, r.tenant, 'dead', 1)
   fq_ended(q, r)
   fq_cancel_dependents(q, r)
 end

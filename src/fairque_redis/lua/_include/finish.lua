@@ -26,9 +26,9 @@ end
 -- state false when absent or past its logical expiry, damaged as fq_rec reads it
 local function fq_rec_finish(q, key, v)
   if v == nil then v = fq_read_finish(key) end
-  local state, user = v[1], v[2]
-  if state == false or user == false or fq_expired(v[3], q.now) then return false end
-  return state, user, v[4], v[5], v[6], v[7]
+  local state, tenant = v[1], v[2]
+  if state == false or tenant == false or fq_expired(v[3], q.now) then return false end
+  return state, tenant, v[4], v[5], v[6], v[7]
 end
 
 -- whether any of the items' tasks has dependents (children:<id>), in one EXISTS per chunk:
@@ -124,7 +124,7 @@ local function fq_finish(q, argv, at, strict)
     local xat = i + 5
     i = i + 5 + 2 * nx
     local key = fq_task_key(q, id)
-    local state, user, tok, ukey, lc, wt = fq_rec_finish(q, key, read)
+    local state, tenant, tok, ukey, lc, wt = fq_rec_finish(q, key, read)
     if state == 'finished' and token ~= '' and tok == token then
       out[k] = 1 -- a repeat of this lease's finish (its reply was lost): done, nothing changes
     elseif state ~= 'started' or tok ~= token then
@@ -154,9 +154,9 @@ local function fq_finish(q, argv, at, strict)
           if ttl_ms == nil then ttl_ms = fq_int(math.max(ttl, 0)) end
           FQ_CALL('PEXPIRE', key, ttl_ms)
         end
-        if user ~= run_u then
+        if tenant ~= run_u then
           if run_n > 0 then fq_finish_bump(q, run_u, run_n, run_bytes) end
-          run_u, run_n, run_bytes = user, 0, 0
+          run_u, run_n, run_bytes = tenant, 0, 0
         end
         run_n = run_n + 1
         if has == '1' then run_bytes = run_bytes + #result end
@@ -165,7 +165,7 @@ local function fq_finish(q, argv, at, strict)
         if run_n > 0 then fq_finish_bump(q, run_u, run_n, run_bytes) end
         run_u, run_n, run_bytes = nil, 0, 0
         local r = {
-          id = id, key = key, state = state, user = user, token = tok, unique_key = ukey,
+          id = id, key = key, state = state, tenant = tenant, token = tok, unique_key = ukey,
           unique_window = ukey and FQ_TONUMBER(FQ_CALL('HGET', key, 'uw')) or 0,
           limited = lc == '1', waited = wt == '1',
         }
@@ -176,7 +176,7 @@ local function fq_finish(q, argv, at, strict)
         end
         fq_drop_lease(q, r, fields, unlease, true)
         if nx > 0 then
-          local xkey = fq_xcom_key(q, user, id)
+          local xkey = fq_xcom_key(q, tenant, id)
           FQ_CALL('DEL', xkey)
           -- field-value pairs per HSET, FQ_ZREM_CHUNK at a time: unpack has a stack limit
           local last = xat + 2 * nx - 1
@@ -188,8 +188,8 @@ local function fq_finish(q, argv, at, strict)
           end
         end
         r.state = 'finished'
-        fq_bump(q, user, 'finished', 1)
-        if has == '1' then fq_bump(q, user, 'result_bytes', #result) end
+        fq_bump(q, tenant, 'finished', 1)
+        if has == '1' then fq_bump(q, tenant, 'result_bytes', #result) end
         local kids = kin and fq_release_dependents(q, r) or 0
         fq_expire_record(q, r, kids > 0)
         fq_ended(q, r)

@@ -33,7 +33,7 @@ local function fq_intake_reject(q, pc, key, id, u, ps, dmss, meta, body, why)
   FQ_CALL('HSET', key, 'u', u, 'p', ps, 'b', body, 'm', meta, 'rc', '0',
     'seq', fq_int(fq_next_seq(q)), 'st', 'queued', 'rd', '0', 'due', pc.now_s, 'dms', dmss,
     'rec', '0')
-  fq_to_dlq(q, {id = id, key = key, user = u}, FQ_REJECTED, FQ_REJECTED_AT .. why)
+  fq_to_dlq(q, {id = id, key = key, tenant = u}, FQ_REJECTED, FQ_REJECTED_AT .. why)
 end
 
 -- why push would refuse the message of a readable entry now (nil: it may be stored)

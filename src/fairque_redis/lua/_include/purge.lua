@@ -16,13 +16,13 @@ local function fq_purge_task(q, id)
     fq_remove_ready(q, r)
   elseif r.state == 'scheduled' then
     FQ_CALL('ZREM', q.delayed, id)
-    fq_bump(q, r.user, 'scheduled', -1)
+    fq_bump(q, r.tenant, 'scheduled', -1)
   else
     return 0
   end
   FQ_CALL('HSET', fq_task_key(q, id), 'st', 'canceled', 'rs', 'purged')
   r.state = 'canceled'
-  fq_bump(q, r.user, 'canceled', 1)
+  fq_bump(q, r.tenant, 'canceled', 1)
   fq_close_record(q, r)
   fq_cancel_dependents(q, r)
   return 1

@@ -9,7 +9,7 @@
 -- the longest task or tenant id (the id grammar of fairque_core validation)
 local FQ_MAX_ID_LEN = 128
 local FQ_ID_PATTERN = '^[%w_%.:@/%+=#%-]+$'
--- ARGV values per message before its D parent ids: id, user, priority, delay, meta, body,
+-- ARGV values per message before its D parent ids: id, tenant, priority, delay, meta, body,
 -- unique key, unique window, D
 local FQ_MESSAGE_FIELDS = 9
 -- the priorities as the client spells them (fq_int): read without tonumber, which costs more

@@ -1,12 +1,12 @@
 --[[ task: reading a task record and moving it between the queue's structures.
 
-  Task hash fields: u user, p priority (1-6), b body, m message metadata (opaque JSON written by
+  Task hash fields: u tenant, p priority (1-6), b body, m message metadata (opaque JSON written by
   the client), rc retry count, seq push sequence, st state, rd ready ms, due due ms, dms delay
   ms, tok lease token, wk worker id, dl lease deadline ms, rec recoveries, ft failure type,
   rs reason, mv moved-to-DLQ ms, res result (absent = None), exp logical expiry ms, err the
   failure record of a final failure, uk the unique key's Redis key and uw its window ms, wt 1
   once a result waiter armed the end notification (watch.lua).
-  A record read into Lua (fq_rec) names them in full: id, state, user, priority, seq, ready_ms,
+  A record read into Lua (fq_rec) names them in full: id, state, tenant, priority, seq, ready_ms,
   due_ms, delay_ms, token, recoveries, unique_key, unique_window, limited, waited.
 ]]
 --- @include "limits"
@@ -24,7 +24,7 @@ local function fq_rec(q, id)
   if fq_expired(v[5], q.now) then return nil end
   -- damaged numbers read as defaults rather than failing the script halfway through its writes
   return {
-    id = id, key = key, state = v[1], user = v[2],
+    id = id, key = key, state = v[1], tenant = v[2],
     priority = FQ_TONUMBER(v[3]) or FQ_DEFAULT_PRIORITY,
     seq = FQ_TONUMBER(v[4]) or 0, ready_ms = FQ_TONUMBER(v[6]) or 0, due_ms = FQ_TONUMBER(v[7]) or 0,
     delay_ms = FQ_TONUMBER(v[8]) or 0, token = v[9], recoveries = FQ_TONUMBER(v[10]) or 0,
@@ -75,17 +75,17 @@ local function fq_enqueue(q, r, ready_ms, head)
   r.ready_ms = ready_ms
   if r.priority == FQ_CRITICAL_PRIORITY then
     if head then
-      FQ_CALL('LPUSH', fq_critical_key(q, r.user), r.id)
+      FQ_CALL('LPUSH', fq_critical_key(q, r.tenant), r.id)
     else
-      FQ_CALL('RPUSH', fq_critical_key(q, r.user), r.id)
+      FQ_CALL('RPUSH', fq_critical_key(q, r.tenant), r.id)
     end
   else
-    FQ_CALL('ZADD', fq_normal_key(q, r.user),
+    FQ_CALL('ZADD', fq_normal_key(q, r.tenant),
       fq_int(fq_score(r.priority, ready_ms, q.horizon_ms)), fq_member(r.seq, r.id))
   end
   q.ready_delta = q.ready_delta + 1
   q.wake = true
-  fq_activate(q, r.user)
+  fq_activate(q, r.tenant)
 end
 
 -- fq_enqueue with the task hash updated (state queued, ready time)
@@ -96,12 +96,12 @@ end
 
 local function fq_remove_ready(q, r)
   if r.priority == FQ_CRITICAL_PRIORITY then
-    FQ_CALL('LREM', fq_critical_key(q, r.user), 1, r.id)
+    FQ_CALL('LREM', fq_critical_key(q, r.tenant), 1, r.id)
   else
-    FQ_CALL('ZREM', fq_normal_key(q, r.user), fq_member(r.seq, r.id))
+    FQ_CALL('ZREM', fq_normal_key(q, r.tenant), fq_member(r.seq, r.id))
   end
   q.ready_delta = q.ready_delta - 1
-  if not fq_has_ready(q, r.user) then fq_deactivate(q, r.user) end
+  if not fq_has_ready(q, r.tenant) then fq_deactivate(q, r.tenant) end
 end
 
 -- into `delayed` until due. A due time earlier than every other one moves the queue's next
@@ -120,7 +120,7 @@ local function fq_schedule(q, r, due_ms)
     q.resched = true
   end
   FQ_CALL('ZADD', q.delayed, fq_int(due_ms), r.id)
-  fq_bump(q, r.user, 'scheduled', 1)
+  fq_bump(q, r.tenant, 'scheduled', 1)
 end
 
 -- the lease ends: its fields are cleared in one HSET together with the caller's `fields`
@@ -134,8 +134,8 @@ local function fq_drop_lease(q, r, fields, unlease, keep_token)
   else
     unlease[#unlease + 1] = r.id
   end
-  fq_bump(q, r.user, 'leased', -1)
-  if r.limited then fq_limits_lease_ended(q, r.user) end
+  fq_bump(q, r.tenant, 'leased', -1)
+  if r.limited then fq_limits_lease_ended(q, r.tenant) end
   -- the lease's fields go after the caller's, in its table (none overlap)
   local args = fields or {}
   local n = #args

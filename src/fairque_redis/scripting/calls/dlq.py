@@ -32,8 +32,8 @@ class DlqCalls(CallsBase):
             contract("dlq_list", isinstance(reply, list) and len(reply) % 9 == 0, reply)
             out: list[DLQEntry] = []
             for i in range(0, len(reply), 9):
-                task_id, user, prio, rc, meta, body, ftype, reason, moved = reply[i : i + 9]
-                fields = [task_id, user, prio, rc, meta, body]
+                task_id, tenant, prio, rc, meta, body, ftype, reason, moved = reply[i : i + 9]
+                fields = [task_id, tenant, prio, rc, meta, body]
                 try:
                     original = read_message(fields)
                 except TaskSerializationError as exc:

@@ -69,8 +69,8 @@ def encode_meta(message: Message) -> str:
 
 
 def decode_message(fields: Sequence[Any]) -> Message:
-    """A Message from the six fields a script returns: id, user, priority, retries, meta, body."""
-    task_id, user_id, priority, retry_count, meta, body = fields
+    """A Message from the six fields a script returns: id, tenant, priority, retries, meta, body."""
+    task_id, tenant, priority, retry_count, meta, body = fields
     value = _meta(meta)
     if type(value) is list and len(value) == 7:  # encode_meta's seven fields (no unique key)
         content_type, max_retries, created_at, delay, deps, headers, name = value
@@ -83,7 +83,7 @@ def decode_message(fields: Sequence[Any]) -> Message:
     # the Message's field order (cheaper than keywords, once per claimed task)
     return unchecked_message(
         task_id.decode("utf-8", "surrogateescape") if type(task_id) is bytes else to_text(task_id),
-        user_id.decode("utf-8", "surrogateescape") if type(user_id) is bytes else to_text(user_id),
+        tenant.decode("utf-8", "surrogateescape") if type(tenant) is bytes else to_text(tenant),
         prio if prio is not None else Priority(int(priority)),
         body if type(body) is bytes else to_bytes(body),
         content_type,
@@ -147,19 +147,19 @@ def salvage_message(fields: Sequence[Any], problem: str) -> Message:
     :data:`~fairque_core.domain.models.UNREADABLE_HEADER`. A claim hands such a message out
     (the engine poisons it, as it does an undecodable body), and a DLQ listing shows it, so
     that one damaged record neither fails the call nor hides the others."""
-    task_id, user_id, priority, _retries, _meta, body = fields
+    task_id, raw_tenant, priority, _retries, _meta, body = fields
     try:
         prio = Priority(int(priority))
     except UNREADABLE:
         prio = Priority.NORMAL
-    user = to_text(user_id) if isinstance(user_id, (bytes, str)) and user_id else ""
+    tenant = to_text(raw_tenant) if isinstance(raw_tenant, (bytes, str)) and raw_tenant else ""
     try:
-        validate_id(user, "user_id")
+        validate_id(tenant, "tenant")
     except TaskValidationError:
-        user = "unknown"
+        tenant = "unknown"
     return Message(
         task_id=to_text(task_id),
-        tenant=user,
+        tenant=tenant,
         priority=prio,
         body=body if isinstance(body, bytes) else b"",
         headers={UNREADABLE_HEADER: problem[:200]},

@@ -123,7 +123,7 @@ class TaskCalls(CallsBase):
         """The claim's call; its defaults are the port's (``finish_and_claim`` passes only
         the keywords it was given)."""
         for candidate in (*(assigned or ()), *(steal or ())):
-            validate_id(candidate, "user_id")
+            validate_id(candidate, "tenant")
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise TaskValidationError("count", count, "must be >= 1")
         if not isinstance(worker_id, str):
