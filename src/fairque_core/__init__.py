@@ -1,4 +1,5 @@
-"""fairque core: the public facade over the pure domain, the ports and settings, the engine, workers and scheduler, and the in-memory reference backend (no redis)."""
+"""fairque core: the public facade over the pure domain, the ports and settings, the engine,
+workers and scheduler, and the in-memory reference backend (no redis)."""
 
 from fairque_core.app.context import TaskContext, current_task_context
 from fairque_core.app.engine.batcher import PendingPush, PushBatcher
