@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from fairque_core.app import context
+from fairque_core.app.accel import builders, plugin_shortcuts
 from fairque_core.app.backend_loading import open_backend
 from fairque_core.app.deprecation import renamed_keyword, warn_renamed
 from fairque_core.app.engine import support as common
@@ -35,6 +36,7 @@ from fairque_core.app.engine.batcher import PushBatcher
 from fairque_core.app.engine.handles import TaskHandle
 from fairque_core.app.engine.intake import IntakeMixin
 from fairque_core.app.engine.messages import (
+    ModelBuild,
     decode_message,
     stub_task,
     to_message,
@@ -55,6 +57,7 @@ from fairque_core.domain.models import Claimed, Message, Task
 from fairque_core.domain.outcomes import error_record
 from fairque_core.domain.validation import check_wait_timeout, validate_id
 from fairque_core.ports import QueueBackend
+from fairque_core.settings.accel import Accelerators
 from fairque_core.settings.config import FairQueueConfig, QueueConfig
 
 __all__ = ["FairQueue"]
@@ -73,6 +76,7 @@ class MixinHost(Protocol):
 
     _config: QueueConfig
     _plugins: common.PluginHostLike
+    _build: ModelBuild
 
     def _event(self, event: str, task: Task, **info: Any) -> None: ...
 
@@ -112,6 +116,7 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
     ``plugin_host`` replaces the whole plugin set (tests, or a host shared by several queues).
     The queue config is the backend's: ``config`` may only repeat it (a different one is a
     ConfigurationError), or stand in for it when the backend has none of its own.
+    ``accel`` says which accelerators are off (default: ``FAIRQUE_ACCEL_OFF``).
     """
 
     def __init__(
@@ -121,10 +126,14 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
         plugins: Sequence[object] = (),
         config: QueueConfig | None = None,
         plugin_host: common.PluginHostLike | None = None,
+        accel: Accelerators | None = None,
     ) -> None:
+        accel = Accelerators.from_env() if accel is None else accel
         self._config = common.resolve_config(backend, config)
         self._given_backend = backend
-        self._plugins = common.make_host(plugins, plugin_host, self._config)
+        host_class = plugin_shortcuts.host_class(accel)
+        self._plugins = common.make_host(plugins, plugin_host, self._config, host_class)
+        self._build = builders.model_build(accel)
         self._queue_name = backend.queue
         self._closing = False
         self._closed = False  # set once close() settled what was in flight
@@ -137,6 +146,7 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
         *,
         plugins: Sequence[object] = (),
         plugin_host: common.PluginHostLike | None = None,
+        accel: Accelerators | None = None,
         **backend_options: Any,
     ) -> FairQueue:
         """A queue built from a config (or a YAML file path).
@@ -152,7 +162,7 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
         else:
             config = FairQueueConfig.from_yaml(config_or_path)
         backend = open_backend(config, **backend_options)
-        queue = cls(backend, plugins=plugins, plugin_host=plugin_host)
+        queue = cls(backend, plugins=plugins, plugin_host=plugin_host, accel=accel)
         try:
             queue.apply_tenant_config()
             for schedule in config.schedule_values():
@@ -209,7 +219,7 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
         ``await .get(timeout)`` for the result (ADR 27). A known id is a no-op (idempotent
         push); so is a task whose ``unique_key`` a live task holds: the handle is then that
         task's id, with ``duplicate`` True."""
-        message = to_message(task, self._plugins, self._config)
+        message = to_message(task, self._plugins, self._config, build=self._build)
         [handle] = self._store([task], [message])
         return handle
 
@@ -234,7 +244,7 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
         check_batch(tasks)
         ordered = common.ordered_for_push(tasks)
         now = time.time()
-        messages = [to_message(t, self._plugins, self._config, now) for t in ordered]
+        messages = [to_message(t, self._plugins, self._config, now, self._build) for t in ordered]
         handles = self._store(ordered, messages)
         return common.in_given_order(tasks, ordered, handles)
 
@@ -359,7 +369,7 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
         poisoned = 0
         for item in claimed:
             try:
-                task = decode_message(item.message, self._plugins, item.lease)
+                task = decode_message(item.message, self._plugins, item.lease, self._build)
             except TaskSerializationError as exc:
                 poisoned += 1
                 self._poison(item.message, item.lease.token, exc)
@@ -491,7 +501,7 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
         if message is None:
             return None
         try:
-            return decode_message(message, self._plugins)
+            return decode_message(message, self._plugins, build=self._build)
         except TaskSerializationError:
             return None
 

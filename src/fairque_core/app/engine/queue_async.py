@@ -21,6 +21,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from fairque_core.app import context
+from fairque_core.app.accel import builders, plugin_shortcuts
 from fairque_core.app.accel.push_coalescing import PushCoalescer  # unasync: remove
 from fairque_core.app.backend_loading import open_async_backend
 from fairque_core.app.deprecation import renamed_keyword, warn_renamed
@@ -37,6 +38,7 @@ from fairque_core.app.engine.batcher_async import AsyncPushBatcher
 from fairque_core.app.engine.handles_async import AsyncTaskHandle
 from fairque_core.app.engine.intake_async import AsyncIntakeMixin
 from fairque_core.app.engine.messages import (
+    ModelBuild,
     decode_message,
     stub_task,
     to_message,
@@ -57,6 +59,7 @@ from fairque_core.domain.models import Claimed, Message, Task
 from fairque_core.domain.outcomes import error_record
 from fairque_core.domain.validation import check_wait_timeout, validate_id
 from fairque_core.ports import AsyncQueueBackend
+from fairque_core.settings.accel import Accelerators
 from fairque_core.settings.config import FairQueueConfig, QueueConfig
 
 __all__ = ["AsyncFairQueue"]
@@ -75,6 +78,7 @@ class MixinHost(Protocol):
 
     _config: QueueConfig
     _plugins: common.PluginHostLike
+    _build: ModelBuild
     coalesce_pushes: bool  # unasync: remove
     _intake_coalescer: PushCoalescer  # unasync: remove
 
@@ -118,6 +122,7 @@ class AsyncFairQueue(
     ``plugin_host`` replaces the whole plugin set (tests, or a host shared by several queues).
     The queue config is the backend's: ``config`` may only repeat it (a different one is a
     ConfigurationError), or stand in for it when the backend has none of its own.
+    ``accel`` says which accelerators are off (default: ``FAIRQUE_ACCEL_OFF``).
     """
 
     # coalesce_pushes (ADR 35): concurrent pushes share push calls  # unasync: remove
@@ -133,10 +138,14 @@ class AsyncFairQueue(
         config: QueueConfig | None = None,
         plugin_host: common.PluginHostLike | None = None,
         coalesce_pushes: bool = True,  # unasync: remove
+        accel: Accelerators | None = None,
     ) -> None:
+        accel = Accelerators.from_env() if accel is None else accel
         self._config = common.resolve_config(backend, config)
         self._given_backend = backend
-        self._plugins = common.make_host(plugins, plugin_host, self._config)
+        host_class = plugin_shortcuts.host_class(accel)
+        self._plugins = common.make_host(plugins, plugin_host, self._config, host_class)
+        self._build = builders.model_build(accel)
         self._queue_name = backend.queue
         self._closing = False
         self._closed = False  # set once close() settled what was in flight
@@ -153,6 +162,7 @@ class AsyncFairQueue(
         plugins: Sequence[object] = (),
         plugin_host: common.PluginHostLike | None = None,
         coalesce_pushes: bool = True,  # unasync: remove
+        accel: Accelerators | None = None,
         **backend_options: Any,
     ) -> AsyncFairQueue:
         """A queue built from a config (or a YAML file path).
@@ -168,7 +178,7 @@ class AsyncFairQueue(
         else:
             config = FairQueueConfig.from_yaml(config_or_path)
         backend = open_async_backend(config, **backend_options)
-        queue = cls(backend, plugins=plugins, plugin_host=plugin_host)
+        queue = cls(backend, plugins=plugins, plugin_host=plugin_host, accel=accel)
         queue.coalesce_pushes = bool(coalesce_pushes)  # unasync: remove
         try:
             await queue.apply_tenant_config()
@@ -228,7 +238,7 @@ class AsyncFairQueue(
         ``await .get(timeout)`` for the result (ADR 27). A known id is a no-op (idempotent
         push); so is a task whose ``unique_key`` a live task holds: the handle is then that
         task's id, with ``duplicate`` True."""
-        message = to_message(task, self._plugins, self._config)
+        message = to_message(task, self._plugins, self._config, build=self._build)
         if self.coalesce_pushes:  # unasync: remove
             return await self._coalescer.push(task, message)  # unasync: remove
         [handle] = await self._store([task], [message])
@@ -255,7 +265,7 @@ class AsyncFairQueue(
         check_batch(tasks)
         ordered = common.ordered_for_push(tasks)
         now = time.time()
-        messages = [to_message(t, self._plugins, self._config, now) for t in ordered]
+        messages = [to_message(t, self._plugins, self._config, now, self._build) for t in ordered]
         handles = await self._store(ordered, messages)
         return common.in_given_order(tasks, ordered, handles)
 
@@ -384,7 +394,7 @@ class AsyncFairQueue(
         poisoned = 0
         for item in claimed:
             try:
-                task = decode_message(item.message, self._plugins, item.lease)
+                task = decode_message(item.message, self._plugins, item.lease, self._build)
             except TaskSerializationError as exc:
                 poisoned += 1
                 await self._poison(item.message, item.lease.token, exc)
@@ -516,7 +526,7 @@ class AsyncFairQueue(
         if message is None:
             return None
         try:
-            return decode_message(message, self._plugins)
+            return decode_message(message, self._plugins, build=self._build)
         except TaskSerializationError:
             return None
 
