@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fairque_core import Priority, Task
+from fairque_core.app.accel.builders import _slot_setters
 from fairque_core.app.plugins import builtin as builtin_plugins
 from fairque_core.app.plugins.builtin import decode_json
 from fairque_core.domain.errors import (
@@ -25,7 +26,7 @@ from fairque_core.domain.errors import (
     ScriptContractError,
     TaskSerializationError,
 )
-from fairque_core.domain.models import Message, _slot_setters
+from fairque_core.domain.models import Message
 from fairque_core.ports import random_token
 from fairque_core.settings.config import QueueConfig
 from fairque_redis.keys import KeySpace
