@@ -29,12 +29,15 @@ from fairque_core import (
     current_task_context,
 )
 from fairque_core.app import context
+from fairque_core.app.accel.builders import model_build
+from fairque_core.app.accel.plugin_shortcuts import host_class
 from fairque_core.app.engine.messages import decode_message, to_message
 from fairque_core.app.plugins.host import PluginHost
 from fairque_core.domain.models import Lease, Message, new_task_id
 from fairque_core.domain.validation import check_mapping
 from fairque_core.memory.model import InMemoryBackend
 from fairque_core.ports.hooks import hookimpl
+from fairque_core.settings.accel import Accelerators
 from fairque_core.settings.config import QueueConfig
 
 # ---------------------------------------------------------------- values, valid and not
@@ -270,12 +273,19 @@ DECODE_INVALID = {
 }
 
 
+SWITCHES = [Accelerators(), Accelerators.none()]
+
+
+@pytest.mark.parametrize("accel", SWITCHES, ids=["on", "off"])
 @pytest.mark.parametrize("broken", [None, *DECODE_INVALID])
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
 def test_decoding_matches_the_validated_constructor(
-    broken: str | None, data: st.DataObject
+    accel: Accelerators, broken: str | None, data: st.DataObject
 ) -> None:
+    """prebuilt_builders' equivalence: decoding with the switch on or off gives the task the
+    validated constructor gives, field by field, or TaskSerializationError when it refuses."""
+    build = model_build(accel)
     values = data.draw(fields(DECODE_VALID, DECODE_INVALID, broken))
     task_id, tenant, priority, retry_count, max_retries = (
         values["task_id"],
@@ -333,12 +343,14 @@ def test_decoding_matches_the_validated_constructor(
     event("built" if reference is not None else "refused")
     if reference is None:
         with pytest.raises(TaskSerializationError):
-            decode_message(message, HOST, lease)
+            decode_message(message, HOST, lease, build)
     else:
-        _same(decode_message(message, HOST, lease), reference)
+        _same(decode_message(message, HOST, lease, build), reference)
 
 
-def test_push_then_decode_round_trips() -> None:
+@pytest.mark.parametrize("accel", SWITCHES, ids=["on", "off"])
+def test_push_then_decode_round_trips(accel: Accelerators) -> None:
+    build = model_build(accel)
     config = QueueConfig(name="q")
     task = Task.create(
         "u-1",
@@ -351,8 +363,11 @@ def test_push_then_decode_round_trips() -> None:
         unique_window_seconds=2.5,
         execute_after=2_000_000_000.0,
     )
-    message = to_message(task, HOST, config, now=task.created_at)
-    back = decode_message(message, HOST, LEASE)
+    message = to_message(task, HOST, config, task.created_at, build)
+    assert attrs.asdict(message, recurse=False) == attrs.asdict(
+        to_message(task, HOST, config, task.created_at), recurse=False
+    )
+    back = decode_message(message, HOST, LEASE, build)
     assert back.execute_after == pytest.approx(task.execute_after)  # created + delay
     assert attrs.evolve(back, execute_after=task.execute_after) == task
     assert back.lease is LEASE
@@ -400,8 +415,9 @@ class Wrapping:
         return (yield)
 
 
-def test_codec_shortcut_follows_registration() -> None:
-    host = PluginHost(load_entrypoints=False)
+@pytest.mark.parametrize("accel", SWITCHES, ids=["on", "off"])
+def test_codec_shortcut_follows_registration(accel: Accelerators) -> None:
+    host = host_class(accel)(load_entrypoints=False)
     task = Task.create("u", payload={"x": 1})
     assert host.encode(task) == (b'{"x":1}', "application/json")
     name = host.register(Marked())
@@ -417,8 +433,9 @@ def test_codec_shortcut_follows_registration() -> None:
     assert wrapper.calls == 1
 
 
-def test_event_and_header_shortcuts_follow_registration() -> None:
-    host = PluginHost(load_entrypoints=False)
+@pytest.mark.parametrize("accel", SWITCHES, ids=["on", "off"])
+def test_event_and_header_shortcuts_follow_registration(accel: Accelerators) -> None:
+    host = host_class(accel)(load_entrypoints=False)
     task = Task.create("u", headers={"a": "b"})
     assert not host.has_event_listeners()
     assert host.push_headers(task) == {"a": "b"}

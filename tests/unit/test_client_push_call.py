@@ -17,13 +17,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fairque_core import Priority, Task
+from fairque_core.accel.builders import _slot_setters
 from fairque_core.domain.errors import (
     FairQueueError,
     PayloadTooLargeError,
     ScriptContractError,
     TaskSerializationError,
 )
-from fairque_core.domain.models import Message, _slot_setters
+from fairque_core.domain.models import Message
 from fairque_core.ports import json_codec as builtin_plugins
 from fairque_core.ports import random_token
 from fairque_core.ports.json_codec import decode_json

@@ -1,5 +1,6 @@
-"""PluginHost.execute with only the built-in executor: the handler is called directly, without
-pluggy's hook call (issue 17, ADR 55); any plugin implementing the hook brings the hook back."""
+"""The accelerator ``plugin_shortcuts``: ShortcutHost.execute with only the built-in executor
+calls the handler directly, without pluggy's hook call (issue 17, ADR 55); any plugin
+implementing the hook brings the hook back. The reference PluginHost always calls the hook."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Any
 import pytest
 
 from fairque_core import current_task_context
-from fairque_core.app.plugins.host import PluginHost
+from fairque_core.app.accel.plugin_shortcuts import ShortcutHost as PluginHost
+from fairque_core.app.plugins.host import PluginHost as ReferenceHost
 from fairque_core.domain.errors import PluginError
 from fairque_core.domain.models import Task
 from fairque_core.ports.hooks import hookimpl
@@ -31,7 +33,7 @@ class _Spy:
         return self.caller.get_hookimpls()
 
 
-def _spied(host: PluginHost, monkeypatch: pytest.MonkeyPatch) -> _Spy:
+def _spied(host: ReferenceHost, monkeypatch: pytest.MonkeyPatch) -> _Spy:
     spy = _Spy(host._pm.hook.fairque_task_execute)
     monkeypatch.setattr(host._pm.hook, "fairque_task_execute", spy)
     return spy
@@ -160,3 +162,11 @@ def test_a_subclass_of_the_default_executor_goes_through_the_hook(
     assert host.execute(Task.create("u"), lambda: 5) == 5
     assert spy.calls == 1
     assert Counting.runs == 1
+
+
+def test_the_reference_host_always_calls_the_hook(monkeypatch: pytest.MonkeyPatch) -> None:
+    host = ReferenceHost(load_entrypoints=False)
+    spy = _spied(host, monkeypatch)
+    task = Task.create("u", task_id="t-5")
+    assert host.execute(task, lambda: current_task_context().task.task_id) == "t-5"
+    assert spy.calls == 1

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from types import MemberDescriptorType
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -14,8 +12,6 @@ import attrs
 from fairque_core.domain.enums import FailureType, Priority
 from fairque_core.domain.errors import TaskTypeError, TaskValidationError
 from fairque_core.domain.validation import (
-    MAX_EPOCH_SECONDS,
-    MAX_ID_LENGTH,
     MAX_RETRY_COUNT,
     check_count,
     check_duration,
@@ -24,8 +20,6 @@ from fairque_core.domain.validation import (
     check_mapping,
     check_str,
     check_time,
-    id_fullmatch,
-    is_valid_id,
     validate_id,
 )
 
@@ -38,10 +32,6 @@ __all__ = [
     "QueueSizes",
     "Task",
     "new_task_id",
-    "unchecked_claimed",
-    "unchecked_lease",
-    "unchecked_message",
-    "unchecked_task",
 ]
 
 #: Set by a backend on a message it salvaged from a stored record it could not read (the value
@@ -141,44 +131,7 @@ def _create(
             priority = Priority.from_int(priority)
         except ValueError as exc:
             raise TaskValidationError("priority", priority, "must be 1-6") from exc
-    key = unique_key if unique_key is not None else ""
-    window = unique_window_seconds or 0.0
-    if (
-        type(tenant) is str
-        and len(tenant) <= MAX_ID_LENGTH
-        and id_fullmatch(tenant) is not None
-        and (task_id is None or is_valid_id(task_id))
-        and (payload is None or type(payload) is dict)
-        and type(max_retries) is int
-        and 0 <= max_retries <= MAX_RETRY_COUNT
-        and 0.0 <= now <= MAX_EPOCH_SECONDS
-        and (execute_after is None or _is_time(execute_after))
-        and (depends_on == () or _plain_ids(depends_on))
-        and (headers is None or _plain_headers(headers))
-        and type(name) is str
-        and ((key == "" and type(key) is str) or is_valid_id(key))
-        and (type(window) is float or type(window) is int)
-        and 0.0 <= window <= MAX_EPOCH_SECONDS
-    ):
-        # every value is of a plain type and passes its rule: built without the
-        # validators, which would check it all again (the common case, issue 17)
-        return unchecked_task(
-            task_id=task_id if task_id is not None else new_task_id(),
-            tenant=tenant,
-            priority=priority,
-            payload=dict(payload) if payload is not None else {},
-            retry_count=0,
-            max_retries=max_retries,
-            created_at=now,
-            execute_after=execute_after if execute_after is not None else now,
-            depends_on=tuple(depends_on),
-            headers=dict(headers) if headers is not None else {},
-            name=name,
-            unique_key=key,
-            unique_window_seconds=window,
-            lease=None,
-        )
-    # anything else goes through the validators, which raise the typed error it earns
+    # the validators judge every value and raise the typed error it earns
     return cls(
         task_id=task_id if task_id is not None else new_task_id(),
         tenant=tenant,
@@ -190,8 +143,8 @@ def _create(
         depends_on=depends_on,  # the converter checks and freezes it
         headers=headers,
         name=name,
-        unique_key=key,
-        unique_window_seconds=window,
+        unique_key=unique_key if unique_key is not None else "",
+        unique_window_seconds=unique_window_seconds or 0.0,
     )
 
 
@@ -333,14 +286,6 @@ class QueueSizes:
         }
 
 
-# ---------------------------------------------------------------- construction without checks
-# The validators above run on every ``Task(...)``/``Lease(...)``. Code that has checked every
-# value already (``Task.create``, the engine decoding a claimed record, a backend building the
-# lease it drew) builds the instance with these instead: the same frozen object, set as attrs'
-# own ``__init__`` sets a frozen slotted instance, without a second round of checks (issue 17).
-
-_new = object.__new__
-_put = object.__setattr__
 _VARIANT = "89ab"
 
 
@@ -353,184 +298,3 @@ def new_task_id() -> str:
     raw = os.urandom(16)
     h = raw.hex()
     return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[raw[8] >> 6]}{h[17:20]}-{h[20:]}"
-
-
-def _is_time(value: object) -> bool:
-    """A plain int or float in [0, MAX_EPOCH_SECONDS] (what ``check_time`` accepts, minus
-    subclasses, which take the validators' path)."""
-    return (type(value) is float or type(value) is int) and 0.0 <= value <= MAX_EPOCH_SECONDS
-
-
-def _plain_ids(value: object) -> bool:
-    """A list or tuple of valid ids (``depends_on``)."""
-    if type(value) is tuple or type(value) is list:
-        return not value or all(is_valid_id(item) for item in value)
-    return False
-
-
-def _plain_headers(value: object) -> bool:
-    """A dict of str to str (``headers``)."""
-    if type(value) is dict:
-        return not value or all(type(k) is str and type(v) is str for k, v in value.items())
-    return False
-
-
-def unchecked_task(  # noqa: PLR0917 - positional in field order: the claim path calls so
-    task_id: str,
-    tenant: str,
-    priority: Priority,
-    payload: Mapping[str, Any],
-    retry_count: int,
-    max_retries: int,
-    created_at: float,
-    execute_after: float,
-    depends_on: tuple[str, ...],
-    headers: Mapping[str, str],
-    name: str,
-    unique_key: str,
-    unique_window_seconds: float,
-    lease: Lease | None,
-) -> Task:
-    """A :class:`Task` of values the caller has checked against every validator's rule
-    (``depends_on`` a tuple, ``headers`` a dict of its own): no check runs here."""
-    (
-        set_task_id,
-        set_tenant,
-        set_priority,
-        set_payload,
-        set_retry_count,
-        set_max_retries,
-        set_created_at,
-        set_execute_after,
-        set_depends_on,
-        set_headers,
-        set_name,
-        set_unique_key,
-        set_unique_window_seconds,
-        set_lease,
-    ) = _TASK_SLOTS
-    task: Task = _new(Task)
-    set_task_id(task, task_id)
-    set_tenant(task, tenant)
-    set_priority(task, priority)
-    set_payload(task, payload)
-    set_retry_count(task, retry_count)
-    set_max_retries(task, max_retries)
-    set_created_at(task, created_at)
-    set_execute_after(task, execute_after)
-    set_depends_on(task, depends_on)
-    set_headers(task, headers)
-    set_name(task, name)
-    set_unique_key(task, unique_key)
-    set_unique_window_seconds(task, unique_window_seconds)
-    set_lease(task, lease)
-    return task
-
-
-def unchecked_lease(token: str, deadline: float, worker_id: str) -> Lease:
-    """A :class:`Lease` of a str token and worker id and a finite deadline the caller made:
-    no check runs here. (The builders take values by position too, in field order: cheaper.)"""
-    set_token, set_deadline, set_worker_id = _LEASE_SLOTS
-    lease: Lease = _new(Lease)
-    set_token(lease, token)
-    set_deadline(lease, deadline)
-    set_worker_id(lease, worker_id)
-    return lease
-
-
-def unchecked_message(  # noqa: PLR0917 - as unchecked_task
-    task_id: str,
-    tenant: str,
-    priority: Priority,
-    body: bytes,
-    content_type: str,
-    retry_count: int,
-    max_retries: int,
-    created_at: float,
-    delay: float,
-    depends_on: tuple[str, ...],
-    headers: Mapping[str, str],
-    name: str,
-    unique_key: str,
-    unique_window: float,
-) -> Message:
-    """A :class:`Message` from positional values (it has no validators; this is only the
-    cheaper spelling of ``Message(...)`` for the push and claim paths)."""
-    (
-        set_task_id,
-        set_tenant,
-        set_priority,
-        set_body,
-        set_content_type,
-        set_retry_count,
-        set_max_retries,
-        set_created_at,
-        set_delay,
-        set_depends_on,
-        set_headers,
-        set_name,
-        set_unique_key,
-        set_unique_window,
-    ) = _MESSAGE_SLOTS
-    message: Message = _new(Message)
-    set_task_id(message, task_id)
-    set_tenant(message, tenant)
-    set_priority(message, priority)
-    set_body(message, body)
-    set_content_type(message, content_type)
-    set_retry_count(message, retry_count)
-    set_max_retries(message, max_retries)
-    set_created_at(message, created_at)
-    set_delay(message, delay)
-    set_depends_on(message, depends_on)
-    set_headers(message, headers)
-    set_name(message, name)
-    set_unique_key(message, unique_key)
-    set_unique_window(message, unique_window)
-    return message
-
-
-def unchecked_claimed(message: Message, lease: Lease, recoveries: int) -> Claimed:
-    """The cheaper spelling of ``Claimed(...)`` (no validators) for a claim's reply."""
-    set_message, set_lease, set_recoveries = _CLAIMED_SLOTS
-    claimed: Claimed = _new(Claimed)
-    set_message(claimed, message)
-    set_lease(claimed, lease)
-    set_recoveries(claimed, recoveries)
-    return claimed
-
-
-def _slot_setters(cls: type, names: str) -> tuple[Callable[[Any, Any], None], ...]:
-    """The setters of a frozen slotted attrs class's fields ``names`` (all of them, in field
-    order, as the unchecked constructors unpack them): each slot's own ``__set__``, which
-    stores as ``object.__setattr__`` does (attrs' ``__init__`` stores so), without looking
-    the name up on every store."""
-    fields = tuple(field.name for field in attrs.fields(cls))
-    if fields != tuple(names.split()):
-        raise RuntimeError(f"{cls.__name__}'s fields are {fields}: update its unchecked builder")
-    setters: list[Callable[[Any, Any], None]] = []
-    for name in fields:
-        slot = cls.__dict__.get(name)
-        if isinstance(slot, MemberDescriptorType):
-            setters.append(slot.__set__)
-        else:  # not a plain slot: store by name
-            setters.append(functools.partial(_put_named, name=name))
-    return tuple(setters)
-
-
-def _put_named(instance: object, value: object, *, name: str) -> None:
-    _put(instance, name, value)
-
-
-_TASK_SLOTS = _slot_setters(
-    Task,
-    "task_id tenant priority payload retry_count max_retries created_at execute_after "
-    "depends_on headers name unique_key unique_window_seconds lease",
-)
-_LEASE_SLOTS = _slot_setters(Lease, "token deadline worker_id")
-_CLAIMED_SLOTS = _slot_setters(Claimed, "message lease recoveries")
-_MESSAGE_SLOTS = _slot_setters(
-    Message,
-    "task_id tenant priority body content_type retry_count max_retries created_at delay "
-    "depends_on headers name unique_key unique_window",
-)

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from fairque_core.app.engine import support as common
 from fairque_core.app.engine.handles import ResultSource, TaskHandle
+from fairque_core.app.engine.messages import ModelBuild
 from fairque_core.domain.models import Claimed, Message, Task
 from fairque_core.ports import QueueBackend
 from fairque_core.settings.config import QueueConfig
@@ -33,6 +34,7 @@ class MixinHost(ResultSource, Protocol):
 
     _config: QueueConfig
     _plugins: common.PluginHostLike
+    _build: ModelBuild
 
     def _event(self, event: str, task: Task, **info: Any) -> None: ...
 

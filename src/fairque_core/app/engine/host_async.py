@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from fairque_core.app.engine import support as common
 from fairque_core.app.engine.handles_async import AsyncResultSource, AsyncTaskHandle
+from fairque_core.app.engine.messages import ModelBuild
 from fairque_core.domain.models import Claimed, Message, Task
 from fairque_core.ports import AsyncQueueBackend
 from fairque_core.settings.config import QueueConfig
@@ -41,6 +42,7 @@ class MixinHost(AsyncResultSource, Protocol):
 
     _config: QueueConfig
     _plugins: common.PluginHostLike
+    _build: ModelBuild
     coalesce_pushes: bool  # unasync: remove
     _intake_coalescer: Coalescer  # unasync: remove
 

@@ -120,7 +120,7 @@ class AsyncIntakeMixin(MixinHost):
     # ------------------------------------------------------------------ the engine's path
     def _intake_message(self, task: Task, now: float | None = None) -> Message:
         """``task`` made into a message as ``push`` makes it, then checked as plain."""
-        message = to_message(task, self._plugins, self._config, now)
+        message = to_message(task, self._plugins, self._config, now, self._build)
         if message.delay > 0 or message.depends_on or message.unique_key:  # not plain
             check_intake_message(message)  # which says why
         return message

@@ -4,6 +4,10 @@ A :class:`Task` becomes the :class:`Message` a backend stores (plugin headers, c
 limit, delay) in :func:`to_message`; a stored or claimed message becomes a :class:`Task` again
 in :func:`decode_message` (TaskSerializationError when it cannot); handler results are JSON
 (:func:`encode_result`, :func:`decode_result`).
+
+Both build their model through a :class:`ModelBuild`: the reference one here builds through
+attrs, so the models' validators judge every value. The accelerator ``prebuilt_builders``
+(``fairque_core.app.accel.builders``) is a subclass that an engine's constructor plugs in.
 """
 
 from __future__ import annotations
@@ -15,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from fairque_core.domain.enums import Priority
 from fairque_core.domain.errors import (
     FairQueueError,
     PayloadTooLargeError,
@@ -23,22 +26,7 @@ from fairque_core.domain.errors import (
     TaskTypeError,
     TaskValidationError,
 )
-from fairque_core.domain.models import (
-    UNREADABLE_HEADER,
-    Claimed,
-    Lease,
-    Message,
-    Task,
-    unchecked_message,
-    unchecked_task,
-)
-from fairque_core.domain.validation import (
-    MAX_EPOCH_SECONDS,
-    MAX_ID_LENGTH,
-    MAX_RETRY_COUNT,
-    id_fullmatch,
-    is_valid_id,
-)
+from fairque_core.domain.models import UNREADABLE_HEADER, Claimed, Lease, Message, Task
 from fairque_core.settings.config import QueueConfig
 
 if TYPE_CHECKING:
@@ -46,6 +34,8 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "REFERENCE_BUILD",
+    "ModelBuild",
     "decode_claimed",
     "decode_message",
     "decode_result",
@@ -56,8 +46,62 @@ __all__ = [
 ]
 
 
+class ModelBuild:
+    """How the engine builds the models it hands on: through attrs (the reference path)."""
+
+    def message(
+        self, task: Task, body: bytes, content_type: str, delay: float, headers: dict[str, str]
+    ) -> Message:
+        """The message that stores ``task`` (encoded as ``body``): a push starts the attempt
+        count at 0, whatever the task carries."""
+        return Message(
+            task_id=task.task_id,
+            tenant=task.tenant,
+            priority=task.priority,
+            body=body,
+            content_type=content_type,
+            retry_count=0,
+            max_retries=task.max_retries,
+            created_at=task.created_at,
+            delay=delay,
+            depends_on=task.depends_on,
+            headers=headers,
+            name=task.name,
+            unique_key=task.unique_key,
+            unique_window=task.unique_window_seconds,
+        )
+
+    def task(self, message: Message, payload: Mapping[str, Any], lease: Lease | None) -> Task:
+        """The task ``message`` stores, its payload decoded; the validators raise
+        TaskValidationError (or TypeError, ValueError, OverflowError) for a value they refuse."""
+        return Task(
+            task_id=message.task_id,
+            tenant=message.tenant,
+            priority=message.priority,
+            payload=payload,
+            retry_count=message.retry_count,
+            max_retries=message.max_retries,
+            created_at=message.created_at,
+            execute_after=message.created_at + max(0.0, message.delay),
+            depends_on=message.depends_on,
+            headers=message.headers,
+            name=message.name,
+            unique_key=message.unique_key,
+            unique_window_seconds=message.unique_window,
+            lease=lease,
+        )
+
+
+#: The reference :class:`ModelBuild`, what every caller that names none gets.
+REFERENCE_BUILD = ModelBuild()
+
+
 def to_message(
-    task: Task, host: PluginHostLike, config: QueueConfig, now: float | None = None
+    task: Task,
+    host: PluginHostLike,
+    config: QueueConfig,
+    now: float | None = None,
+    build: ModelBuild = REFERENCE_BUILD,
 ) -> Message:
     """Validate ``task`` and encode it: headers from plugins, codec, size limit, delay.
 
@@ -66,10 +110,9 @@ def to_message(
     name nor huge headers slip past it. A push starts the attempt count: the message's
     ``retry_count`` is 0 whatever the task carries (both backends store it so).
     """
-    if type(task) is not Task and not isinstance(task, Task):
+    if not isinstance(task, Task):
         raise TaskTypeError("task", task, "must be a fairque_core.Task")
-    # a task without dependencies, headers or a name (the common one) skips their tests
-    deps, headers, name = task.depends_on, task.headers, task.name
+    deps, headers = task.depends_on, task.headers
     if deps and task.task_id in deps:
         raise TaskValidationError("depends_on", task.task_id, "a task cannot depend on itself")
     if headers and UNREADABLE_HEADER in headers:
@@ -84,26 +127,12 @@ def to_message(
         raise
     except Exception as exc:
         raise TaskSerializationError(f"cannot encode the payload of {task.task_id}: {exc}") from exc
-    size = len(body) + _extra_bytes(task) if name or deps or headers else len(body)
+    size = len(body) + _extra_bytes(task)
     if size > config.max_payload_bytes:
         raise PayloadTooLargeError(size, config.max_payload_bytes)
     delay = task.execute_after - (time.time() if now is None else now)
-    return unchecked_message(
-        task_id=task.task_id,
-        tenant=task.tenant,
-        priority=task.priority,
-        body=body,
-        content_type=content_type,
-        retry_count=0,
-        max_retries=task.max_retries,
-        created_at=task.created_at,
-        delay=delay if delay > 0.0 else 0.0,  # max(0.0, delay), NaN included
-        depends_on=deps,
-        headers=dict(headers) if headers else {},
-        name=name,
-        unique_key=task.unique_key,
-        unique_window=task.unique_window_seconds,
-    )
+    # max(0.0, delay), NaN included; the message gets a dict of its own
+    return build.message(task, body, content_type, delay if delay > 0.0 else 0.0, dict(headers))
 
 
 def _utf8_len(text: str) -> int:
@@ -121,13 +150,15 @@ def _extra_bytes(task: Task) -> int:
     return size
 
 
-def decode_message(message: Message, host: PluginHostLike, lease: Lease | None = None) -> Task:
+def decode_message(
+    message: Message,
+    host: PluginHostLike,
+    lease: Lease | None = None,
+    build: ModelBuild = REFERENCE_BUILD,
+) -> Task:
     """The task stored in ``message``; TaskSerializationError when it cannot be rebuilt."""
     headers = message.headers
-    if type(headers) is dict:
-        problem = headers.get(UNREADABLE_HEADER)
-    else:
-        problem = headers.get(UNREADABLE_HEADER) if isinstance(headers, Mapping) else None
+    problem = headers.get(UNREADABLE_HEADER) if isinstance(headers, Mapping) else None
     if problem is not None:  # salvaged by the backend from a damaged record
         raise TaskSerializationError(problem)
     try:
@@ -136,90 +167,20 @@ def decode_message(message: Message, host: PluginHostLike, lease: Lease | None =
         raise TaskSerializationError(
             f"cannot decode the payload of {message.task_id} ({message.content_type}): {exc}"
         ) from exc
-    if type(payload) is not dict and not isinstance(payload, Mapping):
+    if not isinstance(payload, Mapping):
         raise TaskSerializationError(
             f"the payload of {message.task_id} decodes to {type(payload).__name__}, not a mapping"
         )
-    # Whether ``Task(...)`` of these fields would pass every validator, judged on plain types
-    # only (anything else, e.g. a str subclass, takes the validators' path, which says why):
-    # spelled inline, each field read once, as it runs once per claimed task (issue 17).
-    task_id, tenant, priority = message.task_id, message.tenant, message.priority
-    retries, max_retries, created = message.retry_count, message.max_retries, message.created_at
-    delay, deps, name = message.delay, message.depends_on, message.name
-    unique_key, window = message.unique_key, message.unique_window
-    if (
-        (type(created) is float or type(created) is int)
-        and (type(delay) is float or type(delay) is int)
-        and 0.0 <= created <= MAX_EPOCH_SECONDS
-        and type(task_id) is str
-        and type(tenant) is str
-        and len(task_id) <= MAX_ID_LENGTH
-        and len(tenant) <= MAX_ID_LENGTH
-        and id_fullmatch(task_id) is not None
-        and id_fullmatch(tenant) is not None
-        and type(priority) is Priority
-        and type(payload) is dict
-        and type(retries) is int
-        and 0 <= retries <= MAX_RETRY_COUNT
-        and type(max_retries) is int
-        and 0 <= max_retries <= MAX_RETRY_COUNT
-        and type(deps) is tuple
-        and type(headers) is dict
-        and type(name) is str
-        and ((unique_key == "" and type(unique_key) is str) or is_valid_id(unique_key))
-        and (type(window) is float or type(window) is int)
-        and 0.0 <= window <= MAX_EPOCH_SECONDS
-        and (lease is None or type(lease) is Lease)
-        and (not deps or all(is_valid_id(dep) for dep in deps))
-        and (not headers or all(type(k) is str and type(v) is str for k, v in headers.items()))
-    ):
-        try:
-            # created + max(0.0, delay), NaN included; a plain int or float as both are
-            ready = created + (delay if delay > 0 else 0.0)
-        except OverflowError:  # an int too large for a float: the validators say why
-            ready = -1.0
-        if 0.0 <= ready <= MAX_EPOCH_SECONDS:
-            # every field passes its validator's rule: built without the validators, which
-            # would check it all again; values by position, in the Task's field order
-            return unchecked_task(
-                task_id,
-                tenant,
-                priority,
-                payload,
-                retries,
-                max_retries,
-                created,
-                ready,
-                deps,
-                dict(headers) if headers else {},
-                name,
-                unique_key,
-                window,
-                lease,
-            )
-    try:  # the validators say what is wrong with it
-        return Task(
-            task_id=message.task_id,
-            tenant=message.tenant,
-            priority=message.priority,
-            payload=payload,
-            retry_count=message.retry_count,
-            max_retries=message.max_retries,
-            created_at=message.created_at,
-            execute_after=message.created_at + max(0.0, message.delay),
-            depends_on=message.depends_on,
-            headers=message.headers,
-            name=message.name,
-            unique_key=message.unique_key,
-            unique_window_seconds=message.unique_window,
-            lease=lease,
-        )
+    try:  # the models' validators judge every field
+        return build.task(message, payload, lease)
     except (TaskValidationError, TypeError, ValueError, OverflowError) as exc:
         raise TaskSerializationError(f"task {message.task_id} is malformed: {exc}") from exc
 
 
-def decode_claimed(claimed: Claimed, host: PluginHostLike) -> Task:
-    return decode_message(claimed.message, host, claimed.lease)
+def decode_claimed(
+    claimed: Claimed, host: PluginHostLike, build: ModelBuild = REFERENCE_BUILD
+) -> Task:
+    return decode_message(claimed.message, host, claimed.lease, build)
 
 
 def wait_seconds(message: Message, now: float) -> float:

@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import Any
 
 from fairque_core.app import context
+from fairque_core.app.accel import builders, plugin_shortcuts
 from fairque_core.app.backend_loading import open_backend
 from fairque_core.app.engine import support as common
 from fairque_core.app.engine.acks import AckMixin
@@ -82,10 +83,13 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
         plugin_host: common.PluginHostLike | None = None,
         accel: Accelerators | None = None,
     ) -> None:
-        self._accel = Accelerators.from_env() if accel is None else accel
+        accel = Accelerators.from_env() if accel is None else accel
+        self._accel = accel
         self._config = common.resolve_config(backend, config)
         self._given_backend = backend
-        self._plugins = common.make_host(plugins, plugin_host, self._config)
+        host_class = plugin_shortcuts.host_class(accel)
+        self._plugins = common.make_host(plugins, plugin_host, self._config, host_class)
+        self._build = builders.model_build(accel)
         self._queue_name = backend.queue
         self._closing = False
         self._closed = False  # set once close() settled what was in flight
@@ -171,7 +175,7 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
         ``await .get(timeout)`` for the result (ADR 27). A known id is a no-op (idempotent
         push); so is a task whose ``unique_key`` a live task holds: the handle is then that
         task's id, with ``duplicate`` True."""
-        message = to_message(task, self._plugins, self._config)
+        message = to_message(task, self._plugins, self._config, build=self._build)
         [handle] = self._store([task], [message])
         return handle
 
@@ -196,7 +200,7 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
         check_batch(tasks)
         ordered = common.ordered_for_push(tasks)
         now = time.time()
-        messages = [to_message(t, self._plugins, self._config, now) for t in ordered]
+        messages = [to_message(t, self._plugins, self._config, now, self._build) for t in ordered]
         handles = self._store(ordered, messages)
         return common.in_given_order(tasks, ordered, handles)
 
@@ -298,7 +302,7 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
         poisoned = 0
         for item in claimed:
             try:
-                task = decode_message(item.message, self._plugins, item.lease)
+                task = decode_message(item.message, self._plugins, item.lease, self._build)
             except TaskSerializationError as exc:
                 poisoned += 1
                 self._poison(item.message, item.lease.token, exc)
@@ -425,7 +429,7 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
         if message is None:
             return None
         try:
-            return decode_message(message, self._plugins)
+            return decode_message(message, self._plugins, build=self._build)
         except TaskSerializationError:
             return None
 

@@ -21,6 +21,7 @@ from types import TracebackType
 from typing import Any
 
 from fairque_core.app import context
+from fairque_core.app.accel import builders, plugin_shortcuts
 from fairque_core.app.accel.push_coalescing import PushCoalescer  # unasync: remove
 from fairque_core.app.backend_loading import open_async_backend
 from fairque_core.app.engine import support as common
@@ -93,10 +94,13 @@ class AsyncFairQueue(
         coalesce_pushes: bool = True,  # unasync: remove
         accel: Accelerators | None = None,
     ) -> None:
-        self._accel = Accelerators.from_env() if accel is None else accel
+        accel = Accelerators.from_env() if accel is None else accel
+        self._accel = accel
         self._config = common.resolve_config(backend, config)
         self._given_backend = backend
-        self._plugins = common.make_host(plugins, plugin_host, self._config)
+        host_class = plugin_shortcuts.host_class(accel)
+        self._plugins = common.make_host(plugins, plugin_host, self._config, host_class)
+        self._build = builders.model_build(accel)
         self._queue_name = backend.queue
         self._closing = False
         self._closed = False  # set once close() settled what was in flight
@@ -191,7 +195,7 @@ class AsyncFairQueue(
         ``await .get(timeout)`` for the result (ADR 27). A known id is a no-op (idempotent
         push); so is a task whose ``unique_key`` a live task holds: the handle is then that
         task's id, with ``duplicate`` True."""
-        message = to_message(task, self._plugins, self._config)
+        message = to_message(task, self._plugins, self._config, build=self._build)
         if self.coalesce_pushes:  # unasync: remove
             return await self._coalescer.push(task, message)  # unasync: remove
         [handle] = await self._store([task], [message])
@@ -218,7 +222,7 @@ class AsyncFairQueue(
         check_batch(tasks)
         ordered = common.ordered_for_push(tasks)
         now = time.time()
-        messages = [to_message(t, self._plugins, self._config, now) for t in ordered]
+        messages = [to_message(t, self._plugins, self._config, now, self._build) for t in ordered]
         handles = await self._store(ordered, messages)
         return common.in_given_order(tasks, ordered, handles)
 
@@ -324,7 +328,7 @@ class AsyncFairQueue(
         poisoned = 0
         for item in claimed:
             try:
-                task = decode_message(item.message, self._plugins, item.lease)
+                task = decode_message(item.message, self._plugins, item.lease, self._build)
             except TaskSerializationError as exc:
                 poisoned += 1
                 await self._poison(item.message, item.lease.token, exc)
@@ -451,7 +455,7 @@ class AsyncFairQueue(
         if message is None:
             return None
         try:
-            return decode_message(message, self._plugins)
+            return decode_message(message, self._plugins, build=self._build)
         except TaskSerializationError:
             return None
 

@@ -34,7 +34,9 @@ class ReadMixin(MixinHost):
     def get_task(self, task_id: str) -> Task | None:
         """The stored task, decoded (TaskSerializationError if its payload is undecodable)."""
         message = self._backend.get_message(task_id)
-        return None if message is None else decode_message(message, self._plugins)
+        return (
+            None if message is None else decode_message(message, self._plugins, build=self._build)
+        )
 
     def get_state(self, task_id: str) -> TaskState | None:
         return self._backend.get_state(task_id)

@@ -250,6 +250,6 @@ class ResultMixin(MixinHost):
         check_batch(list(tasks))
         ordered = common.ordered_for_push(list(tasks))
         now = time.time()
-        messages = [to_message(t, self._plugins, self._config, now) for t in ordered]
+        messages = [to_message(t, self._plugins, self._config, now, self._build) for t in ordered]
         handles = self._store(ordered, messages)
         return common.in_given_order(tasks, ordered, handles)

@@ -255,6 +255,6 @@ class AsyncResultMixin(MixinHost):
         check_batch(list(tasks))
         ordered = common.ordered_for_push(list(tasks))
         now = time.time()
-        messages = [to_message(t, self._plugins, self._config, now) for t in ordered]
+        messages = [to_message(t, self._plugins, self._config, now, self._build) for t in ordered]
         handles = await self._store(ordered, messages)
         return common.in_given_order(tasks, ordered, handles)

@@ -88,9 +88,13 @@ class Decision:
 
 
 def make_host(
-    plugins: Sequence[object], plugin_host: PluginHostLike | None, config: QueueConfig
+    plugins: Sequence[object],
+    plugin_host: PluginHostLike | None,
+    config: QueueConfig,
+    host_class: Callable[[Sequence[object]], PluginHostLike] | None = None,
 ) -> PluginHostLike:
-    """The given host, or a new ``PluginHost`` with ``plugins`` (defaults and entry points)."""
+    """The given host, or a new ``host_class`` (``PluginHost`` unless the composition root
+    names another) with ``plugins`` (defaults and entry points)."""
     if plugin_host is not None:
         if plugins:
             raise ConfigurationError("pass either plugins or plugin_host, not both")
@@ -100,7 +104,7 @@ def make_host(
 
     # The queue's retry_* settings become the fallback policy (plugins still win over it).
     fallback = DefaultRetry(retry_schedule(config))
-    host: PluginHostLike = PluginHost((*plugins, fallback))
+    host: PluginHostLike = (PluginHost if host_class is None else host_class)((*plugins, fallback))
     host.configure(config)
     return host
 

@@ -23,6 +23,11 @@ Errors
       it, and the remaining ones still run. Events are emitted after the backend changed
       state, so raising would report a failure for work that succeeded (and a metrics plugin
       must never lose a task). ``strict=True`` raises instead (for tests).
+
+This is the reference path: every hook is asked through pluggy, even when only the defaults
+answer. The accelerator ``plugin_shortcuts`` (``fairque_core.app.accel.plugin_shortcuts``)
+is a subclass that skips a hook whose only implementation is a default's or that nobody
+implements; the engines' constructors build it when its switch is on.
 """
 
 from __future__ import annotations
@@ -32,21 +37,12 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Iterator
 from types import ModuleType, TracebackType
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 from fairque_core.app import context as task_context
-from fairque_core.app.plugins.builtin import (
-    DEFAULT_PLUGINS,
-    JSON_CONTENT_TYPE,
-    DefaultExecutor,
-    JsonPayloadCodec,
-    decode_json,
-    encode_json,
-    media_type,
-    retry_decision,
-)
+from fairque_core.app.plugins.builtin import DEFAULT_PLUGINS, retry_decision
 from fairque_core.domain.errors import FairQueueError, PluginError, TaskSerializationError
 from fairque_core.ports import hooks as hookspecs
 
@@ -75,16 +71,6 @@ def plugin_name_for(plugin: object) -> str:
     return f"{kind.__module__}.{kind.__qualname__}"
 
 
-class _Shortcuts(NamedTuple):
-    """What the registered plugins let the hot path skip (see ``PluginHost._shortcut``)."""
-
-    json_encode: bool  # the built-in JSON codec is the only encoder: call it directly
-    json_decode: bool  # ... the only decoder
-    headers: bool  # some plugin adds push headers
-    events: bool  # some plugin receives task events
-    plain_execute: bool  # the default executor alone runs tasks: call the handler directly
-
-
 def _code_of(function: Callable[..., object]) -> object:
     return getattr(inspect.unwrap(function), "__code__", None)
 
@@ -110,7 +96,6 @@ class PluginHost:
         self._pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
         self._pm.add_hookspecs(hookspecs)
         self._strict = strict
-        self._shortcuts: _Shortcuts | None = None  # recomputed after every (un)register
         if defaults:
             for factory in DEFAULT_PLUGINS:
                 self._register(factory(), None)
@@ -137,7 +122,6 @@ class PluginHost:
         plugin: object | None = self._pm.get_plugin(name)
         if plugin is None:
             return None
-        self._shortcuts = None
         self._pm.unregister(plugin, name=name)
         return plugin
 
@@ -162,7 +146,6 @@ class PluginHost:
 
     def _register(self, plugin: object, name: str | None) -> str:
         chosen = self._unique_name(plugin, name)
-        self._shortcuts = None
         try:
             registered = self._pm.register(plugin, name=chosen)
         except pluggy.PluginValidationError as exc:
@@ -271,65 +254,10 @@ class PluginHost:
             raise error from cause
         _log.error("%s", error, exc_info=cause)
 
-    # ------------------------------------------------------------------ shortcuts
-    def _shortcut(self) -> _Shortcuts:
-        """What the hot path may skip with the plugins registered now (cached; every
-        register and unregister drops the cache)."""
-        found = self._shortcuts
-        if found is None:
-            found = self._shortcuts = _Shortcuts(
-                json_encode=self._json_only("fairque_payload_encode"),
-                json_decode=self._json_only("fairque_payload_decode"),
-                headers=bool(self._hook("fairque_push_headers").get_hookimpls()),
-                events=bool(self._hook("fairque_task_event").get_hookimpls()),
-                plain_execute=self._default_executor_only(),
-            )
-        return found
-
-    def _default_executor_only(self) -> bool:
-        """Whether the built-in executor is the execute hook's one implementation (pluggy
-        would then call it alone, and it only calls the task)."""
-        impls = self._hook("fairque_task_execute").get_hookimpls()
-        if len(impls) != 1:
-            return False
-        [impl] = impls
-        hook = "fairque_task_execute"
-        return (
-            not (impl.wrapper or impl.hookwrapper)
-            and type(impl.plugin) is DefaultExecutor
-            and getattr(impl.function, "__func__", None) is getattr(DefaultExecutor, hook, None)
-        )
-
-    def _json_only(self, hook: str) -> bool:
-        """Whether the built-in JSON codec is the hook's one implementation (so calling its
-        function directly is what pluggy would do)."""
-        impls = self._hook(hook).get_hookimpls()
-        if len(impls) != 1:
-            return False
-        [impl] = impls
-        return (
-            not (impl.wrapper or impl.hookwrapper)
-            and type(impl.plugin) is JsonPayloadCodec
-            and getattr(impl.function, "__func__", None) is getattr(JsonPayloadCodec, hook, None)
-        )
-
-    def _codec_failed(self, hook: str, error: Exception) -> PluginError:
-        """The error the pluggy path reports for the JSON codec's unexpected failure."""
-        return PluginError(self._hook(hook).get_hookimpls()[0].plugin_name, hook, error)
-
     # ------------------------------------------------------------------ typed hooks
     def encode(self, task: Task) -> tuple[bytes, str]:
         """``(body, content_type)`` from the codec that encodes; TaskSerializationError if none."""
         hook = "fairque_payload_encode"
-        if (
-            self._shortcuts or self._shortcut()
-        ).json_encode:  # the JSON codec alone: no hook dispatch
-            try:
-                return encode_json(task.payload), JSON_CONTENT_TYPE
-            except FairQueueError:
-                raise
-            except Exception as exc:
-                raise self._codec_failed(hook, exc) from exc
         result, owner = self._call_firstresult(hook, task=task)
         if result is None:
             raise TaskSerializationError(f"no codec plugin encoded the payload of {task.task_id}")
@@ -346,20 +274,6 @@ class PluginHost:
     def decode(self, content_type: str, body: bytes) -> dict[str, Any]:
         """The payload in ``body``; TaskSerializationError when no codec understands it."""
         hook = "fairque_payload_decode"
-        if (
-            self._shortcuts or self._shortcut()
-        ).json_decode:  # the JSON codec alone: no hook dispatch
-            try:
-                if (
-                    content_type == JSON_CONTENT_TYPE
-                    or media_type(content_type) == JSON_CONTENT_TYPE
-                ):
-                    return decode_json(body)
-            except FairQueueError:
-                raise
-            except Exception as exc:
-                raise self._codec_failed(hook, exc) from exc
-            raise TaskSerializationError(f"no codec plugin decodes content type {content_type!r}")
         result, _owner = self._call_firstresult(hook, content_type=content_type, body=body)
         if result is None:
             raise TaskSerializationError(f"no codec plugin decodes content type {content_type!r}")
@@ -375,8 +289,6 @@ class PluginHost:
         A plugin that raises is reported and its partial changes are dropped.
         """
         headers = dict(task.headers)
-        if not (self._shortcuts or self._shortcut()).headers:
-            return headers
         hook = "fairque_push_headers"
         for impl in reversed(self._hook(hook).get_hookimpls()):
             snapshot = dict(headers)
@@ -397,12 +309,10 @@ class PluginHost:
     def has_event_listeners(self) -> bool:
         """Whether any plugin implements ``fairque_task_event`` (callers may skip building
         events nobody receives; plugins registered later count)."""
-        return (self._shortcuts or self._shortcut()).events
+        return bool(self._hook("fairque_task_event").get_hookimpls())
 
     def task_event(self, event: str, task: Task, queue: str, **info: Any) -> None:
         """Tell every plugin about ``event``; failures are logged (raised when strict)."""
-        if not (self._shortcuts or self._shortcut()).events:
-            return  # nobody listens: no hook dispatch
         self._broadcast("fairque_task_event", event=event, task=task, queue=queue, info=info)
 
     def execute(self, task: Task, call: Callable[[], object], *, queue: str = "") -> object:
@@ -413,10 +323,6 @@ class PluginHost:
         is a PluginError.
         """
         call = task_context.bind(task, call)  # current_task_context() inside the handler
-        if (self._shortcuts or self._shortcut()).plain_execute:
-            # the default executor alone: what it would do, without the hook call (issue 17);
-            # the handler's exception propagates unchanged, as through the hook
-            return call()
         hook = "fairque_task_execute"
         state: dict[str, Any] = {"called": False, "error": None}
 

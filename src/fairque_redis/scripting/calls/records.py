@@ -9,9 +9,10 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from fairque_core.accel.builders import unchecked_message
 from fairque_core.domain.enums import Priority
 from fairque_core.domain.errors import TaskSerializationError, TaskValidationError
-from fairque_core.domain.models import UNREADABLE_HEADER, Message, unchecked_message
+from fairque_core.domain.models import UNREADABLE_HEADER, Message
 from fairque_core.domain.validation import validate_id
 from fairque_redis.scripting.calls.base import to_bytes, to_text
 

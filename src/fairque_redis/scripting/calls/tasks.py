@@ -7,6 +7,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from fairque_core.accel.builders import unchecked_claimed, unchecked_lease
 from fairque_core.domain.enums import Priority
 from fairque_core.domain.errors import (
     PayloadTooLargeError,
@@ -16,8 +17,6 @@ from fairque_core.domain.models import (
     Claimed,
     Lease,
     Message,
-    unchecked_claimed,
-    unchecked_lease,
 )
 from fairque_core.domain.scoring import to_ms
 from fairque_core.domain.validation import (
