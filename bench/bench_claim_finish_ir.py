@@ -58,7 +58,7 @@ from _callgrind import (
 from fairque_core import Message, Priority
 from fairque_core.domain.models import Claimed
 from fairque_redis.backends.backend import RedisBackend
-from fairque_redis.scripting.function_library import LIBRARY
+from fairque_redis.scripting.function_library import LIBRARY, library_for
 
 PUSH_WARM = 20  # one-message pushes before counting (every tenant active, library warm)
 
@@ -269,6 +269,12 @@ def main() -> None:
     parser.add_argument(
         "--push", action="store_true", help="count one-message pushes and push_batch instead"
     )
+    parser.add_argument(
+        "--reference",
+        action="store_true",
+        help="compare with this tree's reference build (every lua/_include/fast/ include plain,"
+        " the accelerator claim_view off) as 'old'",
+    )
     parser.add_argument("--rounds", type=int, default=2, help="measures per build")
     parser.add_argument(
         "--timed", action="store_true", help="server µs (INFO commandstats), not instructions"
@@ -283,7 +289,10 @@ def main() -> None:
     builds: dict[str, tuple[str, dict[str, str]]] = {
         "this tree": (LIBRARY.code, dict(LIBRARY.functions))
     }
-    if opts.compare:
+    if opts.reference:
+        plain = library_for(frozenset())
+        builds["old"] = (plain.code, dict(plain.functions))
+    elif opts.compare:
         with old_src(opts.compare) as src:
             builds["old"] = library_in(src)
     results = run_timed(builds, opts) if opts.timed else run_callgrind(builds, opts)

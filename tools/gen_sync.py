@@ -55,6 +55,12 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("src/fairque_redis/partitioned/reads_async.py", "src/fairque_redis/partitioned/reads.py"),
     ("src/fairque_core/ports/backend_async.py", "src/fairque_core/ports/backend.py"),
     ("src/fairque_redis/durability/waiter_async.py", "src/fairque_redis/durability/waiter.py"),
+    ("src/fairque_redis/backends/host_async.py", "src/fairque_redis/backends/host.py"),
+    ("src/fairque_redis/backends/waits_async.py", "src/fairque_redis/backends/waits.py"),
+    (
+        "src/fairque_redis/partitioned/routing_async.py",
+        "src/fairque_redis/partitioned/routing.py",
+    ),
 )
 
 # Whole names, renamed in code (by unasync's tokenizer) and in prose (by TEXT_RULES).
@@ -100,6 +106,12 @@ NAMES: dict[str, str] = {
     "waiter_async": "waiter",
     "async_pool_of": "pool_of",
     "async_wait_piece": "wait_piece",
+    "AsyncBackendHost": "BackendHost",
+    "host_async": "host",
+    "AsyncWaitMixin": "WaitMixin",
+    "waits_async": "waits",
+    "AsyncPartitionRouting": "PartitionRouting",
+    "routing_async": "routing",
 }
 
 # Regular expressions applied to the whole text after the token pass, in this order.

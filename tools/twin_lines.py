@@ -46,6 +46,9 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("fairque_redis/partitioned/reads.py", "fairque_redis/partitioned/reads_async.py"),
     ("fairque_core/ports/backend.py", "fairque_core/ports/backend_async.py"),
     ("fairque_redis/durability/waiter.py", "fairque_redis/durability/waiter_async.py"),
+    ("fairque_redis/backends/host.py", "fairque_redis/backends/host_async.py"),
+    ("fairque_redis/backends/waits.py", "fairque_redis/backends/waits_async.py"),
+    ("fairque_redis/partitioned/routing.py", "fairque_redis/partitioned/routing_async.py"),
 )
 
 HEADER_LINES = 5  # how far down a "generated" marker is looked for

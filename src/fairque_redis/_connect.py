@@ -25,7 +25,9 @@ import attrs
 
 from fairque_core import AsyncFairQueue, FairQueue
 from fairque_core.domain.errors import ConfigurationError
+from fairque_core.settings.accel import Accelerators
 from fairque_core.settings.config import FairQueueConfig, QueueConfig, RedisConfig
+from fairque_redis.accel.compose import backend_plugs
 from fairque_redis.servers.embedded import EmbeddedValkey
 from fairque_redis.servers.topology import acheck_not_cluster_node, check_not_cluster_node
 
@@ -163,6 +165,7 @@ def connect(
     config: FairQueueConfig | QueueConfig | None = None,
     allow_eviction: bool = False,
     durability: str | None = None,
+    accel: Accelerators | None = None,
     **queue_opts: Any,
 ) -> FairQueue:
     """A :class:`FairQueue` on ``url`` (or ``$FAIRQUE_REDIS_URL``, or the shared local server).
@@ -174,11 +177,13 @@ def connect(
     number of partitions (``partitions=P``; ConfigurationError when it differs on a non-empty
     queue). ``durability="replicated"`` makes every write wait for a replica to confirm it
     (NotReplicatedError when none does within ``replication_timeout_ms``; ADR 33).
+    ``accel`` turns accelerators off (default: ``$FAIRQUE_ACCEL_OFF``, read once, here; ADR 65).
     """
     from fairque_redis.backends.backend import RedisBackend
     from fairque_redis.partitioned.backend import PartitionedBackend, settle_layout
 
     full = resolve_config(config, queue, cluster, queue_opts)
+    plugged, entries = backend_plugs(accel)
     target = _shared_url(_pick_url(url, full))
     server = _start_embedded(target)
     try:
@@ -186,9 +191,13 @@ def connect(
         redis_config = _allowing(redis_config, allow_eviction, durability, full.queue.partitions)
         backend: RedisBackend | PartitionedBackend
         if full.queue.partitions > 1:
-            backend = PartitionedBackend.from_config(redis_config, full.queue)
+            backend = PartitionedBackend.from_config(
+                redis_config, full.queue, accel=plugged, intake_entries=entries
+            )
         else:
-            backend = RedisBackend.from_config(redis_config, full.queue)
+            backend = RedisBackend.from_config(
+                redis_config, full.queue, accel=plugged, intake_entries=entries
+            )
         try:
             backend.check_server()  # credentials and maxmemory-policy, at once
             if not redis_config.cluster:
@@ -204,7 +213,9 @@ def connect(
         except BaseException:
             backend.close()
             raise
-        result = _OwningFairQueue(backend, plugins=tuple(plugins or ()), config=full.queue)
+        result = _OwningFairQueue(
+            backend, plugins=tuple(plugins or ()), config=full.queue, accel=plugged
+        )
         result._server = server
     except BaseException:
         if server is not None:
@@ -227,6 +238,7 @@ async def aconnect(
     config: FairQueueConfig | QueueConfig | None = None,
     allow_eviction: bool = False,
     durability: str | None = None,
+    accel: Accelerators | None = None,
     **queue_opts: Any,
 ) -> AsyncFairQueue:
     """The asyncio twin of :func:`connect`: an :class:`AsyncFairQueue`."""
@@ -234,6 +246,7 @@ async def aconnect(
     from fairque_redis.partitioned.backend_async import AsyncPartitionedBackend, settle_layout
 
     full = resolve_config(config, queue, cluster, queue_opts)
+    plugged, entries = backend_plugs(accel)
     target = _shared_url(_pick_url(url, full))
     server = _start_embedded(target)
     try:
@@ -241,9 +254,13 @@ async def aconnect(
         redis_config = _allowing(redis_config, allow_eviction, durability, full.queue.partitions)
         backend: AsyncRedisBackend | AsyncPartitionedBackend
         if full.queue.partitions > 1:
-            backend = AsyncPartitionedBackend.from_config(redis_config, full.queue)
+            backend = AsyncPartitionedBackend.from_config(
+                redis_config, full.queue, accel=plugged, intake_entries=entries
+            )
         else:
-            backend = AsyncRedisBackend.from_config(redis_config, full.queue)
+            backend = AsyncRedisBackend.from_config(
+                redis_config, full.queue, accel=plugged, intake_entries=entries
+            )
         try:
             await backend.check_server()  # credentials and maxmemory-policy, at once
             if not redis_config.cluster:
@@ -259,7 +276,9 @@ async def aconnect(
         except BaseException:
             await backend.close()
             raise
-        result = _OwningAsyncFairQueue(backend, plugins=tuple(plugins or ()), config=full.queue)
+        result = _OwningAsyncFairQueue(
+            backend, plugins=tuple(plugins or ()), config=full.queue, accel=plugged
+        )
         result._server = server
     except BaseException:
         if server is not None:

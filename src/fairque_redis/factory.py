@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from fairque_core.settings.config import FairQueueConfig, QueueConfig
+from fairque_redis.accel.compose import backend_plugs
 from fairque_redis.backends.backend import RedisBackend
 from fairque_redis.backends.backend_async import AsyncRedisBackend
 from fairque_redis.partitioned.backend import PartitionedBackend
@@ -29,7 +30,10 @@ __all__ = ["backend_from_url"]
 def backend_from_url(
     url: str, *, asyncio: bool = False, **opts: Any
 ) -> RedisBackend | AsyncRedisBackend | PartitionedBackend | AsyncPartitionedBackend:
-    """A Redis backend (sync, or async with ``asyncio=True``) for ``url``."""
+    """A Redis backend (sync, or async with ``asyncio=True``) for ``url``. ``accel=`` (an
+    :class:`~fairque_core.settings.accel.Accelerators`; default: from the environment) turns
+    accelerators off."""
+    opts["accel"], opts["intake_entries"] = backend_plugs(opts.get("accel"))
     config = opts.get("config")
     queue_config = config.queue if isinstance(config, FairQueueConfig) else config
     if isinstance(queue_config, QueueConfig) and queue_config.partitions > 1:

@@ -40,7 +40,7 @@ key                type    contents
                            moves the due ones back like due scheduled tasks (ADR 28)
 ``tenants``        zset    every tenant that ever pushed, scored by its first push (ms)
 ``intake``         list    messages appended by ``push_intake`` (ADR 47), one versioned entry
-                           each (``fairque_redis.accel.intake``), ingested by every claim first
+                           each (``scripting/calls/intake.py``), ingested by every claim first
 ``intake:bad``     list    intake entries an ingest could not read, kept raw for an operator
 ``schedules``      hash    cron schedules: name -> definition (JSON, ``domain/schedules.py``)
 ``schedule_fired`` hash    cron schedules: name -> last fired tick (epoch ms)

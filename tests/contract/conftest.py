@@ -29,6 +29,7 @@ SERVER_FIXTURES = {
     "cluster": "valkey_cluster",
     "valkey-async": "valkey_server",
     "cluster-async": "valkey_cluster",
+    "valkey-ref": "valkey_server",
     "valkey-p3": "valkey_server",
     "cluster-p3": "valkey_cluster",
 }
@@ -42,6 +43,9 @@ BACKEND_PARAMS = [
     pytest.param("valkey-async", marks=pytest.mark.redis),
     pytest.param("cluster-async", marks=[pytest.mark.redis, pytest.mark.cluster]),
     pytest.param("valkey-p3", marks=pytest.mark.redis),
+    # every accelerator off (ADR 65: the plain claim include, EVALSHA, the reference intake
+    # encoder), on the claim's modules only (REFERENCE_MODULES) to keep the default run short
+    pytest.param("valkey-ref", marks=pytest.mark.redis),
     # the partitioned queue on the cluster runs with the long scenarios (-m slow): the default
     # run keeps it on one Valkey (valkey-p3) and tests/integration/test_partitioned_queue.py
     # runs P=3 over the cluster's three masters, to keep `uv run pytest` near six minutes
@@ -54,6 +58,40 @@ MODEL_KINDS = frozenset({"memory", "memory-async"})
 #: the one-prefix probe does not apply, and fairness across tenants of different partitions is
 #: approximate (tests of exact cross-tenant order are marked for the one-slot kinds only).
 PARTITIONED_KINDS = frozenset({"valkey-p3", "cluster-p3"})
+
+#: The param with every accelerator off, and the modules it runs (the others deselect it):
+#: the claim, fairness, limits, priority, finish-and-claim and intake contracts, where the
+#: accelerated and the reference paths differ.
+REFERENCE_KIND = "valkey-ref"
+REFERENCE_MODULES = frozenset(
+    {
+        "test_fairness",
+        "test_limits",
+        "test_priority",
+        "test_finish_and_claim",
+        "test_intake",
+        "test_pause",
+        "test_leases",
+    }
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the reference param (REFERENCE_KIND) outside REFERENCE_MODULES."""
+    keep: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        kind = callspec.params.get("backend_kind") if callspec is not None else None
+        module = getattr(getattr(item, "module", None), "__name__", "").rsplit(".", 1)[-1]
+        if kind == REFERENCE_KIND and module not in REFERENCE_MODULES:
+            dropped.append(item)
+        else:
+            keep.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
 
 _CROSS_TENANT_ORDER = "exact claim order across tenants of different partitions (ADR 34)"
 _PER_PARTITION_LIMIT = "a queue-wide limit holds per partition (ADR 34)"
@@ -349,6 +387,11 @@ def make_backend(
                 async_backend = _require_async_redis_backend()
                 # Built on the facade's loop, so the async client's connections belong to it.
                 backend = SyncOverAsync(lambda: async_backend.from_url(url, **options))
+            elif backend_kind == REFERENCE_KIND:
+                from fairque_core.settings.accel import Accelerators
+
+                options["accel"] = Accelerators.none()
+                backend = _require_redis_backend().from_url(url, **options)
             else:
                 backend = _require_redis_backend().from_url(url, **options)
             probe = RedisProbe(

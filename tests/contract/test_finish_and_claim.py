@@ -18,7 +18,9 @@ from .conftest import MODEL_KINDS, PARTITIONED_KINDS, probe_of
 from .helpers import msg
 
 #: The params whose backend has the combined call (a networked queue of one hash tag).
-COMBINED_KINDS = frozenset({"valkey", "redis7", "cluster", "valkey-async", "cluster-async"})
+COMBINED_KINDS = frozenset(
+    {"valkey", "valkey-ref", "redis7", "cluster", "valkey-async", "cluster-async"}
+)
 
 
 def _combined(backend: Any) -> Any:

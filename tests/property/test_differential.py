@@ -14,6 +14,7 @@ Flow control (ADR 28) has its own operations: limits set per tenant, per tier an
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections import defaultdict
 from typing import Any, ClassVar
@@ -672,8 +673,12 @@ class ModelVsRedis(RuleBasedStateMachine):
 
 
 @pytest.mark.redis
-@pytest.mark.parametrize("server", ["valkey", pytest.param("cluster", marks=pytest.mark.cluster)])
+@pytest.mark.parametrize(
+    "server", ["valkey", "valkey-ref", pytest.param("cluster", marks=pytest.mark.cluster)]
+)
 def test_model_and_redis_agree(server: str, request: pytest.FixtureRequest) -> None:
+    """``valkey-ref``: every accelerator off (ADR 65): the plain claim include, EVALSHA, the
+    reference intake encoder; the same model must agree with it (a quarter of the examples)."""
     try:
         from fairque_redis.backends.backend import RedisBackend
     except ImportError as exc:
@@ -689,8 +694,14 @@ def test_model_and_redis_agree(server: str, request: pytest.FixtureRequest) -> N
     else:
         client = redis.Redis.from_url(request.getfixturevalue("valkey_server").url)
         examples = settings.default.max_examples
+    backend_cls: Any = RedisBackend
+    if server == "valkey-ref":
+        from fairque_core.settings.accel import Accelerators
+
+        backend_cls = functools.partial(RedisBackend, accel=Accelerators.none())
+        examples = max(10, settings.default.max_examples // 4)
     ModelVsRedis.redis_client = client
-    ModelVsRedis.redis_backend_cls = RedisBackend
+    ModelVsRedis.redis_backend_cls = backend_cls
     try:
         run_state_machine_as_test(
             ModelVsRedis, settings=settings(stateful_step_count=30, max_examples=examples)

@@ -11,10 +11,8 @@ Lua scripts, and redis-py exceptions are translated at one edge
 
 from __future__ import annotations
 
-import functools
 import logging
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from redis import Redis
@@ -31,24 +29,21 @@ from fairque_core.domain.limits import LimitStatus
 from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
 from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.tenant_figures import TenantFairness
-from fairque_core.domain.validation import (
-    check_wait_timeout,
-    validate_id,
-    validate_queue_name,
-)
+from fairque_core.domain.validation import check_wait_timeout, validate_id, validate_queue_name
 from fairque_core.ports import Clock, FinishItem, QueueBackend, TokenSource, random_token
+from fairque_core.settings.accel import Accelerators
 from fairque_core.settings.config import FairQueueConfig, QueueConfig, RedisConfig
-from fairque_redis.accel import intake
 from fairque_redis.backends import client_options as co
-from fairque_redis.backends import wake_claim as wc
 from fairque_redis.backends.errors import translate_errors
 from fairque_redis.backends.schedules import RedisScheduleStore
+from fairque_redis.backends.waits import WaitMixin
 from fairque_redis.durability.modes import Durability, replica_waiter
 from fairque_redis.keys import QUEUES_KEY, KeySpace
-from fairque_redis.scripting.calls import Call, ScriptCalls
+from fairque_redis.scripting.calls import Call, ScriptCalls, intake
 from fairque_redis.scripting.calls.base import to_text
+from fairque_redis.scripting.function_library import library_for
 from fairque_redis.scripting.objects import Script
-from fairque_redis.scripting.scripts import SOURCES
+from fairque_redis.scripting.scripts import fast_includes, sources_for
 from fairque_redis.servers.checks import check_memory_policy, memory_policies
 
 __all__ = ["RedisBackend"]
@@ -58,7 +53,7 @@ T = TypeVar("T")
 log = logging.getLogger("fairque.redis")
 
 
-class RedisBackend:
+class RedisBackend(WaitMixin):
     """The queue backend on a ``redis.Redis`` or ``redis.cluster.RedisCluster``.
 
     The client must return bytes (``decode_responses=False``). Build it with :meth:`from_url`
@@ -70,7 +65,13 @@ class RedisBackend:
     With ``durability="replicated"`` (or a :class:`~fairque_redis.durability.modes.Durability`)
     every write but the work loop's claim, heartbeat and reap waits for a replica to confirm
     it, else NotReplicatedError (ADR 33). ``scripts="functions"`` (default: Redis Functions,
-    EVALSHA where refused) or ``"eval"`` (ADR 41; also ?scripts=). The intake (ADR 47)."""
+    EVALSHA where refused) or ``"eval"`` (ADR 41; also ?scripts=). The intake (ADR 47).
+
+    ``accel`` (default: ``Accelerators.from_env()``, read once, here) turns accelerators off
+    for this backend's scripts: ``functions`` off runs them by EVALSHA, ``claim_view`` off
+    builds the claim with the plain include (ADR 65). ``intake_entries`` encodes
+    ``push_intake``'s messages (default: the reference encoder; a composition root plugs the
+    intake client's)."""
 
     def __init__(
         self,
@@ -83,7 +84,14 @@ class RedisBackend:
         allow_eviction: bool = False,
         durability: Durability | str = "default",
         scripts: str = "functions",
+        accel: Accelerators | None = None,
+        intake_entries: intake.EntryEncoder | None = None,
     ) -> None:
+        accel = accel if accel is not None else Accelerators.from_env()
+        if not accel.on("functions"):  # the library is an accelerator (ADR 41): EVALSHA only
+            scripts = "eval"
+        fast = fast_includes(accel)
+        self.accel = accel
         self._keys = KeySpace(queue)
         self._config = config if config is not None else QueueConfig(name=queue)
         co.require_bytes_client(client)
@@ -95,9 +103,12 @@ class RedisBackend:
             clock,
             token_source if token_source is not None else random_token,
         )
+        library = library_for(fast) if co.script_mode(scripts) == "functions" else None
         self._scripts: dict[str, Script] = {  # Redis Functions or EVALSHA (ADR 41)
-            name: Script(client, source, mode=scripts) for name, source in SOURCES.items()
+            name: Script(client, source, mode=scripts, library=library)
+            for name, source in sources_for(fast).items()
         }
+        self._intake_entries = intake_entries or intake.encode_entries
         self.script_mode = scripts  # "functions" or "eval" (ADR 41): what settle_layout uses
         self._closed = False
         self._allow_eviction = allow_eviction
@@ -122,6 +133,8 @@ class RedisBackend:
         token_source: TokenSource | None = None,
         allow_eviction: bool = False,
         durability: Durability | str | None = None,
+        accel: Accelerators | None = None,
+        intake_entries: intake.EntryEncoder | None = None,
         **redis_opts: Any,
     ) -> RedisBackend:
         """A backend on a client of its own for ``redis://``, ``rediss://`` (TLS) or
@@ -155,6 +168,8 @@ class RedisBackend:
             allow_eviction=plan.allow_eviction,
             durability=durability,
             scripts=plan.scripts or "functions",
+            accel=accel,
+            intake_entries=intake_entries,
         )
         backend._owns_client = True
         return backend
@@ -167,6 +182,8 @@ class RedisBackend:
         *,
         clock: Clock | None = None,
         token_source: TokenSource | None = None,
+        accel: Accelerators | None = None,
+        intake_entries: intake.EntryEncoder | None = None,
     ) -> RedisBackend:
         """A backend from the ``redis`` and ``queue`` sections of a FairQueueConfig (the
         redis section's options, eviction, durability and scripts: see :meth:`from_url`)."""
@@ -176,6 +193,8 @@ class RedisBackend:
             config=FairQueueConfig(redis=redis_config, queue=queue_config or QueueConfig()),
             clock=clock,
             token_source=token_source,
+            accel=accel,
+            intake_entries=intake_entries,
         )
 
     def __repr__(self) -> str:
@@ -295,7 +314,7 @@ class RedisBackend:
         return self._run(call)
 
     def push_intake(self, messages: Sequence[Message]) -> None:
-        self.append_intake(intake.encode_entries(self._planner, messages))
+        self.append_intake(self._intake_entries(self._planner, messages))
 
     def append_intake(self, entries: list[bytes]) -> None:
         """One plain RPUSH of checked entries, then the wake if the intake was empty (ADR 47)."""
@@ -502,100 +521,6 @@ class RedisBackend:
             return 0
         with translate_errors("remove_workers", writes=True):
             return int(self._client.hdel(self._keys.workers, *worker_ids))
-
-    def wait_for_work(self, timeout: float) -> bool:
-        """Wait for the wake signal or the first scheduled task coming due (see the port): one
-        ``next_due`` script call, then a BLPOP on the wake and schedule signals until either
-        (LPOP of the wake under 1 ms). A schedule signal (an earlier due) sends it round again."""
-        woke, _ = self._wait(check_wait_timeout(timeout), None)
-        return woke
-
-    def claim_when_ready(
-        self,
-        timeout: float,
-        *,
-        worker_id: str = "",
-        assigned: Sequence[str] | None = None,
-        steal: Sequence[str] | None = None,
-        count: int = 1,
-        lease_seconds: float | None = None,
-    ) -> list[Claimed]:
-        """:meth:`wait_for_work`, then :meth:`claim`, with no round trip between them (ADR 38):
-        the claim is pipelined behind the BLPOP and runs when it returns (woken or timed out);
-        an empty claim after a wake or a schedule signal waits again for the time left (on a
-        cluster, or when a claim waits for replicas: each pop, then the claim)."""
-        plan = functools.partial(
-            self._planner.claim,
-            worker_id=worker_id,
-            assigned=assigned,
-            steal=steal,
-            count=count,
-            lease_seconds=lease_seconds,
-        )
-        first, seconds = [plan()], check_wait_timeout(timeout)  # bad arguments raise here
-        return (self._wait(seconds, lambda: first.pop() if first else plan()))[1]
-
-    def _wait(
-        self, timeout: float, plan: Callable[[], Call[list[Claimed]]] | None
-    ) -> tuple[bool, list[Claimed]]:
-        """The wait for work; with ``plan`` (a claim's builder) each pop carries a claim, until
-        one leases tasks or time is up. ``(woken or due, claimed)``."""
-        deadline = time.monotonic() + co.blocking_seconds(timeout, self._client)
-        wake = self._keys.wake.encode()
-        while True:
-            # no next_due when the claim follows soon anyway: it moves what has come due
-            quick = plan and self._checked and deadline - time.monotonic() < wc.DUE_CHECK_SECONDS
-            due_in = None if quick else self._run(self._planner.next_due())
-            if due_in is not None and due_in <= 0:
-                return True, [] if plan is None else self._run(plan())
-            left = deadline - time.monotonic()
-            block = left if due_in is None else min(left, due_in)
-            if self._polling:
-                woke = self._poll_wake(block)
-                if woke or time.monotonic() >= deadline:
-                    return woke, [] if plan is None else self._run(plan())
-                continue
-            got, claimed = self._pop_and_claim(block, None if plan is None else plan())
-            if isinstance(got, wc.Refused):
-                self._polling, got = wc.note_polling(got.error), None
-                if not claimed:
-                    continue
-            woke = got is not None and (block < co.MIN_BLOCK_SECONDS or got[0] == wake)
-            late = woke if plan is None else time.monotonic() >= deadline
-            if claimed or block < co.MIN_BLOCK_SECONDS or late:
-                return woke, claimed
-
-    def _pop_and_claim(self, block: float, call: Call[list[Claimed]] | None) -> Any:
-        """The pop of the signals and ``call``'s claim in one round trip (``_wake_claim``)."""
-        keys = self._keys
-        if call is None or not self._pipelines_claims:  # the pop, then (if any) the claim
-            try:
-                with translate_errors("wait_for_work", writes=False):
-                    if block < co.MIN_BLOCK_SECONDS:
-                        popped: Any = self._client.lpop(keys.wake)
-                    else:
-                        popped = self._client.blpop([keys.wake, keys.sched], timeout=block)
-            except BackendPermissionError as exc:
-                popped = wc.Refused(exc)
-            return popped, [] if call is None else self._run(call)
-        script = self._scripts[call.script]
-        anchors = self._planner.anchors
-        pipe = self._client.pipeline(transaction=False)
-        wc.queue_round(pipe, keys, block, script=script, anchors=anchors, args=call.args)
-        with translate_errors(call.script, writes=True):
-            popped, reply = pipe.execute(raise_on_error=False)
-        if wc.claim_missed(reply):  # NOSCRIPT or no function: it did not run; send it alone
-            with translate_errors(call.script, writes=True):
-                reply = script(keys=anchors, args=call.args)
-        return wc.read_pop(popped), call.parse(reply)
-
-    def _poll_wake(self, block: float) -> bool:  # the wait without BLPOP: sleep, LPOP
-        time.sleep(max(0.0, min(block, wc.POLL_SECONDS)))
-        try:
-            with translate_errors("wait_for_work", writes=False):
-                return self._client.lpop(self._keys.wake) is not None
-        except BackendPermissionError:
-            return block <= wc.POLL_SECONDS
 
     def close(self) -> None:
         """Close the client if this backend made it (``from_url``/``from_config``)."""

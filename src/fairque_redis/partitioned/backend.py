@@ -29,49 +29,44 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from redis import Redis
 from redis.cluster import RedisCluster
 
 from fairque_core.domain.enums import FailureType, TaskState
-from fairque_core.domain.errors import ConfigurationError, LeaseLostError, TaskValidationError
+from fairque_core.domain.errors import ConfigurationError, TaskValidationError
 from fairque_core.domain.intake import IngestReport, check_ingest_limit
 from fairque_core.domain.models import Claimed, Message
 from fairque_core.domain.outcomes import TaskOutcome
-from fairque_core.domain.validation import check_wait_timeout, validate_id
+from fairque_core.domain.validation import check_wait_timeout
 from fairque_core.ports import Clock, FinishItem, QueueBackend, TokenSource, random_token
+from fairque_core.settings.accel import Accelerators
 from fairque_core.settings.config import FairQueueConfig, QueueConfig, RedisConfig
-from fairque_redis.backends.backend import RedisBackend
 from fairque_redis.backends.client_options import config_url, plan_client
 from fairque_redis.backends.schedules import RedisScheduleStore
 from fairque_redis.keys import KeySpace, partition_for
 from fairque_redis.partitioned.picker import PartitionPicker
-from fairque_redis.partitioned.reads import (
-    Partition,
-    PartitionReads,
-    settle_layout,
-)
+from fairque_redis.partitioned.reads import Partition, settle_layout
+from fairque_redis.partitioned.routing import PartitionRouting
+from fairque_redis.scripting.calls.intake import EntryEncoder
 
 __all__ = ["PartitionedBackend", "settle_layout"]
 
 T = TypeVar("T")
 
-#: Task ids whose partition a backend remembers (oldest forgotten first).
-_REMEMBERED_TASKS = 100_000
 #: An idle wait blocks on one partition this long, then looks at the others again.
 _WAIT_SLICE_SECONDS = 0.05
 
 
-class PartitionedBackend(PartitionReads):
+class PartitionedBackend(PartitionRouting):
     """The queue backend of a queue split in ``partitions`` hash-tag partitions.
 
     Build it with :meth:`from_url` or :meth:`from_config` (``connect(..., partitions=P)`` does),
     or around a bytes client. ``partitions`` defaults to the queue config's. The recorded
     number of partitions is checked before the first command (:meth:`check_layout`).
-    ``scripts`` is every partition's (``"functions"`` or ``"eval"``, as RedisBackend's).
+    ``scripts``, ``accel`` and ``intake_entries`` are every partition's (as RedisBackend's).
     """
 
     def __init__(
@@ -85,8 +80,11 @@ class PartitionedBackend(PartitionReads):
         token_source: TokenSource | None = None,
         allow_eviction: bool = False,
         scripts: str = "functions",
+        accel: Accelerators | None = None,
+        intake_entries: EntryEncoder | None = None,
     ) -> None:
         config = config if config is not None else QueueConfig(name=queue)
+        accel = accel if accel is not None else Accelerators.from_env()  # read once, here
         count = config.partitions if partitions is None else partitions
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ConfigurationError(
@@ -109,6 +107,8 @@ class PartitionedBackend(PartitionReads):
                 token_source=tokens,
                 allow_eviction=allow_eviction,
                 scripts=scripts,
+                accel=accel,
+                intake_entries=intake_entries,
             )
             for n in range(count)
         ]
@@ -135,6 +135,8 @@ class PartitionedBackend(PartitionReads):
         clock: Clock | None = None,
         token_source: TokenSource | None = None,
         allow_eviction: bool = False,
+        accel: Accelerators | None = None,
+        intake_entries: EntryEncoder | None = None,
         **redis_opts: Any,
     ) -> PartitionedBackend:
         """A backend on a client of its own (as ``RedisBackend.from_url``; every
@@ -161,6 +163,8 @@ class PartitionedBackend(PartitionReads):
             token_source=token_source,
             allow_eviction=plan.allow_eviction,
             scripts=plan.scripts or "functions",
+            accel=accel,
+            intake_entries=intake_entries,
         )
         backend._owns_client = True
         return backend
@@ -173,6 +177,8 @@ class PartitionedBackend(PartitionReads):
         *,
         clock: Clock | None = None,
         token_source: TokenSource | None = None,
+        accel: Accelerators | None = None,
+        intake_entries: EntryEncoder | None = None,
     ) -> PartitionedBackend:
         """A backend from the ``redis`` and ``queue`` sections of a FairQueueConfig."""
         queue_config = queue_config if queue_config is not None else QueueConfig()
@@ -188,6 +194,8 @@ class PartitionedBackend(PartitionReads):
             config=FairQueueConfig(redis=redis_config, queue=queue_config),
             clock=clock,
             token_source=token_source,
+            accel=accel,
+            intake_entries=intake_entries,
         )
 
     def __repr__(self) -> str:
@@ -254,64 +262,6 @@ class PartitionedBackend(PartitionReads):
             return partition_for(tenant, self._count)
         except TaskValidationError:
             return 0
-
-    def _remember(self, task_id: str, partition: int) -> None:
-        self._where[task_id] = partition
-        self._where.move_to_end(task_id)
-        if len(self._where) > _REMEMBERED_TASKS:
-            self._where.popitem(last=False)
-
-    def _remember_lease(self, token: str, partition: int) -> None:
-        self._leases[token] = partition
-        if len(self._leases) > _REMEMBERED_TASKS:
-            self._leases.popitem(last=False)
-
-    def _forget_leases(self, tokens: Iterable[str]) -> None:
-        """The leases ``tokens`` ended (finished, failed, released, or found lost): their
-        entries go, so the map holds the leases still in flight, not the last claims."""
-        for token in tokens:
-            self._leases.pop(token, None)
-
-    @contextmanager
-    def _ending(self, token: str) -> Iterator[None]:
-        """Around a call that ends the lease ``token``: forget it when the call went through
-        or found the lease lost; keep it on any other error (the caller may try again)."""
-        try:
-            yield
-        except LeaseLostError:
-            self._forget_leases((token,))
-            raise
-        self._forget_leases((token,))
-
-    def _lease_index(self, task_id: str, token: str) -> int:
-        """The partition of the lease ``token`` on ``task_id``: where this backend claimed it,
-        else (a lease claimed by another process) where the id is found."""
-        known = self._leases.get(token)
-        return known if known is not None else self._locate(task_id)
-
-    def _locate(self, task_id: str) -> int:
-        """The partition holding ``task_id``: remembered, else the first that knows it (0
-        when none does, so an unknown id gets the one-slot backend's answer)."""
-        validate_id(task_id, "task_id")
-        known = self._where.get(task_id)
-        if known is not None:
-            return known
-        self._ready()
-        for n, part in enumerate(self._parts):
-            if part.get_state(task_id) is not None:
-                self._remember(task_id, n)
-                return n
-        return 0
-
-    def _task_part(self, task_id: str) -> RedisBackend:
-        return self._parts[self._locate(task_id)]
-
-    def tenant_backend(self, tenant: str) -> RedisBackend:
-        """The partition that holds ``tenant``'s tasks. A handle that knows its tenant reads
-        its task there (ADR 60), not in the first partition that knows the id: two tenants of
-        different partitions may hold the same id, each in its own."""
-        self._ready()
-        return self._parts[self._part_of(tenant)]
 
     # ------------------------------------------------------------------ push
     def push(self, message: Message) -> bool:

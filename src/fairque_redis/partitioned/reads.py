@@ -29,8 +29,8 @@ from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_core.domain.validation import check_page_bound, check_tenant_page, validate_id
 from fairque_core.ports import Clock, TokenSource, random_token
 from fairque_core.ports.workers import any_live
+from fairque_core.settings.accel import Accelerators
 from fairque_core.settings.config import QueueConfig
-from fairque_redis.accel import intake
 from fairque_redis.backends.backend import RedisBackend
 from fairque_redis.backends.errors import translate_errors
 from fairque_redis.keys import KeySpace, recorded_partitions
@@ -42,6 +42,7 @@ from fairque_redis.partitioned.picker import (
 )
 from fairque_redis.scripting.calls import ScriptCalls
 from fairque_redis.scripting.calls.base import to_text
+from fairque_redis.scripting.calls.intake import EntryEncoder
 
 __all__ = ["Partition", "PartitionReads", "settle_layout"]
 
@@ -64,6 +65,8 @@ class Partition(RedisBackend):
         token_source: TokenSource = random_token,
         allow_eviction: bool = False,
         scripts: str = "functions",
+        accel: Accelerators | None = None,
+        intake_entries: EntryEncoder | None = None,
     ) -> None:
         super().__init__(
             client,
@@ -73,6 +76,8 @@ class Partition(RedisBackend):
             token_source=token_source,
             allow_eviction=allow_eviction,
             scripts=scripts,
+            accel=accel,
+            intake_entries=intake_entries,
         )
         # one partition is the plain one-slot layout
         self._keys = (
@@ -104,7 +109,7 @@ class Partition(RedisBackend):
     def encode_intake(self, messages: Sequence[Message]) -> list[bytes]:
         """``push_intake``'s entries, every message checked first (TaskValidationError,
         PayloadTooLargeError), sending nothing: any partition's ``append_intake`` takes them."""
-        return intake.encode_entries(self._planner, messages)
+        return self._intake_entries(self._planner, messages)
 
     def check_reaper(self, limit: int) -> None:
         """The argument check of ``requeue_expired`` (builds the call, sends nothing)."""

@@ -26,15 +26,24 @@ built (an error names the script), so a script that grows past it fails the unit
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 import attrs
 
-from fairque_redis.scripting.scripts import _INCLUDE_RE, SCRIPTS, SOURCES, load_source, resolve
+from fairque_redis.scripting.scripts import (
+    _INCLUDE_RE,
+    ALL_FAST,
+    SCRIPTS,
+    SOURCES,
+    load_source,
+    resolve,
+    sources_for,
+)
 
-__all__ = ["LIBRARY", "FunctionLibrary", "build_library", "script_flags"]
+__all__ = ["LIBRARY", "FunctionLibrary", "build_library", "library_for", "script_flags"]
 
 #: Lua 5.1's limit of upvalues per closure (LUAI_MAXUPVALUES).
 MAX_UPVALUES = 60
@@ -94,7 +103,12 @@ def _body(name: str, source: str) -> str:
     return body
 
 
-def _helpers(names: list[str], sources: Mapping[str, str], loader: Callable[[str], str]) -> str:
+def _helpers(
+    names: list[str],
+    sources: Mapping[str, str],
+    loader: Callable[[str], str],
+    fast: Collection[str],
+) -> str:
     """Every include definition some script uses, once, in dependency order."""
     includes: list[str] = []
     for name in names:
@@ -107,7 +121,7 @@ def _helpers(names: list[str], sources: Mapping[str, str], loader: Callable[[str
     def load(which: str) -> str:
         return unit if which == _UNIT else loader(which)
 
-    flat = resolve(_UNIT, load)
+    flat = resolve(_UNIT, load, fast=fast)
     head, _, _ = flat.partition(f"-- ---- script {_UNIT} ----\n")
     return head
 
@@ -142,11 +156,15 @@ def _check_limits(helpers: str, bodies: Mapping[str, str]) -> None:
 
 
 def build_library(
-    sources: Mapping[str, str] = SOURCES, loader: Callable[[str], str] = load_source
+    sources: Mapping[str, str] = SOURCES,
+    loader: Callable[[str], str] = load_source,
+    *,
+    fast: Collection[str] = ALL_FAST,
 ) -> FunctionLibrary:
-    """The library of the scripts ``sources`` (name -> flattened source)."""
+    """The library of the scripts ``sources`` (name -> flattened source, built with the
+    includes ``fast`` in their fast version: the library's helpers are built so too)."""
     names = list(sources)
-    helpers = _helpers(names, sources, loader)
+    helpers = _helpers(names, sources, loader, fast)
     bodies = {name: _body(name, sources[name]) for name in names}
     _check_limits(helpers, bodies)
     digest = hashlib.sha1(usedforsecurity=False)
@@ -182,5 +200,16 @@ def build_library(
     )
 
 
-#: The library of every registered script (:data:`fairque_redis.scripting.scripts.SCRIPTS`).
-LIBRARY: FunctionLibrary = build_library({name: SOURCES[name] for name in SCRIPTS})
+@functools.cache
+def library_for(fast: frozenset[str] = ALL_FAST) -> FunctionLibrary:
+    """The library of every registered script built with the includes ``fast`` in their fast
+    version (:func:`~fairque_redis.scripting.scripts.sources_for`); one per set, made on first
+    use. Each is named after its code, so libraries of two sets live side by side on a
+    server."""
+    sources = sources_for(fast)
+    return build_library({name: sources[name] for name in SCRIPTS}, fast=fast)
+
+
+#: The library of every registered script (:data:`fairque_redis.scripting.scripts.SCRIPTS`),
+#: accelerators on.
+LIBRARY: FunctionLibrary = library_for(ALL_FAST)

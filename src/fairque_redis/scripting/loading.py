@@ -104,19 +104,29 @@ class LibraryState:
                 str(exc)[:160],
             )
 
-    _sync: ClassVar[weakref.WeakKeyDictionary[Any, LibraryState]] = weakref.WeakKeyDictionary()
-    _async: ClassVar[weakref.WeakKeyDictionary[Any, LibraryState]] = weakref.WeakKeyDictionary()
+    _sync: ClassVar[weakref.WeakKeyDictionary[Any, dict[str, LibraryState]]] = (
+        weakref.WeakKeyDictionary()
+    )
+    _async: ClassVar[weakref.WeakKeyDictionary[Any, dict[str, LibraryState]]] = (
+        weakref.WeakKeyDictionary()
+    )
     _guard: ClassVar[threading.Lock] = threading.Lock()
 
     @classmethod
-    def of(cls, client: Any, *, asynchronous: bool) -> LibraryState:
-        """The state of ``client`` (one per client object, made on first use)."""
+    def of(cls, client: Any, *, asynchronous: bool, name: str = "") -> LibraryState:
+        """The state of library ``name`` on ``client`` (one per client object and library,
+        made on first use: backends built with different accelerators may share a client,
+        each with its own library)."""
         table = cls._async if asynchronous else cls._sync
         with cls._guard:
-            state = table.get(client)
+            states = table.get(client)
+            if states is None:
+                states = {}
+                table[client] = states
+            state = states.get(name)
             if state is None:
                 state = cls(asyncio.Lock() if asynchronous else threading.Lock())
-                table[client] = state
+                states[name] = state
             return state
 
 

@@ -15,7 +15,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from redis.typing import EncodableT, KeyT
 
 from fairque_redis.backends.client_options import script_mode
-from fairque_redis.scripting.function_library import LIBRARY
+from fairque_redis.scripting.function_library import LIBRARY, FunctionLibrary
 from fairque_redis.scripting.loading import (
     _DONE,
     _EVAL,
@@ -39,18 +39,25 @@ class AsyncScript(core.AsyncScript):
     missing-library episode), else EVALSHA and one SCRIPT LOAD per NOSCRIPT episode."""
 
     def __init__(
-        self, registered_client: Any, script: str | bytes, *, mode: str = "functions"
+        self,
+        registered_client: Any,
+        script: str | bytes,
+        *,
+        mode: str = "functions",
+        library: FunctionLibrary | None = None,
     ) -> None:
         super().__init__(registered_client, script)
         self.loads = 0  # SCRIPT LOADs this object sent (its reload generation)
         self._reload_lock = reload_lock(asynchronous=True)
-        found = LIBRARY.by_source.get(script) if isinstance(script, str) else None
+        library = library if library is not None else LIBRARY  # accelerators on (the default)
+        self._library = library  # the function library that holds this script's function
+        found = library.by_source.get(script) if isinstance(script, str) else None
         self.function: str | None = found if script_mode(mode) == "functions" else None
         self._cluster = is_cluster(registered_client)  # FCALL then names its node (_target)
         # the function's name as it goes out (the asyncio client encodes a str per call)
         self._function_arg = self.function.encode() if self.function is not None else b""
         self.library = (
-            LibraryState.of(registered_client, asynchronous=True)
+            LibraryState.of(registered_client, asynchronous=True, name=library.name)
             if self.function is not None
             else None
         )
@@ -152,7 +159,7 @@ class AsyncScript(core.AsyncScript):
         async with library.lock:
             if library.loads == seen and library.on:  # nobody loaded it since this call began
                 try:
-                    await self.registered_client.function_load(LIBRARY.code, replace=True)
+                    await self.registered_client.function_load(self._library.code, replace=True)
                 except ResponseError as exc:
                     if not _functions_refused(exc, loading=True):
                         log.info("FUNCTION LOAD failed (%s); this call runs by EVALSHA", exc)

@@ -9,14 +9,22 @@ data, never formatted with user data, and each is registered through redis-py ``
 objects, which send ``EVALSHA`` and reload the script on ``NOSCRIPT`` (after a restart, a
 failover or ``SCRIPT FLUSH``).
 
+Some includes have a second, faster version in ``lua/_include/fast/`` beside the plain one,
+which is the reference (ADR 65): :data:`FAST_INCLUDES` names them by the accelerator whose off
+switch (:mod:`fairque_core.settings.accel`) turns them off. :func:`resolve` takes the fast
+version of the includes named in its ``fast`` argument (all of them by default);
+:func:`sources_for` gives every script built so, once per set of fast includes, and a backend
+picks its set when it is built (:func:`fast_includes` of its ``accel``).
+
 Scripts report refusals as ``FQ_E_<CODE> detail`` error replies; :func:`translate_script_error`
 turns them into typed exceptions through the one table :data:`ERROR_CODES`.
 """
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from importlib import resources
 
 import attrs
@@ -33,14 +41,18 @@ from fairque_core.domain.errors import (
 )
 from fairque_core.domain.limits import TenantQueueFullError
 from fairque_core.domain.validation import is_digits
+from fairque_core.settings.accel import Accelerators
 
 __all__ = [
     "ERROR_CODES",
+    "FAST_INCLUDES",
     "SCRIPTS",
     "IncludeCycleError",
     "ScriptSpec",
+    "fast_includes",
     "load_source",
     "resolve",
+    "sources_for",
     "translate_script_error",
 ]
 
@@ -48,6 +60,18 @@ _INCLUDE_RE = re.compile(r'^--- @include "([A-Za-z0-9_/]+)"\s*$')
 _DEFINE_RE = re.compile(r"^local (function )?([A-Za-z_]\w*)")
 _WORD_RE = re.compile(r"[A-Za-z_]\w*")
 _ONE_LINE_END_RE = re.compile(r"\bend\s*$")
+
+#: accelerator name -> the includes (bare names) it replaces by their ``_include/fast/`` version
+FAST_INCLUDES: Mapping[str, frozenset[str]] = {"claim_view": frozenset({"claim_view"})}
+#: Every include that has a fast version: what :func:`resolve` uses by default.
+ALL_FAST: frozenset[str] = frozenset().union(*FAST_INCLUDES.values())
+
+
+def fast_includes(accel: Accelerators) -> frozenset[str]:
+    """The includes built in their fast version with the accelerators ``accel`` leaves on."""
+    on = [names for name, names in FAST_INCLUDES.items() if accel.on(name)]
+    return frozenset().union(*on)
+
 
 #: The anchor keys every script declares (``KeySpace.anchors()``), in this order.
 ANCHOR_KEYS: tuple[str, ...] = ("meta", "stats", "tiers", "delayed", "leases", "dlq")
@@ -134,10 +158,18 @@ def _trailing_comments(pending: list[str]) -> list[str]:
     return moved
 
 
-def resolve(name: str, loader: Callable[[str], str] = load_source, *, shake: bool = True) -> str:
+def resolve(
+    name: str,
+    loader: Callable[[str], str] = load_source,
+    *,
+    shake: bool = True,
+    fast: Collection[str] = ALL_FAST,
+) -> str:
     """Flatten script ``name``: every include inlined once, before its first user.
 
-    Include names are relative to ``lua/``; a bare name (``"core"``) means ``_include/core``.
+    Include names are relative to ``lua/``; a bare name (``"core"``) means ``_include/core``,
+    or ``_include/fast/core`` when ``fast`` names it (the accelerated version, ADR 65; the
+    plain one is the reference and both define the same functions).
     A shebang line (``#!lua ...``) stays the first line of the result. With ``shake`` (the
     default) only the included definitions the script uses, directly or through other
     included definitions, are emitted: every ``local function`` costs a closure on every call
@@ -147,6 +179,9 @@ def resolve(name: str, loader: Callable[[str], str] = load_source, *, shake: boo
     units: list[tuple[str, list[str]]] = []
 
     def norm(include: str) -> str:
+        bare = include.removeprefix("_include/")
+        if "/" not in bare and bare in fast:
+            return f"_include/fast/{bare}"
         return include if "/" in include else f"_include/{include}"
 
     def visit(unit: str, chain: tuple[str, ...]) -> list[str]:
@@ -237,8 +272,16 @@ SCRIPTS: Mapping[str, ScriptSpec] = {
     )
 }
 
-#: The flattened source of every script, resolved once at import.
-SOURCES: Mapping[str, str] = {name: resolve(name) for name in SCRIPTS}
+
+@functools.cache
+def sources_for(fast: frozenset[str] = ALL_FAST) -> Mapping[str, str]:
+    """The flattened source of every script with the includes ``fast`` in their fast version
+    (resolved once per set)."""
+    return {name: resolve(name, fast=fast) for name in SCRIPTS}
+
+
+#: The flattened source of every script, accelerators on, resolved once at import.
+SOURCES: Mapping[str, str] = sources_for(ALL_FAST)
 
 
 def _lease_lost(detail: str) -> FairQueueError:

@@ -1,8 +1,11 @@
 --[[ claim helpers: moving due scheduled tasks and the fair choice of a tenant.
 
   Mirrors the pure Python module fairque_core/domain/fairness.py (pick and serve; activate,
-  deactivate, refund and the tenant's pass are in tenant.lua): keep the two in step. The view
-  of the active set a claim reads once per call is in claim_view.lua.
+  deactivate, refund and the tenant's pass are in tenant.lua): keep the two in step. How a
+  pick reads the head of the active set is claim_view.lua's: the reference reads it at every
+  pick; fast/claim_view.lua (the accelerator `claim_view`, ADR 43) reads it once per claim and
+  also reserves the serves that need no pick (fq_reserve_more). The script loader
+  (scripting/scripts.py) builds the claim with one or the other.
 ]]
 --- @include "intake"
 --- @include "claim_view"
@@ -42,105 +45,6 @@ local function fq_queue_damaged(q, u, key)
     q.checked[key] = true
     q.repaired[#q.repaired + 1] = key
     fq_bump(q, u, 'repaired', 1)
-  end
-end
-
--- u was just served (fq_reserve) and its active set holds no other member: the next serves
--- are all u's while it has work, so up to `k` more are reserved at once, with the state the
--- serves one by one would leave (a pick would find u at the head each time: the view read
--- the set whole, no bound, its first sequence is used up and the rescored one holds u
--- alone). Only a scored set whose size is known and a critical list known empty qualify
--- (fq_reserve learnt both), and an integer pass and stride (the view's passes are integers,
--- fq_av_place)
-local function fq_reserve_run(q, u, k)
-  local av = q.av
-  if av.b[4 * av.bh - 2] ~= u then return end
-  local t = q.tenant_cache[u]
-  local left = t.normal_left
-  if not t.no_critical or left == nil or left == 0 or t.pass % 1 ~= 0
-    or t.stride % 1 ~= 0 then
-    return
-  end
-  if k > left then k = left end
-  -- the k serves: each a reserved task of the scored set, one ready task fewer, the tier's
-  -- virtual time at u's pass before the serve (the last one's stays), the pass a stride up
-  local s = q.serve_n
-  local serves = q.serves
-  for j = s + 1, s + k do serves[j] = u end
-  q.serve_n = s + k
-  t.pend_n = (t.pend_n or 0) + k -- (its serve may have taken the last critical task)
-  t.normal_left = left - k
-  q.ready_delta = q.ready_delta - k
-  local tier = fq_tier_key(q, t)
-  fq_set_vtime(q, tier, t.pass + (k - 1) * t.stride)
-  t.pass = t.pass + k * t.stride
-  if left > k then
-    av.b[4 * av.bh] = t.pass -- rescored in the view (fq_place), still alone in it
-  else
-    fq_deactivate(q, u) -- the last serve took its last task
-  end
-end
-
--- the view holds the whole active set (read whole, first sequence used up: every member is in
--- the sorted rescored sequence B, and each pick is B's head) and two or more tenants: up to
--- `k` serves are reserved in one loop, each of B's head, with the state the serves one by one
--- would leave (fq_reserve, fq_served and fq_av_place's steps for a tenant that keeps work:
--- the task reserved from its scored set, its pass a stride up and its member moved to its new
--- place in B, the tier's virtual time at the last serve's old pass). Only when every member
--- qualifies: a critical list known empty, a scored set of known size, an activation number
--- in its member, integer passes and strides; a tenant down to its last task stops the loop
--- (the general serve takes it and deactivates it)
-local function fq_reserve_round(q, k)
-  local av, cache = q.av, q.tenant_cache
-  local b = av.b
-  for j = av.bh, av.bt do
-    local o = 4 * j
-    local t = cache[b[o - 2]]
-    if t == nil or not t.no_critical or t.normal_left == nil or not b[o - 1]
-      or t.pass ~= b[o] or t.pass % 1 ~= 0 or t.stride % 1 ~= 0 then
-      return
-    end
-  end
-  local tier = fq_tier_key(q, cache[b[4 * av.bh - 2]]) -- the view's set: one tier
-  local serves, s = q.serves, q.serve_n
-  local served, lowest = 0, 0
-  while served < k do
-    local h = av.bh
-    local o = 4 * h
-    local u = b[o - 2]
-    local t = cache[u]
-    local left = t.normal_left
-    if left <= 1 then break end
-    local member, act, pass = b[o - 3], b[o - 1], b[o]
-    b[o - 3], b[o - 2], b[o - 1], b[o] = nil, nil, nil, nil
-    av.bh = h + 1
-    t.normal_left = left - 1
-    t.pend_n = (t.pend_n or 0) + 1
-    s = s + 1
-    serves[s] = u
-    lowest = pass
-    pass = pass + t.stride
-    t.pass = pass
-    t.dirty = true
-    fq_av_insert(av, member, u, act, pass)
-    served = served + 1
-  end
-  if served > 0 then
-    q.serve_n = s
-    q.ready_delta = q.ready_delta - served
-    fq_set_vtime(q, tier, lowest)
-  end
-end
-
--- after a serve of u (fq_reserve) with `k` places left: the serves that need no pick
--- (fq_reserve_run, fq_reserve_round) when the view holds the whole active set
-local function fq_reserve_more(q, u, k)
-  local av = q.av
-  if av == nil or av.bounded or av.c <= av.n or av.bt < av.bh then return end
-  if av.bh == av.bt then
-    fq_reserve_run(q, u, k)
-  else
-    fq_reserve_round(q, k)
   end
 end
 
@@ -255,16 +159,8 @@ local function fq_pick(q, groups, want)
       top = q.top_tier
     end
     local key = fq_active_key(q, top)
-    local member, score, u
-    if q.av_off then -- a small claim: one read per pick (see FQ_AV_MIN_COUNT)
-      local first = FQ_CALL('ZRANGE', key, 0, 0, 'WITHSCORES')
-      if first[1] == nil then return nil end
-      member, score = first[1], first[2]
-      u = fq_member_tenant(member)
-    else
-      member, score, u = fq_av_head(q, key, want)
-      if not member then return nil end
-    end
+    local member, score, u = fq_av_head(q, key, want)
+    if not member then return nil end
     if q.checked[member] then return u end
     q.checked[member] = true
     return fq_check_member(q, u, key, top, member, score)
@@ -510,7 +406,6 @@ local function fq_claim(q, argv, at)
     end
   end
   local tokens_at = i
-  q.av_off = count < FQ_AV_MIN_COUNT
 
   -- the intake first (ADR 47): what producers appended is pushed now, before anything moves
   -- or is picked. Its wake is decided below, with the claim's

@@ -21,6 +21,8 @@ local FQ_DEFAULT_PRIORITY = 3
 -- digits of the zero-padded push sequence that starts a scored-set member (scoring.SEQ_WIDTH)
 local FQ_SEQ_WIDTH = 16
 local FQ_SEQ_FORMAT = '%0' .. FQ_SEQ_WIDTH .. 'd'
+-- values (score, member or deadline, id, ...) per ZADD: unpack has a stack limit
+local FQ_ZADD_CHUNK = 1000
 -- server TIME is seconds and microseconds
 local FQ_MS_PER_SECOND = 1000
 local FQ_US_PER_MS = 1000

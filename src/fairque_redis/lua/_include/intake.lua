@@ -2,7 +2,8 @@
   (fq_claim, claim.lua).
 
   The list `intake` holds one entry per message a producer appended with
-  RedisBackend.push_intake (a plain RPUSH, no script; fairque_redis/accel/intake.py writes them):
+  RedisBackend.push_intake (a plain RPUSH, no script; fairque_redis/scripting/calls/intake.py
+  writes them, or the intake client fairque_redis/accel/intake.py, byte for byte the same):
     1|<task id>|<tenant>|<priority 1-6>|<delay ms, <= 0>|<length of meta>|<meta><body>
   The ids follow the id grammar (no '|'), the meta is counted and the body is the rest, so any
   bytes read back unchanged. Ingesting an entry does what push.lua does for that message at
