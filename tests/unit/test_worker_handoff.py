@@ -162,7 +162,7 @@ def test_a_listener_that_never_answers_is_given_up_after_the_grace() -> None:
     sim = Handed(cfg)
     sim.cycle()
     sim.push(1)
-    sim.now += sim.loop.handoff.grace + 0.1
+    sim.now += sim.loop.listener.grace + 0.1
     sim.cycle()
     assert sim.claims() == 2
     assert sim.started == ["t0"]
@@ -258,7 +258,7 @@ def test_a_listener_claim_given_up_after_the_grace_counts_as_settled() -> None:
     sim = Handed(config(poll_interval_seconds=1.0, reaper_interval_seconds=100.0))
     sim.cycle()
     assert _health(sim)["claims_settled"] == 1  # claim 2 is out
-    sim.now += sim.loop.handoff.grace + 0.1
+    sim.now += sim.loop.listener.grace + 0.1
     assert _health(sim)["claims_settled"] == 2
     sim.push(1)
     sim.answer(4)  # a late answer is still booked
