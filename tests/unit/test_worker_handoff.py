@@ -3,7 +3,6 @@ test_worker_loop.py: the listener's claim is answered by hand (``Handed.answer``
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 import pytest
@@ -11,24 +10,17 @@ import pytest
 from fairque_core import RedisConnectionError
 from fairque_core.app.worker import actions as wa
 from fairque_core.app.worker import pacing as worker_pacing
-from fairque_core.app.worker.loop import WorkerLoop
 
-from .test_worker_loop import Sim, config
+from .test_worker_loop import Sim, config, hand_off_on_and_off
+
+__all__ = ["Handed", "hand_off_on_and_off"]  # the fixture: every test here runs with and without
 
 
 class Handed(Sim):
     """``Sim`` with a loop that hands its claims to a listener; the test plays the listener."""
 
     def __init__(self, cfg: Any = None, **kwargs: Any) -> None:
-        super().__init__(cfg or config(), **kwargs)
-        self.loop = WorkerLoop(
-            cfg or config(),
-            lease_seconds=30.0,
-            prefetch=kwargs.get("prefetch", 0),
-            rng=random.Random(1),
-            listener_claims=True,
-        )
-        self.loop.start()
+        super().__init__(cfg or config(), listener_claims=True, **kwargs)
 
     def answer(self, result: object) -> None:
         """The listener's claim came back with ``result``; tasks leave the fake queue."""
