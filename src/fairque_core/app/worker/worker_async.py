@@ -189,11 +189,10 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
         # queue call is out: each task run here would put this asyncio task back in the event
         # loop's queue, and every step of that call would wait behind all of them; the loop's
         # cycle after the call books this end and starts the next task, as before ADR 51
-        hand_off = self._hand_off
-        if slot.timed_out or self._calling or hand_off is None:
+        if slot.timed_out or self._calling or self._hand_off is None:
             self._report(slot, ok, value, seconds)
             return None
-        return self._book_end(hand_off, slot, ok, value, seconds)
+        return self._book_end(self._hand_off, slot, ok, value, seconds)
 
     def _report(self, slot: wa.Slot, ok: bool, value: Any, seconds: float) -> None:
         self._loop.task_done(slot, ok, value, seconds)
