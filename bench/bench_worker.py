@@ -430,7 +430,9 @@ def latency(url: str, count: int, poll: float, cap: int) -> dict[str, float]:
     }
 
 
-#: --latency-ab's modes: (listener_starts, listen_floor or None: the default); "on": defaults
+#: --latency-ab's modes: (the hand-off accelerator on, listen_floor or None: the default); "on":
+#: defaults. The hand-off (ADR 46's listener start and ADR 51's chained starts, one switch since
+#: ADR 65) is turned off through ``FAIRQUE_ACCEL_OFF=handoff`` in the child that measures.
 LATENCY_MODES = {
     "off": (False, 0.0),
     "starts": (True, 0.0),
@@ -442,11 +444,12 @@ LATENCY_SETTINGS = [(1.0, 10), (0.1, 10)]
 
 
 def set_latency_mode(mode: str) -> None:
-    """The listener's early start and least wait (ADR 46) as ``mode`` says, for the A/B."""
+    """The hand-off and the listener's least wait (ADR 46) as ``mode`` says, for the A/B."""
     from fairque_core.app.worker.driver import WorkerDriver
 
     starts, floor = LATENCY_MODES[mode]
-    WorkerDriver.listener_starts = starts  # type: ignore[misc]
+    if not starts:
+        os.environ["FAIRQUE_ACCEL_OFF"] = "handoff"  # read by the workers built after this
     if floor is not None:
         WorkerDriver.listen_floor = floor  # type: ignore[misc]
 

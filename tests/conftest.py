@@ -209,3 +209,13 @@ def load_bench() -> Callable[[str], ModuleType]:
         return module
 
     return load
+
+
+@pytest.fixture(params=["on", "off"], ids=["handoff-on", "handoff-off"])
+def handoff_on_and_off(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The worker hand-off accelerator (``app/worker/handoff.py``, ADR 65) on and off, for the
+    workers a test builds without an ``accel`` of its own (they read ``FAIRQUE_ACCEL_OFF``):
+    a module runs every test both ways with
+    ``pytestmark = pytest.mark.usefixtures("handoff_on_and_off")``."""
+    monkeypatch.setenv("FAIRQUE_ACCEL_OFF", "" if request.param == "on" else "handoff")
+    return str(request.param)

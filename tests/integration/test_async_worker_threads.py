@@ -28,7 +28,11 @@ from fairque_core import (
 )
 from fairque_redis import aconnect
 
-pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
+pytestmark = [
+    pytest.mark.redis,
+    pytest.mark.timeout(60),
+    pytest.mark.usefixtures("handoff_on_and_off"),
+]  # ADR 65
 
 PLACES = (os.cpu_count() or 1) + 6  # past the loop's default pool of min(32, cpus + 4)
 

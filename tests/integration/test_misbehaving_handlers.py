@@ -37,7 +37,7 @@ from fairque_core import (
 )
 from fairque_redis import aconnect, connect
 
-pytestmark = pytest.mark.redis
+pytestmark = [pytest.mark.redis, pytest.mark.usefixtures("handoff_on_and_off")]  # ADR 65
 
 LIMIT = 2_000  # max_payload_bytes of these queues
 _ENDED = (TaskState.FINISHED, TaskState.FAILED, TaskState.CANCELED)

@@ -29,7 +29,7 @@ from fairque_core.app.worker.worker import Worker
 from fairque_core.app.worker.worker_async import AsyncWorker
 from fairque_core.memory.async_model import AsyncInMemoryBackend
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("handoff_on_and_off")]  # ADR 65
 
 POLL = 30.0  # far longer than any wait below: only the signal can start a task in time
 PROMPT = 10.0  # generous for a loaded CI machine; the signal path takes milliseconds

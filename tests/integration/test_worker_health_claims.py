@@ -35,7 +35,11 @@ from fairque_core.app.worker.worker_async import AsyncWorker
 from fairque_redis.backends.backend import RedisBackend
 from fairque_redis.backends.backend_async import AsyncRedisBackend
 
-pytestmark = [pytest.mark.redis, pytest.mark.timeout(90)]
+pytestmark = [
+    pytest.mark.redis,
+    pytest.mark.timeout(90),
+    pytest.mark.usefixtures("handoff_on_and_off"),
+]  # ADR 65
 
 HANG = 20.0  # only a hung worker takes this long
 

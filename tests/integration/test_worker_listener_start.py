@@ -17,6 +17,7 @@ import pytest
 from fairque_core import FairQueue, Task, TaskHandler, WorkerConfig
 from fairque_core.app.worker.worker import Worker
 from fairque_core.app.worker.worker_async import AsyncWorker
+from fairque_core.settings.accel import Accelerators
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
 
@@ -95,17 +96,15 @@ def _pool_threads(worker_id: str) -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith(prefix) and t.name[-1].isdigit()]
 
 
-@pytest.mark.parametrize("starts", [True, False])
+@pytest.mark.parametrize("starts", [True, False], ids=["handoff-on", "handoff-off"])
 def test_the_listener_thread_runs_the_task_its_claim_brought(
     queue: FairQueue, starts: bool
 ) -> None:
-    class Switched(Worker):
-        listener_starts = starts
-
+    accel = Accelerators() if starts else Accelerators(off={"handoff"})
     worker_id = f"ls-{int(starts)}"
     claimed = _claim_threads(queue)
     handler = Threads()
-    worker = Switched(_config(worker_id), handler, queue)
+    worker = Worker(_config(worker_id), handler, queue, accel=accel)
     worker.start()
     try:
         _wait_until(lambda: worker.health()["waiting_for_work"], 10, "worker idle")
@@ -136,7 +135,7 @@ def test_the_async_listener_starts_its_tasks(valkey_server: Any) -> None:
     async def scenario() -> tuple[int, dict[str, Any], int]:
         queue = await aconnect(valkey_server.url, queue=f"alstart{uuid.uuid4().hex[:10]}")
         handler = Threads()
-        worker = AsyncWorker(_config("als"), handler, queue)
+        worker = AsyncWorker(_config("als"), handler, queue, accel=Accelerators())
         await worker.start()
         try:
             deadline = time.monotonic() + 10

@@ -19,7 +19,11 @@ from fairque_core import Task, TaskHandler, TaskState, Worker, WorkerConfig
 from fairque_redis import connect
 from fairque_redis.servers.embedded import EmbeddedValkey
 
-pytestmark = [pytest.mark.redis, pytest.mark.timeout(60)]
+pytestmark = [
+    pytest.mark.redis,
+    pytest.mark.timeout(60),
+    pytest.mark.usefixtures("handoff_on_and_off"),
+]  # ADR 65
 
 HANG = 20.0  # only a hung worker takes this long
 

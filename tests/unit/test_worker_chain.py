@@ -1,10 +1,12 @@
 """A handler's end booked by the thread that ran it, which starts the next buffered task itself
-(ADR 51): ``WorkerLoop.task_ended`` on the fake driver of test_worker_loop.py, and the real
-drivers on the in-memory backend.
+(ADR 51): ``HandOffSteps.task_ended`` (the hand-off accelerator) on the fake driver of
+test_worker_loop.py, and the real drivers on the in-memory backend.
 
-The fake driver here books completions the way the drivers do now: at once, from the "handler's
-thread", possibly while the loop's own queue call is out (``Chained.during``), and starts the
-task ``task_ended`` gives back without a cycle of the loop.
+The fake driver here books completions the way the drivers do with the hand-off on: at once,
+from the "handler's thread", possibly while the loop's own queue call is out
+(``Chained.during``), and starts the task ``task_ended`` gives back without a cycle of the loop.
+With the hand-off off it books them with ``task_done``, as the reference drivers do, and the
+model test runs the same random event sequences both ways (ADR 65).
 """
 
 from __future__ import annotations
@@ -32,25 +34,31 @@ from fairque_core import (
 )
 from fairque_core.app.worker import actions as wa
 from fairque_core.app.worker import pacing as worker_pacing
-from fairque_core.app.worker.loop import WorkerLoop
+from fairque_core.app.worker.handoff import HandOffSteps
+from fairque_core.settings.accel import Accelerators
 
 from .test_worker_loop import Sim, config
 
 
 class Chained(Sim):
-    """``Sim`` whose handlers book their end with ``task_ended``; ``during`` runs inside every
-    queue call of the given action type (handlers that end while the call is out)."""
+    """``Sim`` whose handlers book their end with ``task_ended`` (with the hand-off; without,
+    ``hand_off=False``: with ``task_done``, as the reference drivers do); ``during`` runs
+    inside every queue call of the given action type (handlers that end while the call is
+    out)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, *args: Any, hand_off: bool = True, **kwargs: Any) -> None:
+        super().__init__(*args, hand_off=hand_off, **kwargs)
         self.wakes: list[bool] = []
         self.chained: list[str] = []  # tasks started by task_ended, in order
         self.during: dict[type[wa.Action], Callable[[], None]] = {}
 
     def complete(self, task_id: str, ok: bool = True, value: Any = None) -> None:
+        if self.hand_off is None:
+            super().complete(task_id, ok, value)
+            return
         slot = self.running.pop(task_id)
         error = value or RuntimeError("x")
-        nxt, wake = self.loop.task_ended(slot, ok, value if ok else error, self.run, self.now)
+        nxt, wake = self.hand_off.task_ended(slot, ok, value if ok else error, self.run, self.now)
         self.wakes.append(wake)
         if nxt is not None:
             self.running[nxt.task.task_id] = nxt
@@ -191,12 +199,54 @@ def test_after_the_stop_an_end_is_booked_for_the_loop_and_nothing_starts() -> No
     assert sorted(sim.released) == ["t2", "t3", "t4", "t5"]
 
 
+class Model(Chained):
+    """``Chained`` with a listener that claims for the idle loop (ADR 38): ``listen`` answers
+    the claim the loop handed out from the fake queue; with the hand-off, the listener then
+    starts what it brought and takes the next claim (``start_handed``, ``hand_next``, ADR 46),
+    as the drivers do. What the loop could not book (brought after its end) is released, as
+    the drivers release it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, listener_claims=True, **kwargs)
+        self.out = 0  # the claim handed to the listener, not yet answered
+
+    def cycle(self) -> wa.Action:
+        action = super().cycle()
+        if isinstance(action, wa.Sleep) and action.claim:
+            self.out = action.claim
+        return action
+
+    def listen(self, made: bool) -> None:
+        if not self.out:
+            return
+        got: list[Task] | None = None
+        if made:
+            got = [self.ready.popleft() for _ in range(min(self.out, len(self.ready)))]
+            self.claimed.extend(t.task_id for t in got)
+        self.out = 0
+        self.loop.listener_claimed(got)
+        if self.hand_off is None:
+            return
+        for slot in self.hand_off.start_handed(self.now):
+            self.running[slot.task.task_id] = slot
+            self.started.append(slot.task.task_id)
+            self.chained.append(slot.task.task_id)
+        handing = self.hand_off.hand_next(self.now)
+        if handing is not None:
+            self.out = handing.claim
+
+    def wind_down(self) -> None:
+        for task in self.loop.listener.unbooked():
+            self.released.append(task.task_id)
+
+
 OPS = st.lists(
     st.one_of(
         st.tuples(st.just("cycle"), st.none()),
         st.tuples(st.just("complete"), st.integers(0, 7)),
         st.tuples(st.just("fail"), st.integers(0, 7)),
         st.tuples(st.just("during"), st.sampled_from(["claim", "ack", "off"])),
+        st.tuples(st.just("listen"), st.booleans()),
         st.tuples(st.just("advance"), st.sampled_from([0.001, 0.5, 3.0, 12.0])),
         st.tuples(st.just("outage"), st.integers(1, 3)),
         st.tuples(st.just("lose"), st.integers(0, 3)),
@@ -207,21 +257,18 @@ OPS = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
-@given(
-    ops=OPS,
-    cap=st.integers(1, 4),
-    prefetch=st.one_of(st.none(), st.integers(0, 4)),
-    run=st.sampled_from([1e-5, 0.01, 2.0]),
-)
-def test_random_event_sequences_keep_the_invariants_with_chained_starts(
-    ops: list[tuple[str, Any]], cap: int, prefetch: int | None, run: float
-) -> None:
-    sim = Chained(
+def _play(
+    ops: list[tuple[str, Any]], cap: int, prefetch: int | None, run: float, hand_off: bool
+) -> Model:
+    """``ops`` on a model worker, then the wind-down: the server is back, every handler
+    returns, the loop runs until it stops. The invariants that hold at every step are checked
+    on the way."""
+    sim = Model(
         config(max_concurrent_tasks=cap, task_timeout_seconds=10.0, heartbeat_interval_seconds=2.0),
         prefetch=prefetch,
         trip=0.0005,
         run=run,
+        hand_off=hand_off,
     )
 
     def one_ends() -> None:
@@ -238,6 +285,8 @@ def test_random_event_sequences_keep_the_invariants_with_chained_starts(
             sim.during.clear()
             if arg != "off":
                 sim.during[wa.Claim if arg == "claim" else wa.Ack] = one_ends
+        elif op == "listen":
+            sim.listen(arg)
         elif op == "advance":
             sim.now += arg
         elif op == "outage":
@@ -249,7 +298,11 @@ def test_random_event_sequences_keep_the_invariants_with_chained_starts(
         elif op == "stop":
             sim.stop(force=arg)
         health = sim.loop.health(sim.now, 0.0)
-        assert 0 <= health["executing"] <= cap
+        assert 0 <= health["executing"] <= cap  # never more handlers than places
+        # a place is taken from a handler's start until its end is booked (at once with the
+        # hand-off, at the next cycle without), or its timeout gave it back (a zombie)
+        taking = [*sim.running.values(), *(slot for slot, *_ in sim.loop._inbox)]
+        assert health["executing"] == len([s for s in taking if not s.zombie])
         assert health["stuck_threads"] <= cap
         assert len(sim.started) == len(set(sim.started))  # no task starts twice
     sim.errors.clear()
@@ -257,24 +310,56 @@ def test_random_event_sequences_keep_the_invariants_with_chained_starts(
     sim.stop()
     for _ in range(200):
         sim.complete_all()
+        sim.listen(True)
         if sim.stopped:
             break
         sim.sleep()
         sim.now += 0.5
-    assert sim.stopped
-    assert sim.stop_at is not None
-    assert [t for t, _ in sim.of(wa.Claim) if t > sim.stop_at] == []
-    assert not [t for t in sim.chained if t in sim.released]  # a released task never ran
-    cut_short = sim.forced or sim.now >= sim.stop_at + 5.0
-    gave_up = sim.loop.stats.backend_errors > 0
-    held = set(sim.loop.held)
-    for task_id in sim.claimed:
-        ends = sum([task_id in sim.finished, task_id in sim.failed, task_id in sim.released])
-        assert ends <= 1, task_id
-        assert ends == 1 or task_id in sim.lost or task_id in held, task_id
-        assert not (task_id in sim.released and task_id in sim.started), task_id
-    if held:
-        assert cut_short or gave_up
+    sim.wind_down()
+    return sim
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    ops=OPS,
+    cap=st.integers(1, 4),
+    prefetch=st.one_of(st.none(), st.integers(0, 4)),
+    run=st.sampled_from([1e-5, 0.01, 2.0]),
+)
+def test_random_event_sequences_keep_the_invariants_with_and_without_the_hand_off(
+    ops: list[tuple[str, Any]], cap: int, prefetch: int | None, run: float
+) -> None:
+    """The model test of the hand-off accelerator (ADR 65): the same random events (handlers
+    ending in the middle of the loop's claims and ack batches, listener answers, outages, lost
+    leases, pushes, stops) on a worker with the hand-off and on the reference cycle; each keeps
+    the reference's invariants: at most ``cap`` handlers, every claimed task finished, failed
+    or released exactly once (or its lease lost, or held by a stop cut short), none claimed
+    after the stop, and the stop gives back every claimed task that had not started."""
+    for hand_off in (True, False):
+        sim = _play(ops, cap, prefetch, run, hand_off)
+        assert sim.stopped
+        assert sim.stop_at is not None
+        assert [t for t, _ in sim.of(wa.Claim) if t > sim.stop_at] == []
+        run_ids = {s.task.task_id for _, a in sim.of(wa.Run) for s in a.slots}
+        assert set(sim.started) == run_ids | set(sim.chained)
+        assert not run_ids & set(sim.chained)  # started once: by the loop or by the hand-off
+        if not hand_off:
+            assert sim.chained == []  # the reference: the loop starts every task
+        cut_short = sim.forced or sim.now >= sim.stop_at + 5.0
+        gave_up = sim.loop.stats.backend_errors > 0
+        held = set(sim.loop.held)
+        assert held <= set(sim.claimed)
+        for task_id in sim.claimed:
+            ends = sum([task_id in sim.finished, task_id in sim.failed, task_id in sim.released])
+            assert ends <= 1, task_id
+            assert ends == 1 or task_id in sim.lost or task_id in held, task_id
+            assert not (task_id in sim.released and task_id in sim.started), task_id
+            # graceful stop: a claimed task that never started was given back
+            if task_id not in sim.started and task_id not in sim.lost and not gave_up:
+                assert task_id in sim.released, task_id
+        if held:
+            assert cut_short or gave_up
+        assert len(sim.claimed) == len(set(sim.claimed))  # the fake queue hands each out once
 
 
 @settings(max_examples=500, deadline=None)
@@ -324,14 +409,14 @@ def _no_autoload(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _count_chained(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     chained = [0]
-    inner = WorkerLoop.task_ended
+    inner = HandOffSteps.task_ended
 
-    def counted(self: WorkerLoop, *args: Any) -> tuple[Any, bool]:
+    def counted(self: HandOffSteps, *args: Any) -> tuple[Any, bool]:
         out = inner(self, *args)
         chained[0] += out[0] is not None
         return out
 
-    monkeypatch.setattr(WorkerLoop, "task_ended", counted)
+    monkeypatch.setattr(HandOffSteps, "task_ended", counted)
     return chained
 
 
@@ -339,15 +424,25 @@ def _tasks(n: int) -> list[Task]:
     return [Task.create("u", task_id=f"t{i:02d}") for i in range(n)]
 
 
+ON_AND_OFF = pytest.mark.parametrize(
+    "accel", [Accelerators(), Accelerators(off={"handoff"})], ids=["handoff-on", "handoff-off"]
+)
+
+
+@ON_AND_OFF
 def test_the_thread_worker_runs_its_buffer_on_the_threads_that_free_places(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, accel: Accelerators
 ) -> None:
     chained = _count_chained(monkeypatch)
     queue = FairQueue(InMemoryBackend(config=QueueConfig(name="chain", lease_seconds=30.0)))
     queue.push_batch(_tasks(12))
     handler = _Recorder()
     worker = Worker(
-        config(max_concurrent_tasks=1, poll_interval_seconds=0.05), handler, queue, prefetch=11
+        config(max_concurrent_tasks=1, poll_interval_seconds=0.05),
+        handler,
+        queue,
+        prefetch=11,
+        accel=accel,
     )
     worker.start()
     deadline = threading.Event()
@@ -357,14 +452,18 @@ def test_the_thread_worker_runs_its_buffer_on_the_threads_that_free_places(
         deadline.wait(0.01)
     assert worker.stop(5)
     assert handler.order == [f"t{i:02d}" for i in range(12)]  # one tenant: the queue's order
-    assert chained[0] == 11  # one place: every task after the first followed on its thread
-    assert len(handler.threads) == 1
+    if accel.on("handoff"):
+        assert chained[0] == 11  # one place: every task after the first followed on its thread
+        assert len(handler.threads) == 1
+    else:
+        assert chained[0] == 0  # the reference: the control thread starts every task
     health = worker.health()
     assert (health["processed"], health["executing"], health["buffered"]) == (12, 0, 0)
 
 
+@ON_AND_OFF
 def test_the_async_worker_runs_its_buffer_in_the_tasks_that_free_places(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, accel: Accelerators
 ) -> None:
     chained = _count_chained(monkeypatch)
 
@@ -374,7 +473,11 @@ def test_the_async_worker_runs_its_buffer_in_the_tasks_that_free_places(
         await queue.push_batch(_tasks(12))
         handler = _Recorder()
         worker = AsyncWorker(
-            config(max_concurrent_tasks=1, poll_interval_seconds=0.05), handler, queue, prefetch=11
+            config(max_concurrent_tasks=1, poll_interval_seconds=0.05),
+            handler,
+            queue,
+            prefetch=11,
+            accel=accel,
         )
         await worker.start()
         for _ in range(500):
@@ -388,5 +491,5 @@ def test_the_async_worker_runs_its_buffer_in_the_tasks_that_free_places(
     health = asyncio.run(main())
     # every task after the first followed on the asyncio task that freed its place, but for
     # those that ended while the control loop's own queue call was out (started by its cycle)
-    assert chained[0] >= 6
+    assert chained[0] >= 6 if accel.on("handoff") else chained[0] == 0
     assert (health["processed"], health["executing"], health["buffered"]) == (12, 0, 0)

@@ -3,7 +3,6 @@ test_worker_loop.py: the listener's claim is answered by hand (``Handed.answer``
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 import pytest
@@ -11,24 +10,17 @@ import pytest
 from fairque_core import RedisConnectionError
 from fairque_core.app.worker import actions as wa
 from fairque_core.app.worker import pacing as worker_pacing
-from fairque_core.app.worker.loop import WorkerLoop
 
-from .test_worker_loop import Sim, config
+from .test_worker_loop import Sim, config, hand_off_on_and_off
+
+__all__ = ["Handed", "hand_off_on_and_off"]  # the fixture: every test here runs with and without
 
 
 class Handed(Sim):
     """``Sim`` with a loop that hands its claims to a listener; the test plays the listener."""
 
     def __init__(self, cfg: Any = None, **kwargs: Any) -> None:
-        super().__init__(cfg or config(), **kwargs)
-        self.loop = WorkerLoop(
-            cfg or config(),
-            lease_seconds=30.0,
-            prefetch=kwargs.get("prefetch", 0),
-            rng=random.Random(1),
-            listener_claims=True,
-        )
-        self.loop.start()
+        super().__init__(cfg or config(), listener_claims=True, **kwargs)
 
     def answer(self, result: object) -> None:
         """The listener's claim came back with ``result``; tasks leave the fake queue."""
@@ -162,7 +154,7 @@ def test_a_listener_that_never_answers_is_given_up_after_the_grace() -> None:
     sim = Handed(cfg)
     sim.cycle()
     sim.push(1)
-    sim.now += sim.loop.handoff.grace + 0.1
+    sim.now += sim.loop.listener.grace + 0.1
     sim.cycle()
     assert sim.claims() == 2
     assert sim.started == ["t0"]
@@ -258,7 +250,7 @@ def test_a_listener_claim_given_up_after_the_grace_counts_as_settled() -> None:
     sim = Handed(config(poll_interval_seconds=1.0, reaper_interval_seconds=100.0))
     sim.cycle()
     assert _health(sim)["claims_settled"] == 1  # claim 2 is out
-    sim.now += sim.loop.handoff.grace + 0.1
+    sim.now += sim.loop.listener.grace + 0.1
     assert _health(sim)["claims_settled"] == 2
     sim.push(1)
     sim.answer(4)  # a late answer is still booked

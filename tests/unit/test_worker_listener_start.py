@@ -3,7 +3,6 @@ claim waits at least ``listen_floor`` (ADR 46), on the fake driver of test_worke
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 import pytest
@@ -11,20 +10,25 @@ import pytest
 from fairque_core import RedisConnectionError
 from fairque_core.app.worker import actions as wa
 from fairque_core.app.worker import pacing as worker_pacing
-from fairque_core.app.worker.loop import WorkerLoop
 
 from .test_worker_handoff import Handed
 from .test_worker_loop import config
 
 
 class Starting(Handed):
-    """``Handed`` whose listener answers and then starts what it brought (``start_handed``)."""
+    """``Handed`` whose listener answers and then starts what it brought (``start_handed``):
+    the hand-off accelerator's part (ADR 46), plugged in."""
+
+    def __init__(self, cfg: Any = None, **kwargs: Any) -> None:
+        super().__init__(cfg, hand_off=True, **kwargs)
+        assert self.hand_off is not None
+        self.steps = self.hand_off
 
     def bring(self, result: object) -> list[wa.Slot]:
         """The listener's claim came back with ``result`` (an int: that many tasks of the
         fake queue) while the driver sleeps: answered and started on the listener's side."""
         self.answer(result)
-        slots = self.loop.start_handed(self.now)
+        slots = self.steps.start_handed(self.now)
         for slot in slots:
             self.running[slot.task.task_id] = slot
             self.started.append(slot.task.task_id)
@@ -97,7 +101,7 @@ def test_nothing_starts_while_the_driver_is_not_asleep() -> None:
     action = sim.loop.next_action(sim.now)  # the driver woke for the reaper: mid-cycle
     assert isinstance(action, wa.Reap)
     sim.answer(4)
-    assert sim.loop.start_handed(sim.now) == []
+    assert sim.steps.start_handed(sim.now) == []
     assert sim.loop.health(sim.now, 0.0)["in_flight"] == 1  # counted, to be booked by a cycle
     sim.loop.done(sim._call(action))
     sim.cycle()  # that cycle goes on to its sleep
@@ -133,17 +137,7 @@ def test_a_stopping_loop_starts_nothing_and_releases_what_came() -> None:
 
 
 def _floored(floor: float, poll: float) -> Handed:
-    sim = Handed(config(poll_interval_seconds=poll))
-    sim.loop = WorkerLoop(
-        config(poll_interval_seconds=poll),
-        lease_seconds=30.0,
-        prefetch=0,
-        rng=random.Random(1),
-        listener_claims=True,
-        listen_floor=floor,
-    )
-    sim.loop.start()
-    return sim
+    return Handed(config(poll_interval_seconds=poll), listen_floor=floor)
 
 
 def test_the_listeners_claim_waits_at_least_the_floor_then_backs_off_as_before() -> None:
@@ -187,14 +181,14 @@ def test_the_listener_takes_the_next_claim_without_waiting_for_a_cycle() -> None
     sim.cycle()
     sim.push(1)
     sim.bring(4)
-    handing = sim.loop.hand_next(sim.now)
+    handing = sim.steps.hand_next(sim.now)
     assert isinstance(handing, wa.Sleep)
     assert handing.claim == 3  # the places still free
     assert handing.claim_by > sim.now
     health = sim.loop.health(sim.now, 0.0)
     assert health["claims_sent"] == 3  # its own first claim, the first hand-out, this one
     assert health["claims_settled"] == 2  # the one just handed is out
-    assert sim.loop.hand_next(sim.now) is None  # one out at a time
+    assert sim.steps.hand_next(sim.now) is None  # one out at a time
     sleep = sim.cycle()  # the driver wakes: it hands out none, the listener has it
     assert isinstance(sleep, wa.Sleep)
     assert sleep.claim == 0
@@ -211,4 +205,4 @@ def test_no_next_claim_while_the_driver_is_awake_or_the_loop_stops() -> None:
     sim.push(1)
     sim.stop()
     assert sim.bring(4) == []
-    assert sim.loop.hand_next(sim.now) is None
+    assert sim.steps.hand_next(sim.now) is None

@@ -20,6 +20,7 @@ from fairque_core import RedisConnectionError, Task, WorkerConfig
 from fairque_core.app.worker import actions as wa
 from fairque_core.app.worker import pacing as worker_pacing
 from fairque_core.app.worker.buffer import TurnBuffer
+from fairque_core.app.worker.handoff import HandOffSteps
 from fairque_core.app.worker.loop import WorkerLoop
 from fairque_core.domain.errors import LeaseLostError, TaskTimeoutError, UnknownTaskError
 
@@ -37,8 +38,21 @@ def config(**overrides: Any) -> WorkerConfig:
     return WorkerConfig(**base)
 
 
+@pytest.fixture(autouse=True, params=[True, False], ids=["handoff-on", "handoff-off"])
+def hand_off_on_and_off(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test of a module that imports this fixture runs with the hand-off accelerator
+    plugged into its sims' loops and without (ADR 65): the reference cycle's outcomes hold
+    either way."""
+    monkeypatch.setattr(Sim, "hand_off_default", request.param)
+
+
 class Sim:
-    """A fake driver: a fake clock, a fake queue, and a record of every action."""
+    """A fake driver: a fake clock, a fake queue, and a record of every action.
+
+    ``hand_off``: plug the hand-off accelerator into the loop (``self.hand_off``; None: the
+    reference cycle alone); by default as ``hand_off_default`` says."""
+
+    hand_off_default = True
 
     def __init__(
         self,
@@ -48,8 +62,20 @@ class Sim:
         lease: float = 30.0,
         trip: float = 0.0,
         run: float = 0.01,
+        listener_claims: bool = False,
+        listen_floor: float = 0.0,
+        hand_off: bool | None = None,
     ) -> None:
-        self.loop = WorkerLoop(cfg, lease_seconds=lease, prefetch=prefetch, rng=random.Random(1))
+        self.loop = WorkerLoop(
+            cfg,
+            lease_seconds=lease,
+            prefetch=prefetch,
+            rng=random.Random(1),
+            listener_claims=listener_claims,
+            listen_floor=listen_floor,
+        )
+        on = self.hand_off_default if hand_off is None else hand_off
+        self.hand_off = HandOffSteps.plug(self.loop) if on else None
         self.loop.start()
         self.trip = trip  # how long a claim takes on the fake clock
         self.run = run  # the run time handlers report

@@ -26,7 +26,7 @@ from fairque_core.app.worker.worker import Worker
 from fairque_core.app.worker.worker_async import AsyncWorker
 from fairque_core.memory.async_model import AsyncInMemoryBackend
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = [pytest.mark.timeout(30), pytest.mark.usefixtures("handoff_on_and_off")]  # ADR 65
 
 
 def wait_until(cond: Callable[[], bool], timeout: float = 5.0) -> None:

@@ -23,8 +23,8 @@ __all__ = [
     "Claim",
     "Expire",
     "Fail",
-    "Handoff",
     "Heartbeat",
+    "ListenerClaims",
     "Reap",
     "Release",
     "Run",
@@ -189,7 +189,7 @@ class Sleep(Action):
         self.claim_by = claim_by
 
 
-class Handoff:
+class ListenerClaims:
     """The claim a loop hands to its driver's listener (see :class:`Sleep`): at most one out at
     a time. ``grace``: after that long without an answer the loop stops waiting for one (a
     listener that hangs must not stop the worker claiming); a late answer is still booked.

@@ -24,10 +24,12 @@ import attrs
 from fairque_core.app.worker import actions as wa
 from fairque_core.app.worker import loop as wl
 from fairque_core.app.worker.handlers import TaskHandler
+from fairque_core.app.worker.handoff import HandOffSteps
 from fairque_core.app.worker.loop import logger
 from fairque_core.app.worker.pacing import LISTEN_MIN_WAIT_SECONDS, listener_pause
 from fairque_core.domain.errors import NotReplicatedError
 from fairque_core.domain.models import Task
+from fairque_core.settings.accel import Accelerators
 from fairque_core.settings.config import QueueConfig, WorkerConfig
 
 __all__ = [
@@ -221,14 +223,6 @@ class WorkerDriver(Generic[Q]):
     #: 0: the idle poll's wait (the way before, kept for the A/B benchmark
     #: ``bench/bench_worker.py --latency-ab``).
     listen_floor: ClassVar[float] = LISTEN_MIN_WAIT_SECONDS
-    #: The listener starts the tasks it brought while the control loop sleeps, and takes the
-    #: next claim to make at once (ADR 46); False: the loop starts them at its next cycle and
-    #: hands out the next claim at its end (the way before, kept for the same A/B).
-    listener_starts: ClassVar[bool] = True
-    #: A handler's end is booked by the thread (or asyncio task) that ran it, which then runs
-    #: the next buffered task itself (ADR 51); False: the loop books it at its next cycle and
-    #: starts the next task from there (the way before, kept to measure against: ADR 51).
-    places_chain: ClassVar[bool] = True
     #: Whether the queue's calls are coroutines: an AsyncWorker drives an AsyncFairQueue, a
     #: Worker a FairQueue (checked at construction, TypeError otherwise).
     asynchronous: ClassVar[bool] = False
@@ -243,8 +237,10 @@ class WorkerDriver(Generic[Q]):
         queue: Q,
         *,
         prefetch: int | None = None,
+        accel: Accelerators | None = None,
     ) -> None:
         self._check_parts(config, handler, queue)
+        self.accel = Accelerators.from_env() if accel is None else accel
         # the listener claims (ADR 38) unless switched off or the queue cannot
         self._claiming = type(self).listener_claims and hasattr(queue, "claim_when_ready")
         # the listener's claim blocks on the wake signal only where the backend makes it so
@@ -255,6 +251,11 @@ class WorkerDriver(Generic[Q]):
             prefetch=prefetch,
             listener_claims=self._claiming,
             listen_floor=type(self).listen_floor if self._claiming and blocks else 0.0,
+        )
+        # the hand-off accelerator (ADR 46, 51): handlers' threads (or asyncio tasks) and the
+        # listener start tasks between the loop's cycles; off, the loop starts every task
+        self._hand_off: HandOffSteps | None = (
+            HandOffSteps.plug(self._loop) if self.accel.on("handoff") else None
         )
         self.config = config
         self.handler = handler
@@ -362,12 +363,14 @@ class WorkerDriver(Generic[Q]):
         else:
             wl.safe_callback("on_task_failure", self.handler.on_task_failure, slot.task, value)
 
-    def _book_end(self, slot: wa.Slot, ok: bool, value: Any, seconds: float) -> wa.Slot | None:
-        """The loop books the end of ``slot``'s task on the thread (or asyncio task) that ran
-        it, waking the control loop when the end changes what it waits for; the next buffered
-        task for that thread or task to run, or None (ADR 51)."""
+    def _book_end(
+        self, hand_off: HandOffSteps, slot: wa.Slot, ok: bool, value: Any, seconds: float
+    ) -> wa.Slot | None:
+        """With the hand-off: the end of ``slot``'s task booked on the thread (or asyncio task)
+        that ran it, waking the control loop when the end changes what it waits for; the next
+        buffered task for that thread or task to run, or None (ADR 51)."""
         with self._guard:
-            next_slot, wake = self._loop.task_ended(slot, ok, value, seconds, time.monotonic())
+            next_slot, wake = hand_off.task_ended(slot, ok, value, seconds, time.monotonic())
         if wake and not self._wake.is_set():
             self._wake.set()
         return next_slot
@@ -389,12 +392,13 @@ class WorkerDriver(Generic[Q]):
         """Under the guard, the listener's answer just booked: while the control loop sleeps,
         the tasks it brought, to start from the listener's side, and the next claim kept for
         the next listener (set ``_listen`` too when ``listen``), so that neither waits for a
-        loop cycle (ADR 46)."""
-        if not self.listener_starts:
+        loop cycle (ADR 46). None without the hand-off: the loop's cycle starts them."""
+        hand_off = self._hand_off
+        if hand_off is None:
             return []
         now = time.monotonic()
-        slots = self._loop.start_handed(now)
-        handing = self._loop.hand_next(now) if slots else None
+        slots = hand_off.start_handed(now)
+        handing = hand_off.hand_next(now) if slots else None
         if handing is not None:
             self._handed = handing
             if listen:

@@ -12,21 +12,23 @@ action with the current time, carries the action out and reports the outcome::
     loop.done(result) / loop.failed(error)   # for the actions that call the queue
 
 Events that are not answers to an action: :meth:`WorkerLoop.task_done` (a handler returned,
-from any point of the loop; booked at the next cycle), ``task_ended`` (the same, booked at once
-by the handler's thread, which gets the next buffered task to run; ADR 51) and
-:meth:`WorkerLoop.stop`.
+from any point of the loop; booked at the next cycle), :meth:`WorkerLoop.listener_claimed` (the
+listener's claim came back, ADR 38) and :meth:`WorkerLoop.stop`.
 
-One pass of the loop (a *cycle*) is written below as a generator that yields the actions in
-the order the loop takes them (ADR 14): collect completions, expire overdue tasks, start what
-the buffer holds, releases, the ack batch, failures, heartbeats, the reaper, the claim, the
-dispatch, then a sleep. Prefetch depth, claim size and the ack batch adapt to how fast tasks
-finish (ADR 30); the buffer of claimed, unstarted tasks starts them in turns across tenants
-(ADR 37). The steps about the leases it holds (acknowledgements, failures, releases,
-heartbeats, the reaper) and the booking of a failed queue call are its base class,
+One pass of the loop (a *cycle*, :meth:`WorkerLoop._cycle`) is written below as a generator that
+yields the actions in the order ADR 14 lists: collect completions, expire overdue tasks, start
+what the buffer holds, then the queue calls (releases, the ack batch, failures, heartbeats, the
+reaper, the claim), the dispatch, and a sleep. Prefetch depth, claim size and the ack batch
+adapt to how fast tasks finish (ADR 30); the buffer of claimed, unstarted tasks starts them in
+turns across tenants (ADR 37). The steps about the leases it holds (acknowledgements, failures,
+releases, heartbeats, the reaper) and the booking of a failed queue call are its base class
 :class:`~fairque_core.app.worker.leases.LeaseSteps`; those about its places (handlers' ends
-booked, timeouts, starts, and :meth:`~fairque_core.app.worker.places.PlaceSteps.task_ended`, by
-which a driver books a handler's end from the thread that ran it and starts the next buffered
-task there, ADR 51) are :class:`~fairque_core.app.worker.places.PlaceSteps`.
+booked, timeouts, starts) are :class:`~fairque_core.app.worker.places.PlaceSteps`.
+
+That cycle is the reference path: every task starts from it. An accelerator joins it only
+through :class:`CycleHooks` (ADR 65), whose defaults add nothing; the hand-off
+(``fairque_core.app.worker.handoff``, ADR 46 and 51, plugged in by the worker drivers) starts
+tasks from handlers' threads and from the listener between cycles.
 """
 
 from __future__ import annotations
@@ -63,6 +65,23 @@ logger = logging.getLogger("fairque.worker")
 
 
 # ---------------------------------------------------------------------------- the machine
+class CycleHooks:
+    """Where an accelerator joins the cycle (ADR 65). These defaults are the reference cycle's:
+    they add nothing. The hand-off (``app/worker/handoff.py``) is the one that overrides them."""
+
+    def acted(self, action: Action) -> None:
+        """The loop is returning ``action`` to its driver."""
+
+    def claimed_between_cycles(self) -> bool | None:
+        """Tasks booked between two cycles that stand for this cycle's claim: whether that
+        claim came back short; None when there are none (taken: the next call gives None)."""
+        return None
+
+    def holds_acks(self, now: float) -> bool:
+        """Whether the acknowledgements wait beyond ADR 30's rule (within the ack linger)."""
+        return False
+
+
 class WorkerLoop(PlaceSteps, LeaseSteps):
     """The decisions of one worker, fed by its driver (see the module docstring).
 
@@ -102,7 +121,7 @@ class WorkerLoop(PlaceSteps, LeaseSteps):
         self.backoff = Backoff(rng=rng)
         self.idle_poll = IdlePoll(config.poll_interval_seconds)
         self.listen_floor = min(float(config.poll_interval_seconds), listen_floor)
-        self.handoff = act.Handoff(listener_claims, 2 * config.poll_interval_seconds + 10.0)
+        self.listener = act.ListenerClaims(listener_claims, 2 * config.poll_interval_seconds + 10.0)
         self.claims_sent = 0  # claims sent or handed to the listener, numbered 1, 2, ...
         self._claim_out = 0  # the number of the loop's own claim waiting for its reply; 0: none
         self.state = "new"  # running, stopping, stopped
@@ -123,10 +142,7 @@ class WorkerLoop(PlaceSteps, LeaseSteps):
         self._releases: list[Slot] = []
         self._now = 0.0
         self._steps: Steps | None = None
-        self._parked = False  # the last action was a Sleep: the driver is asleep in it
-        self._acks_parked = False  # ... with acknowledgements waiting (see _wants_cycle)
-        self._early: bool | None = None  # a listener's answer booked early (start_handed)
-        self._acks_held = False
+        self.hooks = CycleHooks()  # the reference cycle's: none (see CycleHooks)
         self._reply: Any = None
         self._error: BaseException | None = None
 
@@ -141,36 +157,7 @@ class WorkerLoop(PlaceSteps, LeaseSteps):
 
     def listener_claimed(self, result: object) -> None:
         """The listener's claim came back: its tasks, its exception, or None (not made)."""
-        self.handoff.answer(result)
-
-    def start_handed(self, now: float) -> list[Slot]:
-        """The tasks the listener's answers brought, to start NOW, on the listener's side,
-        while the driver sleeps (its last action was a :class:`act.Sleep`): booked as the next
-        cycle would book them (that cycle counts them as its claim) and dispatched, so the
-        first handler starts without waiting for the driver to wake and run a cycle. Empty
-        when the driver is not asleep, the loop is not running, or an answer is an error or
-        an unmade claim (the cycle books those, as before)."""
-        if not self._parked or self.state != "running" or not self.handoff.brought_tasks():
-            return []
-        self._now = now
-        self._early = self._take_handed()
-        if self.buffer and self.executing < self.cap:
-            return self._dispatch(now)
-        return []
-
-    def hand_next(self, now: float) -> act.Sleep | None:
-        """After :meth:`start_handed`, while the driver still sleeps: the claim to hand the
-        listener at once, as the next cycle's end would hand it (a ``Sleep`` carrying it), so
-        that the listener waits again without waiting for that cycle (ADR 46). The cycle then
-        hands out none (one is out). None when there is none to hand."""
-        if not self._parked or self.state != "running":
-            return None
-        ready = self.listening and self.backoff.waiting(now) <= 0
-        handing = self.handoff.offer(self._claim_size() if ready else 0, now, self.claims_sent + 1)
-        if not handing:
-            return None
-        self.claims_sent += 1
-        return act.Sleep(now, True, handing, self._claim_by(now))
+        self.listener.answer(result)
 
     def _claim_by(self, now: float) -> float:
         """When a claim handed to the listener now stops waiting."""
@@ -213,8 +200,7 @@ class WorkerLoop(PlaceSteps, LeaseSteps):
     def next_action(self, now: float) -> Action:
         """The next thing to do, ``now`` being the driver's monotonic clock."""
         action = self._next(now)
-        self._parked = isinstance(action, act.Sleep)
-        self._acks_parked = bool(self._acks)  # their linger is in the sleep's deadline
+        self.hooks.acted(action)
         return action
 
     def _next(self, now: float) -> Action:
@@ -256,7 +242,7 @@ class WorkerLoop(PlaceSteps, LeaseSteps):
                 out[key] = wall - (now - out[key])
         out.update(
             state=self.state,
-            in_flight=len(self.held) + self.handoff.unbooked_count(),
+            in_flight=len(self.held) + self.listener.unbooked_count(),
             executing=self.executing,
             buffered=len(self.buffer),
             stuck_threads=self.stuck,
@@ -270,17 +256,15 @@ class WorkerLoop(PlaceSteps, LeaseSteps):
 
     def _claims_settled(self, now: float) -> int:
         # a claim still out once the loop has stopped is the driver's to release: not waited for
-        out = [n for n in (self._claim_out, self.handoff.unanswered(now)) if n]
+        out = [n for n in (self._claim_out, self.listener.unanswered(now)) if n]
         if not out or self.state == "stopped":
             return self.claims_sent
         return min(out) - 1
 
     # ------------------------------------------------------------------ one cycle
     def _cycle(self, now: float) -> Steps:
-        handed = self._take_handed()
-        early, self._early = self._early, None
-        if handed is None:
-            handed = early  # booked already by start_handed, while the driver slept
+        """One pass, in the order ADR 14 lists (each step's own docstring says how)."""
+        handed = self._claims_in_hand()
         if self.state == "stopping":
             assert self.shutdown_at is not None
             if self.drained or now >= self.shutdown_at:
@@ -288,43 +272,73 @@ class WorkerLoop(PlaceSteps, LeaseSteps):
                 self.state = "stopped"
                 self.listening = False
                 return
+        # 1. collect finished handlers; 2. expire tasks past their timeout
         self._collect()
         expired = self._expire(now)
         if expired:
             yield act.Expire(expired)
+        # start what is in hand first: those tasks run while the queue calls below are out
         if self.buffer and self.executing < self.cap:
-            # start what is in hand first: those tasks run while the queue calls below are out
             yield act.Run(self._dispatch(now))
-        idle = True if handed is None else handed
-        self._acks_held = False  # this cycle held its acknowledgements back (_next_wait)
-        if self.backoff.waiting(now) <= 0:
-            try:
-                delegated = handed is not None or self.handoff.out(now)
-                claim = self.state == "running" and not delegated and self._worth_claiming(now)
-                if claim and self._acks and now < self.heartbeat_due and now < self.reap_due:
-                    idle = yield from self._flush_and_claim()
-                else:
-                    self._acks_held = not claim and self._acks_can_wait(now)
-                    yield from self._flush(hold_acks=self._acks_held)
-                    if now >= self.heartbeat_due:
-                        yield from self._heartbeat(now)
-                    if now >= self.reap_due:
-                        yield from self._reap(now)
-                    idle = (yield from self._claim()) if claim else delegated and idle
-                if not claim and not delegated:
-                    self.listening = False  # no room: leave the signal to idle workers
-                self.backoff.ok()
-            except Outage:
-                pass
+        # 3. flush (releases, acks, failures); 4. heartbeats; 5. the reaper; 6. the claim
+        idle, acks_held = yield from self._queue_calls(now, handed)
+        # 7. dispatch claimed tasks to free places
         if self.buffer and self.executing < self.cap:
             yield act.Run(self._dispatch(self._now))
+        # then sleep, handing the next claim to the listener while it listens (ADR 38)
         now = self._now
+        handing = self._hand_out(now)
+        until = now + self._next_wait(now, idle=idle, acks_held=acks_held)
+        yield act.Sleep(until, self.listening, handing, self._claim_by(now))
+
+    def _claims_in_hand(self) -> bool | None:
+        """The claims made for this cycle outside it: the listener's answers (ADR 38), or the
+        tasks an accelerator booked between cycles (``CycleHooks``). Whether the last came
+        back short; None when none brought tasks (the cycle claims itself)."""
+        handed = self._take_handed()
+        early = self.hooks.claimed_between_cycles()
+        return early if handed is None else handed
+
+    def _queue_calls(
+        self, now: float, handed: bool | None
+    ) -> Generator[Action, Any, tuple[bool, bool]]:
+        """Steps 3 to 6 of the cycle, unless it backs off: the flush, the heartbeats and the
+        reaper when due, and the claim for the free places, unless the listener's claims stand
+        for it. A claim carries the ack batch when nothing else is due (ADR 40). An outage ends
+        them (booked, backs off). Returns (whether the queue came back short, whether the
+        acknowledgements were held for a later claim)."""
+        idle = True if handed is None else handed
+        acks_held = False
+        if self.backoff.waiting(now) > 0:
+            return idle, acks_held
+        try:
+            delegated = handed is not None or self.listener.out(now)
+            claim = self.state == "running" and not delegated and self._worth_claiming(now)
+            if claim and self._acks and now < self.heartbeat_due and now < self.reap_due:
+                idle = yield from self._flush_and_claim()
+            else:
+                acks_held = not claim and self._acks_can_wait(now)
+                yield from self._flush(hold_acks=acks_held)
+                if now >= self.heartbeat_due:
+                    yield from self._heartbeat(now)
+                if now >= self.reap_due:
+                    yield from self._reap(now)
+                idle = (yield from self._claim()) if claim else delegated and idle
+            if not claim and not delegated:
+                self.listening = False  # no room: leave the signal to idle workers
+            self.backoff.ok()
+        except Outage:
+            pass
+        return idle, acks_held
+
+    def _hand_out(self, now: float) -> int:
+        """The claim to hand the listener now (ADR 38): the free places while it listens and
+        none is out; 0: none. Counted as sent."""
         ready = self.listening and self.state == "running" and self.backoff.waiting(now) <= 0
-        handing = self.handoff.offer(self._claim_size() if ready else 0, now, self.claims_sent + 1)
+        handing = self.listener.offer(self._claim_size() if ready else 0, now, self.claims_sent + 1)
         if handing:
             self.claims_sent += 1
-        until = now + self._next_wait(now, idle=idle)
-        yield act.Sleep(until, self.listening, handing, self._claim_by(now))
+        return handing
 
     def _final_flush(self) -> Steps:
         self._collect()
@@ -342,27 +356,15 @@ class WorkerLoop(PlaceSteps, LeaseSteps):
     def _acks_can_wait(self, now: float) -> bool:
         """Hold the acknowledgements for the next claim to carry? Yes while tasks are running or
         buffered (a claim will follow as places free up), fewer than a claim's worth are
-        waiting and the oldest has waited less than ``ACK_LINGER_SECONDS``. Also while this
-        cycle is about to hand the listener its claim (ADR 46): the listener waits again first
-        and the acknowledgements go in the next cycle, instead of delaying the hand-out by
-        their round trip (a task the listener started has often ended by then)."""
+        waiting and the oldest has waited less than ``ACK_LINGER_SECONDS``; also while an
+        accelerator holds them (``CycleHooks.holds_acks``), within that linger."""
         if self.state != "running" or now - self._acks_since >= ACK_LINGER_SECONDS:
             return False
-        if self._handing_next(now):
+        if self.hooks.holds_acks(now):
             return True
         return (self.executing > 0 or bool(self.buffer)) and len(
             self._acks
         ) < self._claim_threshold()
-
-    def _handing_next(self, now: float) -> bool:
-        """Whether this cycle ends by handing the listener a claim (see ``_cycle``)."""
-        return (
-            self.handoff.enabled
-            and self.listening
-            and self.backoff.waiting(now) <= 0
-            and not self.handoff.out(now)
-            and self._claim_size() > 0
-        )
 
     def _flush_and_claim(self) -> Generator[Action, Any, bool]:
         """Releases and failures, then one claim that carries the ack batch with it."""
@@ -445,7 +447,7 @@ class WorkerLoop(PlaceSteps, LeaseSteps):
     def _take_handed(self) -> bool | None:
         """Book the listener's claims, which stand for the cycle's claim: was the last short?
         None when none brought tasks (an error, or no claim made): the loop claims itself."""
-        asked, answers = self.handoff.take()
+        asked, answers = self.listener.take()
         for error in (got for got in answers if isinstance(got, BaseException)):
             with contextlib.suppress(Outage):
                 self._outage(error)  # the error of the loop's own claim: booked, backs off
@@ -474,7 +476,7 @@ class WorkerLoop(PlaceSteps, LeaseSteps):
         self.listening = short and running
         return short
 
-    def _next_wait(self, now: float, *, idle: bool) -> float:
+    def _next_wait(self, now: float, *, idle: bool, acks_held: bool = False) -> float:
         stopping = self.state != "running"
         backoff = self.backoff.waiting(now)
         if self._inbox:
@@ -488,7 +490,7 @@ class WorkerLoop(PlaceSteps, LeaseSteps):
                 return 0.0
             # acknowledgements waiting for a claim to carry them (see _acks_can_wait)
             acks_at = self._acks_since + ACK_LINGER_SECONDS if self._acks else math.inf
-            if self._acks and not (self._acks_held or self._acks_can_wait(now)):
+            if self._acks and not (acks_held or self._acks_can_wait(now)):
                 return 0.0
             if self._room() > 0 and not idle and not stopping:
                 if self._room_since is None:
@@ -498,7 +500,7 @@ class WorkerLoop(PlaceSteps, LeaseSteps):
             # the queue had less than asked: poll again soon after work was found, backing
             # off to poll_interval_seconds while it stays empty (woken early by completions)
             poll = self.idle_poll.wait if idle else self.config.poll_interval_seconds
-            if self.handoff.out(now):
+            if self.listener.out(now):
                 poll = math.inf  # the listener claims at the poll time
             deadline = min(self.heartbeat_due, self.reap_due, now + poll, acks_at)
         for slot in self.running.values():

@@ -1,12 +1,11 @@
-"""The places of the worker loop (ADR 20, 30, 51): handlers' outcomes booked, timeouts, and
-the buffered tasks started on the places that are free.
+"""The places of the worker loop (ADR 20, 30): handlers' outcomes booked, timeouts, and the
+buffered tasks started on the places that are free.
 
 :class:`PlaceSteps` is a base class of :class:`~fairque_core.app.worker.loop.WorkerLoop` and
-keeps no state of its own: the loop's attributes it works on are declared below. Besides the
-cycle's own steps (``_collect``, ``_expire``, ``_dispatch``) it has :meth:`PlaceSteps.task_ended`,
-which a driver calls from the thread (or asyncio task) whose handler just returned: the place
-goes straight to the next buffered task, on that same thread, and the loop is woken only when
-its sleep does not already cover what changed. No I/O, no clock.
+keeps no state of its own: the loop's attributes it works on are declared below. Its steps are
+the cycle's (``_collect``, ``_book``, ``_expire``, ``_dispatch``); the hand-off accelerator
+(``app/worker/handoff.py``, ADR 51) books a handler's end from the handler's thread with the
+same ``_book`` and ``_dispatch``. No I/O, no clock.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from typing import Any
 
 from fairque_core.app.worker.actions import Slot, Stats
 from fairque_core.app.worker.buffer import TurnBuffer
-from fairque_core.app.worker.pacing import CLAIM_LINGER_SECONDS, PrefetchGauge
+from fairque_core.app.worker.pacing import PrefetchGauge
 from fairque_core.domain.errors import TaskTimeoutError
 from fairque_core.settings.config import WorkerConfig
 
@@ -48,59 +47,6 @@ class PlaceSteps:
     _fails: list[tuple[Slot, BaseException]]
     _releases: list[Slot]
     _acks_since: float
-    _room_since: float | None
-    _parked: bool
-    _acks_parked: bool
-
-    def task_ended(
-        self, slot: Slot, ok: bool, value: Any, run_seconds: float, now: float
-    ) -> tuple[Slot | None, bool]:
-        """:meth:`task_done`, booked at once by the thread that ran the handler (under the
-        driver's guard): the place it frees goes to the next buffered task, which that thread
-        starts, so that places do not wait for a cycle of the loop to hand them work (ADR 51).
-        Returns that task (None: none buffered, no place, or the loop is not running) and
-        whether the driver must wake the loop: a sleeping loop is not woken for what its sleep
-        already covers (see :meth:`_wants_cycle`)."""
-        if self.state != "running":
-            self._inbox.append((slot, ok, value, run_seconds))
-            return None, True
-        self._now = now
-        if self._inbox:
-            self._collect()  # ends reported by task_done before this one: booked first
-        if not self._acks:
-            self._acks_since = now
-        self._book(slot, ok, value, run_seconds)
-        if self.adaptive:
-            self.prefetch = self.gauge.depth()
-        started = None
-        if self.executing < self.cap and self.buffer:
-            started = self.buffer.popleft()
-            started.started_at = now
-            self.executing += 1
-            self.running[id(started)] = started
-        return started, self._parked and self._wants_cycle(now)
-
-    def _wants_cycle(self, now: float) -> bool:
-        """After :meth:`task_ended`: does the driver's sleep need cutting short? Never while
-        it is awake (the cycle under way reads the new state before it sleeps); asleep, when a
-        cycle would now act where the sleep's deadline does not: a failure or release to send,
-        a place and a buffered task, room to start a claim's linger or to claim (ADR 30), the
-        first acknowledgement since it fell asleep, or a claim's worth of them."""
-        if not self._parked:
-            return False
-        if self._fails or self._releases:
-            return True
-        if self.buffer and self.executing < self.cap:
-            return True
-        room = self._room()
-        if room > 0:
-            since = self._room_since
-            if since is None or now - since >= CLAIM_LINGER_SECONDS:
-                return True
-            if room >= self._claim_threshold():
-                return True
-        acks = len(self._acks)
-        return acks > 0 and (not self._acks_parked or acks >= self._claim_threshold())
 
     def _collect(self) -> None:
         inbox, self._inbox = self._inbox, []

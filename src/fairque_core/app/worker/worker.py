@@ -5,11 +5,13 @@ free places, plus a ``prefetch`` that adapts to how fast tasks finish), acknowle
 tasks in batches (``finish_batch``: one backend call, usually sent alongside the next claim),
 extends the leases of everything it holds, runs the reaper, enforces task timeouts and backs
 off when the backend is unreachable. Handler code runs on pool threads; one of them at a time
-is the wake listener (it waits for work and makes the idle claim, ADR 38), and it runs the first
-task its claim brought itself after handing the listening to another (ADR 46). A thread whose
-handler returns books the end with the loop and runs the next buffered task itself while a
-place is free, so the places do not wait for a cycle of the control thread (ADR 51). A thread
-never touches the queue while it runs a handler, so a slow handler cannot delay heartbeats.
+is the wake listener (it waits for work and makes the idle claim, ADR 38). A thread never touches
+the queue while it runs a handler, so a slow handler cannot delay heartbeats. With the hand-off
+accelerator on (the default; ``FAIRQUE_ACCEL_OFF=handoff`` turns it off, ADR 65), the listener
+runs the first task its claim brought itself after handing the listening to another (ADR 46),
+and a thread whose handler returns books the end with the loop and runs the next buffered task
+itself while a place is free, so the places do not wait for a cycle of the control thread (ADR
+51); off, the control thread starts every task.
 
 A Python thread cannot be killed. When a sync task passes ``task_timeout_seconds`` it is
 failed at once with :class:`~fairque_core.domain.errors.TaskTimeoutError` (retry or DLQ by policy),
@@ -42,10 +44,6 @@ from fairque_core.app.worker.signal_latch import SignalLatch
 from fairque_core.domain.models import Task
 
 __all__ = ["Worker"]
-
-#: Longest wait of a handler's thread for the control thread it woke, before it starts the
-#: next task (ADR 51).
-YIELD_SECONDS = 0.005
 
 
 class _Pool:
@@ -103,11 +101,12 @@ class Worker(WorkerDriver[FairQueue]):
     threads. ``start()`` runs it in the background, ``run()`` in the foreground with signal
     handling, ``stop()`` shuts it down gracefully, ``health()`` reports its state.
 
-    ``Worker(config, handler, queue, *, prefetch=None)``: ``prefetch`` claims that many tasks
-    beyond the free places, to hide claim latency; they are heartbeated while they wait and
-    released at once on stop. None (the default) adapts it to how fast tasks finish: deep for
-    fast tasks, none for tasks much slower than a claim round trip, and bounded by a fraction
-    of the lease (ADR 30).
+    ``Worker(config, handler, queue, *, prefetch=None, accel=None)``: ``prefetch`` claims that
+    many tasks beyond the free places, to hide claim latency; they are heartbeated while they
+    wait and released at once on stop. None (the default) adapts it to how fast tasks finish:
+    deep for fast tasks, none for tasks much slower than a claim round trip, and bounded by a
+    fraction of the lease (ADR 30). ``accel``: which accelerators are on (default
+    :meth:`~fairque_core.settings.accel.Accelerators.from_env`); this one uses ``handoff``.
 
     Every decision is the :class:`~fairque_core.app.worker.loop.WorkerLoop`'s; this class only
     carries its actions out on threads.
@@ -236,17 +235,18 @@ class Worker(WorkerDriver[FairQueue]):
         self._in_handler.active = False  # every exception was caught just above
         self._task_ended(slot, ok, value)
         seconds = time.perf_counter() - started
-        if not self.places_chain:
+        hand_off = self._hand_off
+        if hand_off is None:  # the reference: the loop books the end at its next cycle
             self._completions.put((slot, ok, value, seconds))
             if not self._wake.is_set():
                 self._wake.set()
             return None
-        next_slot = self._book_end(slot, ok, value, seconds)
+        next_slot = self._book_end(hand_off, slot, ok, value, seconds)
         if next_slot is not None and self._wake.is_set() and not self._awake.is_set():
             # the loop was woken and has not run yet: let it have the interpreter first (a
             # thread that runs task after task holds the GIL until the interpreter's switch
             # interval forces it out, and the loop's claim would wait that long)
-            self._awake.wait(YIELD_SECONDS)
+            self._awake.wait(hand_off.yield_seconds)
         return next_slot
 
     def _cancel(self, slot: wa.Slot) -> None:
@@ -364,7 +364,7 @@ class Worker(WorkerDriver[FairQueue]):
             self._listen.set()  # the listener sees the stop and ends
             with self._guard:
                 self._ended = True
-                leftover = loop.handoff.unbooked()
+                leftover = loop.listener.unbooked()
             self._release(leftover)
             if self._acker is not None:
                 self._acker.shutdown(wait=False)

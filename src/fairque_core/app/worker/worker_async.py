@@ -43,8 +43,8 @@ __all__ = ["AsyncWorker"]
 class AsyncWorker(WorkerDriver[AsyncFairQueue]):
     """Runs tasks of an :class:`AsyncFairQueue` as asyncio tasks, at most
     ``max_concurrent_tasks`` at once. ``await start()`` / ``await stop()`` / ``await run()``
-    / ``health()``, as :class:`~fairque_core.app.worker.worker.Worker` (``prefetch`` too: None, the
-    default, adapts it)."""
+    / ``health()``, as :class:`~fairque_core.app.worker.worker.Worker` (``prefetch`` and
+    ``accel`` too: ``prefetch`` None, the default, adapts it)."""
 
     asynchronous = True
     _wake: asyncio.Event
@@ -189,10 +189,10 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
         # queue call is out: each task run here would put this asyncio task back in the event
         # loop's queue, and every step of that call would wait behind all of them; the loop's
         # cycle after the call books this end and starts the next task, as before ADR 51
-        if slot.timed_out or self._calling or not self.places_chain:
+        if slot.timed_out or self._calling or self._hand_off is None:
             self._report(slot, ok, value, seconds)
             return None
-        return self._book_end(slot, ok, value, seconds)
+        return self._book_end(self._hand_off, slot, ok, value, seconds)
 
     def _report(self, slot: wa.Slot, ok: bool, value: Any, seconds: float) -> None:
         self._loop.task_done(slot, ok, value, seconds)
@@ -335,7 +335,7 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
             for running in list(self._tasks.values()):
                 running.cancel()
             with self._guard:
-                leftover = loop.handoff.unbooked()
+                leftover = loop.listener.unbooked()
             if leftover:  # brought after the loop's last cycle
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self._release(leftover))
