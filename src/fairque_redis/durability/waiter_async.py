@@ -3,7 +3,7 @@
 :mod:`fairque_redis.durability.modes`.
 """
 
-# _replica_waiter.py (ReplicaWaiter) is generated from this file  # unasync: remove
+# waiter.py (ReplicaWaiter) is generated from this file  # unasync: remove
 # by tools/gen_sync.py: edit here, then run it.  # unasync: remove
 
 from __future__ import annotations

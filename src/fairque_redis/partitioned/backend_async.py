@@ -22,7 +22,7 @@ approximate within the bound ADR 34 states. The number of partitions is recorded
 ``partitions`` key; opening a non-empty queue with another P is a ConfigurationError.
 """
 
-# partitioned.py (PartitionedBackend) is generated from this file  # unasync: remove
+# backend.py (PartitionedBackend) is generated from this file  # unasync: remove
 # by tools/gen_sync.py: edit here, then run it.  # unasync: remove
 
 from __future__ import annotations

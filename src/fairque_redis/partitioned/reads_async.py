@@ -8,7 +8,7 @@ partition's step is atomic; the whole is not), calls of one tenant sent to its p
 non-empty queue.
 """
 
-# partitioned_reads.py is generated from this file by tools/gen_sync.py.  # unasync: remove
+# reads.py is generated from this file by tools/gen_sync.py.  # unasync: remove
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ Part of :class:`~fairque_core.app.engine.queue_async.AsyncFairQueue`, kept apart
 short; the claim side (decoding, poison, the ``started`` events) is the engine's.
 """
 
-# engine_acks.py (AckMixin) is generated from this file  # unasync: remove
+# acks.py (AckMixin) is generated from this file  # unasync: remove
 # by tools/gen_sync.py: edit here, then run it.  # unasync: remove
 
 from __future__ import annotations

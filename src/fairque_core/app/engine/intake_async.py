@@ -14,7 +14,7 @@ once, the handle's ``duplicate`` true when the id was known), ``ingest`` reports
 and ``intake_size`` is 0, so code written for the intake runs anywhere.
 """
 
-# engine_intake.py (IntakeMixin) is generated from this file  # unasync: remove
+# intake.py (IntakeMixin) is generated from this file  # unasync: remove
 # by tools/gen_sync.py: edit here, then run it.  # unasync: remove
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ config (see :func:`~fairque_core.app.engine.support.resolve_config`). Plugin hoo
 calls (pluggy has no awaitable hooks).
 """
 
-# engine.py (FairQueue) is generated from this file  # unasync: remove
+# queue.py (FairQueue) is generated from this file  # unasync: remove
 # by tools/gen_sync.py: edit here, then run it.  # unasync: remove
 
 from __future__ import annotations

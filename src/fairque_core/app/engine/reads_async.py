@@ -4,7 +4,7 @@ Part of :class:`~fairque_core.app.engine.queue_async.AsyncFairQueue`, kept apart
 short; it uses the engine's backend and plugin host.
 """
 
-# engine_reads.py (ReadMixin) is generated from this file  # unasync: remove
+# reads.py (ReadMixin) is generated from this file  # unasync: remove
 # by tools/gen_sync.py: edit here, then run it.  # unasync: remove
 
 from __future__ import annotations

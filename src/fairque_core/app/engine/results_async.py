@@ -6,7 +6,7 @@ values built here; a handle's ``get`` is :meth:`AsyncResultMixin.wait_result`, w
 the backend's end notification (``wait_done``), never polls.
 """
 
-# engine_results.py (ResultMixin) is generated from this file  # unasync: remove
+# results.py (ResultMixin) is generated from this file  # unasync: remove
 # by tools/gen_sync.py: edit here, then run it.  # unasync: remove
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Part of :class:`~fairque_core.app.engine.queue_async.AsyncFairQueue`, kept apart
 short; the schedules live in the backend's schedule store.
 """
 
-# engine_schedules.py (ScheduleMixin) is generated from this file  # unasync: remove
+# schedules.py (ScheduleMixin) is generated from this file  # unasync: remove
 # by tools/gen_sync.py: edit here, then run it.  # unasync: remove
 
 from __future__ import annotations
