@@ -139,7 +139,6 @@ class _Phase:
         self.stop = threading.Event()
         self.errors: list[BaseException] = []
         self._threads: list[threading.Thread] = []
-        self._batch_no = 0
 
     # ---- threads ---------------------------------------------------------------------------
     def _guard(self, target: Callable[[], None]) -> Callable[[], None]:
@@ -158,7 +157,6 @@ class _Phase:
         thread.start()
 
     def _push(self, name: str, count: int) -> None:
-        self._batch_no += 1
         for start in range(0, count, _PUSH_CHUNK):
             n = min(_PUSH_CHUNK, count - start)
             tasks = [
