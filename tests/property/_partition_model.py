@@ -127,6 +127,8 @@ class TwoLevel:
     claims: list[int] = attrs.field(init=False)
     dirty: list[bool] = attrs.field(init=False)
     _weights: list[float] | None = None
+    max_worst: float = 0.0
+    max_bound: float = 0.0
 
     def __attrs_post_init__(self) -> None:
         self.states = [FairState() for _ in range(self.partitions)]
