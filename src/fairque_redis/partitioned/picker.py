@@ -9,10 +9,16 @@ sample) whatever the number of tenants (never a scan), refreshed every ``refresh
 claim calls or ``refresh_seconds`` (and at once when a claim finds its partitions empty).
 
 Between refreshes the picker is a stride scheduler over partitions: each partition has a pass;
-the lowest pass with a positive weight is asked first, and a claim that got ``n`` tasks from
-partition ``p`` adds ``n / weight(p)`` to its pass. So, with fixed weights, a partition's
-served count never trails its weighted share by more than one claim batch (ADR 34 derives the
-global bound).
+the lowest pass with a positive weight is asked first (ties in a rotation each picker draws at
+random), and a claim that got ``n`` tasks from partition ``p`` adds ``n / weight(p)`` to its
+pass. When a refresh changes a partition's weight, its standing is rescaled as a tenant's is
+on a weight change (:meth:`fairque_core.domain.fairness.FairState.set_weight`): its lag (pass
+minus the lowest live pass, never below 0) counts tasks at the old weight, and keeps counting
+the same tasks at the new one, ``lag' = lag * old / new``. A partition that (re)joins does so
+at no less than the lowest live pass with its stored lag rescaled from the weight it left
+with: idle time earns no credit, going idle does not wipe a debt. So every live partition's
+pass stays within one claim batch (``batch / weight``) of the lowest, and ADR 34 derives the
+two-level bound from that.
 """
 
 from __future__ import annotations
@@ -146,8 +152,13 @@ class PartitionPicker:
         self._monotonic = monotonic
         self._rng = rng if rng is not None else random.Random()
         self.weights: list[float] = [0.0] * partitions
-        # random start passes: pickers of many workers do not all start on partition 0
-        self._passes: list[float] = [self._rng.random() for _ in range(partitions)]
+        # the weight each partition last had while live (0 = never live): a rejoin's lag is
+        # rescaled from it
+        self._left: list[float] = [0.0] * partitions
+        self._passes: list[float] = [0.0] * partitions
+        # ties of pass go round from a random partition: pickers of many workers do not all
+        # start on partition 0
+        self.rotation = self._rng.randrange(partitions)
         self._loaded_at: float | None = None
         self._clock_mark: object = None
         self._claims = 0
@@ -182,14 +193,24 @@ class PartitionPicker:
                 weight = 1.0  # due work moves only when a claim runs here: give it turns
             if load.paused:  # its claim leases nothing, but still moves due work
                 weight = 1.0 if load.due else 0.0
-            if self.weights[p] <= 0.0 < weight:
-                # (re)joins: starts at the lowest pass in use, no credit for its idle time
-                self._passes[p] = max(self._passes[p], floor)
+            old = self.weights[p] if self.weights[p] > 0.0 else self._left[p]
+            if weight > 0.0 and weight != self.weights[p]:
+                self._restate(p, old, weight, floor)
+            if weight <= 0.0 < self.weights[p]:
+                self._left[p] = self.weights[p]
             self.weights[p] = weight
         self._loaded_at = self._monotonic()
         self._clock_mark = clock_mark
         self._claims = 0
         self._dirty = False
+
+    def _restate(self, p: int, old: float, new: float, floor: float) -> None:
+        """Partition ``p`` goes from weight ``old`` (its last live weight when it rejoins; 0 if
+        never live) to ``new`` > 0: its lag over ``floor`` (the lowest live pass before the
+        refresh), never below 0, is rescaled so it still stands for the same number of tasks
+        (none for a partition never live)."""
+        lag = max(0.0, self._passes[p] - floor)
+        self._passes[p] = floor + (lag * old / new if old > 0.0 else 0.0)
 
     def _floor(self) -> float:
         live = [self._passes[p] for p in range(self.partitions) if self.weights[p] > 0.0]
@@ -199,7 +220,8 @@ class PartitionPicker:
     def order(self) -> list[int]:
         """The partitions with work, lowest pass first (ties by index)."""
         live = [p for p in range(self.partitions) if self.weights[p] > 0.0]
-        return sorted(live, key=lambda p: (self._passes[p], p))
+        size, rotation = self.partitions, self.rotation
+        return sorted(live, key=lambda p: (self._passes[p], (p - rotation) % size))
 
     def served(self, partition: int, asked: int, got: int) -> None:
         """Account a claim call to ``partition`` that asked for ``asked`` tasks and got
@@ -210,4 +232,6 @@ class PartitionPicker:
         if got > 0 and weight > 0.0:
             self._passes[partition] += got / weight
         if got < asked:
+            if weight > 0.0:
+                self._left[partition] = weight
             self.weights[partition] = 0.0

@@ -359,7 +359,9 @@ class PartitionReads:
 
     # ------------------------------------------------------------------ operators
     def purge_tenant(self, tenant: str) -> int:
-        return self._tenant_part(tenant).purge_tenant(tenant)
+        purged = self._tenant_part(tenant).purge_tenant(tenant)
+        self._picker.touch()  # its weight left its partition's: refresh before the next claim
+        return purged
 
     def purge_all(self) -> int:
         """Each partition's purge, one after the other (each one atomic, the whole not)."""

@@ -360,7 +360,9 @@ class AsyncPartitionReads:
 
     # ------------------------------------------------------------------ operators
     async def purge_tenant(self, tenant: str) -> int:
-        return await self._tenant_part(tenant).purge_tenant(tenant)
+        purged = await self._tenant_part(tenant).purge_tenant(tenant)
+        self._picker.touch()  # its weight left its partition's: refresh before the next claim
+        return purged
 
     async def purge_all(self) -> int:
         """Each partition's purge, one after the other (each one atomic, the whole not)."""
