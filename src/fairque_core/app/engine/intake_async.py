@@ -98,7 +98,10 @@ class AsyncIntakeMixin(MixinHost):
         if self._listening():
             for task in tasks:
                 self._event("pushed", task, duplicate=False, intake=True)
-        return [AsyncTaskHandle(message.task_id, self, intake=True, tenant=message.tenant) for message in messages]
+        return [
+            AsyncTaskHandle(message.task_id, self, intake=True, tenant=message.tenant)
+            for message in messages
+        ]
 
     async def ingest(self, limit: int = 1000) -> IngestReport:
         """Move up to ``limit`` (>= 1) tasks from the intake into the queue now, as the start
