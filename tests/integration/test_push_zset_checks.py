@@ -1,14 +1,12 @@
-"""ADR 56: push.lua checks the queue's six sorted sets (tiers, delayed, leases, dlq, tenants,
-parked) only when the call may write one of them. A plain call without limits whose every
-tenant already had ready work in the queue it pushes to activates no one, schedules nothing,
-parks no one and indexes no new tenant: it skips the check (one ZINTERCARD of six keys).
+"""push.lua checks the queue's six sorted sets (tiers, delayed, leases, dlq, tenants, parked)
+before its first write, whatever the call writes (ADR 29). ADR 56's shortcut, which skipped the
+check for a plain push to tenants that had ready work, was deleted on 2026-12-02 (under 10 %,
+docs/performance.md).
 
-Pinned here, on Valkey 9 and Redis 7 (the session servers, a fresh queue per test):
-- such a push is stored while a sorted set it does not write is damaged;
-- every push that would write one (a new tenant, an empty queue, a delayed or dependent
-  message, limits in use) still refuses the call whole and typed, nothing written;
-- the one write of a sorted set such a push can still make (fq_close's `tenants` entry, when
-  a tenant's figures were lost) does not raise after the push's writes.
+Pinned here, on Valkey 9 and Redis 7 (the session servers, a fresh queue per test): a push of
+any kind (to tenants with ready work, a new tenant, a delayed or dependent message, limits in
+use, a lost tenant's figures) refuses the call whole and typed while one of the sets is
+damaged, nothing written; a tenant whose figures were lost is indexed again.
 """
 
 from __future__ import annotations
@@ -68,21 +66,15 @@ def _refused_whole(raw: Any, name: str, key: str, push: Callable[[], object]) ->
     assert _snapshot(raw, name) == before
 
 
-@pytest.mark.parametrize("family", ["delayed", "leases", "dlq", "parked"])
-def test_a_push_to_tenants_with_ready_work_skips_the_sets_it_does_not_write(
+@pytest.mark.parametrize("family", ZSETS)
+def test_a_push_to_tenants_with_ready_work_refuses_a_damaged_set(
     script_queue: tuple[RedisBackend, Any, str], family: str
 ) -> None:
     backend, raw, name = script_queue
     assert backend.push_batch([_msg("a"), _msg("b", "bob")]) == [True, True]
-    _damage(raw, name, family)
-    assert backend.push_batch([_msg("c"), _msg("d", "bob")]) == [True, True]
-    assert backend.push(_msg("e")) is True
-    assert raw.zcard(f"fq:{{{name}}}:n:ann") == 3
-    assert raw.zcard(f"fq:{{{name}}}:n:bob") == 2
-    assert raw.hget(f"fq:{{{name}}}:task:e", "st") == b"queued"
-    stats = raw.hgetall(f"fq:{{{name}}}:stats")
-    assert stats[b"pushed"] == b"5"
-    assert raw.hget(f"fq:{{{name}}}:meta", "ready") == b"5"
+    key = _damage(raw, name, family)
+    _refused_whole(raw, name, key, lambda: backend.push_batch([_msg("c"), _msg("d", "bob")]))
+    _refused_whole(raw, name, key, lambda: backend.push(_msg("e")))
 
 
 @pytest.mark.parametrize(
@@ -104,19 +96,19 @@ def test_a_push_that_may_write_a_set_still_refuses_it_damaged(
     _refused_whole(raw, name, key, lambda: backend.push_batch([_msg("b"), message]))
 
 
-def test_a_critical_push_checks_when_its_own_list_was_empty(
+def test_a_critical_push_refuses_a_damaged_set(
     script_queue: tuple[RedisBackend, Any, str],
 ) -> None:
     backend, raw, name = script_queue
-    # ann is active (a normal task), but the call reads only the queue it pushes to: her
-    # critical list, empty. Whether she needs activating is learnt only later (fq_activate),
-    # so the call checks the sets, and refuses
     assert backend.push_batch([_msg("a")]) == [True]
     key = _damage(raw, name, "tiers")
     _refused_whole(raw, name, key, lambda: backend.push(_msg("x", priority=Priority.CRITICAL)))
-    # in a call where her normal queue was read first (it held work), it does not
-    assert backend.push_batch([_msg("b"), _msg("y", priority=Priority.CRITICAL)]) == [True, True]
-    assert raw.lrange(f"fq:{{{name}}}:c:ann", 0, -1) == [b"y"]
+    _refused_whole(
+        raw,
+        name,
+        key,
+        lambda: backend.push_batch([_msg("b"), _msg("y", priority=Priority.CRITICAL)]),
+    )
 
 
 def test_a_push_with_limits_in_use_still_checks_the_sets(
@@ -129,21 +121,16 @@ def test_a_push_with_limits_in_use_still_checks_the_sets(
     _refused_whole(raw, name, key, lambda: backend.push(_msg("b")))
 
 
-def test_a_lost_figures_first_push_does_not_raise_on_a_damaged_index(
+def test_a_lost_figures_first_push_refuses_a_damaged_index(
     script_queue: tuple[RedisBackend, Any, str],
 ) -> None:
     backend, raw, name = script_queue
     assert backend.push_batch([_msg("a")]) == [True]
     # ann's figures lost (its `pushed` restarts: the push counts as its first) and the
-    # tenants index damaged: the push, which checks no set, is stored; the index entry is
-    # left for `fairque doctor`, nothing raised after the writes
+    # tenants index damaged: refused whole before the first write
     raw.delete(f"fq:{{{name}}}:ts:ann")
-    _damage(raw, name, "tenants")
-    assert backend.push(_msg("b")) is True
-    assert raw.hget(f"fq:{{{name}}}:task:b", "st") == b"queued"
-    assert raw.zcard(f"fq:{{{name}}}:n:ann") == 2
-    assert raw.hget(f"fq:{{{name}}}:ts:ann", "pushed") == b"1"
-    assert raw.type(f"fq:{{{name}}}:tenants") == b"string"
+    key = _damage(raw, name, "tenants")
+    _refused_whole(raw, name, key, lambda: backend.push(_msg("b")))
 
 
 def test_a_lost_figures_first_push_indexes_the_tenant_again(

@@ -1,4 +1,4 @@
-"""Concurrent ``AsyncFairQueue.push_intake`` calls share intake appends (ADR 35, 47, 53), each
+"""Concurrent ``AsyncFairQueue.push_intake`` calls share intake appends (ADR 35, 47), each
 caller keeping what its own call would have given it: its handle (``intake`` True, not a
 duplicate), its ``pushed`` event in its own context, its own error, its own cancellation.
 
@@ -23,7 +23,7 @@ from fairque_core import (
     Task,
     TaskValidationError,
 )
-from fairque_core.app.engine.handles_async import AsyncTaskHandle, intake_handle
+from fairque_core.app.engine.handles_async import AsyncTaskHandle
 from fairque_core.ports.hooks import hookimpl
 
 pytestmark = pytest.mark.timeout(60)
@@ -196,17 +196,3 @@ def test_without_the_intake_grouped_calls_are_pushes() -> None:
         assert not any(h.intake for h in handles)
 
     asyncio.run(scenario())
-
-
-def test_intake_handle_is_the_keyword_handle() -> None:
-    source = object()
-    fast = intake_handle("t-1", source, "alice")  # type: ignore[arg-type]
-    slow = AsyncTaskHandle("t-1", source, intake=True, tenant="alice")  # type: ignore[arg-type]
-    assert type(fast) is type(slow) is AsyncTaskHandle
-    assert vars(fast) == vars(slow)
-    assert (fast, repr(fast), fast.duplicate, fast.intake) == (
-        slow,
-        repr(slow),
-        slow.duplicate,
-        slow.intake,
-    )

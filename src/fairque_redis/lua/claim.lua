@@ -24,7 +24,7 @@
 
 local now = fq_now(ARGV[1])
 if fq_claim_idle(KEYS, now) then return {now, 0} end
-local q = fq_open(KEYS, ARGV, FQ_OPEN_CLAIM, now) -- reads meta anyway (q.paused): its type check
+local q = fq_open(KEYS, ARGV, {meta = true}, now) -- reads meta anyway (q.paused): its type check
 local out = fq_claim(q, ARGV, 8)
 fq_close(q)
 return out

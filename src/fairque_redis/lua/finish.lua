@@ -20,7 +20,7 @@
 ]]
 --- @include "_include/finish"
 
-local q = fq_open(KEYS, ARGV, FQ_OPEN_FINISH) -- checked by fq_finish, before its first write
+local q = fq_open(KEYS, ARGV, {later = true}) -- checked by fq_finish, before its first write
 local out, rest = fq_finish(q, ARGV, 9, ARGV[8] == '1') -- rest: the error when out is nil
 if out == nil then return rest end
 fq_close(q)

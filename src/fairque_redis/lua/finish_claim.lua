@@ -21,7 +21,7 @@
 --- @include "_include/finish"
 --- @include "_include/claim"
 
-local q = fq_open(KEYS, ARGV, FQ_OPEN_FINISH_CLAIM) -- the claim reads meta anyway: its type check
+local q = fq_open(KEYS, ARGV, {meta = true}) -- the claim reads meta anyway: its type check
 local flags, at = fq_finish(q, ARGV, 8, false) -- at: where the claim's arguments start
 -- the finish's wake (work it made ready, a cap it freed) counts only when the claim leases
 -- nothing: a claim that leases raises it itself when ready work is left

@@ -12,7 +12,7 @@
 ]]
 --- @include "_include/intake"
 
-local q = fq_open(KEYS, ARGV, FQ_OPEN_FAIR)
+local q = fq_open(KEYS, ARGV, {meta = true})
 local stored, dups, rejected, left = fq_ingest(q, FQ_TONUMBER(ARGV[8]))
 if stored == nil then return fq_err('DAMAGED', dups) end
 fq_close(q)

@@ -26,12 +26,10 @@
 ]]
 --- @include "_include/pushing"
 
--- meta: read now (fq_meta, as the push reads it anyway) and so type-checked, only the
--- fairness fields and the limits flag (push reads no other); the sched list only when this
--- call may raise its signal (see below the checks)
--- stats: checked below, before the first write (see there); so are the six sorted sets, when
--- this call may write one (zsets = false)
-local q = fq_open(KEYS, ARGV, {meta = 'fair', sched = false, stats = false, zsets = false})
+-- meta: read now (fq_meta, as the push reads it anyway) and so type-checked; every other
+-- queue-wide key the push may write is checked here too, before anything is read, but the
+-- sched list: checked only when this call may raise its signal (see below the checks)
+local q = fq_open(KEYS, ARGV, {meta = true, sched = false})
 local n = FQ_TONUMBER(ARGV[8])
 local now = q.now
 local max_payload = FQ_TONUMBER(ARGV[7]) -- the header's max payload bytes
@@ -53,16 +51,14 @@ local pc = {checked = checked, had_ready = {}, now_s = fq_int(now), score_p = fa
   score_s = false}
 -- every message is ready now, without dependencies (the signal below is never raised)
 local plain = true
--- a message names a unique key (whether it is stored is learnt only as the batch is stored)
-local any_unique = false
 local i = 9
 for k = 1, n do
   local id, u, ps, dmss, body = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 5]
   local nds, uws = ARGV[i + 8], ARGV[i + 7]
   local p = FQ_PRIORITY_OF[ps]
-  local dms = dmss == '0' and 0 or FQ_TONUMBER(dmss)
-  local nd = nds == '0' and 0 or FQ_TONUMBER(nds)
-  local uk, uw = ARGV[i + 6], uws == '0' and 0 or FQ_TONUMBER(uws)
+  local dms = FQ_TONUMBER(dmss)
+  local nd = FQ_TONUMBER(nds)
+  local uk, uw = ARGV[i + 6], FQ_TONUMBER(uws)
   if not fq_valid_id(id) then return fq_err('BAD_ID', 'task_id') end
   if uk ~= '' and not fq_valid_id(uk) then return fq_err('BAD_ID', 'unique_key') end
   if uw ~= 0 and (uw == nil or uw < 0 or uw ~= FQ_FLOOR(uw)) then
@@ -119,10 +115,9 @@ for k = 1, n do
   state[k] = v
   if uk ~= '' then
     fq_probe(fq_unique_key(q, u, uk), 'GET', 'string')
-    any_unique = true
   end
-  -- the tenant's queue for this priority and, when this call may write it, its hash
-  local damage = fq_push_probe(q, pc, u, p, dms > 0 or nd ~= 0)
+  -- the tenant's queue for this priority and its hash
+  local damage = fq_push_probe(q, pc, u, p)
   if damage ~= nil then return fq_err('DAMAGED', damage) end
   seen[id] = true
   at[k] = i
@@ -133,56 +128,7 @@ end
 -- limit parking a tenant: then the sched list is checked too, still before the first write
 if not plain or q.lim_on then q.sched_len = fq_list_len(fq_sched_key(q)) end
 
--- the queue's six sorted sets (tiers, delayed, leases, dlq, tenants, parked): a push writes
--- one only to activate a tenant (tiers and its active set), to schedule a message (delayed),
--- to park a tenant (limits) or to index a tenant's first push (tenants). A plain call without
--- limits whose every tenant had ready work in the queue it pushes to (pc.had_ready: the
--- probe's size read; fq_push_ready then activates nobody) writes none of them, and skips their
--- check (ADR 56). Its one exception is fq_close's `tenants` entry of a tenant whose figures
--- were lost (q.zsets_unchecked: written with pcall there)
-local writes_zsets = not plain or q.lim_on
-if not writes_zsets then
-  local had_ready = pc.had_ready
-  for k = 1, n do
-    if not had_ready[ARGV[at[k] + 1]] then
-      writes_zsets = true
-      break
-    end
-  end
-end
-if writes_zsets then fq_check_zsets(q) else q.zsets_unchecked = true end
-
--- the stats hash: every message is counted there (pushed or a duplicate), so its type check
--- can be its first write, made here before any other, when the counts are known before the
--- messages are stored: without unique keys (a holder is read as the batch is stored) and
--- without limits (max_queued counts a refusal, below). A message is stored when its id is
--- neither live (state[k]) nor named earlier in the call; every other is a duplicate. The
--- counts go to stats now (HINCRBY with pcall: another type refuses the call, nothing
--- written) and fq_close leaves them (`precounted`). Else stats is checked by HLEN, as fq_open
--- checks it
-local precounted = false
-if q.lim_on or any_unique then
-  if FQ_TYPE(FQ_PCALL('HLEN', q.stats)) == 'table' then fq_check_type(q.stats, 'hash') end
-elseif n > 0 then
-  local pushed, dups = 0, 0
-  for k = 1, n do
-    local id, v = ARGV[at[k]], state[k]
-    if seen[id] == 2 or (v[1] ~= false and not fq_expired(v[2], now)) then
-      dups = dups + 1
-    else
-      pushed = pushed + 1
-      seen[id] = 2 -- (the store loop below marks it 1 once stored)
-    end
-  end
-  local first, other = 'pushed', 'duplicates'
-  local by, rest = pushed, dups
-  if pushed == 0 then first, other, by, rest = 'duplicates', 'pushed', dups, 0 end
-  if FQ_TYPE(FQ_PCALL('HINCRBY', q.stats, first, fq_int(by))) == 'table' then
-    fq_check_type(q.stats, 'hash')
-  end
-  if rest > 0 then FQ_CALL('HINCRBY', q.stats, other, fq_int(rest)) end
-  precounted = true
-end
+-- the stats hash is checked by fq_open; the counts are written by fq_close
 
 -- max_queued (flow control, _include/limits.lua): a push over a tenant's cap is refused whole
 local full = q.lim_on and fq_limits_check_push(q, ARGV, at, n) or nil
@@ -220,8 +166,8 @@ for k = 1, n do
     local ps, dmss, nds = ARGV[i + 2], ARGV[i + 3], ARGV[i + 8]
     -- checked above: a priority as the client spells it, integers
     local p = FQ_PRIORITY_OF[ps]
-    local dms = dmss == '0' and 0 or FQ_TONUMBER(dmss)
-    local nd = nds == '0' and 0 or FQ_TONUMBER(nds)
+    local dms = FQ_TONUMBER(dmss)
+    local nd = FQ_TONUMBER(nds)
     if ukey ~= '' then
       FQ_CALL('SET', ukey, id)
       FQ_CALL('HSET', key, 'uk', ukey, 'uw', uw)
@@ -273,9 +219,7 @@ for k = 1, n do
     out[k] = 1
   end
 end
-if precounted then
-  q.counters.duplicates = nil -- (counted in stats above; the tenants' counts stay for fq_close)
-elseif stored > 0 then
+if stored > 0 then
   q.counters.pushed = (q.counters.pushed or 0) + stored
 end
 fq_close(q)

@@ -23,22 +23,18 @@ more refusal counted (the refused group call) than the same pushes one by one wo
 Async only: the sync engine's callers are threads, whose pushes stay one call each.
 
 The same machinery groups ``push_intake`` calls (ADR 47): the engine's second coalescer is
-made with ``intake=True``, so its calls are the intake's append and its handles the intake's;
-the grouping, the cancellation and the error rules above are the same. With a backend that has
-the intake, a group is the backend's ``push_intake`` called directly, and a caller whose
-message it stored is answered None, from which its coroutine makes the handle (and event) that
-``_intake_handles`` would make (ADR 53: no outcome tuple, handle list or capability test per
-caller); without it, the engine's ``_send_intake`` (a push) and ``_intake_handles`` as before.
+made with ``intake=True``, so its calls are the intake's append (the engine's ``_send_intake``)
+and its handles the intake's (``_intake_handles``); the grouping, the cancellation and the
+error rules above are the same.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from fairque_core.app.engine.handles_async import AsyncTaskHandle, intake_handle
-from fairque_core.app.engine.results_async import PUSH_REFUSALS
+from fairque_core.app.engine.handles_async import AsyncTaskHandle
 from fairque_core.domain.models import Message, Task
 
 if TYPE_CHECKING:
@@ -50,11 +46,8 @@ __all__ = ["MAX_GROUP", "PushCoalescer"]
 #: "Batch sizes"), so a group never holds the server long enough to show in a 10 ms SLOWLOG.
 MAX_GROUP = 100
 
+#: What a waiting caller's future holds: its push's outcome (stored, holder).
 _Outcome = tuple[bool, str]
-#: What a waiting caller's future holds: its push's outcome, or None when the intake's
-#: append stored its message (the intake coalescer's common case: its handle needs nothing
-#: more, so none is built per caller).
-_Answer = _Outcome | None
 
 
 class PushCoalescer:
@@ -70,7 +63,7 @@ class PushCoalescer:
         # The loop a push call is in flight on (None: none is). An AsyncFairQueue belongs to
         # one event loop, as its client's connections do.
         self._busy: asyncio.AbstractEventLoop | None = None
-        self._waiting: list[tuple[Message, asyncio.Future[_Answer]]] = []
+        self._waiting: list[tuple[Message, asyncio.Future[_Outcome]]] = []
         self._drainer: asyncio.Task[None] | None = None
         #: group calls made (a leader's own call is not one) and the pushes they carried
         self.groups = 0
@@ -81,13 +74,13 @@ class PushCoalescer:
         loop = asyncio.get_running_loop()
         busy = self._busy
         if busy is loop:  # a call is in flight: wait for the next group's
-            future: asyncio.Future[_Answer] = loop.create_future()
+            future: asyncio.Future[_Outcome] = loop.create_future()
             self._waiting.append((message, future))
-            return self._handle(task, message, await future)
+            return self._handle(task, await future)
         if busy is None:  # nothing in flight: this push is its own call, sent at once
             self._busy = loop
             try:
-                return self._handle(task, message, await self._own_call(message))
+                return self._handle(task, await self._own_call(message))
             finally:
                 if self._waiting and not loop.is_closed():  # arrived meanwhile: a task sends them
                     self._drainer = loop.create_task(self._drain(), name="fairque-push-group")
@@ -98,7 +91,7 @@ class PushCoalescer:
             self._waiting.clear()
             return await self.push(task, message)
         # used from a second running loop (not supported for grouping): its own call
-        return self._handle(task, message, await self._own_call(message))
+        return self._handle(task, await self._own_call(message))
 
     async def settle(self) -> None:
         """Wait for the group call in flight, if any (``AsyncFairQueue.close`` does, before it
@@ -108,24 +101,16 @@ class PushCoalescer:
         if drainer is not None and not drainer.done():
             await asyncio.wait({drainer})
 
-    async def _own_call(self, message: Message) -> _Answer:
+    async def _own_call(self, message: Message) -> _Outcome:
         if self._intake:
-            append = getattr(self._queue._backend, "push_intake", None)
-            if append is not None:  # the intake's append: stored, or its error raised
-                await append([message])
-                return None
             [outcome] = await self._queue._send_intake([message])
         else:
             [outcome] = await self._queue._send([message])
         return outcome
 
-    def _handle(self, task: Task, message: Message, answer: _Answer) -> AsyncTaskHandle:
+    def _handle(self, task: Task, answer: _Outcome) -> AsyncTaskHandle:
         """The caller's handle (and ``pushed`` event), made in its own coroutine."""
         queue = self._queue
-        if answer is None:  # stored by the intake's append: what _intake_handles makes of it
-            if queue._listening():
-                queue._event("pushed", task, duplicate=False, intake=True)
-            return intake_handle(message.task_id, queue, message.tenant)
         if self._intake:
             [handle] = queue._intake_handles([task], [answer])
         else:
@@ -138,7 +123,7 @@ class PushCoalescer:
                 group = self._waiting[: self._max_group]
                 del self._waiting[: self._max_group]
                 messages: list[Message] = []
-                futures: list[asyncio.Future[_Answer]] = []
+                futures: list[asyncio.Future[_Outcome]] = []
                 for message, future in group:
                     if not future.done():  # a canceled caller is out
                         messages.append(message)
@@ -154,27 +139,18 @@ class PushCoalescer:
             self._busy = None
             self._drainer = None
 
-    async def _send(self, messages: list[Message], futures: list[asyncio.Future[_Answer]]) -> None:
+    async def _send(self, messages: list[Message], futures: list[asyncio.Future[_Outcome]]) -> None:
         self.groups += 1
         self.grouped += len(messages)
-        answers: Sequence[_Answer | Exception] | None
+        answers: Sequence[_Outcome | Exception]
         try:
-            append = getattr(self._queue._backend, "push_intake", None) if self._intake else None
-            if append is None:
-                answers = await self._queue._send_each(messages, intake=self._intake)
-            else:
-                answers = await self._append(append, messages)
+            answers = await self._queue._send_each(messages, intake=self._intake)
         except Exception as exc:  # the whole call failed: every caller's error
             answers = [exc] * len(messages)
         except BaseException:
             for future in futures:
                 future.cancel()
             raise
-        if answers is None:  # one append stored every message (the common case)
-            for future in futures:
-                if not future.done():  # else its caller was canceled meanwhile
-                    future.set_result(None)
-            return
         for future, answer in zip(futures, answers, strict=True):
             if future.done():  # its caller was canceled meanwhile
                 continue
@@ -182,28 +158,3 @@ class PushCoalescer:
                 future.set_exception(answer)
             else:
                 future.set_result(answer)
-
-    @staticmethod
-    async def _append(
-        append: Callable[[Sequence[Message]], Awaitable[None]], messages: list[Message]
-    ) -> list[Exception | None] | None:
-        """The intake's append of a group: None when one call stored every message; refused
-        whole for one message's sake (PUSH_REFUSALS, before anything was written), each
-        message again in its own call, so each gets what its own call would have given it
-        (the engine's ``_send_each`` rule, ADR 35); any other error is raised (every one's)."""
-        try:
-            await append(messages)
-        except PUSH_REFUSALS:
-            if len(messages) == 1:
-                raise
-        else:
-            return None
-        answers: list[Exception | None] = []
-        for message in messages:
-            try:
-                await append([message])
-            except Exception as exc:  # the message's own outcome
-                answers.append(exc)
-            else:
-                answers.append(None)
-        return answers

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-__all__ = ["ResultSource", "TaskHandle", "intake_handle"]
+__all__ = ["ResultSource", "TaskHandle"]
 
 
 class ResultSource(Protocol):
@@ -83,17 +83,3 @@ class TaskHandle(str):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (str, (str(self),))  # pickles as the plain id
-
-
-_new_str = str.__new__
-
-
-def intake_handle(task_id: str, source: ResultSource, tenant: str) -> TaskHandle:
-    """``TaskHandle(task_id, source, intake=True, tenant=tenant)``, the handle of a task
-    stored in the intake, without the keyword call (one per ``push_intake`` on the producer's
-    path: ADR 53)."""
-    handle: TaskHandle = _new_str(TaskHandle, task_id)
-    handle._source = source
-    handle.intake = True
-    handle._tenant = tenant
-    return handle

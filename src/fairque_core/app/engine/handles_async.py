@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-__all__ = ["AsyncResultSource", "AsyncTaskHandle", "intake_handle"]
+__all__ = ["AsyncResultSource", "AsyncTaskHandle"]
 
 
 class AsyncResultSource(Protocol):
@@ -85,17 +85,3 @@ class AsyncTaskHandle(str):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (str, (str(self),))  # pickles as the plain id
-
-
-_new_str = str.__new__
-
-
-def intake_handle(task_id: str, source: AsyncResultSource, tenant: str) -> AsyncTaskHandle:
-    """``AsyncTaskHandle(task_id, source, intake=True, tenant=tenant)``, the handle of a task
-    stored in the intake, without the keyword call (one per ``push_intake`` on the producer's
-    path: ADR 53)."""
-    handle: AsyncTaskHandle = _new_str(AsyncTaskHandle, task_id)
-    handle._source = source
-    handle.intake = True
-    handle._tenant = tenant
-    return handle

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from fairque_core.app.engine.arguments import check_tasks
-from fairque_core.app.engine.handles_async import AsyncTaskHandle, intake_handle
+from fairque_core.app.engine.handles_async import AsyncTaskHandle
 from fairque_core.app.engine.messages import to_message
 from fairque_core.domain.intake import IngestReport, check_ingest_limit, check_intake_message
 from fairque_core.domain.models import Message, Task
@@ -80,7 +80,7 @@ class AsyncIntakeMixin(MixinHost):
         await append([message])
         if self._listening():
             self._event("pushed", task, duplicate=False, intake=True)
-        return intake_handle(message.task_id, self, message.tenant)
+        return AsyncTaskHandle(message.task_id, self, intake=True, tenant=message.tenant)
 
     async def push_intake_batch(self, tasks: Sequence[Task]) -> list[AsyncTaskHandle]:
         """:meth:`push_intake` of many tasks in one backend call, in the order given (which
@@ -98,7 +98,10 @@ class AsyncIntakeMixin(MixinHost):
         if self._listening():
             for task in tasks:
                 self._event("pushed", task, duplicate=False, intake=True)
-        return [intake_handle(message.task_id, self, message.tenant) for message in messages]
+        return [
+            AsyncTaskHandle(message.task_id, self, intake=True, tenant=message.tenant)
+            for message in messages
+        ]
 
     async def ingest(self, limit: int = 1000) -> IngestReport:
         """Move up to ``limit`` (>= 1) tasks from the intake into the queue now, as the start
@@ -127,8 +130,7 @@ class AsyncIntakeMixin(MixinHost):
 
     async def _send_intake(self, messages: Sequence[Message]) -> list[tuple[bool, str]]:
         """One intake call: the backend's append (every message stored there, its own id
-        its holder), or, without the capability, one push call (``_send``). The coalescer
-        calls the backend's append itself when there is one (ADR 53)."""
+        its holder), or, without the capability, one push call (``_send``)."""
         append = getattr(self._backend, "push_intake", None)
         if append is None:
             return await self._send(messages)
@@ -139,6 +141,5 @@ class AsyncIntakeMixin(MixinHost):
         self, tasks: Sequence[Task], outcomes: Sequence[tuple[bool, str]]
     ) -> list[AsyncTaskHandle]:
         """The handles (and ``pushed`` events, marked ``intake``) of an intake call's outcomes
-        (the coalescer's without the capability; ``push_intake``, ``push_intake_batch`` and the
-        coalescer's stored callers make the same with ``intake_handle`` directly)."""
+        (the coalescer's; ``push_intake`` and ``push_intake_batch`` make the same directly)."""
         return self._handles(tasks, outcomes, intake=self.takes_intake)

@@ -10,16 +10,10 @@
 --- @include "intake"
 --- @include "claim_view"
 
--- due scheduled tasks (at most the move limit) into their tenants' queues, ready at due time.
--- The head of `delayed` is read first (ZRANGE of one, a command cheaper than the range by
--- score and its formatted bound): when it is absent or not due, nothing is (ADR 54)
+-- due scheduled tasks (at most the move limit) into their tenants' queues, ready at due time
 local function fq_move_due(q)
   local limit = q.move_limit or fq_header(q, 'move_limit')
   if limit <= 0 then return end
-  local head = FQ_CALL('ZRANGE', q.delayed, 0, 0, 'WITHSCORES')
-  if head[1] == nil then return end
-  local first = FQ_TONUMBER(head[2])
-  if first ~= nil and first > q.now then return end
   local due = FQ_CALL('ZRANGEBYSCORE', q.delayed, '-inf', fq_int(q.now), 'WITHSCORES',
     'LIMIT', 0, limit)
   for k = 1, #due, 2 do

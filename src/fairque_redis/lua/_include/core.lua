@@ -69,50 +69,30 @@ local function fq_list_len(key)
   return n
 end
 
--- the queue's meta fields (virtual time, push sequence, ready gauge, activation sequence),
--- read once per call (at fq_open when the script asks for it: see fq_check_queue). With
--- q.meta_fair (fq_open's `meta = 'fair'`) only those four and the limits flag: the queue-wide
--- limit state and the pause flag (q.qlim, q.qtat, q.qhold, q.paused) stay nil, for a script
--- that never reads them (push). vtime and act are kept as read (q.vtime_read, q.act_read:
--- false when absent) and made numbers on first use (fq_meta_numbers): a push of a tenant that
--- is already active uses neither, and fq_close writes them back only when they changed
+-- the queue's meta fields (virtual time, push sequence, ready gauge, activation sequence, the
+-- flow-control state and the pause flag), read once per call (at fq_open when the script asks
+-- for it: see fq_check_queue)
 local function fq_meta(q)
   if q.seq == nil then
     -- pcall: a wrong-type meta fails the call typed (this read is its type check when
     -- fq_open reads it first, see fq_check_queue)
-    local v
-    if q.meta_fair then
-      v = FQ_PCALL('HMGET', q.meta, 'vtime', 'seq', 'ready', 'act', 'lim')
-    else
-      v = FQ_PCALL('HMGET', q.meta, 'vtime', 'seq', 'ready', 'act', 'lim', 'lim:q',
-        'qtat', 'qhold', 'pau')
-    end
+    local v = FQ_PCALL('HMGET', q.meta, 'vtime', 'seq', 'ready', 'act', 'lim', 'lim:q',
+      'qtat', 'qhold', 'pau')
     if v['err'] ~= nil then
       fq_check_type(q.meta, 'hash')
       error(v)
     end
-    q.vtime_read = v[1]
+    q.vtime = FQ_TONUMBER(v[1] or '0')
     q.seq = FQ_TONUMBER(v[2] or '0')
     q.ready_base = FQ_TONUMBER(v[3] or '0')
-    q.act_read = v[4]
+    q.act = FQ_TONUMBER(v[4] or '0')
     -- flow control (limits.lua): any limit ever set, the queue-wide record, its GCRA state
     q.lim_on = v[5] == '1'
-    if not q.meta_fair then
-      q.qlim = v[6] or ''
-      q.qtat = FQ_TONUMBER(v[7] or '0')
-      q.qhold = FQ_TONUMBER(v[8] or '0')
-      -- pause.lua: a paused queue leases nothing (claim.lua)
-      q.paused = v[9] == '1'
-    end
-  end
-end
-
--- q.vtime and q.act as numbers (fq_meta keeps them as read until the call uses them)
-local function fq_meta_numbers(q)
-  fq_meta(q)
-  if q.vtime == nil then
-    q.vtime = FQ_TONUMBER(q.vtime_read or '0')
-    q.act = FQ_TONUMBER(q.act_read or '0')
+    q.qlim = v[6] or ''
+    q.qtat = FQ_TONUMBER(v[7] or '0')
+    q.qhold = FQ_TONUMBER(v[8] or '0')
+    -- pause.lua: a paused queue leases nothing (claim.lua)
+    q.paused = v[9] == '1'
   end
 end
 
@@ -124,33 +104,15 @@ end
 -- `how` (fq_open's third argument, nil = everything):
 --   read = true     a script that writes nothing checks nothing
 --   meta = true     read the meta fields now (fq_meta, which the script reads anyway) with
---                   pcall instead of a separate HLEN: one command less; meta = 'fair' reads
---                   only the fairness fields and the limits flag (see fq_meta)
+--                   pcall instead of a separate HLEN: one command less
 --   sched = false   the script raises no schedule signal on this call, so the sched list is
---                   not checked (fq_close reads and checks it, late, should it be raised);
---                   sched = 'limits' checks it only when the meta read says limits are in
---                   use (claim.lua: without limits a claim schedules nothing and parks no
---                   one, so it never raises that signal; with `meta`, read first)
---   stats = false   the stats hash is not checked: the script checks it itself before its
---                   first write (push.lua: its first write is to stats, when it can be)
---   zsets = false   the six sorted sets are not checked now: the script calls
---                   fq_check_zsets itself before its first write when it may write one
---                   (push.lua: a plain push to tenants that have ready work writes none,
---                   ADR 56), and marks the call (q.zsets_unchecked) when it does not
+--                   not checked (fq_close reads and checks it, late, should it be raised)
 --   later = true    check nothing now (q.checks_due): the script calls fq_check_queue
 --                   itself before its first write, once it knows what it writes (finish.lua:
 --                   the finish's include checks only what a finish of common tasks writes)
 -- The wake and sched lengths read here are kept (q.wake_len, q.sched_len) for fq_close, so a
 -- script that raises a signal pays nothing for its check
 local FQ_CHECK_ALL = {}
--- the `how` of the scripts that name one, made once at FUNCTION LOAD (a table written in a
--- script body is made again on every call, ADR 44): claim.lua, finish_claim.lua (the claim
--- reads meta anyway: its type check; the finish part may schedule a dependent), ingest.lua,
--- finish.lua
-local FQ_OPEN_CLAIM = {meta = true, sched = 'limits'}
-local FQ_OPEN_FINISH_CLAIM = {meta = true}
-local FQ_OPEN_FAIR = {meta = 'fair'}
-local FQ_OPEN_FINISH = {later = true}
 -- fq_close's loop over the tenant records read, when the call read none (never written)
 local FQ_NO_TENANTS = {}
 
@@ -172,15 +134,12 @@ local function fq_check_queue(q, how)
     return
   end
   q.checks_due = nil
-  if how.zsets ~= false then fq_check_zsets(q) end
+  fq_check_zsets(q)
   if how.meta then fq_meta(q)
   elseif FQ_TYPE(FQ_PCALL('HLEN', q.meta)) == 'table' then fq_check_type(q.meta, 'hash') end
-  if how.stats ~= false then
-    if FQ_TYPE(FQ_PCALL('HLEN', q.stats)) == 'table' then fq_check_type(q.stats, 'hash') end
-  end
+  if FQ_TYPE(FQ_PCALL('HLEN', q.stats)) == 'table' then fq_check_type(q.stats, 'hash') end
   q.wake_len = fq_list_len(fq_wake_key(q))
-  local sched = how.sched
-  if sched == nil or (sched == 'limits' and q.lim_on) then
+  if how.sched ~= false then
     q.sched_len = fq_list_len(fq_sched_key(q))
   end
 end
@@ -189,7 +148,7 @@ end
 -- only what every call needs; the rest starts nil and is set on first use (a table field
 -- costs the same whether it holds nil, false or a value, so a false flag is left nil):
 --   seq, vtime, act (fq_meta); top_tier (claim.lua: cached top tier); first_due (task.lua,
---   scheduling); resched, wake, meta_dirty, fair_dirty (flags, see fq_close); tier_vtimes:
+--   scheduling); resched, wake, meta_dirty (flags, see fq_close); tier_vtimes:
 --   strict mode's virtual time per tier read or set so far (tier string -> number), those
 --   in tier_vtimes_changed written back by fq_close
 local function fq_open(keys, argv, how, now_ms)
@@ -211,8 +170,6 @@ local function fq_open(keys, argv, how, now_ms)
     counters = {}, tenant_counters = {}, active_cache = {},
     -- ready_delta: change of the queue's ready gauge in this call; ready_base: its stored value
     ready_delta = 0, ready_base = 0,
-    -- meta_fair: fq_meta reads only the fairness fields and the limits flag (see fq_meta)
-    meta_fair = how ~= nil and how.meta == 'fair',
   }
   fq_check_queue(q, how)
   return q
@@ -260,7 +217,7 @@ end
 -- the virtual time of `tier` (a decimal string; FairState.virtual_time): the `vtime` field
 -- without strict tiers, else `vtime:<tier>`, which reads as `vtime` until the tier is served
 local function fq_vtime(q, tier)
-  fq_meta_numbers(q)
+  fq_meta(q)
   if not q.strict_tiers then return q.vtime end
   local vtimes = q.tier_vtimes
   if vtimes == nil then
@@ -276,7 +233,7 @@ local function fq_vtime(q, tier)
 end
 
 local function fq_set_vtime(q, tier, v)
-  fq_meta_numbers(q)
+  fq_meta(q)
   if q.strict_tiers then
     if q.tier_vtimes == nil then q.tier_vtimes = {} end
     q.tier_vtimes[tier] = v
@@ -286,15 +243,13 @@ local function fq_set_vtime(q, tier, v)
     q.vtime = v
   end
   q.meta_dirty = true
-  q.fair_dirty = true
 end
 
 -- the next number of the queue's activation sequence (the tie-break of equal passes)
 local function fq_next_act(q)
-  fq_meta_numbers(q)
+  fq_meta(q)
   q.act = q.act + 1
   q.meta_dirty = true
-  q.fair_dirty = true
   return q.act
 end
 
@@ -341,12 +296,7 @@ local function fq_close(q)
       if by ~= 0 then
         local now_count = FQ_PCALL('HINCRBY', key, name, fq_int(by))
         if name == 'pushed' and now_count == by then
-          -- (a call that did not check the sorted sets, q.zsets_unchecked, pushed only to
-          -- tenants with ready work: their first push ever only when their figures were
-          -- lost; a `tenants` of another type is then left for `fairque doctor`, not raised
-          -- after the writes)
-          local call = q.zsets_unchecked and FQ_PCALL or FQ_CALL
-          call('ZADD', fq_tenants_key(q), 'NX', fq_int(q.now), u)
+          FQ_CALL('ZADD', fq_tenants_key(q), 'NX', fq_int(q.now), u)
         end
       end
     end
@@ -372,16 +322,8 @@ local function fq_close(q)
     q.meta_dirty = true
   end
   if q.meta_dirty then
-    -- vtime and act only when this call changed them (q.fair_dirty) or they were absent, so
-    -- the hash ends the same as when all four are written
-    if q.fair_dirty or q.vtime_read == false or q.act_read == false then
-      fq_meta_numbers(q)
-      FQ_CALL('HSET', q.meta, 'vtime', fq_int(q.vtime), 'seq', q.seq_s or fq_int(q.seq),
-        'ready', fq_int(q.ready_base + q.ready_delta), 'act', fq_int(q.act))
-    else
-      FQ_CALL('HSET', q.meta, 'seq', q.seq_s or fq_int(q.seq),
-        'ready', fq_int(q.ready_base + q.ready_delta))
-    end
+    FQ_CALL('HSET', q.meta, 'vtime', fq_int(q.vtime), 'seq', q.seq_s or fq_int(q.seq),
+      'ready', fq_int(q.ready_base + q.ready_delta), 'act', fq_int(q.act))
   end
   if q.tier_vtimes_changed ~= nil then
     for tier, _ in FQ_NEXT, q.tier_vtimes_changed do

@@ -49,7 +49,7 @@ local function fq_any_children(q, argv, at, n)
   return false
 end
 
--- finish.lua opens the queue unchecked (FQ_OPEN_FINISH): its type checks are made here,
+-- finish.lua opens the queue unchecked (`later = true`): its type checks are made here,
 -- before the first write, as far as what the call may write. A finish of one item reads its
 -- record first (the read the loop would make: the reply is returned for it): when the task
 -- has no dependents (`kin`) and is of the common kind (no unique key, no lease under limits,

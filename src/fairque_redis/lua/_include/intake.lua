@@ -43,7 +43,7 @@ local function fq_intake_refusal(q, pc, u, p, body)
   if #body > max_payload then
     return 'payload of ' .. fq_int(#body) .. ' bytes over ' .. fq_int(max_payload)
   end
-  local damage = fq_push_probe(q, pc, u, p, false)
+  local damage = fq_push_probe(q, pc, u, p)
   if damage ~= nil then return 'damaged key ' .. damage end
   if q.lim_on then
     local cap = fq_limits_over_cap(q, u, 1)

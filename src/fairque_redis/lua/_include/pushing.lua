@@ -12,11 +12,9 @@ local FQ_ID_PATTERN = '^[%w_%.:@/%+=#%-]+$'
 -- ARGV values per message before its D parent ids: id, tenant, priority, delay, meta, body,
 -- unique key, unique window, D
 local FQ_MESSAGE_FIELDS = 9
--- the priorities as the client spells them (fq_int): read without tonumber, which costs more
--- than the lookup; anything else takes the checked path in push.lua. Likewise a delay, window
--- or dependency count of '0' (the common case) is read without tonumber
 -- the zeros that pad a formatted push sequence of 1-16 digits to FQ_SEQ_WIDTH (fq_member)
 local FQ_SEQ_PADS = {'000000000000000', '00000000000000', '0000000000000', '000000000000', '00000000000', '0000000000', '000000000', '00000000', '0000000', '000000', '00000', '0000', '000', '00', '0', ''}
+-- the priorities as the client spells them (fq_int): any other spelling of a number is refused
 local FQ_PRIORITY_OF = {['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 5, ['6'] = 6}
 local function fq_valid_id(s)
   local len = #s
@@ -47,12 +45,9 @@ end
   pc.score_s the last priority scored and its score.
 ]]
 
--- the type checks of tenant u's keys a message of priority p writes: its queue (once per
--- call), and its hash when this call may write it: it activates u (no ready work seen yet, or
--- limits on) or `hash_too` (push: a delayed or dependent message of u). A ready message of a
--- tenant that already had ready work, without limits, leaves the hash alone (the store skips
--- the activation check for it, ADR 31): no check (ADR 39). nil, or the damage (fq_damage)
-local function fq_push_probe(q, pc, u, p, hash_too)
+-- the type checks of tenant u's keys a message of priority p writes: its queue and its hash
+-- (each once per call). nil, or the damage (fq_damage)
+local function fq_push_probe(q, pc, u, p)
   local checked = pc.checked
   local critical = p == FQ_CRITICAL_PRIORITY
   local queue = critical and fq_critical_key(q, u) or fq_normal_key(q, u)
@@ -62,12 +57,10 @@ local function fq_push_probe(q, pc, u, p, hash_too)
     checked[queue] = true
     if size > 0 then pc.had_ready[u] = true end
   end
-  if hash_too or q.lim_on or not pc.had_ready[u] then
-    local tkey = fq_tenant_key(q, u)
-    if not checked[tkey] then
-      if FQ_TYPE(FQ_PCALL('HLEN', tkey)) == 'table' then return fq_damage(tkey, 'hash') end
-      checked[tkey] = true
-    end
+  local tkey = fq_tenant_key(q, u)
+  if not checked[tkey] then
+    if FQ_TYPE(FQ_PCALL('HLEN', tkey)) == 'table' then return fq_damage(tkey, 'hash') end
+    checked[tkey] = true
   end
   return nil
 end

@@ -1,8 +1,8 @@
-"""ADR 54: push.lua without unique keys or limits counts its messages in ``stats`` first (pushed
-and duplicates, known from the records it reads before any write), and that write is the
-type check of ``stats``: a damaged hash refuses the call whole, typed, nothing written. The
-counts are those the store makes: an id named twice is stored once, a live id is a duplicate,
-an expired one is stored anew.
+"""push.lua counts its messages in ``stats`` (pushed and duplicates) as the store makes them: an
+id named twice is stored once, a live id is a duplicate, an expired one is stored anew. A
+damaged ``stats`` refuses the call whole, typed, nothing written (checked before the first
+write). ADR 54's "count first" shortcut was deleted on 2026-12-02 (docs/performance.md); these
+are the behaviours it kept.
 
 On Valkey 9 and Redis 7 (the session servers, a fresh queue per test).
 """
