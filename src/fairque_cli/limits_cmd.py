@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 import attrs
 
-from fairque_cli.context import CliError, SubCommands, UsageError, load_config, open_queue
+from fairque_cli.context import SubCommands, UsageError, load_config, open_queue
 from fairque_core.domain.errors import TaskValidationError
 from fairque_core.domain.limits import LIMIT_FIELDS, Limits, LimitStatus, check_changes
 

@@ -143,7 +143,7 @@ def test_a_configuration_error_never_shows_a_private_class(tmp_path: Path) -> No
     ``cannot import handler module 'badcfg': _FieldError: invalid queue.lease_seconds ...``
     (the settings' private class); the line names the public ConfigurationError."""
     (tmp_path / "badcfg.py").write_text(
-        "from fairque_core.settings.config import FairQueueConfig\n"
+        "from fairque_core import FairQueueConfig\n"
         "FairQueueConfig.from_dict({'queue': {'lease_seconds': -1}})\n",
         encoding="utf-8",
     )
@@ -157,9 +157,13 @@ def test_a_configuration_error_never_shows_a_private_class(tmp_path: Path) -> No
 def test_repeated_queue_is_a_usage_error(server_url: str, queue_name: str) -> None:
     """Issue 30: repeating ``--queue`` is a usage error (exit 2) on every command; 03fdfb0's
     ``fairque --queue q1 --queue q2 worker`` silently served only q2 (and ``stats`` showed q2).
-    A child process, as a user's shell runs it: the worker must not start."""
+    A child process, as a user's shell runs it; the handler module does not exist, so 03fdfb0
+    got past the flags and failed on the import (exit 1), here the flags fail first."""
     proc = run_cli(
-        ["--url", server_url, "--queue", f"{queue_name}-1", "--queue", queue_name, "worker"],
+        [
+            *("--url", server_url, "--queue", f"{queue_name}-1", "--queue", queue_name),
+            *("worker", "--handler", "no_such_handler_module"),
+        ],
         timeout=30,
     )
     line = _usage_error(proc, "fairque")
