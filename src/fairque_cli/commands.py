@@ -14,6 +14,7 @@ from fairque_cli.checks import non_negative_float, non_negative_int, positive_fl
 from fairque_cli.context import (
     CliError,
     SubCommands,
+    UsageError,
     add_tenant_flag,
     config_tenants,
     describe_target,
@@ -341,9 +342,7 @@ def _selected_ids(queue: FairQueue, args: argparse.Namespace) -> list[str] | Non
         return ids
     if kind is not None:
         return [e.entry_id for e in _all_entries(queue, kind)]
-    if not args.all:
-        raise CliError(f"name entries with --id or --type, or pass --all to {args.action} them all")
-    return None
+    return None  # --all (_run_dlq checked that one of the three was given)
 
 
 def _all_entries(queue: FairQueue, kind: FailureType | None) -> list[Any]:
@@ -357,12 +356,15 @@ def _all_entries(queue: FairQueue, kind: FailureType | None) -> list[Any]:
 
 
 def _run_dlq(args: argparse.Namespace, out: TextIO) -> int:
+    if args.action != "list":  # flags that do not go together: a usage error (exit 2)
+        if args.all and (args.id or args.type):
+            raise UsageError("--all takes every entry: drop --id/--type, or drop --all")
+        if not (args.all or args.id or args.type):
+            raise UsageError(
+                f"name entries with --id or --type, or pass --all to {args.action} them all"
+            )
     config = load_config(args)
     with open_queue(config) as queue:
-        if args.all and args.action == "list":
-            raise CliError("--all is for requeue and purge; list pages with --limit/--offset")
-        if args.all and (args.id or args.type):
-            raise CliError("--all takes every entry: drop --id/--type, or drop --all")
         if args.action == "list":
             kind = _failure_type(args.type)
             wanted = set(split_ids(args.id))
@@ -419,22 +421,48 @@ def add_dlq(sub: SubCommands) -> None:
         "dlq",
         help="list, requeue or purge dead-letter entries",
         description="Inspect and repair the dead-letter queue. requeue/purge act on the --id "
-        "entries, on every entry of a --type, or on everything with --all.",
+        "entries, on every entry of a --type, or on everything with --all. "
+        "`fairque dlq ACTION --help` shows one action's options.",
     )
-    p.add_argument("action", choices=("list", "requeue", "purge"))
-    p.add_argument("--type", choices=[t.value for t in FailureType], default=None)
-    p.add_argument("--id", action="append", help="entry id(s); repeat or comma-separate")
-    p.add_argument("--all", action="store_true", help="requeue/purge every entry")
-    p.add_argument(
-        "--limit", type=positive_int, default=100, metavar="N", help="list: at most this many"
+    inner = p.add_subparsers(dest="action", metavar="ACTION")
+    inner.required = True
+    # the shared --url/--queue/--config flags, also after the action (main._WithParents)
+    shared = getattr(sub, "_parent", None)
+    parents = [shared] if isinstance(shared, argparse.ArgumentParser) else []
+    kinds = [t.value for t in FailureType]
+    lst = inner.add_parser(
+        "list",
+        help="a page of entries (or the --id ones)",
+        description="List dead-letter entries, a page at a time: id, tenant, name, type, "
+        "retries, time moved, reason (cut at 60 characters; --full or --id shows it whole).",
+        parents=parents,
     )
-    p.add_argument(
-        "--offset", type=non_negative_int, default=0, metavar="N", help="list: skip this many"
-    )
-    p.add_argument("--json", action="store_true", help="list: print JSON")
-    p.add_argument(
+    lst.add_argument("--type", choices=kinds, default=None, help="only entries of this type")
+    lst.add_argument("--id", action="append", help="entry id(s); repeat or comma-separate")
+    lst.add_argument("--limit", type=positive_int, default=100, metavar="N", help="at most N")
+    lst.add_argument("--offset", type=non_negative_int, default=0, metavar="N", help="skip N")
+    lst.add_argument("--json", action="store_true", help="print JSON")
+    lst.add_argument(
         "--full",
         action="store_true",
-        help="list: show each whole reason below its row (also the default with --id)",
+        help="show each whole reason below its row (also the default with --id)",
     )
+    verbs = {
+        "requeue": "put entries back in their tenant's queue with a fresh retry budget",
+        "purge": "delete entries for good",
+    }
+    for action, text in verbs.items():
+        q = inner.add_parser(
+            action,
+            help=text,
+            description=f"{text[0].upper()}{text[1:]}: the --id entries (each checked first: "
+            "one not in the dead-letter queue fails the command and nothing changes), every "
+            "entry of a --type, or every entry with --all.",
+            parents=parents,
+        )
+        q.add_argument("--id", action="append", help="entry id(s); repeat or comma-separate")
+        q.add_argument("--type", choices=kinds, default=None, help="every entry of this type")
+        q.add_argument("--all", action="store_true", help=f"{action} every entry")
+        q.set_defaults(usage_prog=q.prog)
+    lst.set_defaults(usage_prog=lst.prog)
     p.set_defaults(func=_run_dlq)

@@ -17,7 +17,8 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Iterable, Sequence
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -34,7 +35,9 @@ __all__ = [
     "URL_ENV",
     "CliError",
     "SubCommands",
+    "UsageError",
     "config_tenants",
+    "error_name",
     "load_config",
     "open_queue",
     "split_ids",
@@ -54,6 +57,21 @@ class CliError(Exception):
     """A mistake of the user (bad flag value, missing file): one line on stderr, exit 1."""
 
 
+class UsageError(CliError):
+    """A usage error found before anything ran (flags that do not go together, a missing or
+    out-of-range argument): one line on stderr like argparse's, exit 2 (docs/cli.md)."""
+
+
+def error_name(exc: BaseException) -> str:
+    """The name of ``exc``'s class a user may see: the first public one of its bases (a
+    private class, such as the settings' ``_FieldError``, shows as its public base,
+    ``ConfigurationError``)."""
+    for cls in type(exc).__mro__:
+        if not cls.__name__.startswith("_"):
+            return cls.__name__
+    return "Exception"  # pragma: no cover - Exception itself is public
+
+
 def load_config(args: argparse.Namespace, *, local_server: bool = True) -> FairQueueConfig:
     """The configuration for this invocation (file, env overrides, then flags).
 
@@ -66,10 +84,12 @@ def load_config(args: argparse.Namespace, *, local_server: bool = True) -> FairQ
         file = Path(path)
         if not file.is_file():
             raise CliError(f"config file not found: {path}")
-        config = FairQueueConfig.from_yaml(file)
+        with _warnings_on_stderr():
+            config = FairQueueConfig.from_yaml(file)
         raw = _raw_yaml(file)
     else:
-        config = FairQueueConfig.from_dict({})
+        with _warnings_on_stderr():
+            config = FairQueueConfig.from_dict({})
     url = getattr(args, "url", None) or _env_url()
     if getattr(args, "cluster", False):
         config = attrs.evolve(config, redis=attrs.evolve(config.redis, cluster=True))
@@ -84,6 +104,19 @@ def load_config(args: argparse.Namespace, *, local_server: bool = True) -> FairQ
     if queue:
         config = attrs.evolve(config, queue=attrs.evolve(config.queue, name=queue))
     return config
+
+
+@contextlib.contextmanager
+def _warnings_on_stderr() -> Iterator[None]:
+    """The loader's warnings (a removed key: DeprecationWarning, which Python hides outside
+    ``__main__``) as ``fairque: warning: ...`` lines on stderr, each once."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            for text in dict.fromkeys(str(w.message) for w in caught):
+                sys.stderr.write(f"fairque: warning: {text}\n")
 
 
 def _env_url() -> str | None:

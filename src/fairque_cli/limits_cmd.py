@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 import attrs
 
-from fairque_cli.context import CliError, SubCommands, load_config, open_queue
+from fairque_cli.context import SubCommands, UsageError, load_config, open_queue
 from fairque_core.domain.errors import TaskValidationError
 from fairque_core.domain.limits import LIMIT_FIELDS, Limits, LimitStatus, check_changes
 
@@ -129,9 +129,9 @@ def _run_limits(args: argparse.Namespace, out: TextIO) -> int:
                 changes[name] = None if value is CLEAR else value
         if not changes:
             flags = ", ".join("--" + name.replace("_", "-") for name in LIMIT_FIELDS)
-            raise CliError(f"limits set needs at least one of {flags}")
+            raise UsageError(f"limits set needs at least one of {flags}")
     elif _given(args):  # show printed the status unchanged, as if the flags had been set
-        raise CliError(f"limits {args.action} takes no limit flags (use limits set)")
+        raise UsageError(f"limits {args.action} takes no limit flags (use limits set)")
     config = load_config(args)
     with open_queue(config) as queue:  # never applies the config's tenants (read or write)
         if args.action == "set":

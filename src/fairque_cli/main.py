@@ -16,9 +16,16 @@ from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO
 
 from fairque_cli.checks import check_queue, check_url
-from fairque_cli.context import CliError
+from fairque_cli.context import CliError, UsageError, error_name
 
-__all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_USAGE", "build_parser", "main"]
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_INTERRUPTED",
+    "EXIT_USAGE",
+    "build_parser",
+    "describe_error",
+    "main",
+]
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -26,7 +33,34 @@ EXIT_INTERRUPTED = 130
 _MAX_MESSAGE = 400
 
 
-def _common_options(defaults: bool) -> argparse.ArgumentParser:
+class _OneQueue(argparse.Action):
+    """``--queue`` once per command line (before or after the subcommand): a command serves
+    one queue, so a second ``--queue`` (which used to win silently) is a usage error.
+
+    ``seen`` is shared by the top-level parser and every subcommand's copy of the option
+    (argparse parses a subcommand's flags into a namespace of its own)."""
+
+    def __init__(self, *args: Any, seen: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.seen = seen
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        self.seen.append(str(values))
+        if len(self.seen) > 1:
+            parser.error(
+                f"--queue given {len(self.seen)} times ({', '.join(self.seen)}): a command "
+                "serves one queue"
+            )
+        setattr(namespace, self.dest, values)
+
+
+def _common_options(defaults: bool, queues: list[str]) -> argparse.ArgumentParser:
     """``--url``/``--queue``/``--config``, accepted before or after the subcommand."""
     parent = _Parser(add_help=False)
     default = None if defaults else argparse.SUPPRESS
@@ -38,7 +72,12 @@ def _common_options(defaults: bool) -> argparse.ArgumentParser:
         "shared local server: see `fairque server`)",
     )
     parent.add_argument(
-        "--queue", default=default, type=check_queue, help="queue name (default: the config's)"
+        "--queue",
+        default=default,
+        type=check_queue,
+        action=_OneQueue,
+        seen=queues,
+        help="queue name (default: the config's; given once)",
     )
     parent.add_argument(
         "--cluster",
@@ -76,17 +115,18 @@ def build_parser() -> argparse.ArgumentParser:
     from fairque_cli.server_cmd import add_server
     from fairque_cli.worker_cmd import add_worker
 
+    queues: list[str] = []  # every --queue of this command line (one allowed)
     parser = _Parser(
         prog="fairque",
         description="fairque: a multi-tenant fair task queue on Redis/Valkey.",
-        parents=[_common_options(defaults=True)],
+        parents=[_common_options(defaults=True, queues=queues)],
         epilog="Environment: FAIRQUE_REDIS_URL, FAIRQUE_CONFIG, FAIRQUE_<SECTION>__<KEY> "
         "(e.g. FAIRQUE_QUEUE__LEASE_SECONDS=10), FAIRQUE_DEBUG=1 for tracebacks.",
     )
     parser.add_argument("--version", action="version", version=f"fairque {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    common = _common_options(defaults=False)
+    common = _common_options(defaults=False, queues=queues)
     for add in (add_demo, add_server, add_worker, add_push, add_stats, add_dlq):
         add(_WithParents(sub, common))
     add_dashboard(_WithParents(sub, common))
@@ -112,7 +152,9 @@ class _WithParents:
 
     def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
         kwargs.setdefault("parents", [self._parent])
-        return self._sub.add_parser(name, **kwargs)
+        parser = self._sub.add_parser(name, **kwargs)
+        parser.set_defaults(usage_prog=parser.prog)  # what a UsageError names (main)
+        return parser
 
 
 def _one_line(text: str) -> str:
@@ -138,7 +180,7 @@ def describe_error(exc: BaseException) -> str:
         where = f" ({exc.path})" if exc.path and exc.path not in text else ""
         return f"bad configuration{where}: {text}"
     if isinstance(exc, RedisConnectionError):
-        return f"cannot reach the server: {text}"
+        return _connection_text(exc, text)
     if isinstance(exc, TaskValidationError):
         return text
     if isinstance(exc, TaskNotFoundError):
@@ -151,7 +193,35 @@ def describe_error(exc: BaseException) -> str:
     if isinstance(exc, OSError):
         filename = f" {exc.filename}" if exc.filename else ""
         return f"{exc.strerror or text}{filename}"
-    return f"{type(exc).__name__}: {text}"
+    return f"{error_name(exc)}: {text}"
+
+
+# The redis-py errors a RedisConnectionError wraps although the server answered: it refused
+# the login, or cannot take commands now (loading, read-only replica, cluster down).
+_ANSWERED = {
+    "AuthenticationError": "the server refused the login (check the URL's user and password)",
+    "AuthenticationWrongNumberOfArgsError": "the server refused the login",
+    "AuthorizationError": "the server refused the login (check the URL's user and password)",
+    "BusyLoadingError": "the server is loading its data set; try again shortly",
+}
+
+
+def _connection_text(exc: BaseException, text: str) -> str:
+    """A RedisConnectionError's line: "cannot reach the server" only when the connection is
+    the problem (refused, timed out, broken), not when the server answered with a refusal."""
+    from fairque_core.domain.errors import OutcomeUnknownError
+
+    cause: BaseException | None = exc
+    while cause is not None:
+        advice = _ANSWERED.get(type(cause).__name__)
+        if advice is not None and type(cause).__module__.startswith("redis"):
+            return f"{advice}: {text}"
+        cause = cause.__cause__ or cause.__context__
+    if isinstance(exc, OutcomeUnknownError) or "cannot take" in text:
+        return text  # says itself what happened (a broken connection, a busy server)
+    if type(exc).__module__.startswith("fairque_redis.servers"):
+        return text  # the local server could not start: its message says why
+    return f"cannot reach the server: {text}"
 
 
 def _is_user_error(exc: BaseException) -> bool:
@@ -170,6 +240,10 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args, out)
+    except UsageError as exc:  # like argparse's: the command's name, exit 2
+        prog = getattr(args, "usage_prog", None) or "fairque"
+        sys.stderr.write(f"{prog}: error: {_one_line(str(exc))} (see: {prog} --help)\n")
+        return EXIT_USAGE
     except KeyboardInterrupt:
         sys.stderr.write("fairque: interrupted\n")
         return EXIT_INTERRUPTED

@@ -19,7 +19,9 @@ from fairque_cli.checks import non_negative_int, tenant_page
 from fairque_cli.context import (
     CliError,
     SubCommands,
+    UsageError,
     describe_target,
+    error_name,
     load_config,
     open_queue,
 )
@@ -80,7 +82,7 @@ def _run_queues(args: argparse.Namespace, out: TextIO) -> int:
             except RedisConnectionError:
                 raise
             except FairQueueError as exc:  # one damaged queue: listed as such, not fatal
-                rows.append({"queue": name, "error": f"{type(exc).__name__}: {exc}"})
+                rows.append({"queue": name, "error": f"{error_name(exc)}: {exc}"})
     if args.json:
         return _dump(out, rows)
     unreadable = [row for row in rows if "error" in row]
@@ -165,25 +167,27 @@ def _limits_cell(limits: Mapping[str, float] | None) -> str:
 
 
 def _run_tenant(args: argparse.Namespace, out: TextIO) -> int:
-    config = load_config(args)
     if args.action == "apply":
         if args.tenant is not None or args.value is not None:  # they were silently ignored
-            raise CliError("tenant apply takes no TENANT or VALUE: it applies the config's")
-        with open_queue(config, apply_tenants=True) as queue:
+            raise UsageError("tenant apply takes no TENANT or VALUE: it applies the config's")
+        with open_queue(load_config(args), apply_tenants=True) as queue:
             table = queue.config.tenant_weight_table()
         if args.json:
             return _dump(out, {t: {"weight": w, "tier": k} for t, (w, k) in table.items()})
         out.write(f"applied the weights and tiers of {len(table)} tenant(s) from the config\n")
         return 0
     if not args.tenant or args.value is None:
-        raise CliError(f"tenant {args.action} needs a TENANT and a VALUE")
-    with open_queue(config) as queue:
+        raise UsageError(f"tenant {args.action} needs a TENANT and a VALUE")
+    # checked before the server is asked: a bad value is a usage error (exit 2)
+    new_weight = _positive_weight(args.value) if args.action == "set-weight" else None
+    new_tier = _tier(args.value) if args.action == "set-tier" else None
+    with open_queue(load_config(args)) as queue:
         [(weight, tier)] = queue.get_tenant_weights([args.tenant]).values()
-        if args.action == "set-weight":
-            weight = _positive_weight(args.value)
-        else:
-            tier = _tier(args.value)
-        queue.set_tenant_weight(args.tenant, weight, tier=tier)
+        queue.set_tenant_weight(
+            args.tenant,
+            weight if new_weight is None else new_weight,
+            tier=tier if new_tier is None else new_tier,
+        )
         [(weight, tier)] = queue.get_tenant_weights([args.tenant]).values()
     if args.json:
         return _dump(out, {"tenant": args.tenant, "weight": weight, "tier": tier})
@@ -195,9 +199,9 @@ def _positive_weight(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise CliError(f"WEIGHT must be a number, got {text!r}") from None
+        raise UsageError(f"WEIGHT must be a number, got {text!r}") from None
     if not MIN_WEIGHT <= value <= MAX_WEIGHT:
-        raise CliError(f"WEIGHT must be in [{MIN_WEIGHT:g}, {MAX_WEIGHT:g}], got {text}")
+        raise UsageError(f"WEIGHT must be in [{MIN_WEIGHT:g}, {MAX_WEIGHT:g}], got {text}")
     return value
 
 
@@ -205,9 +209,9 @@ def _tier(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise CliError(f"TIER must be an integer, got {text!r}") from None
+        raise UsageError(f"TIER must be an integer, got {text!r}") from None
     if not 0 <= value <= MAX_TIER_RANK:
-        raise CliError(f"TIER must be in [0, {MAX_TIER_RANK}], got {value}")
+        raise UsageError(f"TIER must be in [0, {MAX_TIER_RANK}], got {value}")
     return value
 
 
@@ -216,9 +220,9 @@ def _tier(text: str) -> int:
 
 def _run_purge(args: argparse.Namespace, out: TextIO) -> int:
     if bool(args.tenant) == bool(args.all):
-        raise CliError("name one --tenant T, or pass --all --yes to purge every tenant")
+        raise UsageError("name one --tenant T, or pass --all --yes to purge every tenant")
     if args.all and not args.yes:
-        raise CliError("purge --all cancels every waiting task of the queue: add --yes")
+        raise UsageError("purge --all cancels every waiting task of the queue: add --yes")
     config = load_config(args)
     with open_queue(config) as queue:
         count = queue.purge_all() if args.all else queue.purge_tenant(args.tenant)
@@ -358,8 +362,9 @@ def add_operator_commands(sub: SubCommands) -> None:
         "tenants",
         help="a page of tenants: weight, tier, depth",
         description="List the tenants the queue has seen (first-push order), a page at a "
-        "time, with their weight, tier and depth. The limits column shows '-' until "
-        "per-tenant flow control exists.",
+        "time, with their weight, tier and depth (ready, scheduled, leased) and their own "
+        "flow-control limits (max_running, rate, burst, max_queued; '-' when none is set: "
+        "fairque limits show TENANT adds its tier's defaults).",
     )
     p.add_argument(
         "--limit",

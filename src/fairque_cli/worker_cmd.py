@@ -21,6 +21,7 @@ from fairque_cli.context import (
     SubCommands,
     add_tenant_flag,
     describe_target,
+    error_name,
     load_config,
     open_queue,
     split_ids,
@@ -65,7 +66,7 @@ def load_handler(spec: str) -> TaskHandler:
         raise CliError(f"cannot import handler module {module_name!r}: {exc}") from None
     except (Exception, SystemExit) as exc:  # the user's module failed at import: its error
         raise CliError(
-            f"cannot import handler module {module_name!r}: {type(exc).__name__}: {exc}"
+            f"cannot import handler module {module_name!r}: {error_name(exc)}: {exc}"
         ) from exc
     if not attr:
         if not len(_default_registry):
@@ -92,7 +93,7 @@ def _as_handler(target: Any, spec: str, *, call: bool) -> TaskHandler:
         try:
             return target()
         except (Exception, SystemExit) as exc:  # the user's constructor failed: its error
-            raise CliError(f"cannot create handler {spec}: {type(exc).__name__}: {exc}") from exc
+            raise CliError(f"cannot create handler {spec}: {error_name(exc)}: {exc}") from exc
     if isinstance(target, TaskFunction):
         raise CliError(
             f"{spec} is a single @task function; name its TaskRegistry (or the module) instead"
@@ -101,7 +102,7 @@ def _as_handler(target: Any, spec: str, *, call: bool) -> TaskHandler:
         try:
             made = target()
         except (Exception, SystemExit) as exc:  # the user's factory failed: its error
-            raise CliError(f"cannot create handler {spec}: {type(exc).__name__}: {exc}") from exc
+            raise CliError(f"cannot create handler {spec}: {error_name(exc)}: {exc}") from exc
         return _as_handler(made, spec, call=False)
     raise CliError(
         f"{spec} is a {type(target).__name__}, not a TaskHandler, TaskHandler subclass "

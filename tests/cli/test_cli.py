@@ -169,8 +169,8 @@ def test_dlq_list_requeue_purge(
     code, out = cli(*base, "dlq", "list", "--type", "poisoned")
     assert "no entries of type poisoned" in out
 
-    code, out = cli(*base, "dlq", "requeue")  # neither ids nor --all: refused
-    assert code == 1
+    code, out = cli(*base, "dlq", "requeue")  # neither ids nor --all: a usage error
+    assert code == 2
     assert "--all" in capsys.readouterr().err
 
     code, out = cli(*base, "dlq", "requeue", "--id", first)
@@ -208,11 +208,12 @@ def test_dlq_list_by_id_finds_an_entry_past_the_first_page_and_conflicts_are_ref
     capsys.readouterr()
     for flags in (["purge", "--id", first, "--all"], ["purge", "--all", "--type", "failed"]):
         code, _ = cli(*base, "dlq", *flags)
-        assert code == 1
+        assert code == 2
         assert "--all takes every entry" in capsys.readouterr().err
-    code, _ = cli(*base, "dlq", "list", "--all")
-    assert code == 1
-    assert "--all is for requeue and purge" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:  # list has no --all: argparse refuses it
+        cli(*base, "dlq", "list", "--all")
+    assert info.value.code == 2
+    assert "unrecognized arguments: --all" in capsys.readouterr().err
     code, _ = cli(*base, "dlq", "list", "--offset", "99999999999999999999")
     assert code == 1
     err = capsys.readouterr().err

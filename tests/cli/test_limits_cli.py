@@ -108,9 +108,9 @@ def test_bad_tenant_and_missing_flags_are_one_line_errors(
     assert "invalid tenant 'a b'" in err
     assert err.count("\n") == 1
     assert cli(*base, "limits", "show", "{x}")[0] == 1
-    assert cli(*base, "limits", "set", "acme")[0] == 1
+    assert cli(*base, "limits", "set", "acme")[0] == 2  # a usage error
     assert "needs at least one of --max-running" in capsys.readouterr().err
-    assert cli(*base, "limits", "clear", "acme", "--rate", "2")[0] == 1
+    assert cli(*base, "limits", "clear", "acme", "--rate", "2")[0] == 2
 
 
 def test_config_limits_only_written_by_apply(
@@ -163,5 +163,5 @@ def test_show_refuses_limit_flags(
 ) -> None:
     """``show`` with a flag printed the status unchanged, as if the flag had been set."""
     code, _ = cli(*base, "limits", "show", "acme", "--max-running", "3")
-    assert code == 1
+    assert code == 2  # a usage error
     assert "limits show takes no limit flags" in capsys.readouterr().err

@@ -19,7 +19,8 @@ import redis
 from fairque_cli.main import build_parser, main
 from fairque_cli.worker_cmd import default_worker_id
 from fairque_core import Priority, Task
-from fairque_redis import connect, dev_server
+from fairque_redis import connect
+from fairque_redis.servers import dev_server
 
 from .conftest import REPO, child_env, run_cli, run_cli_here
 

@@ -141,7 +141,7 @@ def test_tenants_weights_tiers_depth_and_paging(server_url, queue_name, queue):
         cli(*base, "tenants", "--limit", "1001")
     assert info.value.code == 2
     code, _ = cli(*base, "tenant", "set-weight", "bob", "-1")
-    assert code == 1
+    assert code == 2  # a bad value: a usage error
 
 
 def test_tenant_apply_writes_the_config(server_url, queue_name, queue, tmp_path: Path):
@@ -163,14 +163,14 @@ def test_purge_a_tenant_and_all(server_url, queue_name, queue):
     assert all(queue.get_state(t) is TaskState.CANCELED for t in alice)
     assert all(queue.get_state(t) is TaskState.QUEUED for t in bob)
     code, text = cli(*base, "purge", "--all")
-    assert code == 1  # needs --yes; nothing changed
+    assert code == 2  # needs --yes (a usage error); nothing changed
     assert queue.get_stats()["ready"] == 2
     code, text = cli(*base, "purge", "--all", "--yes")
     assert code == 0
     assert "purged 2 waiting tasks" in text
     stats = queue.get_stats()
     assert (stats["ready"], stats["canceled"]) == (0, 6)
-    assert cli(*base, "purge")[0] == 1
+    assert cli(*base, "purge")[0] == 2
 
 
 def test_task_show_and_cancel(server_url, queue_name, queue):
@@ -230,5 +230,5 @@ def test_a_user_without_the_registry_key_still_pushes(server_url, queue_name, ca
 def test_tenant_apply_refuses_a_tenant_or_a_value(server_url, queue_name, capsys):
     """``tenant apply t1 5`` applied the config's table and ignored both arguments."""
     code, _ = cli("--url", server_url, "--queue", queue_name, "tenant", "apply", "t1", "5")
-    assert code == 1
+    assert code == 2
     assert "tenant apply takes no TENANT or VALUE" in capsys.readouterr().err

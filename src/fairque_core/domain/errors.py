@@ -15,6 +15,7 @@ __all__ = [
     "BackendOutOfMemoryError",
     "BackendPermissionError",
     "ConfigurationError",
+    "DLQEntryNotFoundError",
     "DamagedKeyError",
     "DependencyCycleError",
     "DomainError",
@@ -216,6 +217,16 @@ class TaskNotFoundError(FairQueueError, KeyError):
 
     def __str__(self) -> str:
         return f"no task with id {self.task_id!r}"
+
+
+class DLQEntryNotFoundError(FairQueueError, LookupError):
+    """``requeue_dlq``/``purge_dlq`` named ids that are not in the dead-letter queue
+    (``entry_ids``, in the order given); nothing was requeued or purged."""
+
+    def __init__(self, entry_ids: list[str]) -> None:
+        self.entry_ids = entry_ids
+        shown = ", ".join(entry_ids[:5]) + (" ..." if len(entry_ids) > 5 else "")
+        super().__init__(f"not in the dead-letter queue: {shown} (nothing was changed)")
 
 
 class ConfigurationError(FairQueueError, ValueError):

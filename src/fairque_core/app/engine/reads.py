@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from fairque_core.app.engine.arguments import check_entry_ids, check_failure_type, check_tenants
 from fairque_core.app.engine.messages import decode_message, decode_result
 from fairque_core.domain.enums import FailureType, TaskState
+from fairque_core.domain.errors import DLQEntryNotFoundError
 from fairque_core.domain.models import DLQEntry, Task
 from fairque_core.domain.tenant_figures import TenantFairness, check_figure_tenants
 from fairque_core.domain.validation import check_tenant_page
@@ -93,7 +94,26 @@ class ReadMixin(MixinHost):
         return self._backend.list_dlq(limit=limit, offset=offset, failure_type=wanted)
 
     def requeue_dlq(self, entry_ids: Sequence[str] | None = None) -> int:
-        return self._backend.requeue_dlq(check_entry_ids(entry_ids))
+        """Put DLQ entries (all with None) back in their tenant's queue with a fresh retry
+        budget; returns how many were requeued.
+
+        Named ids are checked first: one that is not in the DLQ raises
+        :class:`~fairque_core.domain.errors.DLQEntryNotFoundError` (naming them) and nothing
+        is requeued. An entry another client requeues or purges between the check and the
+        requeue is skipped (the count tells)."""
+        ids = check_entry_ids(entry_ids)
+        self._check_in_dlq(ids)
+        return self._backend.requeue_dlq(ids)
 
     def purge_dlq(self, entry_ids: Sequence[str] | None = None) -> int:
-        return self._backend.purge_dlq(check_entry_ids(entry_ids))
+        """Delete DLQ entries (all with None); returns how many were deleted. Named ids are
+        checked first, as by :meth:`requeue_dlq` (DLQEntryNotFoundError, nothing purged)."""
+        ids = check_entry_ids(entry_ids)
+        self._check_in_dlq(ids)
+        return self._backend.purge_dlq(ids)
+
+    def _check_in_dlq(self, ids: list[str] | None) -> None:
+        """DLQEntryNotFoundError unless every id is a DLQ entry (a task in state FAILED)."""
+        missing = [i for i in ids or () if self._backend.get_state(i) is not TaskState.FAILED]
+        if missing:
+            raise DLQEntryNotFoundError(missing)
