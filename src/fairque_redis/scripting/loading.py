@@ -90,13 +90,11 @@ class LibraryState:
         self.on = True
         self.loads = 0  # FUNCTION LOADs sent (the load generation)
         self.lock = lock
-        self.refusal: str | None = None
 
     def refuse(self, exc: BaseException) -> None:
         """Turn functions off for this client (the server or its ACL refused them)."""
         if self.on:
             self.on = False
-            self.refusal = str(exc)
             log.warning(
                 "the server refuses Redis Functions (%s); fairque runs its scripts with "
                 "EVALSHA on this client (grant +fcall and +function|load to use functions, "

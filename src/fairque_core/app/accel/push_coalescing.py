@@ -65,9 +65,8 @@ class PushCoalescer:
         self._busy: asyncio.AbstractEventLoop | None = None
         self._waiting: list[tuple[Message, asyncio.Future[_Outcome]]] = []
         self._drainer: asyncio.Task[None] | None = None
-        #: group calls made (a leader's own call is not one) and the pushes they carried
+        #: group calls made (a leader's own call is not one)
         self.groups = 0
-        self.grouped = 0
 
     async def push(self, task: Task, message: Message) -> AsyncTaskHandle:
         """Store ``task`` (already encoded as ``message``); its handle, or its own error."""
@@ -141,7 +140,6 @@ class PushCoalescer:
 
     async def _send(self, messages: list[Message], futures: list[asyncio.Future[_Outcome]]) -> None:
         self.groups += 1
-        self.grouped += len(messages)
         answers: Sequence[_Outcome | Exception]
         try:
             answers = await self._queue._send_each(messages, intake=self._intake)
