@@ -32,8 +32,8 @@ from fairque_core.domain.errors import (
     TaskValidationError,
 )
 from fairque_core.domain.models import Task
-from fairque_core.domain.validation import check_xcom_key
 from fairque_core.domain.outcomes import RETURN_VALUE
+from fairque_core.domain.validation import check_xcom_key
 
 __all__ = [
     "TaskContext",
