@@ -9,6 +9,7 @@ its function does (the functions only call it): every bad input is a FairQueueEr
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -37,7 +38,7 @@ _SEQUENCES = st.one_of(
     st.lists(_TASKS, max_size=4),
     st.lists(_ITEMS, max_size=4),
     st.lists(_TASKS, max_size=4).map(tuple),
-    st.lists(_TASKS, max_size=3).map(lambda ts: iter(ts)),
+    st.lists(_TASKS, max_size=3).map(iter),
     _JUNK,
     _TASKS,
 )
@@ -74,7 +75,8 @@ def test_chord_built_directly_raises_only_typed_errors(members: Any, callback: A
     made = _only_typed(Chord, members, callback)
     if made is not None:
         ids = made.group.task_ids
-        assert ids and made.callback.depends_on[: len(ids)] == tuple(ids)
+        assert ids
+        assert made.callback.depends_on[: len(ids)] == tuple(ids)
         assert made.callback.headers[INJECT_HEADER] == f"chord:{len(ids)}"
         assert len({t.tenant for t in made.tasks}) == 1
 
@@ -84,7 +86,7 @@ def test_chain_built_directly_raises_only_typed_errors(items: Any) -> None:
     made = _only_typed(Chain, items)
     if made is not None:
         steps = made.tasks
-        for before, step in zip(steps, steps[1:]):
+        for before, step in itertools.pairwise(steps):
             assert step.depends_on[0] == before.task_id
             assert step.headers[INJECT_HEADER] == "chain"
 

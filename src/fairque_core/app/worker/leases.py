@@ -170,19 +170,19 @@ class LeaseSteps:
                     self._outage(exc)
                 raise
             self._settle(ack, flags)
-        server = [exc for _, exc in refusals if isinstance(exc, BackendError)]
+        server = [why for _, why in refusals if isinstance(why, BackendError)]
         if len(acks) > 1 and len(server) == len(acks):
             self._acks[:0] = acks
             self._outage(error)
-        for slot, exc in refusals:
+        for slot, why in refusals:
             logger.error(
                 "worker %s: the queue refused the finish of task %s (%s: %s); failing it",
                 self.config.id,
                 slot.task.task_id,
-                type(exc).__name__,
-                exc,
+                type(why).__name__,
+                why,
             )
-            self._fails.append((slot, exc))
+            self._fails.append((slot, why))
 
     def _settle(self, ack: act.Ack, flags: Sequence[bool]) -> None:
         for slot, ok in zip(ack.slots, flags, strict=True):
