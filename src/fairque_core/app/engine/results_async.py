@@ -204,7 +204,7 @@ class AsyncResultMixin(MixinHost):
             data = content_type.encode() + _XCOM_SEPARATOR + bytes(body)
         except Exception as exc:
             raise TaskSerializationError(
-                f"xcom[{key!r}] of task {task.task_id} cannot be encoded: {exc}"
+                f"xcom[{key}] of task {task.task_id} cannot be encoded: {exc}"
             ) from exc
         if len(data) > self._config.max_payload_bytes:
             raise XComTooLargeError(key, len(data), self._config.max_payload_bytes)
