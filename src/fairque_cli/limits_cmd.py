@@ -21,6 +21,7 @@ import attrs
 from fairque_cli.context import SubCommands, UsageError, load_config, open_queue
 from fairque_core.domain.errors import TaskValidationError
 from fairque_core.domain.limits import LIMIT_FIELDS, Limits, LimitStatus, check_changes
+from fairque_core.domain.validation import validate_id
 
 __all__ = ["add_limits", "limits_text"]
 
@@ -132,6 +133,10 @@ def _run_limits(args: argparse.Namespace, out: TextIO) -> int:
             raise UsageError(f"limits set needs at least one of {flags}")
     elif _given(args):  # show printed the status unchanged, as if the flags had been set
         raise UsageError(f"limits {args.action} takes no limit flags (use limits set)")
+    try:  # never the queue-wide limits: a tenant id that is not one is refused here
+        validate_id(args.tenant, "tenant")
+    except TaskValidationError as exc:
+        raise UsageError(str(exc)) from exc
     config = load_config(args)
     with open_queue(config) as queue:  # never applies the config's tenants (read or write)
         if args.action == "set":

@@ -33,6 +33,7 @@ from fairque_core.domain.errors import (
 )
 from fairque_core.domain.models import Task
 from fairque_core.domain.outcomes import RETURN_VALUE
+from fairque_core.domain.validation import check_xcom_key
 
 __all__ = [
     "TaskContext",
@@ -81,9 +82,12 @@ class TaskContext:
         in one step), for the result TTL. The value is encoded now with the queue's codec:
         an unencodable value is a TaskSerializationError, one over the cap an
         XComTooLargeError, both naming the key. ``return_value`` is the task's result: set
-        it by returning."""
+        it by returning. A key that is no str of 1 to 256 characters, or holds a lone
+        surrogate (which no server can store), is a TaskValidationError (``field`` is
+        ``xcom key``), raised here in the handler: it never reaches the task's finish."""
         if not isinstance(key, str) or not key or len(key) > 256:
             raise TaskValidationError("xcom key", key, "must be a str of 1 to 256 characters")
+        check_xcom_key(key, "xcom key")
         if key == RETURN_VALUE:
             raise TaskValidationError("xcom key", key, "is the result: return the value")
         queue = self._require_queue()

@@ -36,6 +36,7 @@ __all__ = [
     "check_xcom_key",
     "id_fullmatch",
     "is_digits",
+    "is_utf8",
     "is_valid_id",
     "validate_id",
     "validate_queue_name",
@@ -148,10 +149,23 @@ def is_digits(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
-def check_xcom_key(key: object) -> str:
-    """An XCom key of a read: a non-empty str (every backend refuses the same keys)."""
+def is_utf8(text: str) -> bool:
+    """``text`` encodes to UTF-8: no lone surrogate (``"\\ud800"``), which a str may hold
+    but no server can store (the client's encoder raises on it)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_xcom_key(key: object, field: str = "key") -> str:
+    """An XCom key: a non-empty str that encodes to UTF-8 (every backend refuses the same
+    keys; a lone surrogate, which no server stores, is refused before any I/O)."""
     if not isinstance(key, str) or not key:
-        raise TaskValidationError("key", key, "must be a non-empty str")
+        raise TaskValidationError(field, key, "must be a non-empty str")
+    if not is_utf8(key):
+        raise TaskValidationError(field, key, "must encode to UTF-8 (no lone surrogates)")
     return key
 
 

@@ -25,6 +25,7 @@ from fairque_core.app.engine.arguments import (
 from fairque_core.app.engine.messages import encode_result
 from fairque_core.domain.errors import LeaseLostError, NotReplicatedError
 from fairque_core.domain.models import Task
+from fairque_core.domain.validation import check_xcom_key
 from fairque_core.ports import FinishItem
 
 if TYPE_CHECKING:  # the engine's members used here (MixinHost), a base for mypy only
@@ -33,6 +34,16 @@ else:
     MixinHost = object
 
 __all__ = ["AsyncAckMixin"]
+
+
+def _pushed(task: Task) -> dict[str, bytes]:
+    """The XCom values ``task``'s handler pushed, their keys checked again (the context
+    checks them as they enter): a key no server can store is a TaskValidationError before
+    any write, for this task alone in a batch (the worker finishes the others, ADR 40)."""
+    xcom = context.pushed(task)
+    for key in xcom:
+        check_xcom_key(key, "xcom key")
+    return xcom
 
 
 class AsyncAckMixin(MixinHost):
@@ -50,7 +61,7 @@ class AsyncAckMixin(MixinHost):
         lease = lease_of(task)
         run_seconds = check_run_seconds(run_seconds)
         body = encode_result(task.task_id, result, self._config.max_payload_bytes)
-        xcom = context.pushed(task)  # the handler's XCom values, stored in the same step
+        xcom = _pushed(task)  # the handler's XCom values, stored in the same step
         try:
             if xcom:
                 await self._backend.finish(task.task_id, lease.token, body, xcom)
@@ -149,7 +160,7 @@ class AsyncAckMixin(MixinHost):
             body = encode_result(task.task_id, result, self._config.max_payload_bytes)
             if task.lease is None:
                 continue
-            xcom = context.pushed(task)  # the handler's XCom values, stored in the same step
+            xcom = _pushed(task)  # the handler's XCom values, stored in the same step
             if xcom:
                 entries.append((task.task_id, task.lease.token, body, xcom))
             else:

@@ -460,6 +460,7 @@ class AsyncFairQueue(
             return None
 
     async def set_tenant_weight(self, tenant: str, weight: float, *, tier: int = 0) -> None:
+        tenant = validate_id(tenant, "tenant")
         await self._backend.set_tenant_weight(tenant, weight, tier=tier)
 
     async def set_tenant_limits(
@@ -472,7 +473,9 @@ class AsyncFairQueue(
         max_queued: int | None = None,
     ) -> None:
         """Set ``tenant``'s own limits (ADR 28); a field left None keeps its value. The tenant
-        need not exist yet; its id must be valid. Takes effect at once."""
+        need not exist yet; its id must be valid (None or another non-str is a TaskTypeError,
+        never the queue-wide limits). Takes effect at once."""
+        tenant = validate_id(tenant, "tenant")
         given = {"max_running": max_running, "rate": rate, "burst": burst}
         given["max_queued"] = max_queued
         changes = {name: value for name, value in given.items() if value is not None}
@@ -482,21 +485,22 @@ class AsyncFairQueue(
         """``tenant``'s limits (own, and in force with its tier's defaults) and where it
         stands: running, queued, capped, next start time and tokens, cap hits, throttles,
         refusals."""
-        return await self._backend.limit_status(tenant)
+        return await self._backend.limit_status(validate_id(tenant, "tenant"))
 
     async def clear_tenant_limits(self, tenant: str) -> None:
         """Drop every limit of ``tenant``'s own (its tier's defaults still apply)."""
+        tenant = validate_id(tenant, "tenant")
         await self._backend.set_limits(dict.fromkeys(LIMIT_FIELDS), tenant=tenant)
 
     async def pause(self, tenant: str | None = None) -> None:
         """Stop claims serving ``tenant`` (or, None, anything of the queue) from the next claim
         on; pushes are still accepted and running tasks run to their end."""
-        await self._backend.pause(tenant)
+        await self._backend.pause(None if tenant is None else validate_id(tenant, "tenant"))
 
     async def resume(self, tenant: str | None = None) -> None:
         """Undo :meth:`pause`; a resumed tenant is served again like a newcomer, with no
         credit for the time it was paused."""
-        await self._backend.resume(tenant)
+        await self._backend.resume(None if tenant is None else validate_id(tenant, "tenant"))
 
     async def is_paused(self, tenant: str | None = None) -> bool:
         """Whether ``tenant`` (its own flag) or, None, the queue is paused."""

@@ -196,11 +196,11 @@ class ResultMixin(MixinHost):
         stub = Task(task_id=task.task_id, tenant=task.tenant, payload={_XCOM_FIELD: value})
         try:
             body, content_type = self._plugins.encode(stub)
+            data = content_type.encode() + _XCOM_SEPARATOR + bytes(body)
         except Exception as exc:
             raise TaskSerializationError(
                 f"xcom[{key}] of task {task.task_id} cannot be encoded: {exc}"
             ) from exc
-        data = content_type.encode() + _XCOM_SEPARATOR + bytes(body)
         if len(data) > self._config.max_payload_bytes:
             raise XComTooLargeError(key, len(data), self._config.max_payload_bytes)
         return data

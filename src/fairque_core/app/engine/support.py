@@ -159,8 +159,15 @@ def require_lease(task: Task) -> Lease:
     return task.lease
 
 
+def storable(text: str) -> str:
+    """``text`` with what UTF-8 cannot encode (a lone surrogate, which a str may hold but no
+    server stores) spelled as a backslash escape: a failure's reason that raised in the
+    client's encoder refused the task's fail, again at every try."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def describe(error: BaseException) -> str:
-    text = f"{type(error).__name__}: {error}"
+    text = storable(f"{type(error).__name__}: {error}")
     return text if len(text) <= 500 else text[:497] + "..."
 
 
@@ -171,7 +178,7 @@ def decide(host: PluginHostLike, task: Task, error: BaseException) -> Decision:
     chosen = host.retry_decide(task, error, task.retry_count + 1)
     delay = chosen.retry_delay
     failure_type = chosen.failure_type
-    reason = chosen.reason or describe(error)
+    reason = storable(chosen.reason) if chosen.reason else describe(error)
     if delay is not None:
         delay = max(0.0, float(delay))
     if not isinstance(failure_type, FailureType):

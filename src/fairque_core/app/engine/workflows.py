@@ -80,11 +80,28 @@ def check_workflow(value: object, kind: type[Group | Chord | Chain]) -> tuple[Ta
     return tasks
 
 
+def _group_tasks(items: object) -> tuple[Task, ...]:
+    members = _tasks(items, "group")  # type: ignore[arg-type]  # checked there
+    ids = [t.task_id for t in members]
+    if len(set(ids)) != len(ids):
+        raise TaskValidationError("group", ids, "task ids must differ")
+    return members
+
+
+def _as_group(members: object) -> Group:
+    return members if isinstance(members, Group) else Group(members)
+
+
+def _chain_tasks(items: object) -> tuple[Task, ...]:
+    return _tasks(items, "chain")  # type: ignore[arg-type]  # checked there
+
+
 @attrs.frozen
 class Group:
-    """Tasks pushed together, each running on its own."""
+    """Tasks pushed together, each running on its own (ids must differ). Built directly or
+    with :func:`group`: the same checks, typed errors (TaskTypeError, TaskValidationError)."""
 
-    tasks: tuple[Task, ...]
+    tasks: tuple[Task, ...] = attrs.field(converter=_group_tasks)
 
     @property
     def task_ids(self) -> list[str]:
@@ -93,10 +110,36 @@ class Group:
 
 @attrs.frozen
 class Chord:
-    """A group and a callback that runs once after every member finished."""
+    """A group and a callback that runs once after every member finished.
 
-    group: Group
+    Built directly or with :func:`chord`, the callback is wired to wait for the members
+    (issue 34: a hand-built chord's callback ran at once); a callback wired already (a chord
+    rebuilt from another's parts, ``attrs.evolve``) is kept as it is."""
+
+    group: Group = attrs.field(converter=_as_group)
     callback: Task
+
+    def __attrs_post_init__(self) -> None:
+        members, callback = self.group.tasks, self.callback
+        if not members:
+            raise TaskValidationError("group", [], "a chord needs at least one member task")
+        if not isinstance(callback, Task):
+            raise TaskTypeError("callback", callback, "must be a fairque_core.Task")
+        ids = self.group.task_ids
+        if callback.task_id in ids:
+            raise TaskValidationError("callback", callback.task_id, "is also a member of the group")
+        _one_tenant((*members, callback), "chord")
+        inject = f"chord:{len(members)}"
+        if callback.headers.get(INJECT_HEADER) == inject and list(
+            callback.depends_on[: len(ids)]
+        ) == list(ids):
+            return  # wired already
+        wired = attrs.evolve(
+            callback,
+            depends_on=(*ids, *callback.depends_on),
+            headers={**callback.headers, INJECT_HEADER: inject},
+        )
+        object.__setattr__(self, "callback", wired)
 
     @property
     def tasks(self) -> tuple[Task, ...]:
@@ -105,54 +148,47 @@ class Chord:
 
 @attrs.frozen
 class Chain:
-    """Tasks run one after the other, each given the result of the one before."""
+    """Tasks run one after the other, each given the result of the one before.
 
-    tasks: tuple[Task, ...]
+    Built directly or with :func:`chain`, each step is wired to wait for the one before (a
+    step wired already is kept as it is)."""
+
+    tasks: tuple[Task, ...] = attrs.field(converter=_chain_tasks)
+
+    def __attrs_post_init__(self) -> None:
+        tasks = self.tasks
+        if not tasks:
+            raise TaskValidationError("chain", [], "a chain needs at least one task")
+        if len({t.task_id for t in tasks}) != len(tasks):
+            raise TaskValidationError("chain", [t.task_id for t in tasks], "task ids must differ")
+        _one_tenant(tasks, "chain")
+        out = [tasks[0]]
+        for step in tasks[1:]:
+            before = out[-1].task_id
+            if step.headers.get(INJECT_HEADER) == "chain" and list(step.depends_on[:1]) == [before]:
+                out.append(step)  # wired already
+                continue
+            out.append(
+                attrs.evolve(
+                    step,
+                    depends_on=(before, *step.depends_on),
+                    headers={**step.headers, INJECT_HEADER: "chain"},
+                )
+            )
+        object.__setattr__(self, "tasks", tuple(out))
 
 
 def group(tasks: Iterable[Task]) -> Group:
     """A group of ``tasks`` (ids must differ)."""
-    members = _tasks(tasks, "group")
-    ids = [t.task_id for t in members]
-    if len(set(ids)) != len(ids):
-        raise TaskValidationError("group", ids, "task ids must differ")
-    return Group(members)
+    return Group(tasks)
 
 
 def chord(members: Group | Sequence[Task], callback: Task) -> Chord:
     """``callback`` after every task of ``members``; TaskValidationError (field ``group``)
     for an empty group: a callback with nothing to wait for is almost surely a mistake."""
-    built = members if isinstance(members, Group) else group(members)
-    if not built.tasks:
-        raise TaskValidationError("group", [], "a chord needs at least one member task")
-    if not isinstance(callback, Task):
-        raise TaskTypeError("callback", callback, "must be a fairque_core.Task")
-    if callback.task_id in built.task_ids:
-        raise TaskValidationError("callback", callback.task_id, "is also a member of the group")
-    _one_tenant((*built.tasks, callback), "chord")
-    wired = attrs.evolve(
-        callback,
-        depends_on=(*built.task_ids, *callback.depends_on),
-        headers={**callback.headers, INJECT_HEADER: f"chord:{len(built.tasks)}"},
-    )
-    return Chord(built, wired)
+    return Chord(members, callback)
 
 
 def chain(*steps: Task) -> Chain:
     """``steps`` one after another, each depending on (and given the result of) the last."""
-    tasks = _tasks(steps, "chain")
-    if not tasks:
-        raise TaskValidationError("chain", [], "a chain needs at least one task")
-    if len({t.task_id for t in tasks}) != len(tasks):
-        raise TaskValidationError("chain", [t.task_id for t in tasks], "task ids must differ")
-    _one_tenant(tasks, "chain")
-    out = [tasks[0]]
-    for step in tasks[1:]:
-        out.append(
-            attrs.evolve(
-                step,
-                depends_on=(out[-1].task_id, *step.depends_on),
-                headers={**step.headers, INJECT_HEADER: "chain"},
-            )
-        )
-    return Chain(tuple(out))
+    return Chain(steps)

@@ -20,8 +20,11 @@ from fairque_core.app.worker.pacing import Backoff
 from fairque_core.domain.errors import (
     BackendError,
     LeaseLostError,
+    LuaScriptError,
     QueueClosedError,
+    ScriptContractError,
     TaskSerializationError,
+    TaskValidationError,
     UnknownTaskError,
 )
 from fairque_core.settings.config import WorkerConfig
@@ -34,6 +37,7 @@ __all__ = [
     "LeaseSteps",
     "Outage",
     "Steps",
+    "refused",
 ]
 
 logger = logging.getLogger("fairque.worker")
@@ -49,6 +53,16 @@ REAPER_LIMIT = 100
 
 class Outage(Exception):
     """A queue call failed: the rest of this cycle's queue work is skipped."""
+
+
+def refused(exc: BaseException) -> bool:
+    """Whether ``exc``, raised by a finish or a fail, refuses a value the call carried (one
+    the client cannot encode, the engine refuses, or a script refuses) rather than the queue
+    or the connection as a whole (those are retried after a backoff): a refused finish is sent
+    again task by task (issue 34: one bad value never blocks the other tasks)."""
+    return isinstance(exc, (TaskValidationError, TaskSerializationError, UnicodeError)) or (
+        isinstance(exc, LuaScriptError) and not isinstance(exc, ScriptContractError)
+    )
 
 
 Steps = Generator[Action, Any, None]
@@ -70,13 +84,18 @@ class LeaseSteps:
     _fails: list[tuple[Slot, BaseException]]
     _releases: list[Slot]
 
-    def _call(self, action: Action, *, lease: bool = False) -> Generator[Action, Any, Any]:
+    def _call(
+        self, action: Action, *, lease: bool = False, refusal: bool = False
+    ) -> Generator[Action, Any, Any]:
         """Yield a queue call; an error books an outage and aborts the cycle (``Outage``),
-        except a lost lease where the caller handles it (``lease``)."""
+        except a lost lease (``lease``) or a refusal (``refusal``, see :func:`refused`)
+        where the caller handles it."""
         try:
             return (yield action)
         except Exception as exc:
             if lease and isinstance(exc, LeaseLostError):
+                raise
+            if refusal and refused(exc):
                 raise
             self._outage(exc)
 
@@ -113,13 +132,57 @@ class LeaseSteps:
             acks, self._acks = self._acks, []
             ack = act.Ack(acks)
             try:
-                flags = yield from self._call(ack)
+                flags = yield ack
+            except Exception as exc:
+                if not refused(exc):
+                    self._acks[:0] = acks  # kept for the next flush
+                    self._outage(exc)
+                yield from self._ack_each(acks, exc)
             except BaseException:
                 self._acks[:0] = acks  # kept for the next flush
                 raise
-            self._settle(ack, flags)
+            else:
+                self._settle(ack, flags)
         if self._fails:
             yield from self._flush_fails()
+
+    def _ack_each(self, acks: list[tuple[Slot, object]], error: Exception) -> Steps:
+        """The finish of ``acks`` was refused (``error``): each task's finish alone, and a
+        task whose own finish is refused is failed with that refusal (retried or
+        dead-lettered as its policy says), so the others finish. When the server refused
+        every one of several, the refusal is the queue's, not a task's: they are kept and the
+        worker backs off, as after an outage."""
+        refusals: list[tuple[Slot, Exception]] = []
+        if len(acks) == 1:
+            refusals.append((acks[0][0], error))
+        for index, item in enumerate(acks if len(acks) > 1 else ()):
+            ack = act.Ack([item])
+            try:
+                flags = yield ack
+            except BaseException as exc:
+                if isinstance(exc, Exception) and refused(exc):
+                    refusals.append((item[0], exc))
+                    continue
+                # kept for the next flush: the refused ones and those not sent yet
+                held = {id(slot) for slot, _ in refusals}
+                self._acks[:0] = [a for a in acks[:index] if id(a[0]) in held] + acks[index:]
+                if isinstance(exc, Exception):
+                    self._outage(exc)
+                raise
+            self._settle(ack, flags)
+        server = [why for _, why in refusals if isinstance(why, BackendError)]
+        if len(acks) > 1 and len(server) == len(acks):
+            self._acks[:0] = acks
+            self._outage(error)
+        for slot, why in refusals:
+            logger.error(
+                "worker %s: the queue refused the finish of task %s (%s: %s); failing it",
+                self.config.id,
+                slot.task.task_id,
+                type(why).__name__,
+                why,
+            )
+            self._fails.append((slot, why))
 
     def _settle(self, ack: act.Ack, flags: Sequence[bool]) -> None:
         for slot, ok in zip(ack.slots, flags, strict=True):
@@ -149,9 +212,19 @@ class LeaseSteps:
         while self._fails:
             slot, error = self._fails[0]
             try:
-                state = yield from self._call(act.Fail(slot, error), lease=True)
+                state = yield from self._call(act.Fail(slot, error), lease=True, refusal=True)
             except LeaseLostError:
                 self.stats.lease_lost += 1
+            except Exception as exc:  # refused: dropped, its lease expires for the reaper
+                self._note_error(exc, self._now)
+                logger.error(
+                    "worker %s: the queue refused the failure of task %s (%s: %s); its lease "
+                    "will expire and the reaper will redeliver it",
+                    self.config.id,
+                    slot.task.task_id,
+                    type(exc).__name__,
+                    exc,
+                )
             else:
                 if str(state) == "scheduled":
                     self.stats.retried += 1

@@ -45,7 +45,7 @@ import attrs
 from fairque_core.app.worker import actions as act
 from fairque_core.app.worker.actions import Action, Slot, Stats, safe_callback
 from fairque_core.app.worker.buffer import TurnBuffer
-from fairque_core.app.worker.leases import LeaseSteps, Outage, Steps
+from fairque_core.app.worker.leases import LeaseSteps, Outage, Steps, refused
 from fairque_core.app.worker.pacing import (
     ACK_LINGER_SECONDS,
     CLAIM_LINGER_SECONDS,
@@ -382,14 +382,20 @@ class WorkerLoop(PlaceSteps, LeaseSteps):
         self.gauge.tripped(self._now - sent)
         outage: Outage | None = None
         short = True
-        if isinstance(tasks, BaseException):
+        # a finish refused (see ``refused``): sent again task by task, not an outage
+        refusal = isinstance(flags, Exception) and refused(flags)
+        if refusal and tasks is flags:
+            short = False  # the one call (ADR 40) was refused for its finish: claim again
+        elif isinstance(tasks, BaseException):
             try:
                 self._outage(tasks)
             except Outage as exc:
                 outage = exc
         else:
             short = self._claimed(tasks, count)
-        if isinstance(flags, BaseException):
+        if refusal:
+            yield from self._ack_each(acks, flags)
+        elif isinstance(flags, BaseException):
             self._acks[:0] = acks  # kept for the next flush, as in _flush
             if flags is not tasks:  # one failed finish_and_claim (ADR 40) is booked once
                 self._outage(flags)
