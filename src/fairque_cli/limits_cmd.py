@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 import attrs
 
-from fairque_cli.context import SubCommands, UsageError, load_config, open_queue
+from fairque_cli.context import CliError, SubCommands, UsageError, load_config, open_queue
 from fairque_core.domain.errors import TaskValidationError
 from fairque_core.domain.limits import LIMIT_FIELDS, Limits, LimitStatus, check_changes
 from fairque_core.domain.validation import validate_id
@@ -136,7 +136,7 @@ def _run_limits(args: argparse.Namespace, out: TextIO) -> int:
     try:  # never the queue-wide limits: a tenant id that is not one is refused here
         validate_id(args.tenant, "tenant")
     except TaskValidationError as exc:
-        raise UsageError(str(exc)) from exc
+        raise CliError(str(exc)) from exc
     config = load_config(args)
     with open_queue(config) as queue:  # never applies the config's tenants (read or write)
         if args.action == "set":
