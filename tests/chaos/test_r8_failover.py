@@ -264,8 +264,17 @@ def _scenario(kind: str, *, replicated: bool, threads: int, before: float, durin
         assert waits["waitaof"] == 0  # Redis 7.0: WAIT only
 
 
+# The replicated runs assert a latency bound (NotReplicatedError within the 200 ms timeout +
+# 250 ms): wall-clock time by nature, so they run with `-m slow` (4 s each idle; 512 ms seen in a
+# default run with the CPU shared by four xdist workers and other jobs). The default-mode runs,
+# which assert the loss window, stay in the default run; NotReplicatedError's semantics are
+# covered there by tests/integration/test_durability.py.
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("replicated", [False, True], ids=["default", "replicated"])
+@pytest.mark.parametrize(
+    "replicated",
+    [False, pytest.param(True, marks=pytest.mark.slow)],
+    ids=["default", "replicated"],
+)
 @pytest.mark.parametrize("kind", ["valkey", "redis7"])
 def test_r8_failover(kind: str, replicated: bool) -> None:
     _scenario(kind, replicated=replicated, threads=4, before=0.5, during=1.0)

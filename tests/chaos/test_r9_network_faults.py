@@ -71,6 +71,10 @@ class Producer(threading.Thread):
             self.failure = exc
 
 
+# slow (issue 29): the longest scenario of the default run (18.8 s idle, 26.7 s busy) and bound to
+# wall-clock throughput (the rate after the faults >= 90 % of the fault-free rate): on a machine
+# at load 10-21 it failed at 58.5/s against 67.5/s. No event stands in for a rate.
+@pytest.mark.slow
 def test_r9_delay_resets_and_blackhole(
     valkey_server: Any, raw: Any, queue_name: str, tmp_path: Path
 ) -> None:

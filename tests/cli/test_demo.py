@@ -44,6 +44,12 @@ def run_demo(tmp_path: Path, attempt: int) -> tuple[dict[str, Any], str]:
     return json.loads(path.read_text()), proc.stdout
 
 
+# slow: the whole demo in a child is wall-clock bound by design (its light tenants' waits, and
+# "ends within its duration + 8 s"): 7.5 s on an idle 2-core machine (15 s with its rerun), and
+# on a busy one the bound failed (20.8 s, the child's start-up starved of CPU). The default run
+# keeps the demo's machinery and exact figures: on the reference model, and on a named Valkey
+# queue (the two tests below).
+@pytest.mark.slow
 def test_demo_reports_fair_figures(tmp_path: Path) -> None:
     summary, stdout = run_demo(tmp_path, 1)
     for word in ("Verdict", "Jain", "What the numbers mean", "[baseline]", "[flood]"):

@@ -6,15 +6,18 @@ from __future__ import annotations
 import io
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from conftest import missing_server
 from fairque_cli.main import main
 from fairque_core import Priority, Task, TaskState
 from fairque_core.app.worker.registry import WorkerRegistry
 from fairque_redis import connect
+from fairque_redis.embedded import EmbeddedValkey, ServerBinaryNotFoundError
 
 pytestmark = pytest.mark.redis
 
@@ -29,6 +32,26 @@ def cli_json(*args: str) -> Any:
     code, text = cli(*args, "--json")
     assert code == 0, text
     return json.loads(text)
+
+
+@pytest.fixture(scope="module")
+def _own_server() -> Iterator[EmbeddedValkey]:
+    """A Valkey for this module alone. ``fairque queues`` reads every queue registered on its
+    server, and the session server holds every queue the tests before this module made: once
+    the contract tests had run on the same xdist worker, one listing took 48 s (three of these
+    tests 117 s together, against under 1 s on a fresh server)."""
+    try:
+        server = EmbeddedValkey()
+    except ServerBinaryNotFoundError as exc:
+        missing_server(f"embedded Valkey unavailable: {exc}")
+    with server:
+        yield server
+
+
+@pytest.fixture
+def server_url(_own_server: EmbeddedValkey) -> str:
+    """This module's own server (instead of the session's: see ``_own_server``)."""
+    return str(_own_server.url)
 
 
 @pytest.fixture

@@ -1,8 +1,11 @@
 """bench/compare.py (issue 17): its quick run for fairque alone prints every row of the table,
 and its report picks the best peer only among peers that ran.
 
-The smoke run installs no peer (``--peers none``) and uses a few hundred tasks, so it takes a few
-seconds; it checks that each measurement produced a figure, never how large one is.
+The smoke run installs no peer (``--peers none``) and uses a few hundred tasks; it checks that each
+measurement produced a figure, never how large one is. It is marked ``slow`` (``-m slow`` runs
+it): each of its 13 measurements starts a Python process and an embedded Valkey of its own, 32 s
+on an idle 2-core machine, and over its old 55 s bound with that machine busy. The report's
+logic (the second test) stays in the default run.
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ ROWS = [
 
 
 @pytest.mark.redis
-@pytest.mark.timeout(60)
+@pytest.mark.slow
+@pytest.mark.timeout(300)
 def test_quick_run_for_fairque_alone_prints_every_row(
     valkey_server: EmbeddedValkey, tmp_path: Path
 ) -> None:
@@ -49,7 +53,7 @@ def test_quick_run_for_fairque_alone_prints_every_row(
         [sys.executable, str(SCRIPT), *args, "--json", str(out_file)],
         capture_output=True,
         text=True,
-        timeout=55,
+        timeout=280,
         check=False,
     )
     assert run.returncode == 0, run.stderr[-2000:]

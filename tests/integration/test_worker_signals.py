@@ -31,17 +31,27 @@ GAPS = (0.0, 0.00005, 0.0001, 0.0002)  # seconds between the two signals
 
 CHILD = textwrap.dedent(
     f"""
+    import signal
     import sys
+    import threading
+    import time
     from fairque_core import FairQueue, InMemoryBackend, TaskHandler, Worker, WorkerConfig
 
     class Idle(TaskHandler):
         def process_task(self, task):
             return None
 
+    def announce(n):
+        # "ready" once run() has installed its SIGTERM handler (the event the signals need;
+        # run() puts the default back when it ends, so each trial waits for its own install)
+        while signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            time.sleep(0.001)
+        print("ready", n, flush=True)
+
     for n in range({TRIALS}):
         queue = FairQueue(InMemoryBackend(queue=f"sig{{n}}"))
         worker = Worker(WorkerConfig(id=f"w{{n}}", poll_interval_seconds=0.05), Idle(), queue)
-        print("ready", n, flush=True)
+        threading.Thread(target=announce, args=(n,), daemon=True).start()
         worker.run()
         assert worker.health()["state"] == "stopped"
         print("stopped", n, flush=True)
@@ -70,11 +80,11 @@ def test_two_sigterms_close_together_stop_the_worker_every_time() -> None:
     stopped = 0
     try:
         for n in range(TRIALS):
-            assert lines.get(timeout=20).split() == ["ready", str(n)]
-            time.sleep(0.05)  # run() installs its handlers
+            # "ready" comes once run() installed its handlers (no wall-clock margin)
+            assert lines.get(timeout=60).split() == ["ready", str(n)]
             _two_signals(child.pid, GAPS[n % len(GAPS)])
             try:
-                line = lines.get(timeout=10)
+                line = lines.get(timeout=30)
             except queue.Empty:
                 pytest.fail(f"a worker hung after two SIGTERMs (trial {n}, {stopped} stopped)")
             assert line.split() == ["stopped", str(n)]
