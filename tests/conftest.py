@@ -219,3 +219,12 @@ def handoff_on_and_off(request: pytest.FixtureRequest, monkeypatch: pytest.Monke
     ``pytestmark = pytest.mark.usefixtures("handoff_on_and_off")``."""
     monkeypatch.setenv("FAIRQUE_ACCEL_OFF", "" if request.param == "on" else "handoff")
     return str(request.param)
+
+
+@pytest.fixture
+def accelerators_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every accelerator on, whatever ``FAIRQUE_ACCEL_OFF`` says: for the tests *of* an
+    accelerator (its call shapes, command counts, groups), so that the rest of the suite can run
+    on the reference path alone (``FAIRQUE_ACCEL_OFF=all uv run pytest``). Child processes a
+    test starts inherit the cleared variable."""
+    monkeypatch.delenv("FAIRQUE_ACCEL_OFF", raising=False)

@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = [pytest.mark.redis]
+pytestmark = [pytest.mark.redis, pytest.mark.usefixtures("accelerators_on")]
 
 
 def test_the_bench_prints_the_idle_claims_cost_and_commands() -> None:

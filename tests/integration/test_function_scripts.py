@@ -21,7 +21,7 @@ from fairque_redis.scripting.loading import missing
 from fairque_redis.scripting.objects import Script
 from fairque_redis.scripting.scripts import SOURCES
 
-pytestmark = pytest.mark.redis
+pytestmark = [pytest.mark.redis, pytest.mark.usefixtures("accelerators_on")]
 
 KINDS = ["valkey", "redis7"]
 FIXTURES = {"valkey": "valkey_server", "redis7": "redis7_server"}

@@ -38,7 +38,11 @@ from fairque_redis.keys import partition_for
 from fairque_redis.partitioned.backend import PartitionedBackend
 from fairque_redis.scripting.scripts import load_source
 
-pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
+pytestmark = [
+    pytest.mark.redis,
+    pytest.mark.timeout(120),
+    pytest.mark.usefixtures("accelerators_on"),
+]
 
 ID_CHARS = string.ascii_letters + string.digits + "_.:@/+=#-"
 

@@ -31,7 +31,7 @@ from fairque_core import (
 )
 from fairque_core.ports.hooks import hookimpl
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("accelerators_on")]
 
 
 def _config(**fields: Any) -> QueueConfig:

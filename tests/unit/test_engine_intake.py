@@ -30,6 +30,8 @@ from fairque_testing.queues import FakeClock
 
 from ._engine_helpers import RecordingHost
 
+pytestmark = pytest.mark.usefixtures("accelerators_on")  # tests of accelerators
+
 _INTAKE_METHODS = frozenset({"push_intake", "ingest", "intake_size"})
 
 
