@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fairque_redis.embedded import EmbeddedValkey, ServerBinaryNotFoundError
+from fairque_redis.servers.embedded import EmbeddedValkey, ServerBinaryNotFoundError
 
 from conftest import missing_server
 from fairque_cli.main import main

@@ -215,6 +215,8 @@ class LeaseSteps:
                 state = yield from self._call(act.Fail(slot, error), lease=True, refusal=True)
             except LeaseLostError:
                 self.stats.lease_lost += 1
+            except Outage:  # not a refusal: the fail stays queued, the cycle backs off
+                raise
             except Exception as exc:  # refused: dropped, its lease expires for the reaper
                 self._note_error(exc, self._now)
                 logger.error(
