@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fairque_redis.servers.embedded import EmbeddedValkey, ServerBinaryNotFoundError
 
 from conftest import missing_server
 from fairque_cli.main import main
 from fairque_core import Priority, Task, TaskState
 from fairque_core.app.worker.registry import WorkerRegistry
 from fairque_redis import connect
+from fairque_redis.servers.embedded import EmbeddedValkey, ServerBinaryNotFoundError
 
 pytestmark = pytest.mark.redis
 
