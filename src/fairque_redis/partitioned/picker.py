@@ -9,10 +9,10 @@ sample) whatever the number of tenants (never a scan), refreshed every ``refresh
 claim calls or ``refresh_seconds`` (and at once when a claim finds its partitions empty).
 
 Between refreshes the picker is a stride scheduler over partitions: each partition has a pass;
-the lowest pass with a positive weight is asked first (ties in a rotation each picker draws at
-random), and a claim that got ``n`` tasks from partition ``p`` adds ``n / weight(p)`` to its
-pass. When a refresh changes a partition's weight, its standing is rescaled as a tenant's is
-on a weight change (:meth:`fairque_core.domain.fairness.FairState.set_weight`): its lag (pass
+the lowest pass with a positive weight is asked first (ties in a rotation from partition 0, or
+from one drawn by the ``rng`` a picker is given), and a claim that got ``n`` tasks from
+partition ``p`` adds ``n / weight(p)`` to its pass. When a refresh changes a partition's weight,
+its standing is rescaled as a tenant's is on a weight change (:meth:`fairque_core.domain.fairness.FairState.set_weight`): its lag (pass
 minus the lowest live pass, never below 0) counts tasks at the old weight, and keeps counting
 the same tasks at the new one, ``lag' = lag * old / new``. A partition that (re)joins does so
 at no less than the lowest live pass with its stored lag rescaled from the weight it left
@@ -150,15 +150,14 @@ class PartitionPicker:
         self.refresh_claims = refresh_claims
         self.refresh_seconds = refresh_seconds
         self._monotonic = monotonic
-        self._rng = rng if rng is not None else random.Random()
         self.weights: list[float] = [0.0] * partitions
         # the weight each partition last had while live (0 = never live): a rejoin's lag is
         # rescaled from it
         self._left: list[float] = [0.0] * partitions
         self._passes: list[float] = [0.0] * partitions
-        # ties of pass go round from a random partition: pickers of many workers do not all
-        # start on partition 0
-        self.rotation = self._rng.randrange(partitions)
+        # ties of pass go round from partition 0, or from a partition ``rng`` draws: the order
+        # of a fresh picker is then fixed (what the contract tests of a partitioned queue read)
+        self.rotation = rng.randrange(partitions) if rng is not None else 0
         self._loaded_at: float | None = None
         self._clock_mark: object = None
         self._claims = 0
