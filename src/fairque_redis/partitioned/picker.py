@@ -12,8 +12,9 @@ Between refreshes the picker is a stride scheduler over partitions: each partiti
 the lowest pass with a positive weight is asked first (ties in a rotation from partition 0, or
 from one drawn by the ``rng`` a picker is given), and a claim that got ``n`` tasks from
 partition ``p`` adds ``n / weight(p)`` to its pass. When a refresh changes a partition's weight,
-its standing is rescaled as a tenant's is on a weight change (:meth:`fairque_core.domain.fairness.FairState.set_weight`): its lag (pass
-minus the lowest live pass, never below 0) counts tasks at the old weight, and keeps counting
+its standing is rescaled as a tenant's is on a weight change
+(:meth:`fairque_core.domain.fairness.FairState.set_weight`): its lag (pass minus the lowest live
+pass, never below 0) counts tasks at the old weight, and keeps counting
 the same tasks at the new one, ``lag' = lag * old / new``. A partition that (re)joins does so
 at no less than the lowest live pass with its stored lag rescaled from the weight it left
 with: idle time earns no credit, going idle does not wipe a debt. So every live partition's
