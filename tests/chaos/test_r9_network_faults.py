@@ -6,9 +6,9 @@ Both use fairque's client with a 0.5 s socket timeout (without one a blackholed 
 forever; the timeout is what turns a silent network into a typed error). Passes when: no process
 dies, the errors that surfaced are all fairque's typed connection errors (or LeaseLostError),
 after a drain with the faults off no acknowledged push is lost and no id was stored twice, the
-worker is processing again within 5 s of the last fault and, within those 5 s, completes tasks
-at >= 90 % of the fault-free phases' rate (the last 2 s of those 5 against their median; the
-producer paces both), and the structures are consistent.
+worker is processing again within 5 s of the last fault and, in the last 2 s of those 5, completes
+tasks at >= 90 % of the rate the producer pushes them in the same 2 s (it keeps up again; the
+fault-free phases' rate is printed beside it), and the structures are consistent.
 
 The blackhole is also the plan's ``half_open`` case: the proxy accepts and reads but never
 answers, so every connection open through it is half open (the client's side believes it
@@ -71,9 +71,10 @@ class Producer(threading.Thread):
             self.failure = exc
 
 
-# slow (issue 29): the longest scenario of the default run (18.8 s idle, 26.7 s busy) and bound to
-# wall-clock throughput (the rate after the faults >= 90 % of the fault-free rate): on a machine
-# at load 10-21 it failed at 58.5/s against 67.5/s. No event stands in for a rate.
+# slow (issue 29): the longest scenario of the default run (18.8 s idle, 26.7 s busy). Its rate
+# check compared the rate after the faults with the fault-free phases' (earlier, at another load:
+# it failed at 58.5/s against 67.5/s at load 10-21, and in CI beside the other slow scenarios);
+# it now compares the worker's rate with the producer's in the same window.
 @pytest.mark.slow
 def test_r9_delay_resets_and_blackhole(
     valkey_server: Any, raw: Any, queue_name: str, tmp_path: Path
@@ -160,6 +161,11 @@ def test_r9_delay_resets_and_blackhole(
             )
             tail = (faults_end + RECOVERY - 2.0, faults_end + RECOVERY)
             recovered_rate = sum(1 for t in ends if tail[0] <= t < tail[1]) / 2.0
+            # what the producer offered in that same window: the worker keeps up with it once
+            # the faults are over (a ratio within one window, so the machine's load, which
+            # slows the paced producer as much as the worker, does not move it)
+            pushes = sorted(r["t"] for r in records if r["ev"] == "push:ok")
+            offered_rate = sum(1 for t in pushes if tail[0] <= t < tail[1]) / 2.0
             errors = [r for r in records if r["ev"] == "error"]
             producer_errors = Counter(
                 r["error"] for r in records if r["ev"] in ("push:unknown", "push:fail")
@@ -168,6 +174,7 @@ def test_r9_delay_resets_and_blackhole(
                 f"R9 tasks={len(ok_ids)} drain={drained:.2f}s per_phase={per_phase} "
                 f"recovered_after={recovered_after:.2f}s baseline={baseline:.0f}/s "
                 f"after={recovered_rate:.0f}/s ({recovered_rate / baseline:.2f}x) "
+                f"offered={offered_rate:.0f}/s "
                 f"{verdict.summary()} "
                 f"worker_errors={Counter((e['op'], e['error']) for e in errors)} "
                 f"producer_errors={dict(producer_errors)} resets={proxy.resets} "
@@ -188,7 +195,7 @@ def test_r9_delay_resets_and_blackhole(
             assert set(producer_errors) <= TYPED_CONNECTION_ERRORS
             assert health["state"] == "stopped"
             assert recovered_after <= RECOVERY
-            assert recovered_rate >= 0.9 * baseline
+            assert recovered_rate >= 0.9 * offered_rate
             assert check_invariants(raw, queue_name) == []
             assert proxy.errors == []
         finally:
