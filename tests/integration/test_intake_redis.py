@@ -31,11 +31,16 @@ from fairque_core.domain.enums import FailureType, Priority, TaskState
 from fairque_core.domain.errors import DamagedKeyError, PayloadTooLargeError, TaskValidationError
 from fairque_core.domain.intake import INTAKE_CLAIM_LIMIT, IngestReport
 from fairque_core.domain.models import Message
-from fairque_redis.accel.intake import ENTRY_VERSION, INGEST_CHUNK, decode_entry, encode_entry
 from fairque_redis.backends.backend import RedisBackend
 from fairque_redis.durability.modes import Durability
 from fairque_redis.keys import partition_for
 from fairque_redis.partitioned.backend import PartitionedBackend
+from fairque_redis.scripting.calls.intake import (
+    ENTRY_VERSION,
+    INGEST_CHUNK,
+    decode_entry,
+    encode_entry,
+)
 from fairque_redis.scripting.scripts import load_source
 
 pytestmark = [

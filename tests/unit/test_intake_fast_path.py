@@ -35,6 +35,7 @@ from fairque_core.ports.hooks import hookimpl
 from fairque_redis.accel import intake
 from fairque_redis.keys import KeySpace
 from fairque_redis.scripting.calls import ScriptCalls
+from fairque_redis.scripting.calls import intake as reference
 
 LIMIT = 300
 
@@ -94,8 +95,8 @@ _any_messages = st.one_of(_plain_messages, _messages)
 def _general(planner: ScriptCalls, messages: list[Message]) -> list[bytes] | BaseException:
     """The path every message took before the fast path: check all, then encode each."""
     try:
-        intake.check_messages(planner, messages)
-        return [intake.encode_entry(m) for m in messages]
+        reference.check_messages(planner, messages)
+        return [reference.encode_entry(m) for m in messages]
     except Exception as exc:
         return exc
 
@@ -124,7 +125,7 @@ def test_a_plain_entry_is_the_general_paths_entry(message: Message) -> None:
     event("plain" if entry is not None else "general")
     if entry is not None:
         assert general == [entry]  # checked as the general path checks, the same bytes
-        decoded = intake.decode_entry(entry)
+        decoded = reference.decode_entry(entry)
         assert decoded is not None
         assert (decoded.task_id, decoded.tenant, decoded.body) == (
             message.task_id,

@@ -18,37 +18,9 @@ from fairque_core.domain.enums import Priority
 from fairque_core.domain.models import Message
 from fairque_core.domain.validation import MAX_ID_LENGTH, id_fullmatch
 from fairque_redis.scripting.calls import ScriptCalls
-from fairque_redis.scripting.calls.intake import (
-    ENTRY_VERSION,
-    INGEST_CHUNK,
-    IngestPlan,
-    IntakeEntry,
-    append_call,
-    check_messages,
-    decode_entry,
-    encode_entry,
-    ingest_call,
-    parse_report,
-    size_call,
-    wake,
-)
+from fairque_redis.scripting.calls.intake import check_messages, encode_entry
 
-__all__ = [
-    "ENTRY_VERSION",
-    "INGEST_CHUNK",
-    "IngestPlan",
-    "IntakeEntry",
-    "append_call",
-    "check_messages",
-    "decode_entry",
-    "encode_entries",
-    "encode_entry",
-    "ingest_call",
-    "parse_report",
-    "plain_entry",
-    "size_call",
-    "wake",
-]
+__all__ = ["encode_entries", "plain_entry"]
 
 # The id grammar's character class (``id_fullmatch`` is the bound fullmatch of its pattern,
 # ``[...]+``), for the head of a plain entry: version, task id, tenant, each id of
