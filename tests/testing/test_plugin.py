@@ -1,7 +1,8 @@
-"""The pytest plugin: loaded by its entry point, fixtures, options, and no server unless asked.
+"""The pytest plugin: loaded only when asked for, fixtures, options, and no server unless asked.
 
 Each test runs pytest in a child process on a throwaway directory, so the plugin is loaded the
-way a user's project loads it (entry point ``pytest11``), outside this suite's configuration.
+way a user's project loads it (``-p fairque_testing.plugin``, or ``pytest_plugins`` in the root
+``conftest.py``; no ``pytest11`` entry point, ADR 73), outside this suite's configuration.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import redis
 
 from fairque_redis.servers.cluster import EmbeddedCluster
 from fairque_redis.servers.embedded import EmbeddedValkey
-from fairque_testing import plugin
 
 # A conftest that makes the embedded server impossible to start: a test that passes with it
 # started no server.
@@ -33,13 +33,20 @@ embedded.EmbeddedValkey.__init__ = _refuse
 
 
 #: Other pytest plugins this environment installs, switched off in the child: they are not under
-#: test, and importing them (hypothesis' above all) doubles a child's start-up. The fairque
-#: plugin still loads through its entry point; this suite's own run switches valkey off too.
+#: test, and importing them (hypothesis' above all) doubles a child's start-up. This suite's
+#: own run switches valkey off too.
 UNRELATED = ("-p", "no:hypothesispytest", "-p", "no:valkey")
+#: How a user's project asks for the fairque plugin on the command line (or in addopts).
+LOAD = ("-p", "fairque_testing.plugin")
 
 
 def run_pytest(
-    tmp_path: Path, test: str, *args: str, conftest: str = "", env: dict[str, str] | None = None
+    tmp_path: Path,
+    test: str,
+    *args: str,
+    conftest: str = "",
+    env: dict[str, str] | None = None,
+    load: tuple[str, ...] = LOAD,
 ) -> subprocess.CompletedProcess[str]:
     (tmp_path / "test_user.py").write_text(textwrap.dedent(test))
     if conftest:
@@ -48,7 +55,7 @@ def run_pytest(
     child_env.update(env or {})
     child_env.pop("PYTEST_ADDOPTS", None)
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *UNRELATED, *args],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *UNRELATED, *load, *args],
         cwd=tmp_path,
         env=child_env,
         capture_output=True,
@@ -58,12 +65,35 @@ def run_pytest(
     )
 
 
-def test_the_entry_point_names_the_plugin() -> None:
+def test_no_entry_point_registers_the_plugin() -> None:
     from importlib.metadata import entry_points
 
-    found = [ep for ep in entry_points(group="pytest11") if ep.name == "fairque"]
-    assert [ep.value for ep in found] == ["fairque_testing.plugin"]
-    assert found[0].load() is plugin
+    # installing fairque registers nothing in its users' test runs
+    assert [ep for ep in entry_points(group="pytest11") if ep.value.startswith("fairque")] == []
+
+
+def test_the_plugin_is_inert_unless_asked_for(tmp_path: Path) -> None:
+    result = run_pytest(tmp_path, "def test_nothing():\n    pass\n", "--help", load=())
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "--fairque-url" not in result.stdout
+    test = """
+    def test_queue(fairque_memory_queue):
+        pass
+    """
+    result = run_pytest(tmp_path, test, load=())
+    assert result.returncode == 1
+    assert "fixture 'fairque_memory_queue' not found" in result.stdout
+
+
+def test_pytest_plugins_in_the_root_conftest_loads_it(tmp_path: Path) -> None:
+    test = """
+    def test_queue(fairque_memory_queue):
+        assert fairque_memory_queue.name
+    """
+    conftest = 'pytest_plugins = ["fairque_testing.plugin"]\n'
+    result = run_pytest(tmp_path, test, conftest=conftest, load=())
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed" in result.stdout
 
 
 def test_fixtures_and_options_are_listed(tmp_path: Path) -> None:

