@@ -99,3 +99,18 @@ def test_producer_then_worker_without_a_url() -> None:
     worked = run_example("worker.py", "--queue", queue, "--until-empty", "--seconds", "30", env={})
     assert worked.returncode == 0, worked.stderr
     assert "processed 9 tasks, failed 0" in worked.stdout
+
+
+def test_the_example_config_runs_on_a_fresh_machine() -> None:
+    """Issue 33: `fairque worker --config fairque.yaml` as docs/cli.md gives it, with no server
+    named anywhere (a fresh data dir, no $FAIRQUE_REDIS_URL): it uses the shared local server."""
+    produced = run_example("producer.py", "--per-tenant", "2", env={})
+    assert produced.returncode == 0, produced.stderr
+    proc = run_cli_here(
+        ["worker", "--config", "fairque.yaml", "--handler", "tasks:registry", "--burst"],
+        env={},
+        cwd=EXAMPLES,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "processed 9 tasks, 0 failed" in proc.stdout
+    assert "cannot reach" not in proc.stderr
