@@ -210,12 +210,21 @@ def _command(port: int, valkey_dir: Path, *, daemon: bool) -> list[str]:
 
 
 def _pick_port(root: Path) -> int:
-    """The port of the last server when it is free (a stable URL), else a fresh one."""
+    """The port of the last server when it is free (a stable URL), else a fresh one.
+
+    "Free" as the server sees it: Valkey binds with ``SO_REUSEADDR``, so the connections a
+    stopped server leaves behind on its port (``TIME_WAIT``, and ``FIN_WAIT_2`` towards a
+    client still connected) do not keep it from binding the port again. The probe binds the
+    same way: without ``SO_REUSEADDR`` it saw those sockets as a taken port, and every restart
+    after a client had been connected moved to a new port (issue 33), away from the URL the
+    running workers retry. Only a listener on the port makes it taken.
+    """
     try:
         last = int((root / _LAST_PORT).read_text(encoding="ascii").strip())
     except (OSError, ValueError):
         return _free_port()
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((LOOPBACK, last))
         except OSError:
