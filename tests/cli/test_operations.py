@@ -106,6 +106,33 @@ def test_server_start_status_stop(data_dir: Path) -> None:
     assert "not running" in run_cli_here(["server", "stop"]).stdout
 
 
+def test_the_foreground_server_while_the_daemon_runs_says_so(data_dir: Path) -> None:
+    """Issue 33: `fairque server` while `fairque server start`'s daemon runs."""
+    started = run_cli_here(["server", "start"])
+    assert started.returncode == 0, started.stderr
+    url = dev_server.status().url  # type: ignore[union-attr]
+    busy = run_cli_here(["server"])
+    assert busy.returncode == 1
+    assert f"already runs as a daemon at {url}" in busy.stderr
+    assert "fairque server stop" in busy.stderr
+    assert "cannot reach" not in busy.stderr
+    assert dev_server.status() is not None  # left running
+
+
+def test_a_restart_keeps_the_port_while_a_client_is_connected(data_dir: Path) -> None:
+    """Issue 33: a stop with a client connected leaves the port's connections in TIME_WAIT /
+    FIN_WAIT_2; the next start still takes the same port, so the client's retries reach it."""
+    first, _ = dev_server.ensure_running()
+    client: Any = redis.Redis.from_url(first.url)
+    assert client.ping()
+    dev_server.stop()
+    second, started = dev_server.ensure_running()
+    assert started
+    assert second.port == first.port
+    assert client.ping()  # the same client, reconnected by itself
+    client.close()
+
+
 def test_a_stale_state_file_is_replaced(data_dir: Path) -> None:
     (data_dir / "server.json").write_text(
         json.dumps({"url": "redis://127.0.0.1:1", "pid": 999_999_999, "port": 1}),
@@ -185,7 +212,7 @@ def test_foreground_server_prints_its_url_and_stops_on_sigint(data_dir: Path) ->
         assert state.foreground
         busy = run_cli_here(["server"])
         assert busy.returncode == 1
-        assert "already runs at" in busy.stderr
+        assert "already runs in the foreground of another terminal at" in busy.stderr
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=20) == 0
     finally:

@@ -43,6 +43,7 @@ from fairque_redis.servers.embedded import (
 __all__ = [
     "DATA_DIR_ENV",
     "DevServerState",
+    "LocalServerRunningError",
     "data_dir",
     "ensure_running",
     "run_foreground",
@@ -57,6 +58,10 @@ _LAST_PORT = "last-port"
 _VALKEY_DIR = "valkey"
 _START_TIMEOUT = 15.0
 _STOP_TIMEOUT = 10.0
+
+
+class LocalServerRunningError(ServerStartError):
+    """``fairque server`` (the foreground) while the shared local server already runs."""
 
 
 @attrs.frozen
@@ -262,9 +267,10 @@ def ensure_running(*, timeout: float = _START_TIMEOUT) -> tuple[DevServerState, 
     root = data_dir()
     with _locked(root):
         previous = _read_state(root)
+        if previous is not None and _is_live(previous):
+            return previous, False
+        find_valkey_binary()  # no local server installed (the extra): say so before anything
         if previous is not None:
-            if _is_live(previous):
-                return previous, False
             _remove_state(root)  # stale: the PID is dead or its port is someone else's
         valkey_dir = root / _VALKEY_DIR
         valkey_dir.mkdir(parents=True, exist_ok=True)
@@ -352,9 +358,11 @@ def run_foreground(announce: Any = print) -> int:
     with _locked(root):
         previous = _read_state(root)
         if previous is not None and _is_live(previous):
-            raise ServerStartError(
-                f"the local fairque server already runs at {previous.url} (pid {previous.pid}); "
-                "stop it with `fairque server stop` first"
+            mode = "in the foreground of another terminal" if previous.foreground else "as a daemon"
+            raise LocalServerRunningError(
+                f"the local fairque server already runs {mode} at {previous.url} "
+                f"(pid {previous.pid}): every command uses it as it is; to run it in this "
+                "terminal instead, stop it first with `fairque server stop`"
             )
         _remove_state(root)
         valkey_dir = root / _VALKEY_DIR
