@@ -485,6 +485,10 @@ def run_demo(opts: DemoOptions, out: TextIO) -> dict[str, Any]:
 
 def _run_demo(opts: DemoOptions, out: TextIO) -> dict[str, Any]:
     base_seconds, flood_seconds = phase_plan(opts.duration, opts.baseline_fraction)
+    if not opts.url:  # its own server: without the 'local' extra, say so before anything else
+        from fairque_redis.servers.embedded import find_valkey_binary
+
+        find_valkey_binary()
     specs = metrics.plan_tenants(opts.tenants)
     view = LiveView(out)
     styled = view.tty
