@@ -1,8 +1,9 @@
 """Fairness tests of our own set-up: our tenants' weights and our worker layout.
 
 Copy this file into your tests/ and put your weights and workers in WEIGHTS and WORKERS.
-The fixtures come from fairque's pytest plugin, which pytest loads by itself once fairque is
-installed: ``fairque_queue`` is a fresh queue on an embedded Valkey, or on your own server
+The fixtures come from fairque's pytest plugin, which pytest loads when your project asks for
+it (``addopts = "-p fairque_testing.plugin"`` in its pytest configuration): ``fairque_queue`` is
+a fresh queue on an embedded Valkey, or on your own server
 with ``pytest --fairque-url redis://host:6379/0`` (queues get fresh names and only their own
 keys are deleted afterwards).
 """
