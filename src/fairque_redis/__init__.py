@@ -10,13 +10,14 @@ from fairque_redis.backends.backend_async import AsyncRedisBackend
 from fairque_redis.factory import backend_from_url
 from fairque_redis.keys import KeySpace, partition_for
 from fairque_redis.servers.cluster import EmbeddedCluster
-from fairque_redis.servers.embedded import EmbeddedValkey
+from fairque_redis.servers.embedded import EmbeddedValkey, LocalServerNotInstalledError
 
 __all__ = [
     "AsyncRedisBackend",
     "EmbeddedCluster",
     "EmbeddedValkey",
     "KeySpace",
+    "LocalServerNotInstalledError",
     "RedisBackend",
     "aconnect",
     "backend_from_url",
