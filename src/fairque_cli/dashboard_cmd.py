@@ -20,6 +20,7 @@ __all__ = ["TOKEN_ENV", "add_dashboard"]
 
 TOKEN_ENV = "FAIRQUE_DASHBOARD_TOKEN"  # noqa: S105 - the variable's name, not a secret
 _LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
+_KEPT_SAMPLES = 300  # the sampler's history (fairque_dashboard.sampler.Sampler's keep)
 
 
 def add_dashboard(sub: SubCommands) -> None:
@@ -54,6 +55,14 @@ def add_dashboard(sub: SubCommands) -> None:
         default=2.0,
         metavar="SECONDS",
         help="how often the live parts of a page refresh and the app samples the queue",
+    )
+    parser.add_argument(
+        "--window",
+        type=_seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="the fairness window: shares against fair shares and Jain's index over the last "
+        "SECONDS, among the tenants with work waiting all through it (default 60)",
     )
     parser.set_defaults(func=_run)
 
@@ -110,6 +119,11 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     from fairque_core.app.engine.queue_async import AsyncFairQueue
     from fairque_core.settings.config import mask_url
 
+    if not 2 * args.refresh <= args.window <= _KEPT_SAMPLES * args.refresh:
+        raise CliError(
+            f"--window must be from two samples (2 x --refresh = {2 * args.refresh:g} s) to the "
+            f"{_KEPT_SAMPLES} samples the dashboard keeps ({_KEPT_SAMPLES * args.refresh:g} s)"
+        )
     config = load_config(args)
     token = args.auth_token or os.environ.get(TOKEN_ENV, "").strip() or None
     _check_listen(args.host, args.port)
@@ -127,6 +141,7 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         target=mask_url(backend_url(config)),
         sample_interval=args.refresh,
         refresh_seconds=args.refresh,
+        fairness_window=args.window,
         allowed_hosts=allowed,
     )
     app = create_app(open_queue, settings)

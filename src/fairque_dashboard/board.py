@@ -48,6 +48,9 @@ class DashboardSettings:
     sample_interval: float = 2.0
     tenant_sample_limit: int = 1000
     refresh_seconds: float = 2.0
+    #: The fairness window: shares, fair shares and Jain's index over the last this many
+    #: seconds of samples, among the tenants backlogged through it.
+    fairness_window: float = 60.0
     page_size: int = 50
     payload_preview_bytes: int = 4096
     dlq_scan_limit: int = 10_000
@@ -88,6 +91,7 @@ class Dashboard:
             queue,
             interval=self.settings.sample_interval,
             tenant_limit=self.settings.tenant_sample_limit,
+            window_seconds=self.settings.fairness_window,
             weights=self.known_weights,
         )
 

@@ -69,10 +69,10 @@ def test_the_recipe_names_the_commands_this_test_runs() -> None:
     start, demo, dashboard = _recipe()
     assert start == "uv run fairque server start"
     assert demo.startswith('uv run fairque --url "$(uv run fairque server url)" --queue demo-live')
-    assert dashboard == "uv run fairque --queue demo-live dashboard"
+    assert dashboard == "uv run fairque --queue demo-live dashboard --window 20"
 
 
-@pytest.mark.slow  # the demo runs for its whole documented duration (two minutes)
+@pytest.mark.slow  # the demo runs for most of its documented duration (90 s)
 def test_watch_fairness_live_shows_the_fair_share_marker() -> None:
     start, demo_line, dashboard_line = _recipe()
     started = run_cli(_fairque(start)[3:])

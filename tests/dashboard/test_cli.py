@@ -100,3 +100,25 @@ def test_the_command_serves_loopback_names_only(
             assert client.get("/", headers={"host": host}).status_code == 200, host
         for host in refused:
             assert client.get("/", headers={"host": host}).status_code == 400, host
+
+
+def test_the_fairness_window_is_a_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    assert build_parser().parse_args(["dashboard"]).window == 60.0
+    assert build_parser().parse_args(["dashboard", "--window", "20"]).window == 20.0
+    err = _refused(["dashboard", "--url", "memory://", "--window", "3"], capsys)
+    assert "--window must be from two samples" in err
+    err = _refused(
+        ["dashboard", "--url", "memory://", "--refresh", "0.2", "--window", "61"], capsys
+    )
+    assert "the 300 samples the dashboard keeps (60 s)" in err
+
+
+def test_the_window_reaches_the_sampler() -> None:
+    from fairque_core import AsyncFairQueue
+    from fairque_core.memory import AsyncInMemoryBackend
+    from fairque_dashboard.board import Dashboard, DashboardSettings
+
+    board = Dashboard(DashboardSettings(fairness_window=20.0))
+    board.attach(AsyncFairQueue(AsyncInMemoryBackend()))
+    assert board.sampler is not None
+    assert board.sampler.window_seconds == 20.0
