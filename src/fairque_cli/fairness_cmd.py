@@ -9,9 +9,10 @@ first ``--limit`` rows are shown. ``--watch S`` reads again every S seconds and 
 changed between two readings (:func:`~fairque_core.domain.tenant_figures.fairness_window`):
 each tenant's dispatches in the window, its share, its fair share and their ratio, and Jain's
 index over the servable tenants (backlogged, and not held by their own limits in the window:
-those read ``limited`` with the reason and are left out). ``--json`` prints one JSON document (with ``--watch``: one
-line per reading). Enqueue-to-start wait percentiles are the worker's: see the
-``fairque.task.wait_time`` histogram of the metrics plugin (docs/fairness.md).
+those read ``limited`` with the reason and are left out). ``--json`` prints one JSON
+document (with ``--watch``: one line per reading). Enqueue-to-start wait percentiles are
+the worker's: see the ``fairque.task.wait_time`` histogram of the metrics plugin
+(docs/fairness.md).
 """
 
 from __future__ import annotations

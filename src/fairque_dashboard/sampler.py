@@ -143,8 +143,7 @@ class Sampler:
             stored = await reader(names)
             self.stored_weights = {t: float(w) for t, (w, _tier) in stored.items()}
         out = {
-            f.tenant: TenantSample(claimed=f.dispatched, ready=f.ready, figures=f)
-            for f in figures
+            f.tenant: TenantSample(claimed=f.dispatched, ready=f.ready, figures=f) for f in figures
         }
         return out, total
 

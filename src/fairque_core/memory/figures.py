@@ -4,7 +4,8 @@ Mirrors ``lua/tenant_figures.lua`` step for step: per tenant its stride and tier
 depth, leases held, ``claimed`` counter, ``pass - virtual time`` of its tier while it has
 ready work, the wait of its oldest head task (the critical FIFO's first, the scored set's
 first), its holds now (paused, capped, its rate's ``hold`` after now, the queue's pause) and
-its ``cap_hits``, ``throttles`` and ``pauses`` counters; :func:`fairque_core.domain.tenant_figures.tenant_fairness` makes the value.
+its ``cap_hits``, ``throttles`` and ``pauses`` counters;
+:func:`fairque_core.domain.tenant_figures.tenant_fairness` makes the value.
 """
 
 from __future__ import annotations
