@@ -61,10 +61,10 @@ HANG = 60.0  # only a hung worker takes this long
 
 
 class Busy(TaskHandler):
-    """Every task takes about 2 ms, so the 10 slots are all in use."""
+    """Every task takes about 4 ms, so the 10 slots are all in use."""
 
     def process_task(self, task: Task) -> object:
-        time.sleep(0.002)
+        time.sleep(0.004)
         return None
 
 
@@ -87,7 +87,10 @@ def drained(valkey_server: EmbeddedValkey) -> Iterator[tuple[FairQueue, str]]:
     queue = connect(valkey_server.url, queue=name)
     queue.set_tenant_limits("capped", max_running=2)
     for tenant in TENANTS:
-        queue.push_batch([Task.create(tenant, payload={"n": i}) for i in range(1500)])
+        # enough that every tenant stays backlogged through a slow run (about 1,000 are used)
+        for start in range(0, 4000, 1000):
+            batch = range(start, start + 1000)
+            queue.push_batch([Task.create(tenant, payload={"n": i}) for i in batch])
     config = WorkerConfig(id="w-" + name, max_concurrent_tasks=10)
     worker = Worker(config, Busy(), queue)
     worker.start()
