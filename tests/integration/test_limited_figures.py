@@ -61,9 +61,19 @@ HANG = 60.0  # only a hung worker takes this long
 
 
 class Busy(TaskHandler):
-    """Every task takes about 4 ms, so the 10 slots are all in use."""
+    """Every task takes about 4 ms, so the 10 slots are all in use. Once ``hold`` is set, a
+    task of ``capped`` blocks until ``release``: its 2 leases stay held, so it stays capped
+    for the readings of one instant (``fairque stats``, ``fairque tenants``)."""
+
+    def __init__(self) -> None:
+        self.hold = threading.Event()
+        self.release = threading.Event()
+        self.blocked = threading.Semaphore(0)
 
     def process_task(self, task: Task) -> object:
+        if task.tenant == "capped" and self.hold.is_set():
+            self.blocked.release()
+            self.release.wait(HANG)
         time.sleep(0.004)
         return None
 
@@ -82,7 +92,7 @@ def _wait_for(queue: FairQueue, more: int) -> None:
 
 
 @pytest.fixture
-def drained(valkey_server: EmbeddedValkey) -> Iterator[tuple[FairQueue, str]]:
+def drained(valkey_server: EmbeddedValkey) -> Iterator[tuple[FairQueue, str, Busy]]:
     name = "limited-" + uuid.uuid4().hex[:10]
     queue = connect(valkey_server.url, queue=name)
     queue.set_tenant_limits("capped", max_running=2)
@@ -92,12 +102,14 @@ def drained(valkey_server: EmbeddedValkey) -> Iterator[tuple[FairQueue, str]]:
             batch = range(start, start + 1000)
             queue.push_batch([Task.create(tenant, payload={"n": i}) for i in batch])
     config = WorkerConfig(id="w-" + name, max_concurrent_tasks=10)
-    worker = Worker(config, Busy(), queue)
+    handler = Busy()
+    worker = Worker(config, handler, queue)
     worker.start()
     try:
         _wait_for(queue, 100)  # running: every slot in use
-        yield queue, name
+        yield queue, name, handler
     finally:
+        handler.release.set()
         worker.stop()
         queue.purge_all()
         queue.close()
@@ -125,9 +137,9 @@ def _dashboard(url: str, name: str) -> TestClient:
 
 
 def test_a_capped_tenant_reads_limited_and_the_others_fair(
-    drained: tuple[FairQueue, str], valkey_server: EmbeddedValkey, monkeypatch: Any
+    drained: tuple[FairQueue, str, Busy], valkey_server: EmbeddedValkey, monkeypatch: Any
 ) -> None:
-    queue, name = drained
+    queue, name, handler = drained
     url = str(valkey_server.url)
     reader = InMemoryMetricReader()
     meters = MeterProvider(metric_readers=[reader])
@@ -217,6 +229,21 @@ def test_a_capped_tenant_reads_limited_and_the_others_fair(
     assert capped_row is not None
     assert '<td data-col="limited">cap</td>' in capped_row.group(0)
     meters.shutdown()
+
+    # the one-instant readings: `fairque stats` and `fairque tenants`, while both of capped's
+    # leases are held by blocked handlers (so it is at its cap at the instant of the reading)
+    monkeypatch.undo()
+    handler.hold.set()
+    for _ in range(2):
+        assert handler.blocked.acquire(timeout=HANG), "capped's tasks did not start"
+    for command in (["stats", "--tenant", "capped,a"], ["tenants"]):
+        out = io.StringIO()
+        assert main(["--url", url, "--queue", name, *command], stdout=out) == 0
+        lines = out.getvalue().splitlines()
+        capped_line = next(line for line in lines if line.startswith("capped"))
+        a_line = next(line for line in lines if line.startswith("a "))
+        assert capped_line.split()[-1] == "cap", command
+        assert a_line.split()[-1] == "-", command
 
 
 def test_an_unlimited_unfair_drain_still_reads_unfair(valkey_server: EmbeddedValkey) -> None:
