@@ -6,7 +6,8 @@ the queue already keeps: no figure costs the claim path anything. :func:`tenant_
 turns the stored numbers into a :class:`TenantFairness`, the same on every backend.
 
 * **lag**: ``(pass - virtual time of its tier) / stride``, the tenant's own turns it is ahead
-  of its tier's virtual time (ADR 4), 0 while it has no ready task. 0 means next in line;
+  of its tier's virtual time (ADR 4), 0 while it has no ready task or its own limits hold it
+  (it re-enters at the virtual time). 0 means next in line;
   right after a turn it is 1. ADR 4's lag bound keeps it in ``[0, 1]`` for every backlogged
   tenant that pinned workers did not serve (:data:`LAG_BOUND`): above it the shared workers
   pass the tenant over for ``lag - 1`` rounds (pinned service beyond its share, or a debt it
