@@ -167,6 +167,11 @@ def _stats_lines(
         tenants, total, sizes = _busiest_tenants(queue, limit)
         source = "queue"
     tenant_counters = {t: queue.get_tenant_stats(t) for t in tenants}
+    # why a limit holds a tenant's ready work now (ADR 67): read-only, 1000 tenants a call
+    held: dict[str, str] = {}
+    for start in range(0, len(tenants), MAX_TENANT_PAGE):
+        page = tenants[start : start + MAX_TENANT_PAGE]
+        held.update({f.tenant: f.limited_reason for f in queue.get_tenant_fairness(page)})
     per_tenant: dict[str, Any] = {}
     data: dict[str, Any] = {
         "queue": queue.name,
@@ -197,12 +202,17 @@ def _stats_lines(
                 str(counters.get("pushed", 0)),
                 str(counters.get("finished", 0)),
                 str(counters.get("dead", 0)),
+                held.get(tenant) or "-",
             ]
         )
-        per_tenant[tenant] = {"sizes": dict(size), "counters": dict(counters)}
+        per_tenant[tenant] = {
+            "sizes": dict(size),
+            "counters": dict(counters),
+            "limited": held.get(tenant) or None,
+        }
     if rows:
-        header = ["tenant", *_SIZE_COLUMNS, "pushed", "finished", "dead"]
-        lines += format_table(header, rows, right=range(1, len(header)))
+        header = ["tenant", *_SIZE_COLUMNS, "pushed", "finished", "dead", "limited"]
+        lines += format_table(header, rows, right=range(1, len(header) - 1))
         lines.append("")
     lines.append(_tenant_summary(source, len(tenants), total))
     return lines, data

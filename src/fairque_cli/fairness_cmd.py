@@ -2,14 +2,17 @@
 
 One reading is ``get_tenant_fairness`` of the ``--tenant`` tenants, or of every tenant of the
 queue (one read-only call per 1000 tenants). The table shows each tenant's weight, tier,
-ready and running tasks, lag in turns, dispatches, the oldest head task's wait and the
+ready and running tasks, lag in turns, dispatches, the oldest head task's wait, whether a
+limit holds it (``limited``: ``cap``, ``rate``, ``paused``, ``queue_paused``) and the
 starvation alarm, sorted with alarms first, then by lag (largest first), then by wait; the
 first ``--limit`` rows are shown. ``--watch S`` reads again every S seconds and adds what
 changed between two readings (:func:`~fairque_core.domain.tenant_figures.fairness_window`):
 each tenant's dispatches in the window, its share, its fair share and their ratio, and Jain's
-index over the backlogged tenants. ``--json`` prints one JSON document (with ``--watch``: one
-line per reading). Enqueue-to-start wait percentiles are the worker's: see the
-``fairque.task.wait_time`` histogram of the metrics plugin (docs/fairness.md).
+index over the servable tenants (backlogged, and not held by their own limits in the window:
+those read ``limited`` with the reason and are left out). ``--json`` prints one JSON
+document (with ``--watch``: one line per reading). Enqueue-to-start wait percentiles are
+the worker's: see the ``fairque.task.wait_time`` histogram of the metrics plugin
+(docs/fairness.md).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ __all__ = ["read_figures", "run_tenant_fairness", "tenant_fairness_lines"]
 
 _HEADER = ("tenant", "weight", "tier", "ready", "running", "lag", "dispatched", "oldest ready")
 _WINDOW_HEADER = ("window", "share", "fair", "ratio")
+_TAIL_HEADER = ("limited", "alarm")
 
 
 def read_figures(queue: FairQueue, named: Sequence[str]) -> list[TenantFairness]:
@@ -84,7 +88,8 @@ def tenant_fairness_lines(
         "starving": [f.tenant for f in starving],
     }
     lines = [bold(f"queue {queue.name}", styled) + f"  on {target}  (fairness by tenant)", ""]
-    header = list(_HEADER) + (list(_WINDOW_HEADER) if window is not None else []) + ["alarm"]
+    header = list(_HEADER) + (list(_WINDOW_HEADER) if window is not None else [])
+    header += _TAIL_HEADER
     rows: list[list[str]] = []
     for f in rows_shown:
         row = [
@@ -97,16 +102,16 @@ def tenant_fairness_lines(
             str(f.dispatched),
             _seconds(f.oldest_ready_age),
         ]
-        alarm = f.starving_reason
+        alarm, limited = f.starving_reason, f.limited_reason
         if window is not None:
             w = window.tenants.get(f.tenant)
             if w is not None:
                 row += [str(w.dispatched), _num(w.share, 3), _num(w.fair_share, 3)]
                 row.append(_num(w.share_ratio))
-                alarm = w.starving_reason
+                alarm, limited = w.starving_reason, w.limited_reason or limited
             else:
                 row += ["-"] * len(_WINDOW_HEADER)
-        rows.append([*row, alarm or "-"])
+        rows.append([*row, limited or "-", alarm or "-"])
     if rows:
         lines += format_table(header, rows, right=range(1, len(header) - 1))
         lines.append("")
@@ -117,18 +122,27 @@ def tenant_fairness_lines(
         alarms = {t: w.starving_reason for t, w in window.tenants.items() if w.starving}
     shown_alarms = ", ".join(f"{t} ({why})" for t, why in sorted(alarms.items()))
     lines.append(f"starving: {shown_alarms or 'none'}")
+    held = {f.tenant: f.limited_reason for f in figures if f.limited}
+    if window is not None:
+        held.update({t: w.limited_reason for t, w in window.tenants.items() if w.limited})
+    data["limited"] = dict(sorted(held.items()))
+    shown_held = ", ".join(f"{t} ({why})" for t, why in sorted(held.items())[:limit])
+    more = f" and {len(held) - limit:,} more" if len(held) > limit else ""
+    lines.append(f"limited (held by a limit, not owed turns): {shown_held or 'none'}{more}")
     if window is not None:
         data["window"] = {
             "seconds": window.seconds,
             "dispatched": window.dispatched,
             "backlogged": window.backlogged,
+            "limited": window.limited,
             "jain": window.jain,
             "tenants": {t: _window_dict(w) for t, w in window.tenants.items()},
         }
         jain = "n/a" if window.jain is None else f"{window.jain:.4f}"
+        left_out = f", {window.limited} limited left out" if window.limited else ""
         lines.append(
             f"last {window.seconds:.1f}s: {window.dispatched:,} dispatches; Jain index over "
-            f"{window.backlogged} backlogged tenants {jain} (1.0 = shares match weights)"
+            f"{window.backlogged} servable tenants{left_out} {jain} (1.0 = shares match weights)"
         )
     return lines, data
 
@@ -141,6 +155,7 @@ def _window_dict(window: TenantWindow) -> dict[str, Any]:
         "fair_share": window.fair_share,
         "share_ratio": window.share_ratio,
         "starving_reason": window.starving_reason,
+        "limited_reason": window.limited_reason,
     }
 
 

@@ -114,6 +114,8 @@ def _run_tenants(args: argparse.Namespace, out: TextIO) -> int:
         sizes = queue.get_queue_sizes_batch(page) if page else {}
         weights = queue.get_tenant_weights(page) if page else {}
         own = {tenant: queue.get_tenant_limits(tenant).own for tenant in page}
+        # held by a limit now (ADR 67): one read-only call for the page
+        held = {f.tenant: f.limited_reason for f in queue.get_tenant_fairness(page)} if page else {}
     rows: list[dict[str, Any]] = []
     for tenant in page:
         weight, tier = weights[tenant]
@@ -128,6 +130,8 @@ def _run_tenants(args: argparse.Namespace, out: TextIO) -> int:
                 "leased": size.get("leased", 0),
                 # the tenant's own limits (ADR 28; its tier's defaults: fairque limits show)
                 "limits": _own_limits(own[tenant]),
+                # why its ready work waits: cap, rate, paused, queue_paused (None: it does not)
+                "limited": held.get(tenant) or None,
             }
         )
     if args.json:
@@ -135,7 +139,7 @@ def _run_tenants(args: argparse.Namespace, out: TextIO) -> int:
     if not rows:
         out.write(f"no tenants at offset {args.offset} ({total} in all)\n")
         return 0
-    header = ["tenant", "weight", "tier", "ready", "scheduled", "leased", "limits"]
+    header = ["tenant", "weight", "tier", "ready", "scheduled", "leased", "limits", "limited"]
     table = [
         [
             str(r["tenant"]),
@@ -145,10 +149,11 @@ def _run_tenants(args: argparse.Namespace, out: TextIO) -> int:
             str(r["scheduled"]),
             str(r["leased"]),
             _limits_cell(r["limits"]),
+            str(r["limited"] or "-"),
         ]
         for r in rows
     ]
-    out.write("\n".join(format_table(header, table, right=range(1, len(header) - 1))) + "\n")
+    out.write("\n".join(format_table(header, table, right=range(1, len(header) - 2))) + "\n")
     end = args.offset + len(rows)
     more = f"; --offset {end} shows the next page" if end < total else ""
     out.write(f"tenants {args.offset + 1}-{end} of {total} (first-push order){more}\n")

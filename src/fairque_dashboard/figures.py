@@ -135,6 +135,9 @@ class TenantFacts:
     #: From the dashboard's sampler: share of dispatches and fair share over its window.
     share: float | None = None
     fair_share: float | None = None
+    #: From the dashboard's sampler: why its own limits held it in the window ("": they did
+    #: not), so it was left out of the Jain index and the fair shares (ADR 67).
+    held_in_window: str = ""
     #: Why this tenant's figures could not be read (a damaged key of its own), else "".
     damaged: str = ""
 
@@ -378,6 +381,17 @@ def starving(facts: TenantFacts) -> str | None:
     return None if value is None else (str(value) or "-")
 
 
+def limited(facts: TenantFacts) -> str | None:
+    """Why a limit holds the tenant's ready work ("cap", "rate", "paused", "queue_paused";
+    "-" when none does): held by its own limits in the sampler's window, else at this
+    reading (fairness figures; None when the queue does not say)."""
+    if facts.held_in_window:
+        return facts.held_in_window
+    if facts.fairness is None or "limited_reason" not in facts.fairness:
+        return None
+    return str(facts.fairness["limited_reason"] or "-")
+
+
 def wait_p99(facts: TenantFacts) -> float | None:
     """Enqueue-to-start wait, 99th percentile, seconds (fairness figures)."""
     return _float(_lookup(facts, "wait_p99", "wait_p99_seconds"))
@@ -411,6 +425,7 @@ TENANT_COLUMNS: tuple[Column, ...] = (
     Column(key="lag", heading="lag", figure=lag, fmt="float"),
     Column(key="oldest", heading="oldest ready", figure=oldest_ready_age, fmt="seconds"),
     Column(key="p99", heading="wait p99", figure=wait_p99, fmt="seconds"),
+    Column(key="limited", heading="limited", figure=limited, fmt="text"),
     Column(key="alarm", heading="starving", figure=starving, fmt="text"),
 )
 

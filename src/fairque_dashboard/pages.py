@@ -133,7 +133,12 @@ async def tenants(request: Request) -> Response:
     window = board.sampler.fairness() if board.sampler is not None else None
     if window is not None:
         facts = [
-            attrs.evolve(f, share=window.share(f.tenant), fair_share=window.fair_share(f.tenant))
+            attrs.evolve(
+                f,
+                share=window.share(f.tenant),
+                fair_share=window.fair_share(f.tenant),
+                held_in_window=window.limited.get(f.tenant, ""),
+            )
             for f in facts
         ]
     rows = [figures.tenant_row(f) for f in facts]

@@ -3,11 +3,15 @@
 The queue reports cumulative counters (``claimed``, ``finished``, ``retried``, ``dead`` ...);
 rates are differences between two samples. A sample reads ``get_stats()`` once and, for the
 fairness figures, the first ``tenant_limit`` tenants of the tenants index (one
-``list_tenants`` page, one sizes batch, then ``get_tenant_stats`` per tenant, a bounded number
-in flight). What the window covers is stated next to every figure computed from it.
+``list_tenants`` page, then one ``get_tenant_fairness`` reading of them). What the window
+covers is stated next to every figure computed from it.
 
-Jain's fairness index over the tenants backlogged through the window, weight-normalised:
+Jain's fairness index over the servable tenants of the window, weight-normalised:
 ``J = (sum x)^2 / (n * sum x^2)`` with ``x_i = dispatches_i / weight_i``; 1.0 is perfectly fair.
+Servable: backlogged at both ends of the window and not held by its own limits at any moment
+of it (its cap, its rate, a pause: :func:`~fairque_core.domain.tenant_figures.held_between`);
+a held tenant got what its limits allowed, is shown as limited with the reason, and is left
+out (ADR 67).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 import attrs
 
 from fairque_core import AsyncFairQueue
+from fairque_core.domain.tenant_figures import TenantFairness, held_between
 
 __all__ = ["FairnessWindow", "Sample", "Sampler", "TenantSample", "jain_index"]
 
@@ -32,6 +37,8 @@ __all__ = ["FairnessWindow", "Sample", "Sampler", "TenantSample", "jain_index"]
 class TenantSample:
     claimed: int
     ready: int
+    #: the tenant's fairness figures at the sample (its holds and hold counters)
+    figures: TenantFairness | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -44,7 +51,9 @@ class Sample:
 
 @attrs.frozen(kw_only=True)
 class FairnessWindow:
-    """Dispatches per tenant between two samples, and what they cover."""
+    """Dispatches per tenant between two samples, and what they cover. ``backlogged``: the
+    servable tenants (compared); ``limited``: tenant -> why its own limits held it at some
+    moment of the window (``cap``, ``rate``, ``paused``)."""
 
     seconds: float
     backlogged: tuple[str, ...]
@@ -53,6 +62,7 @@ class FairnessWindow:
     tracked: int
     tenant_total: int
     jain: float | None
+    limited: Mapping[str, str] = attrs.field(factory=dict)
 
     def share(self, tenant: str) -> float | None:
         """A backlogged tenant's share of the backlogged tenants' dispatches (comparable with
@@ -126,24 +136,15 @@ class Sampler:
         names, total = await self._queue.list_tenants(limit=min(self.tenant_limit, 1000))
         if not names:
             return {}, total
-        sizes = await self._queue.get_queue_sizes_batch(names)
-        gate = asyncio.Semaphore(16)
-
-        async def claimed(tenant: str) -> int:
-            async with gate:
-                stats = await self._queue.get_tenant_stats(tenant)
-            return int(stats.get("claimed", 0))
-
-        counts = await asyncio.gather(*(claimed(t) for t in names))
+        # one read-only call: dispatches (claimed), ready work, holds and hold counters
+        figures = await self._queue.get_tenant_fairness(list(names))
         reader = getattr(self._queue, "get_tenant_weights", None)
         if reader is not None:  # the queue's stored weights, when it can say them
             stored = await reader(names)
             self.stored_weights = {t: float(w) for t, (w, _tier) in stored.items()}
-        out = {}
-        for tenant, count in zip(names, counts, strict=True):
-            size = sizes.get(tenant, {})
-            ready = int(size.get("critical", 0)) + int(size.get("normal", 0))
-            out[tenant] = TenantSample(claimed=count, ready=ready)
+        out = {
+            f.tenant: TenantSample(claimed=f.dispatched, ready=f.ready, figures=f) for f in figures
+        }
         return out, total
 
     async def run(self) -> None:
@@ -217,12 +218,16 @@ class Sampler:
         newcomer = TenantSample(claimed=0, ready=0)
         dispatches: dict[str, int] = {}
         backlogged: list[str] = []
+        limited: dict[str, str] = {}
         for tenant, now in newest.tenants.items():
             then = oldest.tenants.get(tenant, newcomer if complete else None)
             if then is None:
                 continue
             dispatches[tenant] = max(now.claimed - then.claimed, 0)
-            if now.ready > 0 and then.ready > 0:
+            held = held_between(then.figures, now.figures) if now.figures is not None else ""
+            if held:
+                limited[tenant] = held  # held by its own limits: got what they allowed
+            elif now.ready > 0 and then.ready > 0:
                 backlogged.append(tenant)
         weights = dict(self._weights())
         weights.update(self.stored_weights)
@@ -236,6 +241,7 @@ class Sampler:
             tracked=len(newest.tenants),
             tenant_total=newest.tenant_total,
             jain=None if jain is None or math.isnan(jain) else jain,
+            limited=limited,
         )
 
     def status(self) -> dict[str, Any]:

@@ -10,13 +10,18 @@ Per tenant (attributes ``queue`` and ``tenant``, capped as the other tenant metr
 ``fairque.tenant.lag`` (turns ahead of its tier's virtual time), ``fairque.tenant.ready``,
 ``fairque.tenant.oldest_ready_age`` (s), ``fairque.tenant.share_ratio`` (window share over
 fair share, backlogged tenants only, from the second reading on) and
-``fairque.tenant.starving`` (1 with attribute ``reason``, else 0). Past the cap the tenants
-are one :data:`~fairque_plugins.metrics.OTHER_TENANT` series holding their worst case: summed
-ready tasks, the largest lag and oldest age, the lowest share ratio, starving if any is.
+``fairque.tenant.starving`` (1 with attribute ``reason``, else 0) and
+``fairque.tenant.limited`` (1 with attribute ``reason`` while a limit holds its ready work:
+``cap``, ``rate``, ``paused`` at some moment of the window, or at the reading also
+``queue_paused``; else 0). Past the cap the tenants are one
+:data:`~fairque_plugins.metrics.OTHER_TENANT` series holding their worst case: summed ready
+tasks, the largest lag and oldest age, the lowest share ratio, starving if any is, limited if
+any is.
 
 Per queue (attribute ``queue``): ``fairque.queue.fairness.jain`` (Jain's index over the
-tenants backlogged through the window, dispatches divided by weight; 1.0 is perfectly fair)
-and ``fairque.queue.starving_tenants`` (every tenant read, whatever the cap).
+tenants that could be served through the window: backlogged and not held by their own limits,
+dispatches divided by weight; 1.0 is perfectly fair) and ``fairque.queue.starving_tenants``
+(every tenant read, whatever the cap).
 """
 
 from __future__ import annotations
@@ -105,9 +110,12 @@ class _Merged:
     oldest: float | None = None
     ratio: float | None = None
     reason: str = ""
+    limited: str = ""
 
 
-def _merge(into: _Merged, figure: TenantFairness, ratio: float | None, reason: str) -> None:
+def _merge(
+    into: _Merged, figure: TenantFairness, ratio: float | None, reason: str, limited: str
+) -> None:
     into.ready += figure.ready
     into.lag = max(into.lag, figure.lag)
     if figure.oldest_ready_age is not None:
@@ -115,6 +123,7 @@ def _merge(into: _Merged, figure: TenantFairness, ratio: float | None, reason: s
     if ratio is not None:
         into.ratio = ratio if into.ratio is None else min(into.ratio, ratio)
     into.reason = into.reason or reason
+    into.limited = into.limited or limited
 
 
 def _with_reason(attributes: dict[str, str], reason: str) -> dict[str, str]:
@@ -140,11 +149,13 @@ def create_fairness_instruments(
             for figure in reading.figures:
                 key = label(figure.tenant) if label is not None else None
                 ratio, reason = None, figure.starving_reason
+                limited = figure.limited_reason
                 if reading.window is not None:
                     w = reading.window.tenants.get(figure.tenant)
                     if w is not None:
                         ratio, reason = w.share_ratio, w.starving_reason
-                _merge(merged.setdefault(key, _Merged()), figure, ratio, reason)
+                        limited = w.limited_reason or limited  # held in the window
+                _merge(merged.setdefault(key, _Merged()), figure, ratio, reason, limited)
             out += [(reader.queue, key, m) for key, m in merged.items()]
         return out
 
@@ -166,6 +177,12 @@ def create_fairness_instruments(
         return [
             Observation(1 if m.reason else 0, _with_reason(attributes(queue, tenant), m.reason))
             for queue, tenant, m in per_tenant()
+        ]
+
+    def limited(_options: CallbackOptions) -> Iterable[Observation]:
+        return [
+            Observation(1 if m.limited else 0, _with_reason(attributes(queue, t), m.limited))
+            for queue, t, m in per_tenant()
         ]
 
     def jain(_options: CallbackOptions) -> Iterable[Observation]:
@@ -221,10 +238,17 @@ def create_fairness_instruments(
         description="1 when the tenant is starving (attribute reason: lag or unserved)",
     )
     make(
+        "fairque.tenant.limited",
+        callbacks=[limited],
+        unit="1",
+        description="1 while a limit holds the tenant's ready work (attribute reason: cap, "
+        "rate, paused or queue_paused)",
+    )
+    make(
         "fairque.queue.fairness.jain",
         callbacks=[jain],
         unit="1",
-        description="Jain's index over the backlogged tenants, dispatches per weight",
+        description="Jain's index over the tenants that could be served, dispatches per weight",
     )
     make(
         "fairque.queue.starving_tenants",

@@ -29,7 +29,7 @@ And per tenant, once :meth:`OpenTelemetryMetrics.observe_depth` is given a sourc
 
 And the fairness gauges, once :meth:`OpenTelemetryMetrics.observe_fairness` is given a source
 of ``get_tenant_fairness`` readings: per tenant ``fairque.tenant.lag``, ``.ready``,
-``.oldest_ready_age``, ``.share_ratio`` and ``.starving``, per queue
+``.oldest_ready_age``, ``.share_ratio``, ``.starving`` and ``.limited``, per queue
 ``fairque.queue.fairness.jain`` and ``fairque.queue.starving_tenants`` (see
 :mod:`fairque_plugins.fairness_metrics`).
 

@@ -52,7 +52,7 @@ key                type    contents
 ``n:<tenant>``     zset    the tenant's scored tasks (member = seq + id)
 ``tenant:<t>``     hash    ``pass``, ``stride``, ``tier`` of a tenant; its flow control:
                            ``lim`` (own limits), ``tat`` (GCRA, us), ``hold``, ``capd``;
-                           ``pau`` = 1 while paused (``pause.lua``)
+                           ``pau`` = 1 while paused, ``npau`` times paused (``pause.lua``)
 ``ts:<tenant>``    hash    tenant counters plus ``scheduled`` and ``leased`` gauges
 ``workers``        hash    live workers: worker id -> heartbeat record (JSON, written by
                            ``fairque_core.ports.workers``; plain commands, no script)

@@ -131,7 +131,7 @@ def test_watch_as_text_on_a_fair_drain(
     code, out = cli(*base, "stats", "--tenants", "--watch", "0.5", "--tenant", "heavy,light")
     assert code == 0
     last = out[out.rindex("(fairness by tenant)") :]  # the second reading
-    assert "Jain index over 2 backlogged tenants 1.0000" in last
+    assert "Jain index over 2 servable tenants 1.0000" in last
     heavy = next(line for line in last.splitlines() if line.startswith("heavy"))
-    assert heavy.split()[-5:] == ["30", "0.750", "0.750", "1.00", "-"]
+    assert heavy.split()[-6:] == ["30", "0.750", "0.750", "1.00", "-", "-"]
     assert "starving: none" in last

@@ -382,3 +382,39 @@ def test_one_tenants_damaged_keys_do_not_take_the_tenants_page_down(env: Env) ->
             page = client.get("/tenants")
             assert page.status_code == 200
             assert 'data-tenant="globex"' in page.text
+
+
+def test_a_capped_tenant_is_limited_and_left_out_of_the_jain_index(env: Env) -> None:
+    """A tenant its own cap holds is listed as limited (cap) on the overview and the tenants
+    page and is not compared: the two others split the dispatches evenly, Jain 1.0 (counted
+    as owed a third, it read 0.67; ADR 67)."""
+    q = env.queue
+    q.set_tenant_limits("capped", max_running=1)
+    for tenant in ("capped", "a", "b"):
+        for i in range(12):
+            q.push(Task.create(tenant, task_id=f"{tenant}-{i}"))
+    assert q.claim(["capped"]) is not None  # its one slot, held throughout
+    with env.client() as client:
+        sampler = client.app.state.dashboard.sampler  # type: ignore[attr-defined]
+        client.portal.call(sampler.sample)  # type: ignore[union-attr]
+        for _ in range(8):
+            task = q.claim()
+            assert task is not None
+            q.finish(task)
+        client.portal.call(sampler.sample)  # type: ignore[union-attr]
+        window = sampler.fairness()
+        assert window is not None
+        assert window.limited == {"capped": "cap"}
+        assert set(window.backlogged) == {"a", "b"}
+        assert window.fair_share("capped") is None
+        assert window.jain == pytest.approx(1.0)
+        overview = client.get("/?partial=live").text
+        assert 'data-limited="capped">capped (cap)<' in overview
+        assert ">1.0000<" in overview
+        page = client.get("/tenants").text
+        row = re.search(r'<tr data-tenant="capped">.*?</tr>', page, re.S)
+        assert row is not None
+        assert '<td data-col="limited">cap</td>' in row.group(0)
+        other = re.search(r'<tr data-tenant="a">.*?</tr>', page, re.S)
+        assert other is not None
+        assert '<td data-col="limited">-</td>' in other.group(0)

@@ -159,3 +159,41 @@ def test_a_slow_source_is_read_once_per_collection() -> None:
     plugin.observe_fairness(slow, queue="orders")
     collect(reader)
     assert source.calls == 1
+
+
+def test_a_limited_tenant_is_its_own_series_and_left_out_of_jain() -> None:
+    """A capped tenant reads limited (reason cap) and is not compared: the others' Jain is 1."""
+    reader = InMemoryMetricReader()
+    meters = MeterProvider(metric_readers=[reader])
+    plugin = OpenTelemetryMetrics(meters, stats_ttl_seconds=0.0)
+    backend = InMemoryBackend(queue="orders")
+    backend.set_limits({"max_running": 1}, tenant="capped")
+    for tenant in ("capped", "a", "b"):
+        backend.push_batch(
+            [
+                Message(
+                    task_id=f"{tenant}-{i}", tenant=tenant, priority=Priority.NORMAL, body=b"{}"
+                )
+                for i in range(50)
+            ]
+        )
+    queue = FairQueue(backend)
+    backend.claim(assigned=["capped"])  # its one slot, held throughout
+    plugin.observe_fairness(lambda: queue.get_tenant_fairness(limit=1000), queue="orders")
+    got = collect(reader)
+    limited = {
+        (p.attributes["tenant"], p.attributes.get("reason"), p.value)
+        for p in got["fairque.tenant.limited"]
+    }
+    assert limited == {("capped", "cap", 1), ("a", None, 0), ("b", None, 0)}
+    _drain(queue, 20)
+    time.sleep(MIN_READING_SECONDS + 0.01)
+    got = collect(reader)
+    (jain,) = got["fairque.queue.fairness.jain"]
+    assert jain.value == pytest.approx(1.0)  # a and b, 10 each; capped counted read 0.67
+    assert set(by_tenant(got["fairque.tenant.share_ratio"])) == {"a", "b"}
+    assert ("capped", "cap", 1) in {
+        (p.attributes["tenant"], p.attributes.get("reason"), p.value)
+        for p in got["fairque.tenant.limited"]
+    }
+    meters.shutdown()

@@ -653,6 +653,8 @@ class ModelVsRedis(RuleBasedStateMachine):
             "list_tenants": lambda b: b.list_tenants(limit=1000),
             "list_tenants(page)": lambda b: b.list_tenants(limit=2, offset=1),
             "intake_size": lambda b: b.intake_size(),
+            # the fairness figures, holds and hold counters included (ADR 67)
+            "tenant_fairness": lambda b: b.tenant_fairness(KNOWN_TENANTS),
         }
         for tenant_id in KNOWN_TENANTS:
             checks[f"tenant_stats({tenant_id})"] = lambda b, u=tenant_id: b.tenant_stats(u)

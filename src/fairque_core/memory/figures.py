@@ -2,8 +2,10 @@
 
 Mirrors ``lua/tenant_figures.lua`` step for step: per tenant its stride and tier, ready
 depth, leases held, ``claimed`` counter, ``pass - virtual time`` of its tier while it has
-ready work, and the wait of its oldest head task (the critical FIFO's first, the scored
-set's first); :func:`fairque_core.domain.tenant_figures.tenant_fairness` makes the value.
+ready work, the wait of its oldest head task (the critical FIFO's first, the scored set's
+first), its holds now (paused, capped, its rate's ``hold`` after now, the queue's pause) and
+its ``cap_hits``, ``throttles`` and ``pauses`` counters;
+:func:`fairque_core.domain.tenant_figures.tenant_fairness` makes the value.
 """
 
 from __future__ import annotations
@@ -46,11 +48,12 @@ class FigureOps(ModelStore):
         stride = DEFAULT_STRIDE if fair is None else fair.stride
         tier = 0 if fair is None else fair.tier
         if tenant is None:
-            ready = leased = claimed = 0
+            ready = leased = claimed = cap_hits = throttles = 0
         else:
             ready = len(tenant.critical) + len(tenant.normal_live)
             leased = tenant.leased
             claimed = tenant.counters["claimed"]
+            cap_hits, throttles = tenant.counters["cap_hits"], tenant.counters["throttles"]
         ahead = self._fair.lag(tenant_id) if ready and fair is not None else 0
         oldest = None if tenant is None else self._oldest_head_ms(tenant)
         return tenant_fairness(
@@ -62,6 +65,13 @@ class FigureOps(ModelStore):
             dispatched=claimed,
             pass_ahead=ahead,
             oldest_ready_ms=None if oldest is None else now - oldest,
+            paused=tenant_id in self._paused,
+            capped=tenant_id in self._limits.capped,
+            throttled=self._limits.hold.get(tenant_id, 0) > now,
+            queue_paused=self._queue_paused,
+            cap_hits=cap_hits,
+            throttles=throttles,
+            pauses=self._pauses.get(tenant_id, 0),
         )
 
     def _oldest_head_ms(self, tenant: TenantQueues) -> int | None:

@@ -29,6 +29,8 @@ class PauseOps(ModelStore):
             self._queue_paused = True
             return
         validate_id(tenant, "tenant")
+        if tenant not in self._paused:
+            self._pauses[tenant] = self._pauses.get(tenant, 0) + 1
         self._paused.add(tenant)
         if self._fair.is_active(tenant):
             self._fair.deactivate(tenant)

@@ -93,6 +93,9 @@ class ModelStore:
         # pause (memory/pause.py): paused tenants stay out of the active sets; a paused queue
         # leases nothing (tenant hashes' and meta's ``pau`` field on Redis)
         self._paused: set[str] = set()
+        # times each tenant was paused (the tenant hash's ``npau``): the fairness figures tell
+        # from it that a pause began between two readings (ADR 67)
+        self._pauses: dict[str, int] = {}
         self._queue_paused = False
         # one lock around every public method (re-entrant: batch methods call single ones)
         self._lock = threading.RLock()

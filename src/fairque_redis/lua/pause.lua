@@ -28,6 +28,8 @@ else
   local t = fq_tenant(q, u)
   local key = fq_tenant_key(q, u)
   if on then
+    -- npau: times paused, read by tenant_figures.lua (a pause began between two readings)
+    if not t.paused then FQ_CALL('HINCRBY', key, 'npau', 1) end
     t.paused = true
     FQ_CALL('HSET', key, 'pau', '1')
     if fq_is_active(q, u) then fq_deactivate(q, u) end

@@ -7,10 +7,12 @@
   ARGV[8] offset  ARGV[9] limit (decimal integers >= 0; limit at most 1000): the page of the
           tenants index (first-push order) read when no tenant is named
   ARGV[10..] tenant ids (at most 1000): read these instead, in order
-  Returns: flat, 8 values per tenant: id, stride, tier, ready (critical + normal), leased,
-           claimed, pass minus the virtual time of its tier (0 without ready work), and the
-           ms since the earliest ready time of its head tasks (first of the critical list,
-           first of the normal set; -1 without ready work)
+  Returns: flat, 15 values per tenant: id, stride, tier, ready (critical + normal), leased,
+           claimed, pass minus the virtual time of its tier (0 without ready work), the ms
+           since the earliest ready time of its head tasks (first of the critical list, first
+           of the normal set; -1 without ready work), then its holds now as 0|1: paused (its
+           `pau`), capped (`capd`), throttled (`hold` after now), the queue paused (meta
+           `pau`), and its counters cap_hits, throttles, pauses (its hash's `npau`, pause.lua)
   Errors: FQ_E_BAD_ARG offset|limit
 
   Mirrors fairque_core/memory/figures.py. Read-only: a plain HMGET of each tenant record
@@ -44,14 +46,22 @@ elseif limit > 0 then
 end
 
 local out = {}
+local queue_paused = 0
+if #tenants > 0 and FQ_CALL('HGET', q.meta, 'pau') == '1' then queue_paused = 1 end
+local function flag(on)
+  if on then return 1 end
+  return 0
+end
 for _, u in ipairs(tenants) do
-  local v = FQ_CALL('HMGET', fq_tenant_key(q, u), 'pass', 'stride', 'tier')
+  local v = FQ_CALL('HMGET', fq_tenant_key(q, u), 'pass', 'stride', 'tier', 'pau', 'capd',
+    'hold', 'npau')
   local t = {
     pass = FQ_TONUMBER(v[1]) or 0,
     stride = FQ_TONUMBER(v[2]) or FQ_DEFAULT_STRIDE,
     tier = FQ_TONUMBER(v[3]) or 0,
   }
-  local c = FQ_CALL('HMGET', fq_tenant_stats_key(q, u), 'leased', 'claimed')
+  local c = FQ_CALL('HMGET', fq_tenant_stats_key(q, u), 'leased', 'claimed', 'cap_hits',
+    'throttles')
   local critical = fq_critical_key(q, u)
   local normal = fq_normal_key(q, u)
   local ready = FQ_CALL('LLEN', critical) + FQ_CALL('ZCARD', normal)
@@ -68,8 +78,11 @@ for _, u in ipairs(tenants) do
     end
     if earliest ~= nil then waited = math.max(0, q.now - earliest) end
   end
+  local hold = FQ_TONUMBER(v[6])
   for _, x in ipairs({u, fq_int(t.stride), fq_int(t.tier), ready, FQ_TONUMBER(c[1] or '0'),
-    FQ_TONUMBER(c[2] or '0'), fq_int(ahead), fq_int(waited)}) do
+    FQ_TONUMBER(c[2] or '0'), fq_int(ahead), fq_int(waited), flag(v[4] == '1'),
+    flag(v[5] == '1'), flag(hold ~= nil and hold > q.now), queue_paused,
+    FQ_TONUMBER(c[3] or '0'), FQ_TONUMBER(c[4] or '0'), FQ_TONUMBER(v[7] or '0')}) do
     table.insert(out, x)
   end
 end

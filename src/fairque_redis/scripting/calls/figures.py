@@ -16,8 +16,9 @@ from fairque_redis.scripting.calls.base import Call, CallsBase, contract, to_tex
 
 __all__ = ["FigureCalls"]
 
-# values per tenant in the reply: id, stride, tier, ready, leased, claimed, ahead, waited ms
-_WIDTH = 8
+# values per tenant in the reply: id, stride, tier, ready, leased, claimed, ahead, waited ms,
+# paused, capped, throttled, queue paused (0|1), cap_hits, throttles, pauses
+_WIDTH = 15
 
 
 class FigureCalls(CallsBase):
@@ -37,7 +38,10 @@ class FigureCalls(CallsBase):
             for k in range(0, len(reply), _WIDTH):
                 try:
                     stride, tier, ready, leased, claimed, ahead, waited = (
-                        int(x) for x in reply[k + 1 : k + _WIDTH]
+                        int(x) for x in reply[k + 1 : k + 8]
+                    )
+                    paused, capped, throttled, queue_paused, hits, throttles, pauses = (
+                        int(x) for x in reply[k + 8 : k + _WIDTH]
                     )
                 except (TypeError, ValueError):
                     contract("tenant_figures", False, reply)
@@ -52,6 +56,13 @@ class FigureCalls(CallsBase):
                         dispatched=claimed,
                         pass_ahead=ahead,
                         oldest_ready_ms=None if waited < 0 else waited,
+                        paused=paused == 1,
+                        capped=capped == 1,
+                        throttled=throttled == 1,
+                        queue_paused=queue_paused == 1,
+                        cap_hits=hits,
+                        throttles=throttles,
+                        pauses=pauses,
                     )
                 )
             return out
