@@ -17,7 +17,7 @@ import inspect
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
 
 import attrs
 
@@ -27,6 +27,9 @@ from fairque_core.app.worker.handlers import TaskHandler
 from fairque_core.app.worker.handoff import HandOffSteps
 from fairque_core.app.worker.loop import logger
 from fairque_core.app.worker.pacing import LISTEN_MIN_WAIT_SECONDS, listener_pause
+from fairque_core.app.worker.served import ServedQueues
+from fairque_core.app.worker.served_async import AsyncServedQueues
+from fairque_core.app.worker.serving import QueuesArg, queues_and_weights, served_queues
 from fairque_core.domain.errors import NotReplicatedError
 from fairque_core.domain.models import Task
 from fairque_core.settings.accel import Accelerators
@@ -234,12 +237,18 @@ class WorkerDriver(Generic[Q]):
         self,
         config: WorkerConfig,
         handler: TaskHandler,
-        queue: Q,
+        queue: Q | None = None,
         *,
+        queues: QueuesArg[Q] | None = None,
+        queue_order: str = "weighted",
         prefetch: int | None = None,
         accel: Accelerators | None = None,
     ) -> None:
-        self._check_parts(config, handler, queue)
+        served, weights = queues_and_weights(queue, queues, queue_order)
+        for one in served:
+            self._check_parts(config, handler, one)
+        # what the loop calls: the queue, or the queues behind one face (ADR 69)
+        queue = served_queues(served, weights, queue_order, asynchronous=type(self).asynchronous)
         self.accel = Accelerators.from_env() if accel is None else accel
         # the listener claims (ADR 38) unless switched off or the queue cannot
         self._claiming = type(self).listener_claims and hasattr(queue, "claim_when_ready")
@@ -259,7 +268,14 @@ class WorkerDriver(Generic[Q]):
         )
         self.config = config
         self.handler = handler
-        self.queue = queue
+        #: the queue this worker serves; with ``queues=``, the first (see :attr:`queues`)
+        self.queue: Q = served[0]
+        #: every queue this worker serves, in the order given
+        self.queues: tuple[Q, ...] = tuple(served)
+        self._calls: DrivenQueue = queue
+        self._served: ServedQueues | AsyncServedQueues | None = (
+            queue if isinstance(queue, (ServedQueues, AsyncServedQueues)) else None
+        )
         self.prefetch = prefetch
         self._scope = ClaimScope.of(config)
         self._force = False  # a second stop request: do not wait for running tasks
@@ -317,7 +333,17 @@ class WorkerDriver(Generic[Q]):
         with self._guard:
             out = self._loop.health(time.monotonic(), time.time())
         out["worker_id"] = self.config.id
+        if self._served is not None:  # several queues: each one's share (ADR 69)
+            out["queue_order"] = self._served.order
+            out["queues"] = self._served.health()
         return out
+
+    def _queue_of(self, task: Task) -> Q:
+        """The queue that claimed ``task`` (its plugins run its handler, its settings bound
+        its result)."""
+        if self._served is None:
+            return self.queue
+        return cast(Q, self._served.queue_of(task))
 
     @property
     def state(self) -> str:
@@ -335,7 +361,7 @@ class WorkerDriver(Generic[Q]):
         return self.config.graceful_shutdown_timeout + 5.0 if timeout is None else timeout
 
     def _queue_call(self, action: wa.Action) -> Callable[[], Any]:
-        return queue_call(self.queue, action, self._scope)
+        return queue_call(self._calls, action, self._scope)
 
     def _combined_call(self, action: wa.Claim) -> Callable[[], Any] | None:
         """The one call for a Claim with acks (its result read by :func:`claim_and_acks`),
@@ -345,7 +371,7 @@ class WorkerDriver(Generic[Q]):
             return None
         if limit is not None and len(action.acks.items) + action.count > limit:
             return None
-        return finish_and_claim_call(self.queue, action, action.acks, self._scope)
+        return finish_and_claim_call(self._calls, action, action.acks, self._scope)
 
     def _crashed(self, exc: BaseException) -> None:
         """The control loop raised ``exc``: a bug, not an outage. Report it, never hang."""
@@ -418,7 +444,7 @@ class WorkerDriver(Generic[Q]):
         wait for the wake signal (True: it came)."""
         if self._claiming:
             return self._claim_for_loop
-        return functools.partial(self.queue.wait_for_work, self.config.poll_interval_seconds)
+        return functools.partial(self._calls.wait_for_work, self.config.poll_interval_seconds)
 
     def _claim_for_loop(self) -> Any:
         raise NotImplementedError
@@ -433,7 +459,7 @@ class WorkerDriver(Generic[Q]):
         its wait ending by ``handed.claim_by`` (the loop's idle poll), within a poll interval."""
         left = handed.claim_by - time.monotonic()
         return functools.partial(
-            self.queue.claim_when_ready,
+            self._calls.claim_when_ready,
             handed.claim,
             self._scope.assigned,
             steal=self._scope.steal,

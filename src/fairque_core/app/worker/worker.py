@@ -224,11 +224,12 @@ class Worker(WorkerDriver[FairQueue]):
         value: Any
         self._in_handler.active = True
         try:
-            value = self.queue.plugins.execute(
-                task, functools.partial(self._run_task, task), queue=self.queue.name
+            queue = self._queue_of(task)
+            value = queue.plugins.execute(
+                task, functools.partial(self._run_task, task), queue=queue.name
             )
             if value is not None:
-                encode_result(task.task_id, value, self.queue.config.max_payload_bytes)
+                encode_result(task.task_id, value, queue.config.max_payload_bytes)
             ok = True
         except BaseException as exc:
             value = exc
@@ -331,7 +332,7 @@ class Worker(WorkerDriver[FairQueue]):
     def _release(self, tasks: list[Task]) -> None:  # back at the head of their queues
         for task in tasks:
             try:
-                self.queue.release(task)
+                self._calls.release(task)
             except Exception as exc:
                 self._release_failed(task, exc)
 

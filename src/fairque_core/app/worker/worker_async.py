@@ -165,7 +165,8 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
         try:
             value = await self._invoke(slot)
             if value is not None:
-                encode_result(task.task_id, value, self.queue.config.max_payload_bytes)
+                limit = self._queue_of(task).config.max_payload_bytes
+                encode_result(task.task_id, value, limit)
             ok = True
         except asyncio.CancelledError as exc:
             if not slot.timed_out:
@@ -211,7 +212,8 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
             run = lambda: self._thread_run(slot)  # noqa: E731
         else:
             run = lambda: self.handler.process_task_async(task)  # noqa: E731
-        made = self.queue.plugins.execute(task, run, queue=self.queue.name)
+        queue = self._queue_of(task)
+        made = queue.plugins.execute(task, run, queue=queue.name)
         if isinstance(made, Awaitable):
             return await made
         return made
@@ -283,7 +285,7 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
     async def _release(self, tasks: list[Task]) -> None:  # back at the head of their queues
         for task in tasks:
             try:
-                await self.queue.release(task)
+                await self._calls.release(task)
             except Exception as exc:
                 self._release_failed(task, exc)
 
