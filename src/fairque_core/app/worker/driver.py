@@ -253,7 +253,9 @@ class WorkerDriver(Generic[Q]):
         # the listener claims (ADR 38) unless switched off or the queue cannot
         self._claiming = type(self).listener_claims and hasattr(queue, "claim_when_ready")
         # the listener's claim blocks on the wake signal only where the backend makes it so
-        blocks = hasattr(getattr(queue, "backend", None), "claim_when_ready")
+        blocks = hasattr(getattr(queue, "backend", None), "claim_when_ready") or bool(
+            getattr(queue, "blocks_on_wake", False)
+        )
         self._loop = wl.WorkerLoop(
             config,
             lease_seconds=queue.config.lease_seconds,

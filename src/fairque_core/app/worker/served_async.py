@@ -66,6 +66,11 @@ class AsyncServedQueues:
         self._owners: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()  # the owners and the picker: any thread may call
         self._wake = AsyncWakeAny([q.wait_for_work for q in queues])
+        #: every queue's wait blocks on its wake signal (the worker's listener then keeps
+        #: the least wait of ADR 46 for its claims)
+        self.blocks_on_wake = all(
+            hasattr(getattr(q, "backend", None), "claim_when_ready") for q in queues
+        )
         first = queues[0].config
         lease = min(q.config.lease_seconds for q in queues)
         self._config = attrs.evolve(first, lease_seconds=lease)

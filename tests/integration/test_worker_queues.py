@@ -1,0 +1,257 @@
+"""A worker that serves several queues (ADR 69), on Valkey: ``Worker`` and ``AsyncWorker``.
+
+Weighted: two queues of weights 3 and 1, both backlogged; the worker's starts follow 3:1 to
+within the stride bound plus what its places and prefetch hold, and each queue's tenants keep
+their own weighted shares. Strict: the second queue is served only when the first is empty,
+also when the first refills while the second is being served. The tenants' names say their
+queue (``a*`` in A, ``b*`` in B), so the start order alone tells which queue served each task.
+The handler stops the run at a count; the timeouts only bound a hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from fairque_core import AsyncWorker, Task, TaskHandler, Worker, WorkerConfig
+from fairque_redis import aconnect, connect
+from fairque_redis.servers.embedded import EmbeddedValkey
+from fairque_testing import assert_fair, fairness_report
+
+pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
+
+PLACES = 4
+PREFETCH = 4
+#: where a start can stand apart from its claim: the places and the prefetch buffer
+HELD = PLACES + PREFETCH
+A_WEIGHTS = {"a1": 1.0, "a2": 2.0}
+B_WEIGHTS = {"b1": 1.0, "b2": 1.0, "b3": 3.0}
+
+
+class Recorder(TaskHandler):
+    """Records the tenant of every start; sets ``done`` at ``stop_at`` starts. ``on_start``
+    (tenant, count) may act before the task returns (the strict test pushes from there)."""
+
+    def __init__(self, stop_at: int, on_start: Any = None) -> None:
+        self.order: list[str] = []
+        self.lock = threading.Lock()
+        self.stop_at = stop_at
+        self.done = threading.Event()
+        self.on_start = on_start
+
+    def process_task(self, task: Task) -> object:
+        with self.lock:
+            self.order.append(task.tenant)
+            count = len(self.order)
+        if self.on_start is not None:
+            self.on_start(task.tenant, count)
+        if count >= self.stop_at:
+            self.done.set()
+        return None
+
+
+def load(total: int, weights: Mapping[str, float], share: float) -> list[Task]:
+    """Enough tasks per tenant to stay backlogged over ``total`` starts of which the queue
+    gets ``share``: each tenant its weighted part, plus 10 %."""
+    whole = sum(weights.values())
+    out: list[Task] = []
+    for tenant, weight in weights.items():
+        out += [Task.create(tenant) for _ in range(int(total * share * weight / whole * 1.1) + 20)]
+    return out
+
+
+def config(name: str) -> WorkerConfig:
+    return WorkerConfig(
+        id=name,
+        max_concurrent_tasks=PLACES,
+        poll_interval_seconds=0.2,
+        task_timeout_seconds=30.0,
+    )
+
+
+def check_weighted(order: list[str], total: int) -> dict[str, float]:
+    """The run's checks: A's share within 2 % of 3/4 (and its count within the stride bound
+    plus HELD of 3/4 at every prefix); each queue's tenants fair by their weights."""
+    first = order[:total]
+    in_a = 0
+    worst = 0.0
+    for n, tenant in enumerate(first, 1):
+        in_a += tenant.startswith("a")
+        worst = max(worst, abs(in_a - 0.75 * n))
+    share = in_a / total
+    assert abs(share - 0.75) <= 0.02, share
+    # the picker's own bound is 2 * 3/4 (two queues); starts may stand HELD apart from claims
+    assert worst <= 2 + HELD, worst
+    figures: dict[str, float] = {"share_a": share, "worst_prefix_lag": worst}
+    for queue, weights in (("a", A_WEIGHTS), ("b", B_WEIGHTS)):
+        mine = [t for t in first if t in weights]
+        report = fairness_report(mine, weights)
+        # a single queue's worker bound: its own stride bound plus what it holds unstarted
+        assert_fair(report, tolerance=0.05, max_lag=HELD + len(weights) + 1)
+        figures[f"{queue}_jain"] = report.jain
+        figures[f"{queue}_max_lag"] = report.max_lag
+    return figures
+
+
+def queue_names() -> tuple[str, str]:
+    tag = uuid.uuid4().hex[:8]
+    return f"mq-a-{tag}", f"mq-b-{tag}"
+
+
+def run_sync(url: str, total: int) -> list[str]:
+    name_a, name_b = queue_names()
+    qa, qb = connect(url, queue=name_a), connect(url, queue=name_b)
+    try:
+        for q, weights in ((qa, A_WEIGHTS), (qb, B_WEIGHTS)):
+            for tenant, weight in weights.items():
+                q.set_tenant_weight(tenant, weight)
+        qa.push_batch(load(total, A_WEIGHTS, 0.75))
+        qb.push_batch(load(total, B_WEIGHTS, 0.25))
+        recorder = Recorder(total)
+        worker = Worker(config("mq-sync"), recorder, queues=[(qa, 3), (qb, 1)], prefetch=PREFETCH)
+        worker.start()
+        try:
+            assert recorder.done.wait(90), len(recorder.order)
+        finally:
+            assert worker.stop(20)
+        health = worker.health()
+        assert [q["name"] for q in health["queues"]] == [name_a, name_b]
+        assert health["queue_order"] == "weighted"
+        assert health["state"] == "stopped" and health["in_flight"] == 0
+        return recorder.order
+    finally:
+        for q in (qa, qb):
+            q.purge_all()
+            q.close()
+
+
+def run_async(url: str, total: int) -> list[str]:
+    recorder = Recorder(total)
+
+    async def scenario() -> None:
+        name_a, name_b = queue_names()
+        qa = await aconnect(url, queue=name_a)
+        qb = await aconnect(url, queue=name_b)
+        try:
+            for q, weights in ((qa, A_WEIGHTS), (qb, B_WEIGHTS)):
+                for tenant, weight in weights.items():
+                    await q.set_tenant_weight(tenant, weight)
+            await qa.push_batch(load(total, A_WEIGHTS, 0.75))
+            await qb.push_batch(load(total, B_WEIGHTS, 0.25))
+            worker = AsyncWorker(
+                config("mq-async"), recorder, queues={qa: 3, qb: 1}, prefetch=PREFETCH
+            )
+            await worker.start()
+            try:
+                loop = asyncio.get_running_loop()
+                assert await loop.run_in_executor(None, recorder.done.wait, 90)
+            finally:
+                assert await worker.stop(20)
+            assert worker.health()["in_flight"] == 0
+        finally:
+            for q in (qa, qb):
+                await q.purge_all()
+                await q.close()
+
+    asyncio.run(scenario())
+    return recorder.order
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_weights_3_to_1_share_starts_and_keep_each_queue_fair(
+    valkey_server: EmbeddedValkey, kind: str
+) -> None:
+    """1,000 starts (the default suite; ``-m slow`` runs the 4,000 of the acceptance)."""
+    run = run_sync if kind == "sync" else run_async
+    check_weighted(run(valkey_server.url, 1000), 1000)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_weights_3_to_1_over_4000_tasks(valkey_server: EmbeddedValkey, kind: str) -> None:
+    run = run_sync if kind == "sync" else run_async
+    figures = check_weighted(run(valkey_server.url, 4000), 4000)
+    print(f"{kind}: {figures}")
+
+
+def test_strict_order_serves_the_second_queue_only_when_the_first_is_empty(
+    valkey_server: EmbeddedValkey,
+) -> None:
+    """One place, no prefetch: every claim takes one task, from B only when A had none. A
+    refills twice while B is served (pushed from B's handlers): A's new tasks start next."""
+    name_a, name_b = queue_names()
+    qa, qb = connect(valkey_server.url, queue=name_a), connect(valkey_server.url, queue=name_b)
+    ready_a_at_b_start: list[int] = []
+
+    def on_start(tenant: str, count: int) -> None:
+        if tenant.startswith("b"):
+            ready_a_at_b_start.append(int(qa.get_stats().get("ready", 0)))
+            if count in (40, 60):  # A refills while B is served
+                qa.push_batch([Task.create("a1") for _ in range(5)])
+
+    recorder = Recorder(30 + 40 + 10, on_start)
+    cfg = WorkerConfig(id="mq-strict", max_concurrent_tasks=1, poll_interval_seconds=0.2)
+    worker = Worker(cfg, recorder, queues=[qa, qb], queue_order="strict", prefetch=0)
+    try:
+        qb.push_batch([Task.create("b1") for _ in range(40)])
+        qa.push_batch([Task.create("a1") for _ in range(15)] + [Task.create("a2") for _ in range(15)])
+        worker.start()
+        assert recorder.done.wait(60), len(recorder.order)
+        assert worker.stop(20)
+        order = recorder.order
+        assert order[:30] == [t for t in order[:30] if t.startswith("a")]
+        # after the pushes at B's 40th and 60th start, A's five run at once, then B again
+        assert order[40:45] == ["a1"] * 5, order[35:50]
+        assert order[60:65] == ["a1"] * 5, order[55:70]
+        assert set(ready_a_at_b_start) == {0}
+        assert Counter(order) == {"a1": 25, "a2": 15, "b1": 40}
+        assert worker.health()["queue_order"] == "strict"
+    finally:
+        worker.stop(5)
+        for q in (qa, qb):
+            q.purge_all()
+            q.close()
+
+
+def test_an_idle_worker_wakes_on_either_queue_and_does_not_spin(
+    valkey_server: EmbeddedValkey,
+) -> None:
+    """Both queues empty: the worker waits (its claims do not spin); a push to the second
+    queue wakes it well before its idle poll would have (a poll interval of 30 s)."""
+    name_a, name_b = queue_names()
+    qa, qb = connect(valkey_server.url, queue=name_a), connect(valkey_server.url, queue=name_b)
+    recorder = Recorder(2)
+    cfg = WorkerConfig(id="mq-idle", max_concurrent_tasks=2, poll_interval_seconds=30.0)
+    worker = Worker(cfg, recorder, queues=[qa, qb])
+    try:
+        worker.start()
+        sent = threading.Event()
+
+        def settled() -> bool:
+            health = worker.health()
+            return bool(health["waiting_for_work"])
+
+        for _ in range(200):
+            if settled():
+                break
+            sent.wait(0.01)
+        assert settled()
+        sent.wait(0.6)  # the idle poll's backoff (from 0.5 ms, doubling) has grown past 0.3 s
+        claims = worker.health()["claims_sent"]
+        sent.wait(0.5)
+        assert worker.health()["claims_sent"] - claims <= 2  # no busy loop
+        qb.push(Task.create("b1"))
+        qa.push(Task.create("a1"))
+        assert recorder.done.wait(10)  # woken by a signal, not by the 30 s poll
+        assert sorted(recorder.order) == ["a1", "b1"]
+    finally:
+        assert worker.stop(10)
+        for q in (qa, qb):
+            q.purge_all()
+            q.close()
