@@ -123,7 +123,8 @@ def run_sync(url: str, total: int) -> list[str]:
         health = worker.health()
         assert [q["name"] for q in health["queues"]] == [name_a, name_b]
         assert health["queue_order"] == "weighted"
-        assert health["state"] == "stopped" and health["in_flight"] == 0
+        assert health["state"] == "stopped"
+        assert health["in_flight"] == 0
         return recorder.order
     finally:
         for q in (qa, qb):
@@ -200,7 +201,7 @@ def test_strict_order_serves_the_second_queue_only_when_the_first_is_empty(
     worker = Worker(cfg, recorder, queues=[qa, qb], queue_order="strict", prefetch=0)
     try:
         qb.push_batch([Task.create("b1") for _ in range(40)])
-        qa.push_batch([Task.create("a1") for _ in range(15)] + [Task.create("a2") for _ in range(15)])
+        qa.push_batch([Task.create(tenant) for tenant in ("a1", "a2") for _ in range(15)])
         worker.start()
         assert recorder.done.wait(60), len(recorder.order)
         assert worker.stop(20)

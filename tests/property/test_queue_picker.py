@@ -107,5 +107,5 @@ def test_weights_are_checked() -> None:
         QueuePicker([1, 0])
     with pytest.raises(ValueError, match="queue order"):
         QueuePicker([1], "random")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="at least one queue"):
         QueuePicker([])

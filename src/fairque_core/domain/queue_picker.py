@@ -9,8 +9,9 @@ many of a worker's claimed places go to each queue. Two orders:
   of a claim goes to the queue of the lowest pass, ties to the queue named first. A queue
   whose claim came back short (it had nothing ready, or its tenants were held by their
   limits) is *idle* until a part of a later claim fills: while idle its pass is lifted to the
-  virtual time (the lowest pass among the queues that are not idle), so time spent
-  empty earns no credit, as a tenant's activation does not. Deterministic: no random picks (Asynq picks at random, in proportion).
+  virtual time (the lowest pass among the queues that are not idle), so time spent empty
+  earns no credit, as a tenant's activation does not. Deterministic: no random picks (Asynq
+  picks at random, in proportion).
 * **strict**: the queues in the order given; a place goes to a later queue only when every
   earlier one came back short in this claim.
 

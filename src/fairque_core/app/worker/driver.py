@@ -240,10 +240,12 @@ class WorkerDriver(Generic[Q]):
         queue: Q | None = None,
         *,
         queues: QueuesArg[Q] | None = None,
-        queue_order: str = "weighted",
+        queue_order: str | None = None,
         prefetch: int | None = None,
         accel: Accelerators | None = None,
     ) -> None:
+        if queue_order is None:
+            queue_order = getattr(config, "queue_order", "weighted")
         served, weights = queues_and_weights(queue, queues, queue_order)
         for one in served:
             self._check_parts(config, handler, one)

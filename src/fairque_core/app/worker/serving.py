@@ -21,7 +21,7 @@ Q = TypeVar("Q")
 
 #: ``queues=`` of a worker: queues (weight 1 each), ``(queue, weight)`` pairs, or a mapping of
 #: queue to weight; in the order strict mode serves them.
-QueuesArg = Union[Sequence[Union[Q, tuple[Q, float]]], Mapping[Q, float]]
+QueuesArg = Union[Sequence[Union[Q, tuple[Q, float]]], Mapping[Q, float]]  # noqa: UP007
 
 
 def queues_and_weights(
