@@ -17,14 +17,14 @@ from fairque_redis import connect
 
 from .conftest import run_cli_here
 
-HANDLER = '''
+HANDLER = """
 from fairque_core import TaskHandler
 
 
 class Echo(TaskHandler):
     def process_task(self, task):
         return task.tenant
-'''
+"""
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -45,9 +45,7 @@ def test_queue_sources_in_order_of_precedence() -> None:
     )
     assert served_queues(parse("worker", "--handler", "m"), config) == [("x", 2.0), ("y", 1.0)]
     # one --queue replaces the worker section's list
-    assert served_queues(parse("--queue", "z", "worker", "--handler", "m"), config) == [
-        ("z", 1.0)
-    ]
+    assert served_queues(parse("--queue", "z", "worker", "--handler", "m"), config) == [("z", 1.0)]
     plain = FairQueueConfig.from_dict({"queue": {"name": "q"}}, env={})
     assert served_queues(parse("worker", "--handler", "m"), plain) == [("q", 1.0)]
 

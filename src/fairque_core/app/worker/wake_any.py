@@ -13,25 +13,31 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 __all__ = ["AsyncWakeAny", "WakeAny"]
 
 
-class WakeAny:
+class _Waits:
+    """The waits of the queues, one per queue, in their order."""
+
+    def __init__(self, waits: Sequence[Callable[[float], Any]]) -> None:
+        self._waits = list(waits)
+
+
+class WakeAny(_Waits):
     """``wait(timeout)``: True as soon as one of ``waits`` (each a queue's ``wait_for_work``)
     returns True; False when none did within ``timeout``; a wait's exception is raised."""
 
     def __init__(self, waits: Sequence[Callable[[float], bool]]) -> None:
-        self._waits = list(waits)
+        super().__init__(waits)
         self._cond = threading.Condition(threading.Lock())
         self._out = [False] * len(self._waits)  # a wait for queue i is running
         self._woke = False
         self._error: Exception | None = None
 
     def wait(self, timeout: float) -> bool:
-        if len(self._waits) == 1:
-            return bool(self._waits[0](timeout))
         with self._cond:
             for i, out in enumerate(self._out):
                 if not out:
@@ -40,13 +46,13 @@ class WakeAny:
                         target=self._one, args=(i, timeout), name=f"fairque-wake-{i}", daemon=True
                     ).start()
             self._cond.wait_for(lambda: self._woke or self._error is not None, timeout)
-            if self._woke:
-                self._woke = False
-                return True
-            error, self._error = self._error, None
+            woke, self._woke = self._woke, False
+            error = None if woke else self._error
+            if error is not None:
+                self._error = None
         if error is not None:
             raise error
-        return False
+        return woke
 
     def _one(self, index: int, timeout: float) -> None:
         woke, error = False, None
@@ -67,30 +73,20 @@ class WakeAny:
             return sum(self._out)
 
 
-class AsyncWakeAny:
+class AsyncWakeAny(_Waits):
     """:class:`WakeAny` for asyncio: ``await wait(timeout)``; the waits still running when
     one wakes (or raises) are cancelled."""
 
-    def __init__(self, waits: Sequence[Callable[[float], Awaitable[bool]]]) -> None:
-        self._waits = list(waits)
-
-    async def wait(self, timeout: float) -> bool:
-        if len(self._waits) == 1:
-            return bool(await self._waits[0](timeout))
-        tasks = [asyncio.ensure_future(wait(timeout)) for wait in self._waits]
+    async def wait(self, seconds: float) -> bool:
+        tasks = [asyncio.ensure_future(wait(seconds)) for wait in self._waits]
+        found = False
         try:
             pending: set[asyncio.Future[bool]] = set(tasks)
-            while pending:
+            while pending and not found:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    if task.result():  # raises the wait's exception
-                        return True
-            return False
+                found = any(task.result() for task in done)  # raises a wait's exception
         finally:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-
-    def running(self) -> int:
-        """How many waits are running now (tests): none between calls."""
-        return 0
+        return found
