@@ -43,8 +43,9 @@ __all__ = ["AsyncWorker"]
 class AsyncWorker(WorkerDriver[AsyncFairQueue]):
     """Runs tasks of an :class:`AsyncFairQueue` as asyncio tasks, at most
     ``max_concurrent_tasks`` at once. ``await start()`` / ``await stop()`` / ``await run()``
-    / ``health()``, as :class:`~fairque_core.app.worker.worker.Worker` (``prefetch`` and
-    ``accel`` too: ``prefetch`` None, the default, adapts it)."""
+    / ``health()``, as :class:`~fairque_core.app.worker.worker.Worker` (``prefetch``,
+    ``accel``, ``queues`` and ``queue_order`` too: ``prefetch`` None, the default, adapts
+    it)."""
 
     asynchronous = True
     _wake: asyncio.Event
