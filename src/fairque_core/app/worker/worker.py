@@ -112,8 +112,9 @@ class Worker(WorkerDriver[FairQueue]):
     ``prefetch`` claims that many tasks beyond the free places, to hide claim latency; they
     are heartbeated while they wait and released at once on stop. None (the default) adapts
     it to how fast tasks finish: deep for fast tasks, none for tasks much slower than a claim
-    round trip, and bounded by a fraction of the lease (ADR 30). ``accel``: which accelerators are on (default
-    :meth:`~fairque_core.settings.accel.Accelerators.from_env`); this one uses ``handoff``.
+    round trip, and bounded by a fraction of the lease (ADR 30). ``accel``: which accelerators
+    are on (default :meth:`~fairque_core.settings.accel.Accelerators.from_env`); this one uses
+    ``handoff``.
 
     Every decision is the :class:`~fairque_core.app.worker.loop.WorkerLoop`'s; this class only
     carries its actions out on threads.
