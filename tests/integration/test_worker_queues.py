@@ -111,8 +111,10 @@ def run_sync(url: str, total: int) -> list[str]:
         for q, weights in ((qa, A_WEIGHTS), (qb, B_WEIGHTS)):
             for tenant, weight in weights.items():
                 q.set_tenant_weight(tenant, weight)
-        qa.push_batch(load(total, A_WEIGHTS, 0.75))
-        qb.push_batch(load(total, B_WEIGHTS, 0.25))
+        pushed = {
+            name_a: len(qa.push_batch(load(total, A_WEIGHTS, 0.75))),
+            name_b: len(qb.push_batch(load(total, B_WEIGHTS, 0.25))),
+        }
         recorder = Recorder(total)
         worker = Worker(config("mq-sync"), recorder, queues=[(qa, 3), (qb, 1)], prefetch=PREFETCH)
         worker.start()
@@ -121,6 +123,13 @@ def run_sync(url: str, total: int) -> list[str]:
         finally:
             assert worker.stop(20)
         health = worker.health()
+        # the stop gave the buffered tasks back, each to its own queue: nothing runs, nothing
+        # is lost, and each queue finished exactly what its tenants started
+        for q, weights in ((qa, A_WEIGHTS), (qb, B_WEIGHTS)):
+            stats = q.get_stats()
+            assert stats["leased"] == 0
+            assert stats["finished"] == sum(1 for t in recorder.order if t in weights)
+            assert stats["ready"] + stats["finished"] == pushed[q.name]
         assert [q["name"] for q in health["queues"]] == [name_a, name_b]
         assert health["queue_order"] == "weighted"
         assert health["state"] == "stopped"
@@ -181,6 +190,7 @@ def test_weights_3_to_1_over_4000_tasks(valkey_server: EmbeddedValkey, kind: str
     print(f"{kind}: {figures}")
 
 
+@pytest.mark.usefixtures("handoff_on_and_off")  # ADR 65
 def test_strict_order_serves_the_second_queue_only_when_the_first_is_empty(
     valkey_server: EmbeddedValkey,
 ) -> None:
@@ -220,6 +230,7 @@ def test_strict_order_serves_the_second_queue_only_when_the_first_is_empty(
             q.close()
 
 
+@pytest.mark.usefixtures("handoff_on_and_off")  # ADR 65
 def test_an_idle_worker_wakes_on_either_queue_and_does_not_spin(
     valkey_server: EmbeddedValkey,
 ) -> None:
@@ -256,3 +267,70 @@ def test_an_idle_worker_wakes_on_either_queue_and_does_not_spin(
         for q in (qa, qb):
             q.purge_all()
             q.close()
+
+
+class Slow(TaskHandler):
+    """Each task runs ``seconds``: longer than its queue's lease, so only heartbeats keep it."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.started: list[str] = []
+        self.lock = threading.Lock()
+
+    def process_task(self, task: Task) -> object:
+        with self.lock:
+            self.started.append(task.task_id)
+        threading.Event().wait(self.seconds)
+        return None
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_heartbeats_and_acks_go_to_each_tasks_queue(
+    valkey_server: EmbeddedValkey, kind: str
+) -> None:
+    """Leases of 0.6 s, tasks of 1.5 s: each task lives on its heartbeats, which (with its
+    finish) must reach the queue that holds its lease; a lost lease would run it twice."""
+    name_a, name_b = queue_names()
+    cfg = WorkerConfig(id=f"mq-hb-{kind}", max_concurrent_tasks=4, reaper_interval_seconds=0.2)
+    handler = Slow(1.5)
+    if kind == "sync":
+        qa = connect(valkey_server.url, queue=name_a, lease_seconds=0.6)
+        qb = connect(valkey_server.url, queue=name_b, lease_seconds=0.6)
+        try:
+            ids = [str(qa.push(Task.create("a1"))), str(qb.push(Task.create("b1")))]
+            worker = Worker(cfg, handler, queues=[qa, qb])
+            worker.start()
+            for q in (qa, qb):
+                for _ in range(400):
+                    if q.get_stats()["finished"] == 1:
+                        break
+                    threading.Event().wait(0.01)
+            assert worker.stop(10)
+            assert [q.get_stats()["finished"] for q in (qa, qb)] == [1, 1]
+        finally:
+            for q in (qa, qb):
+                q.purge_all()
+                q.close()
+    else:
+
+        async def scenario() -> list[str]:
+            qa = await aconnect(valkey_server.url, queue=name_a, lease_seconds=0.6)
+            qb = await aconnect(valkey_server.url, queue=name_b, lease_seconds=0.6)
+            try:
+                handles = [await qa.push(Task.create("a1")), await qb.push(Task.create("b1"))]
+                worker = AsyncWorker(cfg, handler, queues=[qa, qb])
+                await worker.start()
+                try:
+                    for handle in handles:
+                        await handle.get(timeout=20)
+                finally:
+                    assert await worker.stop(10)
+                assert [(await q.get_stats())["finished"] for q in (qa, qb)] == [1, 1]
+                return [h.task_id for h in handles]
+            finally:
+                for q in (qa, qb):
+                    await q.purge_all()
+                    await q.close()
+
+        ids = asyncio.run(scenario())
+    assert sorted(handler.started) == sorted(ids)  # each ran once: no lease was lost

@@ -111,7 +111,7 @@ def test_worker_reads_queues_and_refuses_what_it_cannot_serve() -> None:
         assert "queues" not in one.health()
         with pytest.raises(TypeError, match="one of them"):
             Worker(config, TaskHandler(), qa, queues=[qb])
-        with pytest.raises(TypeError, match="one of them"):
+        with pytest.raises(TypeError, match="queue must be a FairQueue"):
             Worker(config, TaskHandler())
         with pytest.raises(ValueError, match="at least one queue"):
             Worker(config, TaskHandler(), queues=[])

@@ -244,6 +244,8 @@ class WorkerDriver(Generic[Q]):
         prefetch: int | None = None,
         accel: Accelerators | None = None,
     ) -> None:
+        if queue is None and queues is None:
+            self._check_parts(config, handler, queue)  # a TypeError that names the queue
         if queue_order is None:
             queue_order = getattr(config, "queue_order", "weighted")
         served, weights = queues_and_weights(queue, queues, queue_order)
