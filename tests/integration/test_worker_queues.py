@@ -190,14 +190,51 @@ def test_weights_3_to_1_over_4000_tasks(valkey_server: EmbeddedValkey, kind: str
     print(f"{kind}: {figures}")
 
 
+def serve_strict(url: str, kind: str, names: tuple[str, str], recorder: Recorder) -> str:
+    """Serve the two queues in strict order with one place and no prefetch until ``recorder``
+    is done; the worker's ``queue_order`` as its health says."""
+    cfg = WorkerConfig(id=f"mq-strict-{kind}", max_concurrent_tasks=1, poll_interval_seconds=0.2)
+    if kind == "sync":
+        qa, qb = connect(url, queue=names[0]), connect(url, queue=names[1])
+        try:
+            worker = Worker(cfg, recorder, queues=[qa, qb], queue_order="strict", prefetch=0)
+            worker.start()
+            try:
+                assert recorder.done.wait(60), len(recorder.order)
+            finally:
+                assert worker.stop(20)
+            return str(worker.health()["queue_order"])
+        finally:
+            qa.close()
+            qb.close()
+
+    async def scenario() -> str:
+        qa, qb = await aconnect(url, queue=names[0]), await aconnect(url, queue=names[1])
+        try:
+            worker = AsyncWorker(cfg, recorder, queues=[qa, qb], queue_order="strict", prefetch=0)
+            await worker.start()
+            try:
+                loop = asyncio.get_running_loop()
+                assert await loop.run_in_executor(None, recorder.done.wait, 60)
+            finally:
+                assert await worker.stop(20)
+            return str(worker.health()["queue_order"])
+        finally:
+            await qa.close()
+            await qb.close()
+
+    return asyncio.run(scenario())
+
+
 @pytest.mark.usefixtures("handoff_on_and_off")  # ADR 65
+@pytest.mark.parametrize("kind", ["sync", "async"])
 def test_strict_order_serves_the_second_queue_only_when_the_first_is_empty(
-    valkey_server: EmbeddedValkey,
+    valkey_server: EmbeddedValkey, kind: str
 ) -> None:
     """One place, no prefetch: every claim takes one task, from B only when A had none. A
     refills twice while B is served (pushed from B's handlers): A's new tasks start next."""
-    name_a, name_b = queue_names()
-    qa, qb = connect(valkey_server.url, queue=name_a), connect(valkey_server.url, queue=name_b)
+    names = queue_names()
+    qa, qb = connect(valkey_server.url, queue=names[0]), connect(valkey_server.url, queue=names[1])
     ready_a_at_b_start: list[int] = []
 
     def on_start(tenant: str, count: int) -> None:
@@ -207,24 +244,18 @@ def test_strict_order_serves_the_second_queue_only_when_the_first_is_empty(
                 qa.push_batch([Task.create("a1") for _ in range(5)])
 
     recorder = Recorder(30 + 40 + 10, on_start)
-    cfg = WorkerConfig(id="mq-strict", max_concurrent_tasks=1, poll_interval_seconds=0.2)
-    worker = Worker(cfg, recorder, queues=[qa, qb], queue_order="strict", prefetch=0)
     try:
         qb.push_batch([Task.create("b1") for _ in range(40)])
         qa.push_batch([Task.create(tenant) for tenant in ("a1", "a2") for _ in range(15)])
-        worker.start()
-        assert recorder.done.wait(60), len(recorder.order)
-        assert worker.stop(20)
+        assert serve_strict(valkey_server.url, kind, names, recorder) == "strict"
         order = recorder.order
         assert order[:30] == [t for t in order[:30] if t.startswith("a")]
-        # after the pushes at B's 40th and 60th start, A's five run at once, then B again
+        # after the pushes at the 40th and 60th start (B's), A's five run at once, then B again
         assert order[40:45] == ["a1"] * 5, order[35:50]
         assert order[60:65] == ["a1"] * 5, order[55:70]
         assert set(ready_a_at_b_start) == {0}
         assert Counter(order) == {"a1": 25, "a2": 15, "b1": 40}
-        assert worker.health()["queue_order"] == "strict"
     finally:
-        worker.stop(5)
         for q in (qa, qb):
             q.purge_all()
             q.close()
