@@ -14,11 +14,13 @@ from fairque_core import (
     AsyncWorker,
     FairQueue,
     QueueConfig,
+    Task,
     TaskHandler,
     Worker,
     WorkerConfig,
 )
 from fairque_core.app.worker.served import ServedQueues
+from fairque_core.domain.errors import QueueClosedError
 from fairque_core.app.worker.wake_any import AsyncWakeAny, WakeAny
 from fairque_core.memory import AsyncInMemoryBackend, InMemoryBackend
 
@@ -143,3 +145,39 @@ def test_async_worker_takes_a_mapping_of_queues() -> None:
             await qb.close()
 
     asyncio.run(scenario())
+
+
+def test_served_queues_route_every_call_to_the_tasks_queue() -> None:
+    qa, qb = connect("qa"), connect("qb")
+    served = ServedQueues([qa, qb], [1, 1])
+    qa.push_batch([Task.create("a") for _ in range(3)])
+    qb.push_batch([Task.create("b") for _ in range(3)])
+    tasks = served.claim_batch(4)
+    assert [t.tenant for t in tasks] == ["a", "a", "b", "b"]  # equal weights: 2 and 2
+    renewed = served.heartbeat_batch(tasks)
+    assert [t.task_id for t in renewed if t is not None] == [t.task_id for t in tasks]
+    flags = served.finish_batch([(t, None) for t in tasks[:3]])
+    assert flags == [True, True, True]
+    served.release(tasks[3])
+    assert qa.get_stats()["finished"] + qb.get_stats()["finished"] == 3
+    assert qa.get_stats()["leased"] + qb.get_stats()["leased"] == 0
+    with pytest.raises(ValueError, match="not claimed"):
+        served.release(tasks[3])  # forgotten once released
+    # the rest (the released task back in its own queue), then short
+    rest = served.claim_batch(10)
+    assert sorted(t.tenant for t in rest) == ["a", "b", "b"]
+    assert served.health()[0]["idle"]
+    assert served.health()[1]["idle"]
+
+
+def test_a_failing_queue_is_left_out_and_reported() -> None:
+    qa, qb = connect("qa"), connect("qb")
+    served = ServedQueues([qa, qb], [1, 3])
+    qa.push_batch([Task.create("a") for _ in range(4)])
+    qb.close()  # its calls now raise
+    tasks = served.claim_batch(4)
+    assert [t.tenant for t in tasks] == ["a"] * 4  # b's places went to a
+    assert [q["failing"] for q in served.health()] == [0, 1]
+    qa.close()
+    with pytest.raises(QueueClosedError):  # every queue failed: the loop sees the outage
+        served.claim_batch(1)

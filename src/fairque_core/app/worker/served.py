@@ -64,6 +64,7 @@ class ServedQueues:
         self.names = tuple(names)
         self.picker = QueuePicker(weights, order)
         self._owners: dict[tuple[str, str], int] = {}
+        self._errors = [0] * len(queues)  # failed claims per queue, in a row
         self._lock = threading.Lock()  # the owners and the picker: any thread may call
         self._wake = WakeAny([q.wait_for_work for q in queues])
         #: every queue's wait blocks on its wake signal (the worker's listener then keeps
@@ -116,7 +117,9 @@ class ServedQueues:
         return out
 
     def health(self) -> list[dict[str, Any]]:
-        """Per queue: name, weight, tasks claimed, whether its last part came back short."""
+        """Per queue: name, weight, tasks claimed, whether its last part came back short, and
+        its failed claims in a row (a queue whose claims fail is left out of each claim; the
+        worker serves the others, and reports an outage only when every queue fails)."""
         picker = self.picker
         with self._lock:
             return [
@@ -125,6 +128,7 @@ class ServedQueues:
                     "weight": picker.weights[i],
                     "claimed": picker.claimed[i],
                     "idle": picker.idle[i],
+                    "failing": self._errors[i],
                 }
                 for i, name in enumerate(self.names)
             ]
@@ -159,9 +163,11 @@ class ServedQueues:
                         want, assigned, steal=steal, worker_id=worker_id
                     )
                 except Exception as exc:
-                    logger.warning("claim on queue %s: %s", self.names[index], exc)
+                    self._failed(index, exc)
                     error = error or exc
                     tasks = []
+                else:
+                    self._errors[index] = 0
                 self._own(tasks, index)
                 got[index] = len(tasks)
                 out += tasks
@@ -172,6 +178,12 @@ class ServedQueues:
         if error is not None and not out:
             raise error
         return out
+
+    def _failed(self, index: int, exc: Exception) -> None:
+        """A claim on queue ``index`` raised: logged once per run of failures."""
+        self._errors[index] += 1
+        if self._errors[index] == 1:
+            logger.warning("claim on queue %s failed: %s", self.names[index], exc)
 
     def _own(self, tasks: Sequence[Task], index: int) -> None:
         with self._lock:
