@@ -20,8 +20,8 @@ from fairque_core import (
     WorkerConfig,
 )
 from fairque_core.app.worker.served import ServedQueues
-from fairque_core.domain.errors import QueueClosedError
 from fairque_core.app.worker.wake_any import AsyncWakeAny, WakeAny
+from fairque_core.domain.errors import QueueClosedError
 from fairque_core.memory import AsyncInMemoryBackend, InMemoryBackend
 
 
