@@ -340,7 +340,7 @@ def _run_worker(args: argparse.Namespace, out: TextIO) -> int:
     configure_logging(args.log_level, args.log_format)
     if args.processes > 1:
         # what every child would refuse, refused once here (a child's refusal restarted it)
-        load_config(args)
+        served_queues(args, load_config(args))
         load_handler(args.handler)
         if args.metrics_port and args.metrics_port + args.processes - 1 > 65535:
             raise CliError(
