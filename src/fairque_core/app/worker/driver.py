@@ -188,7 +188,10 @@ Q = TypeVar("Q", bound=DrivenQueue)
 class WorkerDriver(Generic[Q]):
     """The part of a worker driver that does not depend on how it waits.
 
-    ``__init__`` takes the settings every worker takes, then calls :meth:`_init_driver` for the
+    ``__init__`` takes the settings every worker takes (its ``queue``, or its ``queues`` with
+    their weights and ``queue_order``: then the loop calls a
+    :class:`~fairque_core.app.worker.served.ServedQueues` face over them, ADR 69, and
+    :meth:`_queue_of` gives a task's own queue), then calls :meth:`_init_driver` for the
     driver's own state, which sets ``_wake`` (set to wake the control loop) and ``_listen``
     (set while the loop wants the queue's wake signal listened for). A driver starts its loop
     with :meth:`_begin`, reports a crash of its control loop with :meth:`_crashed`, makes the
@@ -252,17 +255,19 @@ class WorkerDriver(Generic[Q]):
         for one in served:
             self._check_parts(config, handler, one)
         # what the loop calls: the queue, or the queues behind one face (ADR 69)
-        queue = served_queues(served, weights, queue_order, asynchronous=type(self).asynchronous)
+        calls: Any = served_queues(
+            served, weights, queue_order, asynchronous=type(self).asynchronous
+        )
         self.accel = Accelerators.from_env() if accel is None else accel
         # the listener claims (ADR 38) unless switched off or the queue cannot
-        self._claiming = type(self).listener_claims and hasattr(queue, "claim_when_ready")
+        self._claiming = type(self).listener_claims and hasattr(calls, "claim_when_ready")
         # the listener's claim blocks on the wake signal only where the backend makes it so
-        blocks = hasattr(getattr(queue, "backend", None), "claim_when_ready") or bool(
-            getattr(queue, "blocks_on_wake", False)
+        blocks = hasattr(getattr(calls, "backend", None), "claim_when_ready") or bool(
+            getattr(calls, "blocks_on_wake", False)
         )
         self._loop = wl.WorkerLoop(
             config,
-            lease_seconds=queue.config.lease_seconds,
+            lease_seconds=calls.config.lease_seconds,
             prefetch=prefetch,
             listener_claims=self._claiming,
             listen_floor=type(self).listen_floor if self._claiming and blocks else 0.0,
@@ -278,9 +283,9 @@ class WorkerDriver(Generic[Q]):
         self.queue: Q = served[0]
         #: every queue this worker serves, in the order given
         self.queues: tuple[Q, ...] = tuple(served)
-        self._calls: DrivenQueue = queue
+        self._calls: DrivenQueue = calls
         self._served: ServedQueues | AsyncServedQueues | None = (
-            queue if isinstance(queue, (ServedQueues, AsyncServedQueues)) else None
+            calls if isinstance(calls, (ServedQueues, AsyncServedQueues)) else None
         )
         self.prefetch = prefetch
         self._scope = ClaimScope.of(config)
@@ -294,7 +299,7 @@ class WorkerDriver(Generic[Q]):
         # acknowledgements ride on the claim in one call (ADR 40) unless switched off or the
         # queue's backend would make it two calls anyway
         self._combining = type(self).combined_acks and bool(
-            getattr(queue, "combines_finish_and_claim", False)
+            getattr(calls, "combines_finish_and_claim", False)
         )
         self._init_driver()
 
