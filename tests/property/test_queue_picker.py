@@ -14,6 +14,8 @@ weights_st = st.lists(
     st.sampled_from([0.01, 0.5, 1, 1.5, 2, 3, 7, 10, 100]), min_size=1, max_size=6
 )
 claims_st = st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_size=60)
+#: cheap examples (no I/O): at least 100, more under the ci and nightly profiles
+EXAMPLES = max(100, settings.default.max_examples)
 
 
 def serve_all(picker: QueuePicker, count: int) -> list[int]:
@@ -23,7 +25,7 @@ def serve_all(picker: QueuePicker, count: int) -> list[int]:
     return asked
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=EXAMPLES, deadline=None)
 @given(weights_st, claims_st)
 def test_backlogged_shares_follow_the_weights_within_the_lag_bound(
     weights: list[float], claims: list[int]
@@ -45,7 +47,7 @@ def test_backlogged_shares_follow_the_weights_within_the_lag_bound(
             assert -n * exact[i] / total_weight - 1e-9 <= lag <= 1 + 1e-9, (i, lag, weights)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=EXAMPLES, deadline=None)
 @given(weights_st, claims_st, st.data())
 def test_a_queue_back_from_idle_has_no_credit(
     weights: list[float], claims: list[int], data: st.DataObject
