@@ -12,7 +12,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 import attrs
 
@@ -234,11 +234,16 @@ class _BurstWatch:
     when the worker started is still ready, or was taken by a claim sent before the ready count
     read none; once those claims are settled (``health()["claims_settled"]`` has reached the
     ``claims_sent`` read after the count), their tasks are in ``in_flight`` until finished.
-    ``health`` is the worker's; ``queues`` every queue it serves (nothing ready in any)."""
+    ``health`` is the worker's; ``queues`` the queue it serves, or a list of every queue it
+    serves (nothing ready in any)."""
 
-    def __init__(self, health: Callable[[], dict[str, Any]], queues: Sequence[FairQueue]) -> None:
+    def __init__(
+        self, health: Callable[[], dict[str, Any]], queues: FairQueue | Sequence[FairQueue]
+    ) -> None:
         self._health = health
-        self._queues = queues
+        self._queues: list[FairQueue] = (
+            list(queues) if isinstance(queues, (list, tuple)) else [cast(FairQueue, queues)]
+        )
         self._mark: int | None = None  # claims sent when the queue was last seen with none ready
 
     def done(self) -> bool:
