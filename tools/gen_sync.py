@@ -61,6 +61,7 @@ PAIRS: tuple[tuple[str, str], ...] = (
         "src/fairque_redis/partitioned/routing_async.py",
         "src/fairque_redis/partitioned/routing.py",
     ),
+    ("src/fairque_core/app/worker/served_async.py", "src/fairque_core/app/worker/served.py"),
 )
 
 # Whole names, renamed in code (by unasync's tokenizer) and in prose (by TEXT_RULES).
@@ -107,11 +108,13 @@ NAMES: dict[str, str] = {
     "async_pool_of": "pool_of",
     "async_wait_piece": "wait_piece",
     "AsyncBackendHost": "BackendHost",
-    "host_async": "host",
     "AsyncWaitMixin": "WaitMixin",
     "waits_async": "waits",
     "AsyncPartitionRouting": "PartitionRouting",
     "routing_async": "routing",
+    "AsyncServedQueues": "ServedQueues",
+    "served_async": "served",
+    "AsyncWakeAny": "WakeAny",
 }
 
 # Regular expressions applied to the whole text after the token pass, in this order.

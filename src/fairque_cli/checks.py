@@ -8,17 +8,20 @@ import math
 from urllib.parse import urlsplit
 
 from fairque_core.domain.errors import TaskValidationError
+from fairque_core.domain.scoring import stride_for
 from fairque_core.domain.validation import MAX_TENANT_PAGE, is_digits, validate_queue_name
 from fairque_core.settings.config import mask_url
 
 __all__ = [
     "check_queue",
+    "check_queue_spec",
     "check_url",
     "non_negative_float",
     "non_negative_int",
     "port_number",
     "positive_float",
     "positive_int",
+    "queue_weight",
     "tenant_page",
 ]
 
@@ -93,6 +96,29 @@ def check_queue(text: str) -> str:
         return validate_queue_name(text)
     except TaskValidationError as exc:
         raise argparse.ArgumentTypeError(f"invalid queue name {text!r}: {exc.rule}") from None
+
+
+def check_queue_spec(text: str) -> str:
+    """``NAME`` or ``NAME:WEIGHT`` (a worker's queue and its weight, ADR 69): the text as
+    given, once both parts are valid (queue names have no colon)."""
+    name, colon, weight = text.partition(":")
+    check_queue(name)
+    if colon:
+        try:
+            queue_weight(weight)
+        except argparse.ArgumentTypeError as exc:
+            raise argparse.ArgumentTypeError(f"--queue {text}: weight {exc}") from None
+    return text
+
+
+def queue_weight(text: str) -> float:
+    """A queue's weight, as a tenant's: a number in [0.001, 1e6]."""
+    value = _number(text)
+    try:
+        stride_for(value)
+    except TaskValidationError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} {exc.rule}") from None
+    return value
 
 
 def check_url(text: str) -> str:

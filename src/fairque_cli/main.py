@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO
 
-from fairque_cli.checks import check_queue, check_url
+from fairque_cli.checks import check_queue_spec, check_url
 from fairque_cli.context import CliError, UsageError, error_name
 
 __all__ = [
@@ -33,12 +33,15 @@ EXIT_INTERRUPTED = 130
 _MAX_MESSAGE = 400
 
 
-class _OneQueue(argparse.Action):
-    """``--queue`` once per command line (before or after the subcommand): a command serves
-    one queue, so a second ``--queue`` (which used to win silently) is a usage error.
+class _Queues(argparse.Action):
+    """``--queue`` before or after the subcommand. A command serves one queue; ``fairque
+    worker`` may serve several (``--queue a:3 --queue b:1``, a weight after a colon, ADR 69),
+    so the count is checked once the command is known (:meth:`_Parser.check_queues`): a second
+    ``--queue`` elsewhere (which used to win silently) is a usage error.
 
     ``seen`` is shared by the top-level parser and every subcommand's copy of the option
-    (argparse parses a subcommand's flags into a namespace of its own)."""
+    (argparse parses a subcommand's flags into a namespace of its own); ``queue`` gets the
+    name of the last one given."""
 
     def __init__(self, *args: Any, seen: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -52,12 +55,7 @@ class _OneQueue(argparse.Action):
         option_string: str | None = None,
     ) -> None:
         self.seen.append(str(values))
-        if len(self.seen) > 1:
-            parser.error(
-                f"--queue given {len(self.seen)} times ({', '.join(self.seen)}): a command "
-                "serves one queue"
-            )
-        setattr(namespace, self.dest, values)
+        setattr(namespace, self.dest, str(values).partition(":")[0])
 
 
 def _common_options(defaults: bool, queues: list[str]) -> argparse.ArgumentParser:
@@ -74,10 +72,11 @@ def _common_options(defaults: bool, queues: list[str]) -> argparse.ArgumentParse
     parent.add_argument(
         "--queue",
         default=default,
-        type=check_queue,
-        action=_OneQueue,
+        type=check_queue_spec,
+        action=_Queues,
         seen=queues,
-        help="queue name (default: the config's; given once)",
+        help="queue name (default: the config's; given once, except to `worker`, which "
+        "serves each --queue NAME[:WEIGHT] given)",
     )
     parent.add_argument(
         "--cluster",
@@ -95,11 +94,39 @@ def _common_options(defaults: bool, queues: list[str]) -> argparse.ArgumentParse
 
 
 class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose usage errors are one line: ``fairque CMD: error: ...``."""
+    """An ArgumentParser whose usage errors are one line: ``fairque CMD: error: ...``.
+
+    The top-level one (``queues`` set) checks the ``--queue`` flags once the command is known:
+    ``worker`` takes any number (its ``queues`` attribute lists them, ``NAME[:WEIGHT]``), every
+    other command one, without a weight."""
+
+    queues: list[str] | None = None
 
     def error(self, message: str) -> NoReturn:
         sys.stderr.write(f"{self.prog}: error: {message} (see: {self.prog} --help)\n")
         raise SystemExit(EXIT_USAGE)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        if self.queues is not None:
+            self.queues.clear()
+        parsed, extra = super().parse_known_args(args, namespace)
+        if self.queues is not None:
+            self.check_queues(parsed, self.queues)
+        return parsed, extra
+
+    def check_queues(self, parsed: argparse.Namespace, seen: list[str]) -> None:
+        worker = getattr(parsed, "command", None) == "worker"
+        if len(seen) > 1 and not worker:
+            self.error(
+                f"--queue given {len(seen)} times ({', '.join(seen)}): a command serves one "
+                "queue (only `fairque worker` serves several)"
+            )
+        weighted = [spec for spec in seen if ":" in spec]
+        if weighted and not worker:
+            self.error(f"--queue {weighted[0]}: a weight is for `fairque worker` only")
+        parsed.queues = list(seen)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -115,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     from fairque_cli.server_cmd import add_server
     from fairque_cli.worker_cmd import add_worker
 
-    queues: list[str] = []  # every --queue of this command line (one allowed)
+    queues: list[str] = []  # every --queue of this command line (one, but for worker)
     parser = _Parser(
         prog="fairque",
         description="fairque: a multi-tenant fair task queue on Redis/Valkey.",
@@ -123,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Environment: FAIRQUE_REDIS_URL, FAIRQUE_CONFIG, FAIRQUE_<SECTION>__<KEY> "
         "(e.g. FAIRQUE_QUEUE__LEASE_SECONDS=10), FAIRQUE_DEBUG=1 for tracebacks.",
     )
+    parser.queues = queues
     parser.add_argument("--version", action="version", version=f"fairque {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True

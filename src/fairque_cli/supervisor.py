@@ -159,8 +159,8 @@ def child_args(args: argparse.Namespace, index: int) -> list[str]:
     out = ["worker", "--handler", args.handler]
     for flag, value in (
         ("--url", getattr(args, "url", None)),
-        ("--queue", getattr(args, "queue", None)),
         ("--config", getattr(args, "config", None)),
+        ("--queue-order", getattr(args, "queue_order", None)),
         ("--id", f"{args.id}-{index}" if args.id else None),
         ("--concurrency", args.concurrency),
         ("--metrics-port", args.metrics_port + index if args.metrics_port else None),
@@ -171,6 +171,9 @@ def child_args(args: argparse.Namespace, index: int) -> list[str]:
     ):
         if value is not None:
             out += [flag, str(value)]
+    queues = getattr(args, "queues", None) or ([args.queue] if getattr(args, "queue", None) else [])
+    for spec in queues:  # every queue served, with its weight (ADR 69)
+        out += ["--queue", spec]
     for tenant in args.tenant or ():
         out += ["--tenant", tenant]
     if getattr(args, "cluster", False):

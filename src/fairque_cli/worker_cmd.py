@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
 import os
@@ -10,15 +11,22 @@ import secrets
 import socket
 import sys
 import time
-from collections.abc import Callable
-from typing import Any, TextIO
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO, cast
 
 import attrs
 
-from fairque_cli.checks import non_negative_float, port_number, positive_float, positive_int
+from fairque_cli.checks import (
+    non_negative_float,
+    port_number,
+    positive_float,
+    positive_int,
+    queue_weight,
+)
 from fairque_cli.context import (
     CliError,
     SubCommands,
+    UsageError,
     add_tenant_flag,
     describe_target,
     error_name,
@@ -40,9 +48,10 @@ from fairque_core.app.worker.handlers import default_registry as _default_regist
 from fairque_core.app.worker.registry import WorkerRegistry
 from fairque_core.app.worker.signal_latch import SignalLatch
 from fairque_core.app.worker.worker import Worker
+from fairque_core.domain.queue_picker import QUEUE_ORDERS
 from fairque_core.settings.config import FairQueueConfig, WorkerConfig
 
-__all__ = ["add_worker", "default_worker_id", "load_handler"]
+__all__ = ["add_worker", "default_worker_id", "load_handler", "served_queues"]
 
 log = logging.getLogger("fairque.cli")
 _DEFAULT_ID = WorkerConfig().id
@@ -181,9 +190,38 @@ def _status_line(worker: Worker, started: float) -> str:
     )
 
 
-def _nothing_ready(queue: FairQueue) -> bool:
-    stats = queue.get_stats()
-    return not int(stats.get("ready", 0))
+def _nothing_ready(queues: Sequence[FairQueue]) -> bool:
+    return all(not int(queue.get_stats().get("ready", 0)) for queue in queues)
+
+
+def served_queues(args: argparse.Namespace, config: FairQueueConfig) -> list[tuple[str, float]]:
+    """The queues ``fairque worker`` serves with their weights (ADR 69), in order: its
+    ``--queue NAME[:WEIGHT]`` flags, else the worker section's ``queues``, else the queue
+    section's name. A queue named twice is a usage error."""
+    specs = list(getattr(args, "queues", None) or ())
+    if not specs:
+        if config.worker.queues:
+            return list(config.worker.queues.items())
+        return [(config.queue.name, 1.0)]
+    out: list[tuple[str, float]] = []
+    for spec in specs:
+        name, colon, weight = spec.partition(":")
+        try:
+            out.append((name, queue_weight(weight) if colon else 1.0))
+        except argparse.ArgumentTypeError as exc:
+            raise UsageError(f"--queue {spec}: weight {exc}") from None
+    names = [name for name, _ in out]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise UsageError(f"--queue {twice[0]} given twice: a worker serves each queue once")
+    return out
+
+
+def _queue_config(config: FairQueueConfig, name: str) -> FairQueueConfig:
+    """``config`` for the served queue ``name``: the queue section's settings, that name."""
+    if name == config.queue.name:
+        return config
+    return attrs.evolve(config, queue=attrs.evolve(config.queue, name=name))
 
 
 class _BurstWatch:
@@ -196,16 +234,21 @@ class _BurstWatch:
     when the worker started is still ready, or was taken by a claim sent before the ready count
     read none; once those claims are settled (``health()["claims_settled"]`` has reached the
     ``claims_sent`` read after the count), their tasks are in ``in_flight`` until finished.
-    ``health`` is the worker's."""
+    ``health`` is the worker's; ``queues`` the queue it serves, or a list of every queue it
+    serves (nothing ready in any)."""
 
-    def __init__(self, health: Callable[[], dict[str, Any]], queue: FairQueue) -> None:
+    def __init__(
+        self, health: Callable[[], dict[str, Any]], queues: FairQueue | Sequence[FairQueue]
+    ) -> None:
         self._health = health
-        self._queue = queue
+        self._queues: list[FairQueue] = (
+            list(queues) if isinstance(queues, (list, tuple)) else [cast(FairQueue, queues)]
+        )
         self._mark: int | None = None  # claims sent when the queue was last seen with none ready
 
     def done(self) -> bool:
         if self._mark is None:
-            if not _nothing_ready(self._queue):
+            if not _nothing_ready(self._queues):
                 return False
             self._mark = int(self._health()["claims_sent"])
         health = self._health()
@@ -215,11 +258,16 @@ class _BurstWatch:
         return int(health["claims_settled"]) >= self._mark
 
 
-def _banner(config: FairQueueConfig, queue: FairQueue, args: argparse.Namespace) -> str:
+def _banner(config: FairQueueConfig, worker: Worker, args: argparse.Namespace) -> str:
     w = config.worker
-    q = queue.config
+    q = worker.queue.config
+    if len(worker.queues) == 1:
+        served = f"queue {worker.queue.name}"
+    else:
+        shares = ", ".join(f"{s['name']} ({s['weight']:g})" for s in worker.health()["queues"])
+        served = f"queues {shares} {worker.health()['queue_order']}"
     return (
-        f"fairque worker {w.id}: queue {queue.name} on {describe_target(config)}, "
+        f"fairque worker {w.id}: {served} on {describe_target(config)}, "
         f"handler {args.handler}, concurrency {w.max_concurrent_tasks}, "
         f"task timeout {w.task_timeout_seconds:g}s, lease {q.lease_seconds:g}s, "
         f"shutdown grace {w.graceful_shutdown_timeout:g}s"
@@ -297,7 +345,7 @@ def _run_worker(args: argparse.Namespace, out: TextIO) -> int:
     configure_logging(args.log_level, args.log_format)
     if args.processes > 1:
         # what every child would refuse, refused once here (a child's refusal restarted it)
-        load_config(args)
+        served_queues(args, load_config(args))
         load_handler(args.handler)
         if args.metrics_port and args.metrics_port + args.processes - 1 > 65535:
             raise CliError(
@@ -306,17 +354,29 @@ def _run_worker(args: argparse.Namespace, out: TextIO) -> int:
             )
         return run_supervised(args)
     config = _worker_config(load_config(args), args)
+    served = served_queues(args, config)
+    order = args.queue_order or config.worker.queue_order
     handler = load_handler(args.handler)
     plugins: list[Any] = [TaskLogPlugin()]
     if args.metrics_port:
         plugins += _metrics_plugins(args.metrics_port)
-    with open_queue(config, plugins=plugins, apply_tenants=True) as queue:
-        queue.get_stats()  # fail fast, with one line, when the server is unreachable
-        _observe_queue(plugins[1:], queue)
-        worker = Worker(config.worker, handler, queue)
+    with contextlib.ExitStack() as opened:
+        queues: list[FairQueue] = []
+        for name, _ in served:
+            queue = open_queue(_queue_config(config, name), plugins=plugins, apply_tenants=True)
+            queues.append(opened.enter_context(queue))
+            queue.get_stats()  # fail fast, with one line, when the server is unreachable
+            _observe_queue(plugins[1:], queue)
+        weights = [weight for _, weight in served]
+        worker = Worker(
+            config.worker,
+            handler,
+            queues=list(zip(queues, weights, strict=True)),
+            queue_order=order,
+        )
         probes = _serve_probes(args.metrics_port, worker) if args.metrics_port else None
-        registry: WorkerRegistry | None = None
-        log.info("%s", _banner(config, queue, args))
+        registries: list[WorkerRegistry] = []
+        log.info("%s", _banner(config, worker, args))
         # the handler only records a signal (a handler that set an Event deadlocked on a
         # second signal); this thread acts on it (worker.on_signal) in its waits below
         latch = SignalLatch()
@@ -325,8 +385,8 @@ def _run_worker(args: argparse.Namespace, out: TextIO) -> int:
         next_status = started + args.status_every if args.status_every else float("inf")
         try:
             worker.start()
-            registry = _start_registry(queue, config, worker)
-            burst = _BurstWatch(worker.health, queue)
+            registries = [_start_registry(queue, config, worker) for queue in queues]
+            burst = _BurstWatch(worker.health, queues)
             while worker.state != "stopped" and not _signalled(latch, worker):
                 now = time.monotonic()
                 if args.max_seconds is not None and now - started >= args.max_seconds:
@@ -342,7 +402,8 @@ def _run_worker(args: argparse.Namespace, out: TextIO) -> int:
             _drain(worker, time.monotonic(), latch)
         finally:
             latch.restore()
-            _stop_registry(registry)
+            for registry in registries:
+                _stop_registry(registry)
             if probes is not None:
                 probes.close()
         log.info("%s", _status_line(worker, started))
@@ -358,9 +419,11 @@ def add_worker(sub: SubCommands) -> None:
         description="Run a worker with the handler named module:attr (a TaskHandler instance "
         "or class, or a TaskRegistry) until SIGTERM/SIGINT; a first signal stops claiming and "
         "waits for running tasks (worker.graceful_shutdown_timeout), a second stops at once. "
-        "The worker section of --config gives its id, assigned tenants, steal targets and "
-        "limits; the queue section's tenant weights and tiers are written to the server at "
-        "start.",
+        "The worker section of --config gives its id, assigned tenants, steal targets, "
+        "limits and the queues it serves (worker.queues); the queue section's tenant weights "
+        "and tiers are written to the server at start. --queue NAME[:WEIGHT] may be repeated: "
+        "the worker serves each queue, sharing its claims by weight (or in order with "
+        "--queue-order strict), each queue fair across its own tenants.",
     )
     p.add_argument("--handler", required=True, metavar="MODULE:ATTR")
     p.add_argument(
@@ -370,6 +433,14 @@ def add_worker(sub: SubCommands) -> None:
         "--concurrency", type=positive_int, default=None, metavar="N", help="max concurrent tasks"
     )
     add_tenant_flag(p, many=True, help="assigned tenant(s); repeat or comma-separate")
+    p.add_argument(
+        "--queue-order",
+        choices=QUEUE_ORDERS,
+        default=None,
+        help="with several --queue: weighted (stride scheduling by the weights, the default) "
+        "or strict (a later queue only when the earlier ones have nothing ready); default: "
+        "worker.queue_order",
+    )
     p.add_argument(
         "--metrics-port",
         type=port_number,

@@ -155,19 +155,18 @@ def test_a_configuration_error_never_shows_a_private_class(tmp_path: Path) -> No
 
 
 def test_repeated_queue_is_a_usage_error(server_url: str, queue_name: str) -> None:
-    """Issue 30: repeating ``--queue`` is a usage error (exit 2) on every command; 03fdfb0's
-    ``fairque --queue q1 --queue q2 worker`` silently served only q2 (and ``stats`` showed q2).
-    A child process, as a user's shell runs it; the handler module does not exist, so 03fdfb0
-    got past the flags and failed on the import (exit 1), here the flags fail first."""
+    """Issue 30: repeating ``--queue`` is a usage error (exit 2) on every command but
+    ``worker`` (which serves each queue given, ADR 69: tests/cli/test_worker_queues.py);
+    03fdfb0's ``fairque --queue q1 --queue q2 stats`` silently showed q2. A child process, as a
+    user's shell runs it."""
     proc = run_cli(
-        [
-            *("--url", server_url, "--queue", f"{queue_name}-1", "--queue", queue_name),
-            *("worker", "--handler", "no_such_handler_module"),
-        ],
+        [*("--url", server_url, "--queue", f"{queue_name}-1", "--queue", queue_name, "stats")],
         timeout=30,
     )
     line = _usage_error(proc, "fairque")
     assert "--queue given 2 times" in line
+    line = _usage_error(run_cli_here(["--url", server_url, "--queue", "q1:3", "stats"]), "fairque")
+    assert "a weight is for `fairque worker` only" in line
     for args in (
         ["--queue", "q1", "stats", "--queue", "q2"],
         ["stats", "--queue", "q1", "--queue", "q2"],

@@ -28,6 +28,7 @@ from fairque_core.domain.errors import (
     TaskValidationError,
 )
 from fairque_core.domain.limits import LIMIT_FIELDS, check_changes
+from fairque_core.domain.queue_picker import QUEUE_ORDERS
 from fairque_core.domain.schedules import Schedule
 from fairque_core.domain.scoring import stride_for
 from fairque_core.domain.validation import MAX_EPOCH_SECONDS, validate_id, validate_queue_name
@@ -193,6 +194,19 @@ def _weight(inst: object, attribute: attrs.Attribute[Any], value: object) -> Non
     _weight_rule(_section(inst), attribute.name, value)
 
 
+def _queue_weights(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """A mapping of queue names to weights (a worker's queues, ADR 69)."""
+    if not isinstance(value, dict):
+        raise _fail(inst, attribute, value, "must be a mapping of queue names to weights")
+    for key, weight in value.items():
+        path = f"{attribute.name}.{key}"
+        try:
+            validate_queue_name(key)
+        except TaskValidationError as exc:
+            raise _FieldError(_section(inst), path, key, exc.rule) from None
+        _weight_rule(_section(inst), path, weight)
+
+
 def _id_keys(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, dict):
         raise _fail(inst, attribute, value, "must be a mapping")
@@ -289,6 +303,11 @@ class WorkerConfig:
     )
     reaper_interval_seconds: float = attrs.field(default=1.0, validator=_POSITIVE)
     claim_batch_size: int = attrs.field(default=0, validator=_NON_NEGATIVE_INT)  # 0: free slots
+    #: the queues ``fairque worker`` serves, name -> weight, in order (empty: the queue
+    #: section's name alone; ``--queue`` flags replace it); ADR 69
+    queues: dict[str, float] = attrs.field(factory=dict, validator=_queue_weights)
+    #: between those queues: "weighted" (stride scheduling by weight) or "strict" (in order)
+    queue_order: str = attrs.field(default="weighted", validator=_choice(QUEUE_ORDERS))
 
     def __attrs_post_init__(self) -> None:
         both = sorted(set(self.assigned_tenants) & set(self.steal_targets))

@@ -17,7 +17,7 @@ import inspect
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
 
 import attrs
 
@@ -27,6 +27,9 @@ from fairque_core.app.worker.handlers import TaskHandler
 from fairque_core.app.worker.handoff import HandOffSteps
 from fairque_core.app.worker.loop import logger
 from fairque_core.app.worker.pacing import LISTEN_MIN_WAIT_SECONDS, listener_pause
+from fairque_core.app.worker.served import ServedQueues
+from fairque_core.app.worker.served_async import AsyncServedQueues
+from fairque_core.app.worker.serving import QueuesArg, queues_and_weights, served_queues
 from fairque_core.domain.errors import NotReplicatedError
 from fairque_core.domain.models import Task
 from fairque_core.settings.accel import Accelerators
@@ -185,7 +188,10 @@ Q = TypeVar("Q", bound=DrivenQueue)
 class WorkerDriver(Generic[Q]):
     """The part of a worker driver that does not depend on how it waits.
 
-    ``__init__`` takes the settings every worker takes, then calls :meth:`_init_driver` for the
+    ``__init__`` takes the settings every worker takes (its ``queue``, or its ``queues`` with
+    their weights and ``queue_order``: then the loop calls a
+    :class:`~fairque_core.app.worker.served.ServedQueues` face over them, ADR 69, and
+    :meth:`_queue_of` gives a task's own queue), then calls :meth:`_init_driver` for the
     driver's own state, which sets ``_wake`` (set to wake the control loop) and ``_listen``
     (set while the loop wants the queue's wake signal listened for). A driver starts its loop
     with :meth:`_begin`, reports a crash of its control loop with :meth:`_crashed`, makes the
@@ -234,20 +240,34 @@ class WorkerDriver(Generic[Q]):
         self,
         config: WorkerConfig,
         handler: TaskHandler,
-        queue: Q,
+        queue: Q | None = None,
         *,
+        queues: QueuesArg[Q] | None = None,
+        queue_order: str | None = None,
         prefetch: int | None = None,
         accel: Accelerators | None = None,
     ) -> None:
-        self._check_parts(config, handler, queue)
+        if queue is None and queues is None:
+            self._check_parts(config, handler, queue)  # a TypeError that names the queue
+        if queue_order is None:
+            queue_order = getattr(config, "queue_order", "weighted")
+        served, weights = queues_and_weights(queue, queues, queue_order)
+        for one in served:
+            self._check_parts(config, handler, one)
+        # what the loop calls: the queue, or the queues behind one face (ADR 69)
+        calls: Any = served_queues(
+            served, weights, queue_order, asynchronous=type(self).asynchronous
+        )
         self.accel = Accelerators.from_env() if accel is None else accel
         # the listener claims (ADR 38) unless switched off or the queue cannot
-        self._claiming = type(self).listener_claims and hasattr(queue, "claim_when_ready")
+        self._claiming = type(self).listener_claims and hasattr(calls, "claim_when_ready")
         # the listener's claim blocks on the wake signal only where the backend makes it so
-        blocks = hasattr(getattr(queue, "backend", None), "claim_when_ready")
+        blocks = hasattr(getattr(calls, "backend", None), "claim_when_ready") or bool(
+            getattr(calls, "blocks_on_wake", False)
+        )
         self._loop = wl.WorkerLoop(
             config,
-            lease_seconds=queue.config.lease_seconds,
+            lease_seconds=calls.config.lease_seconds,
             prefetch=prefetch,
             listener_claims=self._claiming,
             listen_floor=type(self).listen_floor if self._claiming and blocks else 0.0,
@@ -259,7 +279,14 @@ class WorkerDriver(Generic[Q]):
         )
         self.config = config
         self.handler = handler
-        self.queue = queue
+        #: the queue this worker serves; with ``queues=``, the first (see :attr:`queues`)
+        self.queue: Q = served[0]
+        #: every queue this worker serves, in the order given
+        self.queues: tuple[Q, ...] = tuple(served)
+        self._calls: DrivenQueue = calls
+        self._served: ServedQueues | AsyncServedQueues | None = (
+            calls if isinstance(calls, (ServedQueues, AsyncServedQueues)) else None
+        )
         self.prefetch = prefetch
         self._scope = ClaimScope.of(config)
         self._force = False  # a second stop request: do not wait for running tasks
@@ -272,7 +299,7 @@ class WorkerDriver(Generic[Q]):
         # acknowledgements ride on the claim in one call (ADR 40) unless switched off or the
         # queue's backend would make it two calls anyway
         self._combining = type(self).combined_acks and bool(
-            getattr(queue, "combines_finish_and_claim", False)
+            getattr(calls, "combines_finish_and_claim", False)
         )
         self._init_driver()
 
@@ -317,7 +344,17 @@ class WorkerDriver(Generic[Q]):
         with self._guard:
             out = self._loop.health(time.monotonic(), time.time())
         out["worker_id"] = self.config.id
+        if self._served is not None:  # several queues: each one's share (ADR 69)
+            out["queue_order"] = self._served.order
+            out["queues"] = self._served.health()
         return out
+
+    def _queue_of(self, task: Task) -> Q:
+        """The queue that claimed ``task`` (its plugins run its handler, its settings bound
+        its result)."""
+        if self._served is None:
+            return self.queue
+        return cast(Q, self._served.queue_of(task))
 
     @property
     def state(self) -> str:
@@ -335,7 +372,7 @@ class WorkerDriver(Generic[Q]):
         return self.config.graceful_shutdown_timeout + 5.0 if timeout is None else timeout
 
     def _queue_call(self, action: wa.Action) -> Callable[[], Any]:
-        return queue_call(self.queue, action, self._scope)
+        return queue_call(self._calls, action, self._scope)
 
     def _combined_call(self, action: wa.Claim) -> Callable[[], Any] | None:
         """The one call for a Claim with acks (its result read by :func:`claim_and_acks`),
@@ -345,7 +382,7 @@ class WorkerDriver(Generic[Q]):
             return None
         if limit is not None and len(action.acks.items) + action.count > limit:
             return None
-        return finish_and_claim_call(self.queue, action, action.acks, self._scope)
+        return finish_and_claim_call(self._calls, action, action.acks, self._scope)
 
     def _crashed(self, exc: BaseException) -> None:
         """The control loop raised ``exc``: a bug, not an outage. Report it, never hang."""
@@ -418,7 +455,7 @@ class WorkerDriver(Generic[Q]):
         wait for the wake signal (True: it came)."""
         if self._claiming:
             return self._claim_for_loop
-        return functools.partial(self.queue.wait_for_work, self.config.poll_interval_seconds)
+        return functools.partial(self._calls.wait_for_work, self.config.poll_interval_seconds)
 
     def _claim_for_loop(self) -> Any:
         raise NotImplementedError
@@ -433,7 +470,7 @@ class WorkerDriver(Generic[Q]):
         its wait ending by ``handed.claim_by`` (the loop's idle poll), within a poll interval."""
         left = handed.claim_by - time.monotonic()
         return functools.partial(
-            self.queue.claim_when_ready,
+            self._calls.claim_when_ready,
             handed.claim,
             self._scope.assigned,
             steal=self._scope.steal,

@@ -101,12 +101,20 @@ class Worker(WorkerDriver[FairQueue]):
     threads. ``start()`` runs it in the background, ``run()`` in the foreground with signal
     handling, ``stop()`` shuts it down gracefully, ``health()`` reports its state.
 
-    ``Worker(config, handler, queue, *, prefetch=None, accel=None)``: ``prefetch`` claims that
-    many tasks beyond the free places, to hide claim latency; they are heartbeated while they
-    wait and released at once on stop. None (the default) adapts it to how fast tasks finish:
-    deep for fast tasks, none for tasks much slower than a claim round trip, and bounded by a
-    fraction of the lease (ADR 30). ``accel``: which accelerators are on (default
-    :meth:`~fairque_core.settings.accel.Accelerators.from_env`); this one uses ``handoff``.
+    ``Worker(config, handler, queue, *, prefetch=None, accel=None)``, or
+    ``Worker(config, handler, queues=[...], queue_order="weighted")`` for several queues
+    (ADR 69): ``queues`` lists queues, ``(queue, weight)`` pairs, or maps queue to weight;
+    each claim's places are shared between them by stride scheduling on the weights
+    (``"strict"``: a later queue only when the earlier ones came back short; default
+    ``config.queue_order``), each queue fair across its own tenants; ``queue`` is then the
+    first, ``queues`` all of them, and ``health()`` adds each queue's share.
+
+    ``prefetch`` claims that many tasks beyond the free places, to hide claim latency; they
+    are heartbeated while they wait and released at once on stop. None (the default) adapts
+    it to how fast tasks finish: deep for fast tasks, none for tasks much slower than a claim
+    round trip, and bounded by a fraction of the lease (ADR 30). ``accel``: which accelerators
+    are on (default :meth:`~fairque_core.settings.accel.Accelerators.from_env`); this one uses
+    ``handoff``.
 
     Every decision is the :class:`~fairque_core.app.worker.loop.WorkerLoop`'s; this class only
     carries its actions out on threads.
@@ -224,11 +232,12 @@ class Worker(WorkerDriver[FairQueue]):
         value: Any
         self._in_handler.active = True
         try:
-            value = self.queue.plugins.execute(
-                task, functools.partial(self._run_task, task), queue=self.queue.name
+            queue = self._queue_of(task)
+            value = queue.plugins.execute(
+                task, functools.partial(self._run_task, task), queue=queue.name
             )
             if value is not None:
-                encode_result(task.task_id, value, self.queue.config.max_payload_bytes)
+                encode_result(task.task_id, value, queue.config.max_payload_bytes)
             ok = True
         except BaseException as exc:
             value = exc
@@ -331,7 +340,7 @@ class Worker(WorkerDriver[FairQueue]):
     def _release(self, tasks: list[Task]) -> None:  # back at the head of their queues
         for task in tasks:
             try:
-                self.queue.release(task)
+                self._calls.release(task)
             except Exception as exc:
                 self._release_failed(task, exc)
 

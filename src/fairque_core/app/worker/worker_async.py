@@ -43,8 +43,9 @@ __all__ = ["AsyncWorker"]
 class AsyncWorker(WorkerDriver[AsyncFairQueue]):
     """Runs tasks of an :class:`AsyncFairQueue` as asyncio tasks, at most
     ``max_concurrent_tasks`` at once. ``await start()`` / ``await stop()`` / ``await run()``
-    / ``health()``, as :class:`~fairque_core.app.worker.worker.Worker` (``prefetch`` and
-    ``accel`` too: ``prefetch`` None, the default, adapts it)."""
+    / ``health()``, as :class:`~fairque_core.app.worker.worker.Worker` (``prefetch``,
+    ``accel``, ``queues`` and ``queue_order`` too: ``prefetch`` None, the default, adapts
+    it)."""
 
     asynchronous = True
     _wake: asyncio.Event
@@ -165,7 +166,8 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
         try:
             value = await self._invoke(slot)
             if value is not None:
-                encode_result(task.task_id, value, self.queue.config.max_payload_bytes)
+                limit = self._queue_of(task).config.max_payload_bytes
+                encode_result(task.task_id, value, limit)
             ok = True
         except asyncio.CancelledError as exc:
             if not slot.timed_out:
@@ -211,7 +213,8 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
             run = lambda: self._thread_run(slot)  # noqa: E731
         else:
             run = lambda: self.handler.process_task_async(task)  # noqa: E731
-        made = self.queue.plugins.execute(task, run, queue=self.queue.name)
+        queue = self._queue_of(task)
+        made = queue.plugins.execute(task, run, queue=queue.name)
         if isinstance(made, Awaitable):
             return await made
         return made
@@ -283,7 +286,7 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
     async def _release(self, tasks: list[Task]) -> None:  # back at the head of their queues
         for task in tasks:
             try:
-                await self.queue.release(task)
+                await self._calls.release(task)
             except Exception as exc:
                 self._release_failed(task, exc)
 
