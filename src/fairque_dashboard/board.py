@@ -118,6 +118,7 @@ class Dashboard:
             settings=self.settings,
             read_only=self.read_only,
             queue_name=self._queue.name if self._queue is not None else "",
+            server_problem=self._queue.server_problem if self._queue is not None else None,
             path=request.url.path,
             **context,
         )
