@@ -162,10 +162,8 @@ class RedisBackend(WaitMixin):
             allow_eviction=allow_eviction,
             redis_opts=redis_opts,
         )
-        client: Redis | RedisCluster = (
-            RedisCluster.from_url(plan.url, **plan.options)
-            if cluster
-            else Redis.from_url(plan.url, **plan.options)
+        client: Redis | RedisCluster = co.open_client(
+            plan, cluster=cluster, redis_class=Redis, cluster_class=RedisCluster
         )
         interval = (
             config.redis.server_check_interval

@@ -45,7 +45,7 @@ from fairque_core.domain.validation import check_wait_timeout
 from fairque_core.ports import AsyncQueueBackend, Clock, FinishItem, TokenSource, random_token
 from fairque_core.settings.accel import Accelerators
 from fairque_core.settings.config import FairQueueConfig, QueueConfig, RedisConfig
-from fairque_redis.backends.client_options import config_url, plan_client
+from fairque_redis.backends.client_options import config_url, open_client, plan_client
 from fairque_redis.backends.schedules_async import AsyncRedisScheduleStore
 from fairque_redis.keys import KeySpace, partition_for
 from fairque_redis.partitioned.picker import PartitionPicker
@@ -153,10 +153,8 @@ class AsyncPartitionedBackend(AsyncPartitionRouting):
             allow_eviction=allow_eviction,
             redis_opts=redis_opts,
         )
-        client: Redis | RedisCluster = (
-            RedisCluster.from_url(plan.url, **plan.options)
-            if cluster
-            else Redis.from_url(plan.url, **plan.options)
+        client: Redis | RedisCluster = open_client(
+            plan, cluster=cluster, redis_class=Redis, cluster_class=RedisCluster
         )
         redis_section = config.redis if isinstance(config, FairQueueConfig) else None
         backend = cls(
