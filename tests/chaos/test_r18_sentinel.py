@@ -15,6 +15,7 @@ it on the next connection.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -51,7 +52,8 @@ def test_a_queue_through_sentinels_pushes_claims_and_finishes(rig: SentinelRig) 
     with connect(rig.url, queue=name) as queue:
         queue.push(Task.create("acme", task_id="t1", payload={"n": 1}))
         task = queue.claim(["acme"])
-        assert task is not None and task.task_id == "t1"
+        assert task is not None
+        assert task.task_id == "t1"
         queue.finish(task, result={"ok": True})
         assert queue.get_stats()["finished"] == 1
     port = rig.primary_port()
@@ -90,10 +92,10 @@ def _failover(rig: SentinelRig, tmp_path: Path, durability: str) -> dict[str, An
             with connect(rig.url, queue=name, durability=durability) as queue:
                 k = 0
                 while not stop.is_set():
-                    task_id = f"p{n}-{k}"
+                    task = Task.create(f"t{k % 5}", task_id=f"p{n}-{k}")
                     push_until_acknowledged(
-                        lambda: queue.push(Task.create(f"t{k % 5}", task_id=task_id)),
-                        task_id,
+                        lambda task=task: queue.push(task),  # type: ignore[misc]
+                        task.task_id,
                         history,
                         pause=0.05,
                         give_up_after=60.0,
@@ -128,10 +130,8 @@ def _failover(rig: SentinelRig, tmp_path: Path, durability: str) -> dict[str, An
             states = end_states()
             return all(s in ("finished", "TaskState.FINISHED") for s in states.values())
 
-        try:
+        with contextlib.suppress(AssertionError):  # the verdict below names what is missing
             wait_until(drained, 90.0, "the workers to finish every acknowledged task")
-        except AssertionError:
-            pass  # the verdict below names what is missing
         states = {i: s.rsplit(".", 1)[-1].lower() for i, s in end_states().items()}
         verdict = check(read_history(path), states)
         after = [r["t"] for r in records if r["ev"] == "push:ok" and r["t"] > killed_at[0]]
