@@ -75,6 +75,7 @@ def build_backend(args: argparse.Namespace, config: QueueConfig) -> RedisBackend
         return RedisBackend.from_url(
             args.url,
             queue=args.queue,
+            cluster=bool(args.cluster),
             config=config,
             socket_timeout=timeout,
             socket_connect_timeout=timeout,
@@ -106,6 +107,7 @@ def main() -> None:
     parser.add_argument("--socket-timeout", type=float, default=0.0)
     parser.add_argument("--shutdown", type=float, default=5.0)
     parser.add_argument("--tenants", default="", help="comma-separated: serve only these")
+    parser.add_argument("--cluster", type=int, default=0, help="1: a cluster client")
     args = parser.parse_args()
     history = History(args.history)
     config = QueueConfig(name=args.queue, lease_seconds=args.lease)

@@ -15,9 +15,6 @@ it on the next connection.
 
 from __future__ import annotations
 
-import contextlib
-import threading
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -27,8 +24,7 @@ import pytest
 from fairque_core import Task
 from fairque_redis import connect
 
-from .history import History, check, push_until_acknowledged, read_history
-from .procs import WorkerProcs, wait_until
+from .failover_run import run_failover
 from .sentinels import SentinelRig
 
 pytestmark = [pytest.mark.chaos, pytest.mark.redis, pytest.mark.timeout(300)]
@@ -78,84 +74,21 @@ def test_the_cli_reaches_a_queue_through_sentinels(
     assert "3" in out
 
 
-def _failover(rig: SentinelRig, tmp_path: Path, durability: str) -> dict[str, Any]:
-    name = f"sent-{uuid.uuid4().hex[:8]}"
-    path = tmp_path / "history.jsonl"
-    history = History(path)
-    workers = WorkerProcs(rig.url, name, path)
-    stop = threading.Event()
-    errors: list[BaseException] = []
-    killed_at: list[float] = []
-
-    def produce(n: int) -> None:
-        try:
-            with connect(rig.url, queue=name, durability=durability) as queue:
-                k = 0
-                while not stop.is_set():
-                    task = Task.create(f"t{k % 5}", task_id=f"p{n}-{k}")
-                    push_until_acknowledged(
-                        lambda task=task: queue.push(task),  # type: ignore[misc]
-                        task.task_id,
-                        history,
-                        pause=0.05,
-                        give_up_after=60.0,
-                    )
-                    k += 1
-        except BaseException as exc:
-            errors.append(exc)
-
-    try:
-        for _ in range(2):
-            workers.start(concurrency=4, lease=2.0, reaper=0.5, poll=0.05)
-        threads = [threading.Thread(target=produce, args=(n,)) for n in range(2)]
-        for thread in threads:
-            thread.start()
-        time.sleep(2.0)  # load before the kill
-        old = rig.kill_primary()
-        killed_at.append(time.time())
-        new = rig.wait_for_new_primary(old)
-        time.sleep(3.0)  # load after the failover
-        stop.set()
-        for thread in threads:
-            thread.join(90)
-        assert not errors, errors
-        records = read_history(path)
-        ok_ids = {r["id"] for r in records if r["ev"] == "push:ok"}
-
-        def end_states() -> dict[str, str]:
-            with connect(rig.url, queue=name) as reader:
-                return {i: str(reader.get_state(i)) for i in ok_ids}
-
-        def drained() -> bool:
-            states = end_states()
-            return all(s in ("finished", "TaskState.FINISHED") for s in states.values())
-
-        with contextlib.suppress(AssertionError):  # the verdict below names what is missing
-            wait_until(drained, 90.0, "the workers to finish every acknowledged task")
-        states = {i: s.rsplit(".", 1)[-1].lower() for i, s in end_states().items()}
-        verdict = check(read_history(path), states)
-        after = [r["t"] for r in records if r["ev"] == "push:ok" and r["t"] > killed_at[0]]
-        back = (min(after) - killed_at[0]) if after else float("inf")
-        figures = {
-            "durability": durability,
-            "old_primary": old,
-            "new_primary": new,
-            "service_back_s": round(back, 2),
-            "verdict": verdict,
-        }
-        print(f"R18 sentinel failover {durability}: back in {back:.2f} s; {verdict.summary()}")
-        return figures
-    finally:
-        stop.set()
-        workers.cleanup()
-        history.close()
+def _run(rig: SentinelRig, tmp_path: Path, durability: str) -> dict[str, Any]:
+    return run_failover(
+        rig.url,
+        tmp_path,
+        durability,
+        kill=lambda _queue: rig.kill_primary(),
+        wait_for_new=lambda _queue, old: rig.wait_for_new_primary(old),
+    )
 
 
 @pytest.mark.slow
 def test_failover_with_replicated_durability_loses_no_acknowledged_push(
     rig: SentinelRig, tmp_path: Path
 ) -> None:
-    figures = _failover(rig, tmp_path, "replicated")
+    figures = _run(rig, tmp_path, "replicated")
     verdict = figures["verdict"]
     assert len(verdict.ok_pushes) > 50, verdict.summary()  # load ran on both sides of the kill
     assert verdict.lost == set(), verdict.summary()
@@ -164,7 +97,7 @@ def test_failover_with_replicated_durability_loses_no_acknowledged_push(
 
 @pytest.mark.slow
 def test_failover_in_the_default_mode_measures_the_loss(rig: SentinelRig, tmp_path: Path) -> None:
-    figures = _failover(rig, tmp_path, "default")
+    figures = _run(rig, tmp_path, "default")
     verdict = figures["verdict"]
     assert len(verdict.ok_pushes) > 50, verdict.summary()
     assert figures["service_back_s"] < SERVICE_BACK_S, figures
