@@ -15,6 +15,7 @@ it on the next connection.
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ SERVICE_BACK_S = 20.0
 
 @pytest.fixture
 def rig() -> Any:
+    """A rig of its own: for the tests that kill its primary."""
     rig = SentinelRig()
     try:
         yield rig
@@ -43,7 +45,18 @@ def rig() -> Any:
         rig.close()
 
 
-def test_a_queue_through_sentinels_pushes_claims_and_finishes(rig: SentinelRig) -> None:
+@pytest.fixture(scope="module")
+def shared_rig() -> Any:
+    """One rig for the tests that only use it."""
+    rig = SentinelRig()
+    try:
+        yield rig
+    finally:
+        rig.close()
+
+
+def test_a_queue_through_sentinels_pushes_claims_and_finishes(shared_rig: SentinelRig) -> None:
+    rig = shared_rig
     name = f"sent-{uuid.uuid4().hex[:8]}"
     with connect(rig.url, queue=name) as queue:
         queue.push(Task.create("acme", task_id="t1", payload={"n": 1}))
@@ -61,8 +74,9 @@ def test_a_queue_through_sentinels_pushes_claims_and_finishes(rig: SentinelRig) 
 
 
 def test_the_cli_reaches_a_queue_through_sentinels(
-    rig: SentinelRig, capsys: pytest.CaptureFixture[str]
+    shared_rig: SentinelRig, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    rig = shared_rig
     from fairque_cli.main import main
 
     name = f"sent-{uuid.uuid4().hex[:8]}"
@@ -72,6 +86,36 @@ def test_the_cli_reaches_a_queue_through_sentinels(
     assert main(["--url", rig.url, "--queue", name, "stats"]) == 0
     out = capsys.readouterr().out
     assert "3" in out
+
+
+def test_the_scheduler_and_the_dashboard_work_through_sentinels(shared_rig: SentinelRig) -> None:
+    """Every entry point takes the URL: the scheduler fires a schedule, the dashboard (its
+    queue opened by the backend factory from a config, as ``fairque dashboard`` does) shows
+    the queue."""
+    from starlette.testclient import TestClient
+
+    from fairque_core import AsyncFairQueue, FairQueueConfig
+    from fairque_core.app.backend_loading import open_async_backend
+    from fairque_core.app.scheduler.scheduler import Scheduler
+    from fairque_dashboard import DashboardSettings, create_app
+
+    rig = shared_rig
+    name = f"sent-{uuid.uuid4().hex[:8]}"
+    with connect(rig.url, queue=name) as queue:
+        queue.add_schedule("every-minute", "* * * * *", {"tenant": "acme", "payload": {}})
+        scheduler = Scheduler(queue, lock_seconds=2.0, poll_seconds=0.5)
+        fired = scheduler.run_once((int(time.time()) // 60 + 1) * 60 + 1.0)
+        assert len(fired) == 1
+        assert queue.get_stats()["pushed"] == 1
+    config = FairQueueConfig.from_dict({"redis": {"url": rig.url}, "queue": {"name": name}}, env={})
+
+    async def opener() -> AsyncFairQueue:
+        return AsyncFairQueue(open_async_backend(config))
+
+    with TestClient(create_app(opener, DashboardSettings(sample_interval=0))) as client:
+        page = client.get("/tenants")
+        assert page.status_code == 200
+        assert 'data-tenant="acme"' in page.text
 
 
 def _run(rig: SentinelRig, tmp_path: Path, durability: str) -> dict[str, Any]:
