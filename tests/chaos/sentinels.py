@@ -77,12 +77,18 @@ class SentinelRig:
     """A primary with two replicas (``appendonly yes``, ``appendfsync always``: ``WAITAOF``
     counts them) watched by three sentinels with quorum 2."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, durable_primary: bool = False) -> None:
+        """``durable_primary``: the primary has an AOF too (``appendfsync always``), so a
+        ``kill -9`` and restart of it loses nothing (without one it restarts empty and its
+        replicas copy the empty data set)."""
         binary = find_valkey_binary()
         self.servers: list[EmbeddedValkey] = []
         self.sentinels: list[_Sentinel] = []
         try:
-            primary = EmbeddedValkey(extra_args=["--repl-diskless-sync-delay", "0"])
+            extra = ["--appendfsync", "always"] if durable_primary else []
+            primary = EmbeddedValkey(
+                appendonly=durable_primary, extra_args=[*extra, "--repl-diskless-sync-delay", "0"]
+            )
             primary.start()
             self.servers.append(primary)
             for _ in range(2):
