@@ -26,7 +26,8 @@ __all__ = [
 ]
 
 _REDIS_SCHEMES = ("redis", "rediss", "valkey", "valkeys")
-_SCHEMES = (*_REDIS_SCHEMES, "memory")
+_SENTINEL_SCHEMES = tuple(f"{s}+sentinel" for s in _REDIS_SCHEMES)
+_SCHEMES = (*_REDIS_SCHEMES, *_SENTINEL_SCHEMES, "memory")
 
 
 def _number(text: str) -> float:
@@ -129,6 +130,14 @@ def check_url(text: str) -> str:
     if scheme not in _SCHEMES:
         known = ", ".join(f"{s}://" for s in _SCHEMES)
         raise argparse.ArgumentTypeError(f"unknown URL scheme in {_masked(url)!r} (known: {known})")
+    if scheme in _SENTINEL_SCHEMES:
+        from fairque_core.domain.errors import ConfigurationError
+        from fairque_redis.backends.sentinel import parse_sentinel_url
+
+        try:
+            parse_sentinel_url(url)
+        except ConfigurationError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
     if scheme in _REDIS_SCHEMES:
         try:
             port = parts.port

@@ -10,16 +10,16 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+from collections.abc import Callable
 from typing import TextIO
 
-from fairque_cli.context import CliError, SubCommands, load_config
+from fairque_cli.context import CliError, SubCommands, UsageError, load_config
 from fairque_cli.context import open_queue as open_sync_queue
 from fairque_core.domain.validation import is_digits
 
 __all__ = ["TOKEN_ENV", "add_dashboard"]
 
 TOKEN_ENV = "FAIRQUE_DASHBOARD_TOKEN"  # noqa: S105 - the variable's name, not a secret
-_LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
 _KEPT_SAMPLES = 300  # the sampler's history (fairque_dashboard.sampler.Sampler's keep)
 
 
@@ -48,6 +48,12 @@ def add_dashboard(sub: SubCommands) -> None:
         default=None,
         metavar="TOKEN",
         help=f"operator token that enables actions (default: ${TOKEN_ENV}; none: read-only)",
+    )
+    parser.add_argument(
+        "--auth-read",
+        action="store_true",
+        help="reading needs the operator token too (HTTP Basic password, bearer token or the "
+        "X-Fairque-Token header); needs --auth-token or $" + TOKEN_ENV,
     )
     parser.add_argument(
         "--refresh",
@@ -89,6 +95,18 @@ def _check_listen(host: str, port: int) -> None:
             raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
+def _binds_loopback(host: str, is_loopback: Callable[[str], bool]) -> bool:
+    """Whether every address ``host`` resolves to is a loopback one (``127.1``,
+    ``::ffff:127.0.0.1`` and a name that resolves only to 127.0.1.1 count)."""
+    if is_loopback(host):
+        return True
+    try:
+        found = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        return False
+    return bool(found) and all(is_loopback(str(info[4][0])) for info in found)
+
+
 def _port(text: str) -> int:
     if not is_digits(text) or not 0 <= int(text) <= 65535:
         raise argparse.ArgumentTypeError(f"not a port: {text!r}")
@@ -118,6 +136,7 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     from fairque_core.app.backend_loading import backend_url, open_async_backend
     from fairque_core.app.engine.queue_async import AsyncFairQueue
     from fairque_core.settings.config import mask_url
+    from fairque_dashboard.security import is_loopback_host
 
     if not 2 * args.refresh <= args.window <= _KEPT_SAMPLES * args.refresh:
         raise CliError(
@@ -126,6 +145,9 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         )
     config = load_config(args)
     token = args.auth_token or os.environ.get(TOKEN_ENV, "").strip() or None
+    if args.auth_read and not token:
+        raise UsageError(f"--auth-read needs an operator token (--auth-token or ${TOKEN_ENV})")
+    loopback = _binds_loopback(args.host, is_loopback_host)
     _check_listen(args.host, args.port)
     with open_sync_queue(config) as probe:  # an unreachable server: one line now
         probe.get_stats()
@@ -134,7 +156,7 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         return AsyncFairQueue(open_async_backend(config))
 
     allowed = tuple(args.allowed_host or ())
-    if args.host in _LOOPBACK:  # another site's name for 127.0.0.1 is refused (DNS rebinding)
+    if loopback:  # another site's name for 127.0.0.1 is refused (DNS rebinding)
         allowed = (*LOOPBACK_HOSTS, *allowed)
     settings = DashboardSettings(
         token=token,
@@ -143,15 +165,18 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         refresh_seconds=args.refresh,
         fairness_window=args.window,
         allowed_hosts=allowed,
+        auth_read=args.auth_read,
     )
     app = create_app(open_queue, settings)
     host = "[::1]" if args.host == "::1" else args.host
     mode = "actions need the operator token" if token else "read-only (no operator token)"
+    if args.auth_read:
+        mode = "reading and actions need the operator token"
     out.write(
         f"fairque dashboard at http://{host}:{args.port}/ for queue {config.queue.name!r} "
         f"on {settings.target} ({mode}); Ctrl-C stops it\n"
     )
-    if args.host not in _LOOPBACK:
+    if not loopback:
         out.write(f"note: bound to {args.host}, reachable from other machines; put it behind TLS\n")
     out.flush()
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)

@@ -30,7 +30,7 @@ from fairque_core.domain.errors import (
     TaskValidationError,
 )
 from fairque_dashboard.board import HERE, Dashboard, DashboardSettings, QueueOpener
-from fairque_dashboard.security import SECURITY_HEADERS, host_allowed
+from fairque_dashboard.security import SECURITY_HEADERS, TOKEN_HEADER, check_read, host_allowed
 
 __all__ = ["Dashboard", "DashboardSettings", "QueueOpener", "create_app"]
 
@@ -63,12 +63,16 @@ def _error_page(request: Request, status: int, message: str) -> Response:
 
 
 class SecurityHeaders:
-    """Adds :data:`SECURITY_HEADERS` to every response, and refuses a request whose ``Host``
-    is not one of ``allowed_hosts`` (400; see :func:`host_allowed`)."""
+    """Adds :data:`SECURITY_HEADERS` to every response, refuses a request whose ``Host``
+    is not one of ``allowed_hosts`` (400; see :func:`host_allowed`) and, given a
+    ``read_token``, one that does not carry it (401; see :func:`check_read`)."""
 
-    def __init__(self, app: ASGIApp, allowed_hosts: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, app: ASGIApp, allowed_hosts: tuple[str, ...] = (), read_token: str | None = None
+    ) -> None:
         self.app = app
         self.allowed_hosts = allowed_hosts
+        self.read_token = read_token
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -78,6 +82,18 @@ class SecurityHeaders:
             host = Headers(scope=scope).get("host", "")
             if not host_allowed(host, self.allowed_hosts):
                 refused = PlainTextResponse("400 this dashboard does not answer to that host", 400)
+                await refused(scope, receive, send)
+                return
+        if self.read_token is not None:
+            headers = Headers(scope=scope)
+            if not check_read(
+                headers.get("authorization"), headers.get(TOKEN_HEADER), self.read_token
+            ):
+                refused = PlainTextResponse(
+                    "401 this dashboard needs the operator token to read",
+                    401,
+                    headers={"www-authenticate": 'Basic realm="fairque", charset="UTF-8"'},
+                )
                 await refused(scope, receive, send)
                 return
 
@@ -138,7 +154,12 @@ def create_app(
         },
     )
     app.state.dashboard = board
-    app.add_middleware(SecurityHeaders, allowed_hosts=board.settings.allowed_hosts)
+    settings = board.settings
+    app.add_middleware(
+        SecurityHeaders,
+        allowed_hosts=settings.allowed_hosts,
+        read_token=settings.token if settings.auth_read else None,
+    )
     return app
 
 

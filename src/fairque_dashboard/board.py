@@ -58,6 +58,15 @@ class DashboardSettings:
     #: rebinding). Empty: any (``fairque dashboard`` sets the loopback names when it binds
     #: a loopback address, plus its ``--allowed-host`` names).
     allowed_hosts: tuple[str, ...] = ()
+    #: Reading needs the token too (``fairque dashboard --auth-read``): every page, fragment
+    #: and static file answers 401 to a request without it (see
+    #: :func:`~fairque_dashboard.security.check_read`). Needs ``token``.
+    auth_read: bool = attrs.field(default=False)
+
+    @auth_read.validator
+    def _read_needs_token(self, _: attrs.Attribute[bool], value: bool) -> None:
+        if value and not self.token:
+            raise ValueError("auth_read needs an operator token to check")
 
 
 class Dashboard:
@@ -113,6 +122,7 @@ class Dashboard:
             settings=self.settings,
             read_only=self.read_only,
             queue_name=self._queue.name if self._queue is not None else "",
+            server_problem=self._queue.server_problem if self._queue is not None else None,
             path=request.url.path,
             **context,
         )

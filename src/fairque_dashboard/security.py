@@ -9,7 +9,11 @@ the operator's browser send it: that is the CSRF protection. As a second line, a
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hmac
+import ipaddress
+import socket
 from urllib.parse import urlsplit
 
 from starlette.requests import Request
@@ -20,10 +24,14 @@ __all__ = [
     "TOKEN_ENV",
     "TOKEN_HEADER",
     "check_action",
+    "check_read",
     "host_allowed",
+    "is_loopback_host",
 ]
 
-#: The names a dashboard bound to a loopback address answers to by default.
+#: The names a dashboard bound to a loopback address answers to by default. Any other
+#: spelling of a loopback address (``127.0.0.2``, ``127.1``, ``::ffff:127.0.0.1``,
+#: ``localhost.``) counts as one of them: see :func:`is_loopback_host`.
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 TOKEN_ENV = "FAIRQUE_DASHBOARD_TOKEN"  # noqa: S105 - the variable's name, not a secret
@@ -44,18 +52,52 @@ SECURITY_HEADERS = {
 }
 
 
+def is_loopback_host(name: str) -> bool:
+    """Whether ``name`` (a host name or an address literal, brackets allowed) can only mean
+    this machine: ``localhost`` and ``*.localhost`` (RFC 6761, trailing dot or not), any
+    address in 127.0.0.0/8 in any spelling ``inet_aton`` accepts (``127.1``, ``2130706433``),
+    ``::1`` and IPv4-mapped loopback (``::ffff:127.0.0.1``)."""
+    text = name.strip().lower()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    text = text.removesuffix(".")
+    if not text:
+        return False
+    if text == "localhost" or text.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        if not all(part.isalnum() for part in text.split(".")):
+            return False
+        try:  # the short and numeric IPv4 forms a resolver accepts
+            packed = socket.inet_aton(text)
+        except OSError:
+            return False
+        address = ipaddress.IPv4Address(packed)
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
+
+
 def host_allowed(host_header: str, allowed: tuple[str, ...]) -> bool:
     """Whether a request's ``Host`` (``name[:port]``, ``[v6]:port``) names one of ``allowed``
     (empty: any). A page of another site can make a browser reach a dashboard on 127.0.0.1
     under its own name (DNS rebinding) and then read it as same-origin: the Host header is
-    what tells such a request apart."""
+    what tells such a request apart. When ``allowed`` holds a loopback name, every spelling
+    of a loopback address is allowed too (no rebinding name is one)."""
     if not allowed:
         return True
     try:
         name = urlsplit("//" + host_header).hostname
     except ValueError:
         return False
-    return name is not None and name.lower() in {a.lower() for a in allowed}
+    if name is None:
+        return False
+    wanted = {a.lower().removesuffix(".") for a in allowed}
+    if name.lower().removesuffix(".") in wanted:
+        return True
+    return is_loopback_host(name) and any(is_loopback_host(a) for a in allowed)
 
 
 def same_origin(request: Request) -> bool:
@@ -83,3 +125,21 @@ def check_action(request: Request, expected: str | None, form_token: str | None)
     if not hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8")):
         return "refused: a valid operator token is required for this action"
     return None
+
+
+def check_read(authorization: str | None, header_token: str | None, expected: str) -> bool:
+    """Whether a request may read a dashboard started with ``--auth-read``: it carries the
+    operator token in the ``X-Fairque-Token`` header, as a bearer token, or as the password of
+    HTTP Basic authentication (any user name; what a browser prompts for)."""
+    given = header_token or ""
+    if not given and authorization:
+        scheme, _, value = authorization.partition(" ")
+        if scheme.lower() == "bearer":
+            given = value.strip()
+        elif scheme.lower() == "basic":
+            try:
+                decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
+            except (binascii.Error, UnicodeDecodeError):
+                return False
+            given = decoded.partition(":")[2]
+    return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))

@@ -65,6 +65,9 @@ class Handler(TaskHandler):
         token = task.lease.token if task.lease is not None else ""
         self.history.record("exec:start", task.task_id, attempt=task.retry_count, token=token)
         time.sleep(float(task.payload.get("sleep", self.sleep)))
+        if task.retry_count < int(task.payload.get("fail_times", 0)):  # a flaky handler
+            self.history.record("exec:fail", task.task_id, attempt=task.retry_count, token=token)
+            raise RuntimeError(f"planned failure {task.retry_count + 1}")
         self.history.record("exec:end", task.task_id, attempt=task.retry_count, token=token)
         return None
 
@@ -75,6 +78,7 @@ def build_backend(args: argparse.Namespace, config: QueueConfig) -> RedisBackend
         return RedisBackend.from_url(
             args.url,
             queue=args.queue,
+            cluster=bool(args.cluster),
             config=config,
             socket_timeout=timeout,
             socket_connect_timeout=timeout,
@@ -106,9 +110,13 @@ def main() -> None:
     parser.add_argument("--socket-timeout", type=float, default=0.0)
     parser.add_argument("--shutdown", type=float, default=5.0)
     parser.add_argument("--tenants", default="", help="comma-separated: serve only these")
+    parser.add_argument("--cluster", type=int, default=0, help="1: a cluster client")
+    parser.add_argument("--result-ttl", type=float, default=3600.0)
     args = parser.parse_args()
     history = History(args.history)
-    config = QueueConfig(name=args.queue, lease_seconds=args.lease)
+    config = QueueConfig(
+        name=args.queue, lease_seconds=args.lease, result_ttl_seconds=args.result_ttl
+    )
     backend = build_backend(args, config)
     queue = FairQueue(RecordingBackend(backend, history), config=config)  # type: ignore[arg-type]
     worker = Worker(

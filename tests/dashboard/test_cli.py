@@ -122,3 +122,44 @@ def test_the_window_reaches_the_sampler() -> None:
     board.attach(AsyncFairQueue(AsyncInMemoryBackend()))
     assert board.sampler is not None
     assert board.sampler.window_seconds == 20.0
+@pytest.mark.parametrize("bind", ["127.0.0.2", "127.1", "2130706433"])
+def test_every_loopback_spelling_of_host_turns_the_rebinding_check_on(
+    monkeypatch: pytest.MonkeyPatch, bind: str
+) -> None:
+    """``--host 127.0.0.2`` (or ``127.1``, ``localhost.``) answered any Host: the check
+    applied only to three exact spellings."""
+    import uvicorn
+    from starlette.testclient import TestClient
+
+    served: list[object] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **_: served.append(app))
+    assert main(["--url", "memory://", "dashboard", "--port", "0", "--host", bind]) == 0
+    [app] = served
+    with TestClient(app) as client:  # type: ignore[arg-type]
+        assert client.get("/", headers={"host": f"{bind}:8700"}).status_code == 200
+        assert client.get("/", headers={"host": "rebind.evil.example"}).status_code == 400
+
+
+def test_auth_read_without_a_token_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("FAIRQUE_DASHBOARD_TOKEN", raising=False)
+    assert main(["--url", "memory://", "dashboard", "--port", "0", "--auth-read"]) == 2
+    assert "--auth-read needs an operator token" in capsys.readouterr().err
+
+
+def test_auth_read_from_the_command_refuses_tokenless_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import uvicorn
+    from starlette.testclient import TestClient
+
+    served: list[object] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **_: served.append(app))
+    argv = ["--url", "memory://", "dashboard", "--port", "0", "--auth-token", "s3cret"]
+    assert main([*argv, "--auth-read"]) == 0
+    [app] = served
+    with TestClient(app) as client:  # type: ignore[arg-type]
+        local = {"host": "127.0.0.1:8700"}
+        assert client.get("/", headers=local).status_code == 401
+        assert client.get("/", headers={**local, "x-fairque-token": "s3cret"}).status_code == 200

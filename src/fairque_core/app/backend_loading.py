@@ -42,7 +42,9 @@ def backend_url(config: FairQueueConfig) -> str:
 
 
 def load_backend_factory(scheme: str) -> Any:
-    """The factory registered for ``scheme`` in the ``fairque.backends`` entry-point group."""
+    """The factory registered for ``scheme`` in the ``fairque.backends`` entry-point group
+    (``X+sentinel`` is the factory of ``X``: the same backend, reached through sentinels)."""
+    scheme = scheme.removesuffix("+sentinel")
     for entry in metadata.entry_points(group=BACKENDS_GROUP):
         if entry.name == scheme:
             return entry.load()

@@ -100,6 +100,15 @@ def stride_for(weight: float) -> int:
 
 
 def weight_of(stride: int) -> float:
-    """The weight a stored stride stands for, to 6 significant digits (``stride_for`` rounds
-    the stride, so ``STRIDE_SCALE / stride`` alone reads weight 3 back as 3.000003)."""
-    return float(f"{STRIDE_SCALE / max(1, int(stride)):.6g}")
+    """The weight a stored stride stands for: the number with the fewest significant digits
+    whose ``stride_for`` is that stride. A weight is stored as its rounded stride, so
+    ``STRIDE_SCALE / stride`` alone reads weight 3 back as 3.000003, and 6 significant
+    digits read weight 6 back as 5.99999; every weight with the same stride reads back the
+    same (weights closer than the stride's rounding are one weight)."""
+    steps = max(1, int(stride))
+    exact = STRIDE_SCALE / steps
+    for digits in range(1, 17):
+        weight = float(f"{exact:.{digits}g}")
+        if MIN_WEIGHT <= weight <= MAX_WEIGHT and max(1, round(STRIDE_SCALE / weight)) == steps:
+            return weight
+    return exact

@@ -39,7 +39,7 @@ from typing import Any
 import attrs
 
 from fairque_core.domain.errors import TaskValidationError
-from fairque_core.domain.scoring import STRIDE_SCALE
+from fairque_core.domain.scoring import weight_of
 from fairque_core.domain.validation import MAX_TENANT_PAGE, validate_id
 
 __all__ = [
@@ -122,9 +122,8 @@ class TenantFairness:
 
 
 def _weight(stride: int) -> float:
-    """The weight a stored stride stands for, to 6 significant digits (as ``tenant_weights``
-    reads it back: ``stride_for`` rounded the stride)."""
-    return float(f"{STRIDE_SCALE / max(1, stride):.6g}")
+    """The weight a stored stride stands for, as ``tenant_weights`` reads it back."""
+    return weight_of(stride)
 
 
 def check_figure_tenants(tenants: object) -> list[str] | None:

@@ -197,11 +197,17 @@ def check_id_list(value: object, field: str) -> list[str]:
     return items
 
 
+#: The longest wait a call takes (about 31 years): longer ones overflow the platform's timers
+#: (threading's TIMEOUT_MAX, time_t) deep inside a wait, as an untyped OverflowError.
+MAX_WAIT_SECONDS = 1e9
+
+
 def check_wait_timeout(value: object) -> float:
-    """Return ``value`` (seconds) if it is a finite number >= 0 (a ``wait_for_work`` timeout)."""
+    """Return ``value`` (seconds) if it is a finite number in [0, :data:`MAX_WAIT_SECONDS`]
+    (a ``wait_for_work`` timeout)."""
     seconds = check_finite(value, "timeout")
-    if seconds < 0:
-        raise TaskValidationError("timeout", value, "must be >= 0")
+    if not 0 <= seconds <= MAX_WAIT_SECONDS:
+        raise TaskValidationError("timeout", value, f"must be in [0, {MAX_WAIT_SECONDS:.0f}]")
     return seconds
 
 

@@ -32,7 +32,7 @@ Shared rules:
 from __future__ import annotations
 
 import secrets
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from fairque_core.ports.backend import (
     ClaimsWhenReady,
@@ -60,6 +60,7 @@ __all__ = [
     "QueueBackend",
     "TakesIntake",
     "TokenSource",
+    "WatchesServer",
     "random_token",
 ]
 
@@ -74,6 +75,15 @@ class TokenSource(Protocol):
     """Makes lease tokens (random by default; deterministic in tests)."""
 
     def __call__(self) -> str: ...
+
+
+@runtime_checkable
+class WatchesServer(Protocol):
+    """A backend that watches its server's settings after connect (issue 34): why the server
+    is unsafe now (writes are refused until it is fixed), or None."""
+
+    @property
+    def server_problem(self) -> str | None: ...
 
 
 def random_token() -> str:

@@ -13,9 +13,22 @@ from typing import Any, NoReturn
 
 from fairque_core.domain.errors import TaskSerializationError
 
-__all__ = ["JSON_CONTENT_TYPE", "check_str_keys", "decode_json", "encode_json", "media_type"]
+__all__ = [
+    "JSON_CONTENT_TYPE",
+    "MAX_DEPTH",
+    "check_str_keys",
+    "decode_json",
+    "encode_json",
+    "media_type",
+]
 
 JSON_CONTENT_TYPE = "application/json"
+
+#: How deep a payload, result or XCom value may nest (mappings and lists): deeper ones are
+#: refused where they enter. Python's own limit is the call stack: a value that a shallow
+#: producer could encode failed to decode in a worker's deeper stack (poisoned at claim), and
+#: a deeper one came out of the codec plugin as a PluginError.
+MAX_DEPTH = 100
 
 
 def media_type(content_type: str) -> str:
@@ -27,20 +40,29 @@ def media_type(content_type: str) -> str:
 _LEAVES = frozenset({str, int, float, bool, type(None)})
 
 
-def check_str_keys(value: object, path: str = "$") -> None:
-    """TaskSerializationError unless every mapping key inside ``value`` is a ``str``."""
+def check_str_keys(value: object, path: str = "$", depth: int = 1) -> None:
+    """TaskSerializationError unless every mapping key inside ``value`` is a ``str`` and it
+    nests at most :data:`MAX_DEPTH` levels (``depth`` is the level ``value`` is at)."""
     # json.dumps turns int/float/bool/None keys into strings silently; a strict codec refuses
     # them, since the payload would not come back equal.
     if type(value) is dict or isinstance(value, Mapping):
+        if depth > MAX_DEPTH:
+            raise TaskSerializationError(
+                f"payload nests deeper than {MAX_DEPTH} levels ({path[:60]}...)"
+            )
         for key, item in value.items():
             if type(key) is not str and not isinstance(key, str):
                 raise TaskSerializationError(f"payload key {key!r} at {path} is not a str")
             if type(item) not in _LEAVES:  # a path is spelled only for what may hold keys
-                check_str_keys(item, f"{path}.{key}")
+                check_str_keys(item, f"{path}.{key}", depth + 1)
     elif isinstance(value, (list, tuple)):
+        if depth > MAX_DEPTH:
+            raise TaskSerializationError(
+                f"payload nests deeper than {MAX_DEPTH} levels ({path[:60]}...)"
+            )
         for index, item in enumerate(value):
             if type(item) not in _LEAVES:
-                check_str_keys(item, f"{path}[{index}]")
+                check_str_keys(item, f"{path}[{index}]", depth + 1)
 
 
 # One encoder and one decoder for every call: json.dumps/json.loads with arguments other than

@@ -14,7 +14,9 @@ __all__ = ["MASK", "SECRET_QUERY_KEYS", "mask_url"]
 MASK = "***"
 
 #: Query parameters of a server URL whose values are secrets (redis-py reads ``password``).
-SECRET_QUERY_KEYS = frozenset({"password", "pass", "pwd", "secret", "token", "auth"})
+SECRET_QUERY_KEYS = frozenset(
+    {"password", "pass", "pwd", "secret", "token", "auth", "sentinel_password"}
+)
 
 
 def mask_url(url: str) -> str:
@@ -27,7 +29,11 @@ def mask_url(url: str) -> str:
     try:
         parts = urlsplit(url)
         password = parts.password
-        _ = parts.port  # a bad port means the netloc was not understood
+        if parts.scheme.lower().endswith("+sentinel"):  # host:port,host:port...
+            for item in parts.netloc.rsplit("@", 1)[-1].split(","):
+                _ = urlsplit(f"//{item}").port
+        else:
+            _ = parts.port  # a bad port means the netloc was not understood
     except ValueError:
         return MASK
     if password:

@@ -270,6 +270,9 @@ class RedisConfig:
     # True accepts a server whose maxmemory-policy may evict keys (tasks can then be lost
     # silently); by default such a server is refused with UnsafeServerConfigError (ADR 26)
     allow_eviction: bool = attrs.field(default=False, validator=_BOOL)
+    # seconds between two checks of the server's settings after connect (and after any
+    # failed call); while they are unsafe, pushes and claims are refused (issue 34)
+    server_check_interval: float = attrs.field(default=10.0, validator=_POSITIVE)
     # "replicated": writes wait for a replica (WAITAOF 0 1, else WAIT 1), NotReplicatedError
     # after replication_timeout_ms; replica_fsync False waits with WAIT only (ADR 33)
     durability: str = attrs.field(default="default", validator=_choice(DURABILITY_MODES))

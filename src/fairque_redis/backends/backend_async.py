@@ -23,6 +23,7 @@ from fairque_core.domain.errors import (
     BackendPermissionError,
     LeaseLostError,
     TaskValidationError,
+    UnsafeServerConfigError,
 )
 from fairque_core.domain.intake import IngestReport
 from fairque_core.domain.limits import LimitStatus
@@ -45,6 +46,7 @@ from fairque_redis.scripting.function_library import library_for
 from fairque_redis.scripting.objects_async import AsyncScript
 from fairque_redis.scripting.scripts import fast_includes, sources_for
 from fairque_redis.servers.checks import check_memory_policy, memory_policies
+from fairque_redis.servers.watch import DEFAULT_INTERVAL, ServerWatch
 
 __all__ = ["AsyncRedisBackend"]
 
@@ -71,7 +73,11 @@ class AsyncRedisBackend(AsyncWaitMixin):
     for this backend's scripts: ``functions`` off runs them by EVALSHA, ``claim_view`` off
     builds the claim with the plain include (ADR 65). ``intake_entries`` encodes
     ``push_intake``'s messages (default: the reference encoder; a composition root plugs the
-    intake client's)."""
+    intake client's).
+
+    The ``maxmemory-policy`` is watched after connect (:mod:`fairque_redis.servers.watch`):
+    checked again every ``server_check_interval`` seconds and after any failed call; while it
+    is unsafe, writing calls raise UnsafeServerConfigError and reads go on."""
 
     def __init__(
         self,
@@ -86,6 +92,7 @@ class AsyncRedisBackend(AsyncWaitMixin):
         scripts: str = "functions",
         accel: Accelerators | None = None,
         intake_entries: intake.EntryEncoder | None = None,
+        server_check_interval: float = DEFAULT_INTERVAL,
     ) -> None:
         accel = accel if accel is not None else Accelerators.from_env()
         if not accel.on("functions"):  # the library is an accelerator (ADR 41): EVALSHA only
@@ -117,7 +124,8 @@ class AsyncRedisBackend(AsyncWaitMixin):
         self._pipelines_claims = not isinstance(client, RedisCluster) and not (
             self._replicas and self._replicas.waits_after("claim")
         )
-        self._checked = False
+        # the maxmemory-policy, checked before the first call and watched after (issue 34)
+        self.watch = ServerWatch(server_check_interval)
         self._polling = False
         self._registered = False
 
@@ -154,10 +162,13 @@ class AsyncRedisBackend(AsyncWaitMixin):
             allow_eviction=allow_eviction,
             redis_opts=redis_opts,
         )
-        client: Redis | RedisCluster = (
-            RedisCluster.from_url(plan.url, **plan.options)
-            if cluster
-            else Redis.from_url(plan.url, **plan.options)
+        client: Redis | RedisCluster = co.open_client(
+            plan, cluster=cluster, redis_class=Redis, cluster_class=RedisCluster
+        )
+        interval = (
+            config.redis.server_check_interval
+            if isinstance(config, FairQueueConfig)
+            else DEFAULT_INTERVAL
         )
         backend = cls(
             client,
@@ -170,6 +181,7 @@ class AsyncRedisBackend(AsyncWaitMixin):
             scripts=plan.scripts or "functions",
             accel=accel,
             intake_entries=intake_entries,
+            server_check_interval=interval,
         )
         backend._owns_client = True
         return backend
@@ -223,9 +235,21 @@ class AsyncRedisBackend(AsyncWaitMixin):
         connection raise here, typed), then the ``maxmemory-policy`` check (server_checks)."""
         with translate_errors("ping", writes=False):
             await self._client.ping()
-        await self._check_memory_policy("ping")
+        await self._check_memory_policy("ping", refuse=True)
 
-    async def _check_memory_policy(self, operation: str) -> None:
+    @property
+    def server_problem(self) -> str | None:
+        """Why the server is unsafe now (writes refused), or None (see ServerWatch)."""
+        return self.watch.problem
+
+    @property
+    def _checked(self) -> bool:
+        """Whether the next call can skip the server check (see :class:`ServerWatch`)."""
+        return not self.watch.due()
+
+    async def _check_memory_policy(self, operation: str, *, refuse: bool) -> None:
+        """Read the policy and book it on :attr:`watch`; an unsafe one raises when ``refuse``
+        (a writing call, or the check at connect), else only the watch records it."""
         unreadable = ""
         reply: Any = None
         try:
@@ -237,8 +261,16 @@ class AsyncRedisBackend(AsyncWaitMixin):
         except BackendPermissionError as exc:
             unreadable = str(exc)
         policies = {} if unreadable else memory_policies(reply)
-        check_memory_policy(policies, allow_eviction=self._allow_eviction, unreadable=unreadable)
-        self._checked = True
+        try:
+            check_memory_policy(
+                policies, allow_eviction=self._allow_eviction, unreadable=unreadable
+            )
+        except UnsafeServerConfigError as exc:
+            self.watch.failed(self._keys.queue, str(exc))
+            if refuse:
+                raise
+            return
+        self.watch.passed(self._keys.queue)
 
     @property
     def schedules(self) -> AsyncRedisScheduleStore:
@@ -246,8 +278,9 @@ class AsyncRedisBackend(AsyncWaitMixin):
         return AsyncRedisScheduleStore(self._client, self._keys, self._scripts)
 
     async def _run(self, call: Call[T]) -> T:
-        if not self._checked:
-            await self._check_memory_policy(call.script)
+        if self.watch.due():
+            refuse = call.writes or not self.watch.ever_safe
+            await self._check_memory_policy(call.script, refuse=refuse)
         if call.registers and not self._registered:
             await self._register_queue()
         script = self._scripts.get(call.script)  # None: a plain command (the intake's RPUSH)
@@ -259,6 +292,7 @@ class AsyncRedisBackend(AsyncWaitMixin):
             else:
                 reply = await script(keys=self._planner.anchors, args=call.args)
         except Exception:
+            self.watch.forget()  # a refusal may be the first sign of a changed setting
             # redis-py's errors become fairque's, translated only once a call has failed
             with translate_errors(call.script, writes=call.writes):
                 raise

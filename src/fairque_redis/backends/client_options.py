@@ -23,6 +23,12 @@ from fairque_core.settings.config import (
     RedisConfig,
     mask_url,
 )
+from fairque_redis.backends.sentinel import (
+    SentinelTarget,
+    is_sentinel_url,
+    parse_sentinel_url,
+    sentinel_client,
+)
 
 __all__ = [
     "MIN_BLOCK_SECONDS",
@@ -31,6 +37,7 @@ __all__ = [
     "client_options",
     "config_url",
     "normalize_url",
+    "open_client",
     "redis_options",
     "require_bytes_client",
     "script_mode",
@@ -43,15 +50,19 @@ _SCHEMES = {"redis": "redis", "rediss": "rediss", "valkey": "redis", "valkeys": 
 
 
 def normalize_url(url: str) -> str:
-    """``url`` with a ``valkey(s)://`` scheme rewritten to ``redis(s)://``; others refused."""
+    """``url`` with a ``valkey(s)://`` scheme rewritten to ``redis(s)://`` (a sentinel URL
+    as given, its scheme in lower case); others refused."""
     if not isinstance(url, str):
         raise ConfigurationError("the server URL must be a str", path="url")
     scheme, sep, rest = url.partition("://")
+    if is_sentinel_url(url):
+        return f"{scheme.lower()}://{rest}"
     target = _SCHEMES.get(scheme.lower()) if sep else None
     if target is None:
         # never echo the URL: it may carry a password
         raise ConfigurationError(
-            "the server URL must start with redis://, rediss://, valkey:// or valkeys://",
+            "the server URL must start with redis://, rediss://, valkey://, valkeys:// or "
+            "redis+sentinel:// (also rediss+, valkey+, valkeys+sentinel://)",
             path="url",
         )
     return f"{target}://{rest}"
@@ -134,8 +145,11 @@ def _url_options() -> frozenset[str]:
 
 
 def _check_url_options(url: str) -> None:
+    known = _url_options()
+    if is_sentinel_url(url):
+        known |= {"sentinel_username", "sentinel_password"}
     unknown = sorted(
-        {key for key, _ in parse_qsl(urlsplit(url).query, keep_blank_values=True)} - _url_options()
+        {key for key, _ in parse_qsl(urlsplit(url).query, keep_blank_values=True)} - known
     )
     if unknown:
         raise ConfigurationError(
@@ -172,6 +186,8 @@ class ClientPlan:
     allow_eviction: bool
     #: ``scripts=functions|eval`` of the options or the URL (None when neither has it)
     scripts: str | None = None
+    #: the sentinels and service of a ``redis+sentinel://`` URL (None for any other URL)
+    sentinel: SentinelTarget | None = None
 
 
 def plan_client(
@@ -191,12 +207,22 @@ def plan_client(
     Redis backend shares."""
     url, scripts = _split_scripts(normalize_url(url))
     _check_url_options(url)
-    try:  # redis-py's own reading of the URL, now: it raised a bare ValueError later
-        parse_url(url)  # type: ignore[no-untyped-call]
-    except ValueError as exc:
-        raise ConfigurationError(
-            f"bad server URL {mask_url(url)!r}: {exc}", path="redis.url", value=mask_url(url)
-        ) from None
+    sentinel: SentinelTarget | None = None
+    if is_sentinel_url(url):
+        if cluster:
+            raise ConfigurationError(
+                "a sentinel URL names one primary: it cannot be a cluster (cluster: false)",
+                path="redis.cluster",
+                value=True,
+            )
+        sentinel = parse_sentinel_url(url)
+    else:
+        try:  # redis-py's own reading of the URL, now: it raised a bare ValueError later
+            parse_url(url)  # type: ignore[no-untyped-call]
+        except ValueError as exc:
+            raise ConfigurationError(
+                f"bad server URL {mask_url(url)!r}: {exc}", path="redis.url", value=mask_url(url)
+            ) from None
     redis_opts = dict(redis_opts)
     if "scripts" in redis_opts:  # fairque's option (ADR 41), not redis-py's; wins over the URL
         scripts = script_mode(redis_opts.pop("scripts"))
@@ -207,7 +233,19 @@ def plan_client(
     if queue is None:
         queue = queue_config.name if queue_config is not None else "default"
     options = client_options(url, opts, cluster=cluster)
-    return ClientPlan(url, queue, queue_config, options, allow_eviction, scripts)
+    return ClientPlan(url, queue, queue_config, options, allow_eviction, scripts, sentinel)
+
+
+def open_client(
+    plan: ClientPlan, *, cluster: bool, redis_class: type[Any], cluster_class: type[Any]
+) -> Any:
+    """The client a plan names: through the sentinels (``plan.sentinel``), a cluster client
+    (``cluster``) or a plain one, of the given classes (sync or asyncio)."""
+    if plan.sentinel is not None:
+        return sentinel_client(plan.sentinel, plan.options, redis_class)
+    if cluster:
+        return cluster_class.from_url(plan.url, **plan.options)
+    return redis_class.from_url(plan.url, **plan.options)
 
 
 def client_options(url: str | None, opts: dict[str, Any], *, cluster: bool) -> dict[str, Any]:

@@ -31,7 +31,10 @@ class BackendHost(Protocol):
     _client: Redis | RedisCluster
     _planner: ScriptCalls
     _scripts: dict[str, Script]
-    _checked: bool
+
+    @property
+    def _checked(self) -> bool: ...
+
     _polling: bool
     _pipelines_claims: bool
 

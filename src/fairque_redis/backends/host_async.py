@@ -31,7 +31,10 @@ class AsyncBackendHost(Protocol):
     _client: Redis | RedisCluster
     _planner: ScriptCalls
     _scripts: dict[str, AsyncScript]
-    _checked: bool
+
+    @property
+    def _checked(self) -> bool: ...
+
     _polling: bool
     _pipelines_claims: bool
 

@@ -79,6 +79,10 @@ class AsyncReplicaWaiter(_WaiterBase):
             command = await script.recover(reply, seen, keys, args)
             if command is None:
                 break
+        if isinstance(reply, (rexc.MovedError, rexc.AskError)):
+            # the script did not run here (a failover or a reshard moved the slot; the WAIT
+            # then fails too, e.g. on a demoted master): the caller refreshes the slot table
+            return reply, 0, None
         if isinstance(waited, Exception):
             raise waited
         fsynced = None

@@ -44,13 +44,14 @@ from fairque_core.domain.validation import check_wait_timeout
 from fairque_core.ports import Clock, FinishItem, QueueBackend, TokenSource, random_token
 from fairque_core.settings.accel import Accelerators
 from fairque_core.settings.config import FairQueueConfig, QueueConfig, RedisConfig
-from fairque_redis.backends.client_options import config_url, plan_client
+from fairque_redis.backends.client_options import config_url, open_client, plan_client
 from fairque_redis.backends.schedules import RedisScheduleStore
 from fairque_redis.keys import KeySpace, partition_for
 from fairque_redis.partitioned.picker import PartitionPicker
 from fairque_redis.partitioned.reads import Partition, settle_layout
 from fairque_redis.partitioned.routing import PartitionRouting
 from fairque_redis.scripting.calls.intake import EntryEncoder
+from fairque_redis.servers.watch import DEFAULT_INTERVAL, ServerWatch
 
 __all__ = ["PartitionedBackend", "settle_layout"]
 
@@ -82,6 +83,7 @@ class PartitionedBackend(PartitionRouting):
         scripts: str = "functions",
         accel: Accelerators | None = None,
         intake_entries: EntryEncoder | None = None,
+        server_check_interval: float = DEFAULT_INTERVAL,
     ) -> None:
         config = config if config is not None else QueueConfig(name=queue)
         accel = accel if accel is not None else Accelerators.from_env()  # read once, here
@@ -112,8 +114,9 @@ class PartitionedBackend(PartitionRouting):
             )
             for n in range(count)
         ]
-        for part in self._parts[1:]:
-            part.trust_server()
+        watch = ServerWatch(server_check_interval)  # one for the queue's client (issue 34)
+        for part in self._parts:
+            part.share_watch(watch)
         self._picker = PartitionPicker(count)
         self._where: OrderedDict[str, int] = OrderedDict()
         # lease token -> partition, from the claims of this backend: a lease call goes where
@@ -149,11 +152,10 @@ class PartitionedBackend(PartitionRouting):
             allow_eviction=allow_eviction,
             redis_opts=redis_opts,
         )
-        client: Redis | RedisCluster = (
-            RedisCluster.from_url(plan.url, **plan.options)
-            if cluster
-            else Redis.from_url(plan.url, **plan.options)
+        client: Redis | RedisCluster = open_client(
+            plan, cluster=cluster, redis_class=Redis, cluster_class=RedisCluster
         )
+        redis_section = config.redis if isinstance(config, FairQueueConfig) else None
         backend = cls(
             client,
             queue=plan.queue,
@@ -165,6 +167,9 @@ class PartitionedBackend(PartitionRouting):
             scripts=plan.scripts or "functions",
             accel=accel,
             intake_entries=intake_entries,
+            server_check_interval=(
+                redis_section.server_check_interval if redis_section else DEFAULT_INTERVAL
+            ),
         )
         backend._owns_client = True
         return backend
@@ -232,6 +237,11 @@ class PartitionedBackend(PartitionRouting):
     def partition_keys(self) -> list[KeySpace]:
         """The key space of each partition, in order."""
         return [part.keys for part in self._parts]
+
+    @property
+    def server_problem(self) -> str | None:
+        """Why the server is unsafe now (writes refused), or None (one watch per queue)."""
+        return self._parts[0].watch.problem
 
     def check_server(self) -> None:
         """The server check of ``RedisBackend.check_server``, then :meth:`check_layout`."""

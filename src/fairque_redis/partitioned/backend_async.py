@@ -45,13 +45,14 @@ from fairque_core.domain.validation import check_wait_timeout
 from fairque_core.ports import AsyncQueueBackend, Clock, FinishItem, TokenSource, random_token
 from fairque_core.settings.accel import Accelerators
 from fairque_core.settings.config import FairQueueConfig, QueueConfig, RedisConfig
-from fairque_redis.backends.client_options import config_url, plan_client
+from fairque_redis.backends.client_options import config_url, open_client, plan_client
 from fairque_redis.backends.schedules_async import AsyncRedisScheduleStore
 from fairque_redis.keys import KeySpace, partition_for
 from fairque_redis.partitioned.picker import PartitionPicker
 from fairque_redis.partitioned.reads_async import AsyncPartition, settle_layout
 from fairque_redis.partitioned.routing_async import AsyncPartitionRouting
 from fairque_redis.scripting.calls.intake import EntryEncoder
+from fairque_redis.servers.watch import DEFAULT_INTERVAL, ServerWatch
 
 __all__ = ["AsyncPartitionedBackend", "settle_layout"]
 
@@ -83,6 +84,7 @@ class AsyncPartitionedBackend(AsyncPartitionRouting):
         scripts: str = "functions",
         accel: Accelerators | None = None,
         intake_entries: EntryEncoder | None = None,
+        server_check_interval: float = DEFAULT_INTERVAL,
     ) -> None:
         config = config if config is not None else QueueConfig(name=queue)
         accel = accel if accel is not None else Accelerators.from_env()  # read once, here
@@ -113,8 +115,9 @@ class AsyncPartitionedBackend(AsyncPartitionRouting):
             )
             for n in range(count)
         ]
-        for part in self._parts[1:]:
-            part.trust_server()
+        watch = ServerWatch(server_check_interval)  # one for the queue's client (issue 34)
+        for part in self._parts:
+            part.share_watch(watch)
         self._picker = PartitionPicker(count)
         self._where: OrderedDict[str, int] = OrderedDict()
         # lease token -> partition, from the claims of this backend: a lease call goes where
@@ -150,11 +153,10 @@ class AsyncPartitionedBackend(AsyncPartitionRouting):
             allow_eviction=allow_eviction,
             redis_opts=redis_opts,
         )
-        client: Redis | RedisCluster = (
-            RedisCluster.from_url(plan.url, **plan.options)
-            if cluster
-            else Redis.from_url(plan.url, **plan.options)
+        client: Redis | RedisCluster = open_client(
+            plan, cluster=cluster, redis_class=Redis, cluster_class=RedisCluster
         )
+        redis_section = config.redis if isinstance(config, FairQueueConfig) else None
         backend = cls(
             client,
             queue=plan.queue,
@@ -166,6 +168,9 @@ class AsyncPartitionedBackend(AsyncPartitionRouting):
             scripts=plan.scripts or "functions",
             accel=accel,
             intake_entries=intake_entries,
+            server_check_interval=(
+                redis_section.server_check_interval if redis_section else DEFAULT_INTERVAL
+            ),
         )
         backend._owns_client = True
         return backend
@@ -233,6 +238,11 @@ class AsyncPartitionedBackend(AsyncPartitionRouting):
     def partition_keys(self) -> list[KeySpace]:
         """The key space of each partition, in order."""
         return [part.keys for part in self._parts]
+
+    @property
+    def server_problem(self) -> str | None:
+        """Why the server is unsafe now (writes refused), or None (one watch per queue)."""
+        return self._parts[0].watch.problem
 
     async def check_server(self) -> None:
         """The server check of ``AsyncRedisBackend.check_server``, then :meth:`check_layout`."""

@@ -43,6 +43,7 @@ from fairque_redis.partitioned.picker import (
 from fairque_redis.scripting.calls import ScriptCalls
 from fairque_redis.scripting.calls.base import to_text
 from fairque_redis.scripting.calls.intake import EntryEncoder
+from fairque_redis.servers.watch import ServerWatch
 
 __all__ = ["Partition", "PartitionReads", "settle_layout"]
 
@@ -88,11 +89,11 @@ class Partition(RedisBackend):
         self._planner = ScriptCalls(self._keys, self._config, clock, token_source)
         self._part_clock = clock
 
-    def trust_server(self) -> None:
-        """Skip this partition's own server check (partition 0 does it once for the whole
-        queue: same client, same servers). Each partition still registers the queue's name
-        (one idempotent SADD of the same name before its first write)."""
-        self._checked = True
+    def share_watch(self, watch: ServerWatch) -> None:
+        """Use partition 0's server watch instead of this partition's own (same client, same
+        servers: one check for the whole queue). Each partition still registers the queue's
+        name (one idempotent SADD of the same name before its first write)."""
+        self.watch = watch
 
     def check_claim(
         self, worker_id: str, count: int, tenants: Sequence[str], lease_seconds: float | None
@@ -168,7 +169,7 @@ def _layout_holds(
         ]
     for n, part in enumerate(parts):
         if n:
-            part._checked = True
+            part.watch.trust()
         stats = part.stats()
         if not _is_empty(stats):
             return "a pause of the queue" if stats.get("paused") else "tasks"

@@ -42,6 +42,7 @@ from fairque_redis.partitioned.picker import (
 from fairque_redis.scripting.calls import ScriptCalls
 from fairque_redis.scripting.calls.base import to_text
 from fairque_redis.scripting.calls.intake import EntryEncoder
+from fairque_redis.servers.watch import ServerWatch
 
 __all__ = ["AsyncPartition", "AsyncPartitionReads", "settle_layout"]
 
@@ -87,11 +88,11 @@ class AsyncPartition(AsyncRedisBackend):
         self._planner = ScriptCalls(self._keys, self._config, clock, token_source)
         self._part_clock = clock
 
-    def trust_server(self) -> None:
-        """Skip this partition's own server check (partition 0 does it once for the whole
-        queue: same client, same servers). Each partition still registers the queue's name
-        (one idempotent SADD of the same name before its first write)."""
-        self._checked = True
+    def share_watch(self, watch: ServerWatch) -> None:
+        """Use partition 0's server watch instead of this partition's own (same client, same
+        servers: one check for the whole queue). Each partition still registers the queue's
+        name (one idempotent SADD of the same name before its first write)."""
+        self.watch = watch
 
     def check_claim(
         self, worker_id: str, count: int, tenants: Sequence[str], lease_seconds: float | None
@@ -169,7 +170,7 @@ async def _layout_holds(
         ]
     for n, part in enumerate(parts):
         if n:
-            part._checked = True
+            part.watch.trust()
         stats = await part.stats()
         if not _is_empty(stats):
             return "a pause of the queue" if stats.get("paused") else "tasks"

@@ -77,6 +77,20 @@ def check_finish_items(items: object) -> list[tuple[Task, object]]:
     return out
 
 
+def check_xcom_items(tenant: object, items: object) -> tuple[str, list[tuple[str, str]]]:
+    """``xcom_get_values``'s arguments: a tenant id and ``(task_id, key)`` pairs of ids
+    and keys (str)."""
+    out: list[tuple[str, str]] = []
+    for item in _sequence(items, "items"):
+        if not isinstance(item, tuple) or len(item) != 2:
+            raise TaskTypeError("items", item, "must be (task_id, key) pairs")
+        task_id, key = item
+        if not isinstance(key, str):
+            raise TaskTypeError("items", key, "an XCom key must be a str")
+        out.append((validate_id(task_id, "task_id"), key))
+    return validate_id(tenant, "tenant"), out
+
+
 def check_tenants(tenants: object, field: str = "tenants") -> list[str]:
     """A list of tenant ids (``get_queue_sizes_batch``, ``get_tenant_weights``)."""
     return check_id_list(tenants, field)

@@ -27,6 +27,7 @@ from fairque_core.domain.errors import (
     TaskValidationError,
 )
 from fairque_core.domain.models import UNREADABLE_HEADER, Claimed, Lease, Message, Task
+from fairque_core.ports.json_codec import check_str_keys
 from fairque_core.settings.config import QueueConfig
 
 if TYPE_CHECKING:
@@ -190,6 +191,7 @@ def wait_seconds(message: Message, now: float) -> float:
 
 # json.dumps with arguments other than its defaults builds an encoder per call: one for all.
 _RESULT_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+_SCALARS = frozenset({str, int, float, bool})
 
 
 def encode_result(task_id: str, result: object, limit: int | None = None) -> bytes | None:
@@ -202,8 +204,12 @@ def encode_result(task_id: str, result: object, limit: int | None = None) -> byt
     if result is None:
         return None
     try:
+        if type(result) not in _SCALARS:  # keys must be str and nesting bounded, as payloads
+            check_str_keys(result, "$")
         body = _RESULT_ENCODER.encode(result).encode()
-    except (TypeError, ValueError) as exc:
+    except TaskSerializationError as exc:
+        raise TaskSerializationError(f"the result of {task_id}: {exc}") from exc
+    except (TypeError, ValueError, RecursionError) as exc:
         raise TaskSerializationError(
             f"the result of {task_id} is not JSON-serializable: {exc}"
         ) from exc

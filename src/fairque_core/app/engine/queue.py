@@ -54,7 +54,7 @@ from fairque_core.domain.limits import LIMIT_FIELDS, LimitStatus
 from fairque_core.domain.models import Claimed, Message, Task
 from fairque_core.domain.outcomes import error_record
 from fairque_core.domain.validation import check_wait_timeout, validate_id
-from fairque_core.ports import QueueBackend
+from fairque_core.ports import QueueBackend, WatchesServer
 from fairque_core.settings.accel import Accelerators
 from fairque_core.settings.config import FairQueueConfig, QueueConfig
 
@@ -160,6 +160,14 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
     @property
     def name(self) -> str:
         return self._queue_name
+
+    @property
+    def server_problem(self) -> str | None:
+        """Why the server's settings are unsafe now (pushes and claims are refused with
+        UnsafeServerConfigError until they are fixed), or None: what the backend's watch
+        found at its last check (issue 34). None for a backend that does not watch."""
+        backend = self._given_backend
+        return backend.server_problem if isinstance(backend, WatchesServer) else None
 
     def _event(self, event: str, task: Task, **info: Any) -> None:
         self._plugins.task_event(event, task, self._queue_name, **info)

@@ -82,7 +82,7 @@ class ReadMixin(MixinHost):
         window come from two readings (``domain.tenant_figures.fairness_window``)."""
         if isinstance(tenants, str):
             tenants = [tenants]
-        named = check_figure_tenants(None if tenants is None else list(tenants))
+        named = check_figure_tenants(tenants)
         limit, offset = check_tenant_page(limit, offset)
         return self._backend.tenant_fairness(named, limit=limit, offset=offset)
 

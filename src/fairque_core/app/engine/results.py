@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from fairque_core.app.engine import support as common
+from fairque_core.app.engine.arguments import check_xcom_items
 from fairque_core.app.engine.handles import TaskHandle
 from fairque_core.app.engine.messages import decode_result, to_message
 from fairque_core.app.engine.result_waits import wait_piece
@@ -218,11 +219,12 @@ class ResultMixin(MixinHost):
 
     def xcom_get_values(self, tenant: str, items: Sequence[tuple[str, str]]) -> list[Any]:
         """Decoded XCom values ``(task_id, key)`` of ``tenant``'s tasks, None when absent."""
-        if not items:
+        tenant, pairs = check_xcom_items(tenant, items)
+        if not pairs:
             return []
-        raw = self._backend.xcom_get(tenant, list(items))
+        raw = self._backend.xcom_get(tenant, pairs)
         return [
-            self._decode_xcom(key, value) for (_tid, key), value in zip(items, raw, strict=True)
+            self._decode_xcom(key, value) for (_tid, key), value in zip(pairs, raw, strict=True)
         ]
 
     def xcom_pull(self, task_id: str, key: str = RETURN_VALUE, *, tenant: str) -> Any:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from fairque_core.app.engine import support as common
+from fairque_core.app.engine.arguments import check_xcom_items
 from fairque_core.app.engine.handles_async import AsyncTaskHandle
 from fairque_core.app.engine.messages import decode_result, to_message
 from fairque_core.app.engine.result_waits import async_wait_piece
@@ -223,11 +224,12 @@ class AsyncResultMixin(MixinHost):
 
     async def xcom_get_values(self, tenant: str, items: Sequence[tuple[str, str]]) -> list[Any]:
         """Decoded XCom values ``(task_id, key)`` of ``tenant``'s tasks, None when absent."""
-        if not items:
+        tenant, pairs = check_xcom_items(tenant, items)
+        if not pairs:
             return []
-        raw = await self._backend.xcom_get(tenant, list(items))
+        raw = await self._backend.xcom_get(tenant, pairs)
         return [
-            self._decode_xcom(key, value) for (_tid, key), value in zip(items, raw, strict=True)
+            self._decode_xcom(key, value) for (_tid, key), value in zip(pairs, raw, strict=True)
         ]
 
     async def xcom_pull(self, task_id: str, key: str = RETURN_VALUE, *, tenant: str) -> Any:

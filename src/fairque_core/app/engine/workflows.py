@@ -47,8 +47,8 @@ def _tasks(items: Iterable[Task], field: str) -> tuple[Task, ...]:
         raise TaskTypeError(field, items, "must be a sequence of Task")
     try:
         out = tuple(items)
-    except TypeError:
-        raise TaskTypeError(field, items, "must be a sequence of Task") from None
+    except Exception as exc:  # not iterable, or its iteration failed: the cause is chained
+        raise TaskTypeError(field, items, "must be a sequence of Task") from exc
     for item in out:
         if not isinstance(item, Task):
             raise TaskTypeError(field, item, "must hold only fairque_core.Task values")
