@@ -122,6 +122,8 @@ def test_the_window_reaches_the_sampler() -> None:
     board.attach(AsyncFairQueue(AsyncInMemoryBackend()))
     assert board.sampler is not None
     assert board.sampler.window_seconds == 20.0
+
+
 @pytest.mark.parametrize("bind", ["127.0.0.2", "127.1", "2130706433"])
 def test_every_loopback_spelling_of_host_turns_the_rebinding_check_on(
     monkeypatch: pytest.MonkeyPatch, bind: str

@@ -90,9 +90,11 @@ def test_an_evicting_policy_set_under_a_live_worker_is_refused_logged_and_recove
     name = f"watch-{uuid.uuid4().hex[:6]}"
     handler = Record()
     acked: list[str] = []
-    with connect(config=_config(str(own_server.url), name)) as producer, connect(
-        config=_config(str(own_server.url), name)
-    ) as consumer, redis.Redis.from_url(str(own_server.url)) as raw:
+    with (
+        connect(config=_config(str(own_server.url), name)) as producer,
+        connect(config=_config(str(own_server.url), name)) as consumer,
+        redis.Redis.from_url(str(own_server.url)) as raw,
+    ):
         worker = Worker(
             WorkerConfig(id="w1", max_concurrent_tasks=4, poll_interval_seconds=0.2),
             handler,
@@ -108,20 +110,24 @@ def test_an_evicting_policy_set_under_a_live_worker_is_refused_logged_and_recove
                 raw.config_set("maxmemory-policy", "allkeys-lru")
                 changed = time.monotonic()
                 refused_after: float | None = None
+                refusal: UnsafeServerConfigError | None = None
                 n = 0
                 while refused_after is None and time.monotonic() - changed < HANG:
                     try:
                         acked.append(producer.push(Task.create("acme", task_id=f"during-{n}")))
                     except UnsafeServerConfigError as exc:
                         refused_after = time.monotonic() - changed
-                        assert (exc.setting, exc.value) == ("maxmemory-policy", "allkeys-lru")
+                        refusal = exc
                     n += 1
                     time.sleep(0.01)
                 assert refused_after is not None, "pushes were never refused"
+                assert refusal is not None
+                assert (refusal.setting, refusal.value) == ("maxmemory-policy", "allkeys-lru")
                 # the first push at least INTERVAL after the last good check is refused
                 assert refused_after < INTERVAL + 5.0, refused_after
                 loud = [r for r in caplog.records if "NOT SAFE" in r.getMessage()]
-                assert loud and loud[0].levelno == logging.ERROR
+                assert loud
+                assert loud[0].levelno == logging.ERROR
                 # reads go on (a dashboard shows why the queue waits); the watch says why
                 assert producer.get_stats()["pushed"] >= 20
                 # the worker's claims are refused too: it backs off, it does not stop
@@ -141,9 +147,7 @@ def test_an_evicting_policy_set_under_a_live_worker_is_refused_logged_and_recove
             assert any("safe again" in r.getMessage() for r in caplog.records)
             for n in range(1, 20):
                 acked.append(producer.push(Task.create("acme", task_id=f"after-{n}")))
-            assert wait_until(lambda: set(acked) <= handler.ran), sorted(
-                set(acked) - handler.ran
-            )
+            assert wait_until(lambda: set(acked) <= handler.ran), sorted(set(acked) - handler.ran)
         finally:
             assert worker.stop()
     assert len(set(acked)) == len(acked)  # every acknowledged push ran: 0 lost
@@ -151,9 +155,10 @@ def test_an_evicting_policy_set_under_a_live_worker_is_refused_logged_and_recove
 
 def test_reads_go_on_and_writes_wait_while_unsafe(own_server: Any) -> None:
     name = f"watch-{uuid.uuid4().hex[:6]}"
-    with connect(config=_config(str(own_server.url), name)) as queue, redis.Redis.from_url(
-        str(own_server.url)
-    ) as raw:
+    with (
+        connect(config=_config(str(own_server.url), name)) as queue,
+        redis.Redis.from_url(str(own_server.url)) as raw,
+    ):
         queue.push(Task.create("acme", task_id="t1"))
         raw.config_set("maxmemory-policy", "volatile-lru")
         assert wait_until(lambda: _refused(lambda: queue.push(Task.create("acme"))))
@@ -161,7 +166,8 @@ def test_reads_go_on_and_writes_wait_while_unsafe(own_server: Any) -> None:
         assert queue.get_state("t1") is not None  # reads are not
         raw.config_set("maxmemory-policy", "noeviction")
         claimed = queue.claim(["acme"])
-        assert claimed is not None and claimed.task_id == "t1"
+        assert claimed is not None
+        assert claimed.task_id == "t1"
 
 
 def _refused(call: Callable[[], object]) -> bool:
@@ -186,9 +192,11 @@ def test_the_watch_checks_on_its_interval_after_a_failure_and_while_unsafe() -> 
     watch.forget()  # a call failed
     assert watch.due()
     watch.failed("q", "allkeys-lru")
-    assert watch.due() and watch.problem == "allkeys-lru"  # every call while unsafe
+    assert watch.due()
+    assert watch.problem == "allkeys-lru"
     watch.passed("q")
-    assert watch.problem is None and not watch.due()
+    assert watch.problem is None
+    assert not watch.due()
     with pytest.raises(ValueError, match="server_check_interval"):
         ServerWatch(0)
 
