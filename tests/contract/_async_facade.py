@@ -112,8 +112,10 @@ class SyncOverAsync:
         token: str,
         result: bytes | None = None,
         xcom: Mapping[str, bytes] | None = None,
+        *,
+        keep: bool = True,
     ) -> None:
-        self._call(self._backend.finish(task_id, token, result, xcom))
+        self._call(self._backend.finish(task_id, token, result, xcom, keep=keep))
 
     def finish_batch(self, items: Sequence[FinishItem]) -> list[bool]:
         return self._call(self._backend.finish_batch(items))

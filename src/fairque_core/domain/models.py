@@ -92,6 +92,11 @@ def _check_unique_key(_inst: object, _attribute: attrs.Attribute[Any], value: ob
         validate_id(value, "unique_key")
 
 
+def _check_keep(_inst: object, _attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and type(value) is not bool:
+        raise TaskTypeError("keep_result", value, "must be True, False or None")
+
+
 def _check_window(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
     check_duration(value, attribute.name)
 
@@ -118,12 +123,17 @@ def _create(
     name: str = "",
     unique_key: str | None = None,
     unique_window_seconds: float | None = None,
+    keep_result: bool | None = None,
 ) -> Task:
     """A new task with a random UUID4 id (unless ``task_id`` is given) created now.
 
     ``unique_key``: a second push of a task with the same key (same tenant) while this
     one is queued or running, or within ``unique_window_seconds`` after it ended, stores
     nothing and returns this task's id (``TaskHandle.duplicate`` is True).
+
+    ``keep_result``: False = its record is deleted when it finishes, unless something needs
+    it (a dependent, XCom values, a waiter armed before the finish, a unique window; ADR 78);
+    None = the queue's ``results`` default.
     """
     now = time.time()
     if type(priority) is not Priority:
@@ -145,6 +155,7 @@ def _create(
         name=name,
         unique_key=unique_key if unique_key is not None else "",
         unique_window_seconds=unique_window_seconds or 0.0,
+        keep_result=keep_result,
     )
 
 
@@ -184,6 +195,9 @@ class Task:
     #: ended less than ``unique_window_seconds`` ago, pushing another one is a duplicate
     unique_key: str = attrs.field(default="", validator=_check_unique_key)
     unique_window_seconds: float = attrs.field(default=0.0, validator=_check_window)
+    #: False: the record goes when the task finishes, unless something needs it (ADR 78);
+    #: None: the queue's ``results`` default decides at push
+    keep_result: bool | None = attrs.field(default=None, validator=_check_keep)
     lease: Lease | None = attrs.field(default=None, eq=False, repr=False, validator=_check_lease)
 
     if TYPE_CHECKING:  # the signature callers and type checkers see (``cls`` bound)
@@ -203,6 +217,7 @@ class Task:
             name: str = "",
             unique_key: str | None = None,
             unique_window_seconds: float | None = None,
+            keep_result: bool | None = None,
         ) -> Task: ...
 
     else:
@@ -240,6 +255,8 @@ class Message:
     #: the push deduplication key (``""``: none) and its window in seconds after the task ends
     unique_key: str = ""
     unique_window: float = 0.0
+    #: False: the worker asks the finish not to keep the record (ADR 78)
+    keep_result: bool = True
 
 
 @attrs.frozen(kw_only=True)

@@ -60,6 +60,8 @@ class LeaseOps(DLQOps):
         token: str,
         result: bytes | None = None,
         xcom: Mapping[str, bytes] | None = None,
+        *,
+        keep: bool = True,
     ) -> None:
         now = self._now()
         done = self._live(task_id, now)
@@ -76,13 +78,17 @@ class LeaseOps(DLQOps):
         rec.message = attrs.evolve(rec.message, body=b"")  # the payload goes (issue 16)
         self._close_record(rec, now)
         self._release_dependents(rec, task_id, now)
+        if not keep:
+            self._forget_finished(task_id, rec)
 
     @locked
     def finish_batch(self, items: Sequence[FinishItem]) -> list[bool]:
         done: list[bool] = []
         for item in items:
             try:
-                self.finish(item[0], item[1], item[2], item[3] if len(item) > 3 else None)
+                xcom = item[3] if len(item) > 3 else None
+                keep = len(item) <= 4 or item[4] is not False
+                self.finish(item[0], item[1], item[2], xcom, keep=keep)
             except LeaseLostError:
                 done.append(False)
             else:

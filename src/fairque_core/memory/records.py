@@ -42,6 +42,9 @@ class TaskRecord:
     # the failure record stored with a final failure, and the XCom values written at finish
     error: str = ""
     xcom: dict[str, bytes] = attrs.field(factory=dict)
+    # a result waiter armed on it before it ended (wait_done; Redis's `wt`): its record is
+    # kept whatever the finish's `keep` (ADR 78)
+    waited: bool = False
 
 
 @attrs.define

@@ -47,6 +47,8 @@ class ResultOps(ModelStore):
                 rec = self._live(task_id, self._now())
                 if rec is not None and rec.state in ENDED_STATES:
                     return True
+                if rec is not None:
+                    rec.waited = True  # armed: a finish keeps its record (ADR 78)
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False

@@ -234,6 +234,19 @@ class ModelStore:
                     del self._unique[(message.tenant, message.unique_key)]
         self._done.notify_all()
 
+    def _forget_finished(self, task_id: str, rec: TaskRecord) -> None:
+        """A finish with ``keep=False`` (ADR 78): the record goes, unless something needs it
+        (dependents, XCom values, an armed waiter, a unique key held for a window)."""
+        message = rec.message
+        if (
+            rec.dependents
+            or rec.xcom
+            or rec.waited
+            or (message.unique_key and to_ms(message.unique_window) > 0)
+        ):
+            return
+        del self._records[task_id]
+
     # ------------------------------------------------------------------ dependencies
     def _cancel_dependents(self, task_id: str, rec: TaskRecord, now: int) -> None:
         stack = [(task_id, rec)]

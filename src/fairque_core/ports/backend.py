@@ -106,6 +106,8 @@ class QueueBackend(Protocol):
         token: str,
         result: bytes | None = None,
         xcom: Mapping[str, bytes] | None = None,
+        *,
+        keep: bool = True,
     ) -> None:
         """Mark the task FINISHED, keep ``result`` for the result TTL, drop the lease.
 
@@ -118,6 +120,12 @@ class QueueBackend(Protocol):
         lost and the caller sends it again), it succeeds and changes nothing, the first
         result included. Any other token on a finished task is a LeaseLostError. ``fail`` is
         idempotent the same way while the task is still SCHEDULED or FAILED (ADR 19).
+
+        ``keep=False`` (ADR 78): the record is deleted instead, unless something needs it:
+        dependents, ``xcom`` values, a waiter armed (:meth:`wait_done`) before the finish, a
+        unique key held for a window. A deleted record reads as unknown (``get_state`` and
+        ``get_result`` None) and a repeat of the finish is a LeaseLostError (no token left
+        to recognise it by).
         """
         ...
 

@@ -227,6 +227,7 @@ _POSITIVE_INT = _number(1, integer=True)
 _NON_NEGATIVE_INT = _number(0, integer=True)
 _BOOL = _type(bool, "must be true or false")
 _OPTIONAL_STR = _optional(_type(str, "must be a string"))
+RESULT_MODES = ("keep", "none")  # QueueConfig.results (ADR 78)
 DURABILITY_MODES = ("default", "replicated")  # RedisConfig.durability (ADR 33)
 SCRIPT_MODES = ("functions", "eval")  # RedisConfig.scripts (ADR 41)
 _REPLICATION_MS = _number(1, 60000, integer=True)
@@ -442,6 +443,9 @@ class QueueConfig:
     max_payload_bytes: int = attrs.field(default=1_048_576, validator=_POSITIVE_INT)
     max_recoveries: int = attrs.field(default=3, validator=_NON_NEGATIVE_INT)
     result_ttl_seconds: float = attrs.field(default=3600.0, validator=_SPAN)
+    #: What a finished task's record becomes when its ``keep_result`` is None (ADR 78):
+    #: "keep" (for ``result_ttl_seconds``) or "none" (deleted unless something needs it).
+    results: str = attrs.field(default="keep", validator=_choice(RESULT_MODES))
     delayed_move_limit: int = attrs.field(default=100, validator=_POSITIVE_INT)
     retry_base_seconds: float = attrs.field(default=1.0, validator=_NON_NEGATIVE)
     retry_factor: float = attrs.field(default=2.0, validator=_number(1))

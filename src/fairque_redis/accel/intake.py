@@ -58,6 +58,7 @@ def plain_entry(message: Message, limit: int) -> bytes | None:
         and type(priority) is Priority
         and not message.depends_on
         and not message.unique_key
+        and message.keep_result is True
         and not message.headers
         and not message.name
         and message.content_type == _PLAIN_CT

@@ -387,8 +387,12 @@ class RedisBackend(WaitMixin):
         token: str,
         result: bytes | None = None,
         xcom: Mapping[str, bytes] | None = None,
+        *,
+        keep: bool = True,
     ) -> None:
         item: FinishItem = (task_id, token, result) if not xcom else (task_id, token, result, xcom)
+        if not keep:
+            item = (task_id, token, result, xcom, False)
         self._run(self._planner.finish([item], strict=True))
 
     def finish_batch(self, items: Sequence[FinishItem]) -> list[bool]:

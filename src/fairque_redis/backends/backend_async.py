@@ -389,8 +389,12 @@ class AsyncRedisBackend(AsyncWaitMixin):
         token: str,
         result: bytes | None = None,
         xcom: Mapping[str, bytes] | None = None,
+        *,
+        keep: bool = True,
     ) -> None:
         item: FinishItem = (task_id, token, result) if not xcom else (task_id, token, result, xcom)
+        if not keep:
+            item = (task_id, token, result, xcom, False)
         await self._run(self._planner.finish([item], strict=True))
 
     async def finish_batch(self, items: Sequence[FinishItem]) -> list[bool]:

@@ -448,10 +448,12 @@ class PartitionedBackend(PartitionRouting):
         token: str,
         result: bytes | None = None,
         xcom: Mapping[str, bytes] | None = None,
+        *,
+        keep: bool = True,
     ) -> None:
         part = self._parts[self._lease_index(task_id, token)]
         with self._ending(token):
-            part.finish(task_id, token, result, xcom)
+            part.finish(task_id, token, result, xcom, keep=keep)
 
     def finish_batch(self, items: Sequence[FinishItem]) -> list[bool]:
         if not items:

@@ -453,10 +453,12 @@ class AsyncPartitionedBackend(AsyncPartitionRouting):
         token: str,
         result: bytes | None = None,
         xcom: Mapping[str, bytes] | None = None,
+        *,
+        keep: bool = True,
     ) -> None:
         part = self._parts[await self._lease_index(task_id, token)]
         with self._ending(token):
-            await part.finish(task_id, token, result, xcom)
+            await part.finish(task_id, token, result, xcom, keep=keep)
 
     async def finish_batch(self, items: Sequence[FinishItem]) -> list[bool]:
         if not items:

@@ -55,8 +55,14 @@ NAME = "prebuilt_builders"
 class PrebuiltBuild(ModelBuild):
     """:class:`ModelBuild` with the models set slot by slot where the values are known good."""
 
-    def message(
-        self, task: Task, body: bytes, content_type: str, delay: float, headers: dict[str, str]
+    def message(  # noqa: PLR0913, PLR0917 - ModelBuild.message's signature
+        self,
+        task: Task,
+        body: bytes,
+        content_type: str,
+        delay: float,
+        headers: dict[str, str],
+        keep_result: bool = True,
     ) -> Message:
         return unchecked_message(
             task.task_id,
@@ -73,6 +79,7 @@ class PrebuiltBuild(ModelBuild):
             task.name,
             task.unique_key,
             task.unique_window_seconds,
+            keep_result,
         )
 
     def task(self, message: Message, payload: Mapping[str, Any], lease: Lease | None) -> Task:
@@ -135,6 +142,7 @@ class PrebuiltBuild(ModelBuild):
                     unique_key,
                     window,
                     lease,
+                    message.keep_result,
                 )
         return super().task(message, payload, lease)
 

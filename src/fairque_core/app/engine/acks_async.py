@@ -56,14 +56,17 @@ class AsyncAckMixin(MixinHost):
         ``max_payload_bytes``: a longer one is a TaskSerializationError and changes nothing).
 
         The task then keeps its state and result for ``result_ttl_seconds``; its payload is
-        dropped (``get_task`` returns None for it).
+        dropped (``get_task`` returns None for it). A task whose ``keep_result`` is False
+        keeps nothing unless something needs its record (ADR 78).
         """
         lease = lease_of(task)
         run_seconds = check_run_seconds(run_seconds)
         body = encode_result(task.task_id, result, self._config.max_payload_bytes)
         xcom = _pushed(task)  # the handler's XCom values, stored in the same step
         try:
-            if xcom:
+            if task.keep_result is False:  # the record goes unless needed (ADR 78)
+                await self._backend.finish(task.task_id, lease.token, body, xcom, keep=False)
+            elif xcom:
                 await self._backend.finish(task.task_id, lease.token, body, xcom)
             else:
                 await self._backend.finish(task.task_id, lease.token, body)
@@ -93,7 +96,10 @@ class AsyncAckMixin(MixinHost):
             flags = []
             for entry in entries:
                 try:
-                    await self._backend.finish(*entry)
+                    if len(entry) > 4:  # (id, token, result, xcom, keep): keep by name
+                        await self._backend.finish(*entry[:4], keep=entry[4])
+                    else:
+                        await self._backend.finish(*entry)
                 except LeaseLostError:
                     flags.append(False)
                 else:
@@ -161,7 +167,9 @@ class AsyncAckMixin(MixinHost):
             if task.lease is None:
                 continue
             xcom = _pushed(task)  # the handler's XCom values, stored in the same step
-            if xcom:
+            if task.keep_result is False:  # the record goes unless needed (ADR 78)
+                entries.append((task.task_id, task.lease.token, body, xcom, False))
+            elif xcom:
                 entries.append((task.task_id, task.lease.token, body, xcom))
             else:
                 entries.append((task.task_id, task.lease.token, body))

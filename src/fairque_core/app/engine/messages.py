@@ -50,11 +50,18 @@ __all__ = [
 class ModelBuild:
     """How the engine builds the models it hands on: through attrs (the reference path)."""
 
-    def message(
-        self, task: Task, body: bytes, content_type: str, delay: float, headers: dict[str, str]
+    def message(  # noqa: PLR0913, PLR0917 - the message's own values, as to_message has them
+        self,
+        task: Task,
+        body: bytes,
+        content_type: str,
+        delay: float,
+        headers: dict[str, str],
+        keep_result: bool = True,
     ) -> Message:
         """The message that stores ``task`` (encoded as ``body``): a push starts the attempt
-        count at 0, whatever the task carries."""
+        count at 0, whatever the task carries; ``keep_result`` is the task's, resolved
+        against the queue's default."""
         return Message(
             task_id=task.task_id,
             tenant=task.tenant,
@@ -70,6 +77,7 @@ class ModelBuild:
             name=task.name,
             unique_key=task.unique_key,
             unique_window=task.unique_window_seconds,
+            keep_result=keep_result,
         )
 
     def task(self, message: Message, payload: Mapping[str, Any], lease: Lease | None) -> Task:
@@ -89,6 +97,7 @@ class ModelBuild:
             name=message.name,
             unique_key=message.unique_key,
             unique_window_seconds=message.unique_window,
+            keep_result=message.keep_result,
             lease=lease,
         )
 
@@ -133,7 +142,12 @@ def to_message(
         raise PayloadTooLargeError(size, config.max_payload_bytes)
     delay = task.execute_after - (time.time() if now is None else now)
     # max(0.0, delay), NaN included; the message gets a dict of its own
-    return build.message(task, body, content_type, delay if delay > 0.0 else 0.0, dict(headers))
+    keep = task.keep_result
+    if keep is None:  # the queue's default (ADR 78)
+        keep = config.results != "none"
+    return build.message(
+        task, body, content_type, delay if delay > 0.0 else 0.0, dict(headers), keep
+    )
 
 
 def _utf8_len(text: str) -> int:

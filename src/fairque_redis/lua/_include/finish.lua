@@ -10,6 +10,7 @@
   waiters wake, its unique key is held for its window); its dependents are released.
 ]]
 --- @include "deps"
+--- @include "forget"
 
 -- ids per ZREM of the finished tasks' leases (and keys per EXISTS): unpack has a stack limit
 local FQ_ZREM_CHUNK = 500
@@ -120,6 +121,8 @@ local function fq_finish(q, argv, at, strict)
   local i = at + 1
   for k = 1, n do
     local id, token, has, result = argv[i], argv[i + 1], argv[i + 2], argv[i + 3]
+    local forget
+    has, forget = fq_forget_flag(has) -- ('2' | '3': the record is not kept, ADR 78)
     local nx = FQ_TONUMBER(argv[i + 4])
     local xat = i + 5
     i = i + 5 + 2 * nx
@@ -143,14 +146,16 @@ local function fq_finish(q, argv, at, strict)
         -- the common task (no unique key, no limits, no waiter, no XCom, no dependents):
         -- fq_drop_lease, fq_expire_record and fq_ended's writes, inline
         unlease[#unlease + 1] = id
-        if has == '1' then
+        if forget then
+          fq_forget_record(key) -- nothing needs it: the record goes (ADR 78)
+        elseif has == '1' then
           FQ_CALL('HSET', key, 'st', 'finished', 'exp', exp, 'b', '', 'm', '', 'res', result,
             'wk', '', 'dl', '0')
         else
           FQ_CALL('HSET', key, 'st', 'finished', 'exp', exp, 'b', '', 'm', '', 'wk', '',
             'dl', '0')
         end
-        if q.server_time then
+        if q.server_time and not forget then
           if ttl_ms == nil then ttl_ms = fq_int(math.max(ttl, 0)) end
           FQ_CALL('PEXPIRE', key, ttl_ms)
         end
@@ -193,6 +198,9 @@ local function fq_finish(q, argv, at, strict)
         local kids = kin and fq_release_dependents(q, r) or 0
         fq_expire_record(q, r, kids > 0)
         fq_ended(q, r)
+        if forget and kids == 0 and nx == 0 and not r.waited and r.unique_window <= 0 then
+          fq_forget_record(key) -- nothing needs it: the record goes (ADR 78)
+        end
       end
       out[k] = 1
     end

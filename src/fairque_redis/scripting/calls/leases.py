@@ -52,10 +52,12 @@ class LeaseCalls(CallsBase):
         for item in items:
             task_id, token, result = item[0], item[1], item[2]
             xcom = item[3] if len(item) > 3 else None
+            # "0"/"1": no result/a result; "2"/"3" the same, not kept (ADR 78)
+            forget = len(item) > 4 and item[4] is False
             args += [
                 task_id,
                 token,
-                "0" if result is None else "1",
+                ("2" if result is None else "3") if forget else ("0" if result is None else "1"),
                 b"" if result is None else result,
                 len(xcom or {}),
             ]

@@ -40,6 +40,7 @@ def encode_meta(message: Message) -> str:
         and not message.headers
         and not message.name
         and not message.unique_key
+        and message.keep_result is True
         and type(message.max_retries) is int
         and type(message.created_at) is float
         and type(message.delay) in (int, float)
@@ -60,8 +61,11 @@ def encode_meta(message: Message) -> str:
         dict(message.headers),
         message.name,
     ]
-    if message.unique_key:  # two more fields only when set: older records have seven
+    if message.unique_key or message.keep_result is not True:
+        # two more fields only when set: older records have seven
         fields += [message.unique_key, message.unique_window]
+    if message.keep_result is not True:  # a tenth only when the result is not kept (ADR 78)
+        fields.append(0)
     return json.dumps(
         fields,
         separators=(",", ":"),
@@ -75,9 +79,12 @@ def decode_message(fields: Sequence[Any]) -> Message:
     value = _meta(meta)
     if type(value) is list and len(value) == 7:  # encode_meta's seven fields (no unique key)
         content_type, max_retries, created_at, delay, deps, headers, name = value
-        unique_key, unique_window = "", 0.0
+        unique_key, unique_window, keep = "", 0.0, True
     else:
         content_type, max_retries, created_at, delay, deps, headers, name, *unique = value
+        keep = True
+        if len(unique) == 3:  # encode_meta's tenth field: the result is not kept (ADR 78)
+            keep = unique.pop() != 0
         unique_key, unique_window = unique if unique else ("", 0.0)
     prio = _PRIORITIES.get(priority)
     # bytes as the server sends them decoded inline (to_text's way); values by position, in
@@ -97,6 +104,7 @@ def decode_message(fields: Sequence[Any]) -> Message:
         name,
         unique_key,
         unique_window,
+        keep,
     )
 
 

@@ -204,6 +204,7 @@ def plain_message(m: Message, limit: int) -> bool:
         and id_fullmatch(tenant) is not None
         and not m.depends_on
         and not m.unique_key
+        and m.keep_result is True
         and type(m.priority) is Priority
         and len(m.body) <= limit
     )
