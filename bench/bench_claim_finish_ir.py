@@ -30,6 +30,8 @@ server time is taken as the server's clock (``now`` empty), as in production, so
 the real expiries too. Runs a few minutes. Instructions are not time (a cache miss costs more
 than an add), but a change that retires fewer of them on the same path is cheaper. Each
 counted stretch starts after a full collection of the functions' Lua heap.
+``--not-kept`` measures this tree twice, its finishes not keeping the records
+(``keep=False``, ADR 78: "this tree") against keeping them ("old").
 ``--timed`` measures the same on a plain embedded Valkey as the server's µs in FCALL (INFO
 commandstats, reset before each stretch): medians, and the median of the per-round ratios,
 which are the figures to read on a shared machine. ``FQ_IR_KEEP=1`` keeps the callgrind
@@ -85,8 +87,10 @@ def measure(
     tenants: int,
     batch: int,
     calls: int,
+    forget: bool = False,
 ) -> dict[str, float]:
-    """Instructions (or µs) per task of claim, finish and finish_claim for one build."""
+    """Instructions (or µs) per task of claim, finish and finish_claim for one build
+    (``forget``: the finishes do not keep the records, ADR 78)."""
     # a server under valgrind on a loaded machine can take seconds to answer
     client = redis.Redis.from_url(url, socket_timeout=TIMEOUT)
     client.flushall()  # every build sees the same keyspace (the libraries stay loaded)
@@ -119,7 +123,9 @@ def measure(
         assert len(got) == batch, len(got)
         return got
 
-    def items(held: list[Claimed]) -> list[tuple[str, str, None]]:
+    def items(held: list[Claimed]) -> list[Any]:
+        if forget:
+            return [(c.message.task_id, c.lease.token, None, None, False) for c in held]
         return [(c.message.task_id, c.lease.token, None) for c in held]
 
     def finish(held: list[Claimed]) -> None:
@@ -235,7 +241,10 @@ def run_builds(
                         url, "irp", functions, counter, tenants, opts.batch, opts.calls
                     )
                 else:
-                    got = measure(url, "irc", functions, counter, tenants, opts.batch, opts.calls)
+                    forget = opts.not_kept and name == "this tree"
+                    got = measure(
+                        url, "irc", functions, counter, tenants, opts.batch, opts.calls, forget
+                    )
                 results.setdefault((tenants, name), []).append(got)
     return results
 
@@ -275,6 +284,11 @@ def main() -> None:
         help="compare with this tree's reference build (every lua/_include/fast/ include plain,"
         " the accelerator claim_view off) as 'old'",
     )
+    parser.add_argument(
+        "--not-kept",
+        action="store_true",
+        help="this tree's finishes with keep=False against keep=True (as 'old'), ADR 78",
+    )
     parser.add_argument("--rounds", type=int, default=2, help="measures per build")
     parser.add_argument(
         "--timed", action="store_true", help="server µs (INFO commandstats), not instructions"
@@ -289,7 +303,9 @@ def main() -> None:
     builds: dict[str, tuple[str, dict[str, str]]] = {
         "this tree": (LIBRARY.code, dict(LIBRARY.functions))
     }
-    if opts.reference:
+    if opts.not_kept:
+        builds["old"] = builds["this tree"]
+    elif opts.reference:
         plain = library_for(frozenset())
         builds["old"] = (plain.code, dict(plain.functions))
     elif opts.compare:

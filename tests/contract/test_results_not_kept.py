@@ -166,9 +166,10 @@ def test_the_queue_default_and_the_task_override(make_backend: object, results: 
     kept = queue.push(Task.create("alice", payload={"n": 2}, keep_result=True))
     dropped = queue.push(Task.create("alice", payload={"n": 3}, keep_result=False))
     tasks = queue.claim_batch(3)
+    # resolved at push: a claimed task's keep_result is False, or None for kept
     assert {t.task_id: t.keep_result for t in tasks} == {
-        default.task_id: results == "keep",
-        kept.task_id: True,
+        default.task_id: None if results == "keep" else False,
+        kept.task_id: None,
         dropped.task_id: False,
     }
     assert all(queue.finish_batch([(t, {"ok": t.payload["n"]}) for t in tasks]))

@@ -283,17 +283,31 @@ class ModelVsRedis(RuleBasedStateMachine):
         self.both(f"{action}({tid}, {token})", calls[action])
 
     @precondition(ready)
-    @rule(tid=targets, pick=token_picks, result=st.none() | st.binary(max_size=4))
-    def finish(self, tid: Any, pick: int, result: bytes | None) -> None:
+    @rule(
+        tid=targets,
+        pick=token_picks,
+        result=st.none() | st.binary(max_size=4),
+        keep=st.booleans(),
+    )
+    def finish(self, tid: Any, pick: int, result: bytes | None, keep: bool) -> None:
         tid = self.target(tid)
         token = self.token(tid, pick)
-        self.both(f"finish({tid}, {token})", lambda b: b.finish(tid, token, result))
+        self.both(
+            f"finish({tid}, {token}, keep={keep})",
+            lambda b: b.finish(tid, token, result, keep=keep),
+        )
 
     @precondition(ready)
-    @rule(items=st.lists(st.tuples(targets, token_picks), max_size=3))
-    def finish_batch(self, items: list[tuple[Any, int]]) -> None:
-        ids = [(self.target(choice), pick) for choice, pick in items]
-        batch = [(tid, self.token(tid, pick), b"r") for tid, pick in ids]
+    @rule(items=st.lists(st.tuples(targets, token_picks, st.booleans()), max_size=3))
+    def finish_batch(self, items: list[tuple[Any, int, bool]]) -> None:
+        ids = [(self.target(choice), pick, keep) for choice, pick, keep in items]
+        # keep=False items (ADR 78) as five-tuples, the others as the usual three
+        batch: list[Any] = [
+            (tid, self.token(tid, pick), b"r")
+            if keep
+            else (tid, self.token(tid, pick), b"r", None, False)
+            for tid, pick, keep in ids
+        ]
         self.both(f"finish_batch({batch})", lambda b: b.finish_batch(batch))
 
     @precondition(ready)
@@ -465,15 +479,19 @@ class ModelVsRedis(RuleBasedStateMachine):
     @rule(
         result=st.none() | st.binary(max_size=4),
         xcom=st.dictionaries(st.sampled_from(["a", "b"]), st.binary(max_size=4), max_size=2),
+        keep=st.booleans(),
     )
-    def claim_and_finish_with_xcom(self, result: bytes | None, xcom: dict[str, bytes]) -> None:
+    def claim_and_finish_with_xcom(
+        self, result: bytes | None, xcom: dict[str, bytes], keep: bool
+    ) -> None:
         got = self.both("claim()", lambda b: b.claim())
         self.remember(got)
         if not got:
             return
         tid, token = got[0].message.task_id, got[0].lease.token
         self.both(
-            f"finish({tid}, {token}, xcom={xcom})", lambda b: b.finish(tid, token, result, xcom)
+            f"finish({tid}, {token}, xcom={xcom}, keep={keep})",
+            lambda b: b.finish(tid, token, result, xcom, keep=keep),
         )
 
     @precondition(ready)

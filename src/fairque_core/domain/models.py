@@ -196,7 +196,7 @@ class Task:
     unique_key: str = attrs.field(default="", validator=_check_unique_key)
     unique_window_seconds: float = attrs.field(default=0.0, validator=_check_window)
     #: False: the record goes when the task finishes, unless something needs it (ADR 78);
-    #: None: the queue's ``results`` default decides at push
+    #: None: the queue's ``results`` default decides at push (a claimed task: None = kept)
     keep_result: bool | None = attrs.field(default=None, validator=_check_keep)
     lease: Lease | None = attrs.field(default=None, eq=False, repr=False, validator=_check_lease)
 

@@ -55,7 +55,7 @@ NAME = "prebuilt_builders"
 class PrebuiltBuild(ModelBuild):
     """:class:`ModelBuild` with the models set slot by slot where the values are known good."""
 
-    def message(  # noqa: PLR0913, PLR0917 - ModelBuild.message's signature
+    def message(  # noqa: PLR0917 - ModelBuild.message's signature
         self,
         task: Task,
         body: bytes,
@@ -142,7 +142,7 @@ class PrebuiltBuild(ModelBuild):
                     unique_key,
                     window,
                     lease,
-                    message.keep_result,
+                    None if message.keep_result else False,  # as ModelBuild.task
                 )
         return super().task(message, payload, lease)
 

@@ -50,7 +50,7 @@ __all__ = [
 class ModelBuild:
     """How the engine builds the models it hands on: through attrs (the reference path)."""
 
-    def message(  # noqa: PLR0913, PLR0917 - the message's own values, as to_message has them
+    def message(  # noqa: PLR0917 - the message's own values, as to_message has them
         self,
         task: Task,
         body: bytes,
@@ -97,7 +97,8 @@ class ModelBuild:
             name=message.name,
             unique_key=message.unique_key,
             unique_window_seconds=message.unique_window,
-            keep_result=message.keep_result,
+            # resolved at push: False, or None for kept (a round trip gives the task back)
+            keep_result=None if message.keep_result else False,
             lease=lease,
         )
 
