@@ -11,7 +11,8 @@ For each overlay under deploy/k8s/overlays (or the directories given):
    /readyz on the port it serves them on (``--metrics-port``, bound to ``0.0.0.0`` with
    ``--metrics-host``), its terminationGracePeriodSeconds is above the
    ``worker.graceful_shutdown_timeout`` of the ConfigMap it mounts, every container has
-   resources and runs as non-root, the scheduler runs at least 2 replicas, the dashboard's
+   resources and runs as non-root, the exporter (which exports ``fairque_queue_depth``) serves
+   its probes the same way, the scheduler runs at least 2 replicas, the dashboard's
    token comes from a Secret and its Service selects its pods, each PodDisruptionBudget and the
    ScaledObject name something that exists, and the ScaledObject scales on
    ``fairque_queue_depth``.
@@ -121,17 +122,17 @@ def _graceful_timeout(worker: Resource, by_name: dict[str, Resource]) -> float |
     return None
 
 
-def _check_worker(worker: Resource, by_name: dict[str, Resource]) -> list[str]:
+def _check_probes(dep: Resource, port_flag: str, host_flag: str) -> list[str]:
+    """/healthz and /readyz probes on the port ``port_flag`` serves, bound to 0.0.0.0."""
     errors = []
-    name = _name(worker)
-    pod = _pod(worker)
-    container = pod["containers"][0]
+    name = _name(dep)
+    container = _pod(dep)["containers"][0]
     args = [str(a) for a in container.get("args") or []]
-    port = _arg(args, "--metrics-port")
+    port = _arg(args, port_flag)
     if port is None:
-        errors.append(f"{name}: no --metrics-port: nothing serves /healthz and /readyz")
-    if _arg(args, "--metrics-host") != "0.0.0.0":  # noqa: S104 - the pod's port, on purpose
-        errors.append(f"{name}: --metrics-host 0.0.0.0 missing: probes cannot reach 127.0.0.1")
+        errors.append(f"{name}: no {port_flag}: nothing serves /healthz and /readyz")
+    if _arg(args, host_flag) != "0.0.0.0":  # noqa: S104 - the pod's port, on purpose
+        errors.append(f"{name}: {host_flag} 0.0.0.0 missing: probes cannot reach 127.0.0.1")
     ports = {p.get("name"): p["containerPort"] for p in container.get("ports") or []}
     for probe_name, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         probe = (container.get(probe_name) or {}).get("httpGet")
@@ -143,9 +144,15 @@ def _check_worker(worker: Resource, by_name: dict[str, Resource]) -> list[str]:
         target = probe.get("port")
         number = ports.get(target) if isinstance(target, str) else target
         if port is not None and str(number) != port:
-            errors.append(f"{name}: {probe_name} port {target} is not --metrics-port {port}")
+            errors.append(f"{name}: {probe_name} port {target} is not {port_flag} {port}")
+    return errors
+
+
+def _check_worker(worker: Resource, by_name: dict[str, Resource]) -> list[str]:
+    errors = _check_probes(worker, "--metrics-port", "--metrics-host")
+    name = _name(worker)
     timeout = _graceful_timeout(worker, by_name)
-    grace = pod.get("terminationGracePeriodSeconds", 30)
+    grace = _pod(worker).get("terminationGracePeriodSeconds", 30)
     if timeout is None:
         errors.append(f"{name}: cannot find worker.graceful_shutdown_timeout in its --config")
     elif grace <= timeout:
@@ -187,6 +194,11 @@ def check_resources(resources: list[Resource]) -> list[str]:
         errors.append("no Deployment/fairque-worker")
     else:
         errors.extend(_check_worker(worker, by_name))
+    exporter = by_name.get("Deployment/fairque-exporter")
+    if exporter is None:
+        errors.append("no Deployment/fairque-exporter: nothing exports fairque_queue_depth")
+    else:
+        errors.extend(_check_probes(exporter, "--port", "--host"))
     scheduler = by_name.get("Deployment/fairque-scheduler")
     if scheduler is None:
         errors.append("no Deployment/fairque-scheduler")
