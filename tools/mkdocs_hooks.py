@@ -25,6 +25,8 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         if target.startswith("docs/") or target.startswith(".."):
             return match.group(0)  # a page of the site (checked), or outside the repository
         anchor = match.group(3) or ""
+        if match.group(2).endswith("/"):  # a folder: normpath dropped the slash
+            target += "/"
         kind = "tree" if target.endswith("/") or "." not in posixpath.basename(target) else "blob"
         return f"{match.group(1)}{repo}/{kind}/main/{target}{anchor}{match.group(4)}"
 
