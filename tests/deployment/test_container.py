@@ -19,12 +19,14 @@ Slow (a few minutes the first time). What it needs, and why each piece is there:
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import json
 import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -98,6 +100,15 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> str:
     reason = _missing()
     if reason:
         missing_server(reason)
+    # pytest-xdist may run this module's tests on two workers: one builds at a time (the
+    # second finds the base image and every layer cached)
+    lock_path = Path(tempfile.gettempdir()) / "fairque-podman-build.lock"
+    with lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build_image(tmp_path_factory)
+
+
+def _build_image(tmp_path_factory: pytest.TempPathFactory) -> str:
     _base_image(tmp_path_factory.mktemp("podman-base"))
     built = _run(
         [
