@@ -23,7 +23,7 @@ import attrs
 
 from fairque_core.domain.enums import Priority, TaskState
 from fairque_core.domain.errors import TaskValidationError
-from fairque_core.domain.models import Message
+from fairque_core.domain.models import Message, Task
 from fairque_core.domain.outcomes import decode_error_record
 from fairque_core.domain.validation import validate_id
 
@@ -199,10 +199,14 @@ class TaskRecord:
     progress: Any = None
     failure_type: str = ""
     reason: str = ""
+    #: the stored task as a :class:`~fairque_core.domain.models.Task` (None when only a
+    #: preview of its payload is kept)
+    task: Task | None = attrs.field(default=None, eq=False, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values (JSON-ready but for what the payload and result hold)."""
         out = attrs.asdict(self, recurse=False)
+        del out["task"]
         out["priority"] = self.priority.name.lower()
         out["state"] = self.state.value
         out["payload"] = None if self.payload is None else dict(self.payload)

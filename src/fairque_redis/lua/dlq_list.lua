@@ -13,21 +13,6 @@
 
 -- dead-letter ids read per ZRANGE
 local PAGE = 256
--- the number of attempts of the task at `key` (appended to `out`), and its kept attempts'
--- texts, each `<length>:<text>`, oldest first, in one string (ADR 70)
-local function fq_rec_attempts(key, out)
-  local n = FQ_TONUMBER(FQ_CALL('HGET', key, 'an')) or 0
-  table.insert(out, fq_int(n))
-  if n == 0 then return '' end
-  local fields = {}
-  for k = math.max(1, n - FQ_REC_ATTEMPTS_KEPT + 1), n do fields[#fields + 1] = 'a' .. fq_int(k) end
-  local parts = {}
-  for _, text in ipairs(FQ_CALL('HMGET', key, unpack(fields))) do
-    if text then parts[#parts + 1] = #text .. ':' .. text end
-  end
-  return table.concat(parts)
-end
-
 -- task fields read per entry (the HMGET below): u p rc m b ft rs
 local ENTRY_FIELDS = 7
 
@@ -58,7 +43,7 @@ while taken < limit do
         table.insert(out, ids[k])
         for f = 1, ENTRY_FIELDS do table.insert(out, v[f] or '') end
         table.insert(out, ids[k + 1])
-        table.insert(out, fq_rec_attempts(fq_task_key(q, ids[k]), out)) -- record.lua
+        table.insert(out, fq_record_texts(fq_task_key(q, ids[k]), out)) -- record.lua
       end
     end
   end

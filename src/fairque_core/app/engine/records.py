@@ -36,11 +36,13 @@ def decode_record(
     kept payload that cannot be decoded reads as None, with its preview."""
     message = stored.message
     payload = None
+    task = None
     preview = ""
     size = len(message.body) if stored.body_size is None else stored.body_size
     if stored.body_size is None:
         try:
-            payload = decode_message(message, host, build=build).payload
+            task = decode_message(message, host, build=build)
+            payload = task.payload
         except TaskSerializationError:
             if stored.state is not TaskState.FINISHED:
                 raise
@@ -67,6 +69,7 @@ def decode_record(
         result=_decode_result(stored.result),
         failure_type=stored.failure_type,
         reason=stored.reason,
+        task=task,
     )
 
 

@@ -22,12 +22,6 @@ local FQ_REC_ATTEMPTS_KEPT = 20
 local FQ_REC_BODY_KEPT = 1024
 local FQ_REC_PREVIEW = 256
 
--- the index of state `state` (ended), of tenant u or (u nil) the queue's
-local function fq_ix_key(q, state, u)
-  if u == nil then return q.prefix .. 'ix:' .. state end
-  return q.prefix .. 'ix:' .. state .. ':' .. u
-end
-
 -- task `id` of tenant u ended in `state` now: into both indexes of that state; the first add
 -- of this call to an index of an expiring state trims it and sets its expiry
 local function fq_ix_add(q, state, u, id)
@@ -95,4 +89,19 @@ end
 local function fq_record_canceled(q, r)
   FQ_CALL('HSET', r.key or fq_task_key(q, r.id), 'en', fq_int(q.now))
   fq_ix_add(q, 'canceled', r.tenant, r.id)
+end
+
+-- the number of attempts of the task at `key` (appended to `out`), and its kept attempts'
+-- texts, each `<length>:<text>`, oldest first, in one string (ADR 70)
+local function fq_record_texts(key, out)
+  local n = FQ_TONUMBER(FQ_CALL('HGET', key, 'an')) or 0
+  table.insert(out, fq_int(n))
+  if n == 0 then return '' end
+  local fields = {}
+  for k = math.max(1, n - FQ_REC_ATTEMPTS_KEPT + 1), n do fields[#fields + 1] = 'a' .. fq_int(k) end
+  local parts = {}
+  for _, text in ipairs(FQ_CALL('HMGET', key, unpack(fields))) do
+    if text then parts[#parts + 1] = #text .. ':' .. text end
+  end
+  return table.concat(parts)
 end
