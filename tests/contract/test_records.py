@@ -13,6 +13,7 @@ from fairque_core.domain.task_records import ATTEMPTS_KEPT, BODY_KEPT_BYTES, PRE
 from .conftest import probe_of
 from .helpers import msg
 
+
 def _error(text: str) -> str:
     try:
         raise ValueError(text)
