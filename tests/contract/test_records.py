@@ -42,7 +42,8 @@ def test_a_task_that_failed_twice_then_finished_keeps_each_attempt(backend, cloc
     _attempt(backend, clock, "t1", "w3", outcome="finished")
     rec = backend.get_record("t1")
     assert rec.state is TaskState.FINISHED
-    assert rec.message.name == "job" and rec.message.body == b'{"n": 1}'
+    assert rec.message.name == "job"
+    assert rec.message.body == b'{"n": 1}'
     assert rec.body_size is None
     assert rec.result == b'{"ok":1}'
     assert rec.attempt_count == 3
