@@ -201,6 +201,7 @@ local function fq_finish(q, argv, at, strict)
     end
   end
   if run_n > 0 then fq_finish_bump(q, run_u, run_n, run_bytes) end
+  fq_ix_flush(q) -- the finished tasks into the browse indexes (record.lua)
   -- the leases of the finished tasks leave in one ZREM (chunked, see FQ_ZREM_CHUNK)
   -- (unleased: fq_finish_checks has ended them, every one a common task's)
   for s = 1, unleased and 0 or #unlease, FQ_ZREM_CHUNK do

@@ -22,22 +22,54 @@ local FQ_REC_ATTEMPTS_KEPT = 20
 local FQ_REC_BODY_KEPT = 1024
 local FQ_REC_PREVIEW = 256
 
--- task `id` of tenant u ended in `state` now: into both indexes of that state; the first add
--- of this call to an index of an expiring state trims it and sets its expiry
-local function fq_ix_add(q, state, u, id)
-  local now = fq_int(q.now)
+-- the first add of this call to an index of an expiring state trims it and sets its expiry
+local function fq_ix_trim(q, state, key)
+  if state == 'failed' then return end
   local seen = q.ix_seen
   if seen == nil then
     seen = {}
     q.ix_seen = seen
   end
+  if seen[key] then return end
+  seen[key] = true
+  local ttl = q.result_ttl_ms or fq_header(q, 'result_ttl_ms')
+  FQ_CALL('ZREMRANGEBYSCORE', key, '-inf', '(' .. fq_int(q.now - ttl))
+  if q.server_time then FQ_CALL('PEXPIRE', key, fq_int(math.max(ttl, 1))) end
+end
+
+-- task `id` of tenant u ended in `state` now: into both indexes of that state. With `later`
+-- the adds wait in q.ix_later for fq_ix_flush (one ZADD per index for a batch)
+local function fq_ix_add(q, state, u, id, later)
   for _, key in ipairs({fq_ix_key(q, state, nil), fq_ix_key(q, state, u)}) do
-    FQ_CALL('ZADD', key, now, id)
-    if state ~= 'failed' and not seen[key] then
-      seen[key] = true
-      local ttl = q.result_ttl_ms or fq_header(q, 'result_ttl_ms')
-      FQ_CALL('ZREMRANGEBYSCORE', key, '-inf', '(' .. fq_int(q.now - ttl))
-      if q.server_time then FQ_CALL('PEXPIRE', key, fq_int(math.max(ttl, 1))) end
+    if later then
+      local pending = q.ix_later
+      if pending == nil then
+        pending = {}
+        q.ix_later = pending
+      end
+      local adds = pending[key]
+      if adds == nil then
+        adds = {}
+        pending[key] = adds
+        fq_ix_trim(q, state, key)
+      end
+      adds[#adds + 1] = fq_int(q.now)
+      adds[#adds + 1] = id
+    else
+      FQ_CALL('ZADD', key, fq_int(q.now), id)
+      fq_ix_trim(q, state, key)
+    end
+  end
+end
+
+-- the adds fq_ix_add left for later, one ZADD per index (chunked: unpack has a stack limit)
+local function fq_ix_flush(q)
+  local pending = q.ix_later
+  if pending == nil then return end
+  q.ix_later = nil
+  for key, adds in FQ_NEXT, pending do
+    for s = 1, #adds, 1000 do
+      FQ_CALL('ZADD', key, unpack(adds, s, math.min(s + 999, #adds)))
     end
   end
 end
@@ -51,9 +83,9 @@ end
 
 -- the attempt of the lease on the task at `key` ends now with `outcome` (and the failure
 -- record `err`): kept as a<n>; call before the lease's fields are cleared. `extra`: more
--- field-value pairs for the same HSET (or nil)
-local function fq_record_attempt(q, key, outcome, err, extra)
-  local v = FQ_CALL('HMGET', key, 'wk', 'sa', 'an')
+-- field-value pairs for the same HSET (or nil); `v` the record's wk, sa and an when read
+local function fq_record_attempt(q, key, outcome, err, extra, v)
+  v = v or FQ_CALL('HMGET', key, 'wk', 'sa', 'an')
   local n = (FQ_TONUMBER(v[3]) or 0) + 1
   local worker = v[1] or ''
   local args = extra or {}
@@ -71,18 +103,19 @@ end
 -- task `id` (tenant u, record at `key`) finishes now: its attempt, its end, its payload kept
 -- (short) or previewed, its metadata kept; into the finished indexes. Call before the finish
 -- writes the record (it empties b and m)
+-- (the index adds wait for fq_ix_flush, which fq_finish calls once)
 local function fq_record_finish(q, key, id, u)
-  local v = FQ_CALL('HMGET', key, 'b', 'm')
-  local size = v[1] and #v[1] or 0
-  local extra = {'en', fq_int(q.now), 'km', v[2] or ''}
+  local v = FQ_CALL('HMGET', key, 'wk', 'sa', 'an', 'b', 'm')
+  local size = v[4] and #v[4] or 0
+  local extra = {'en', fq_int(q.now), 'km', v[5] or ''}
   if size > FQ_REC_BODY_KEPT then
-    extra[5], extra[6] = 'kb', FQ_SUB(v[1], 1, FQ_REC_PREVIEW)
+    extra[5], extra[6] = 'kb', FQ_SUB(v[4], 1, FQ_REC_PREVIEW)
     extra[7], extra[8] = 'bz', fq_int(size)
   else
-    extra[5], extra[6] = 'kb', v[1] or ''
+    extra[5], extra[6] = 'kb', v[4] or ''
   end
-  fq_record_attempt(q, key, 'finished', '', extra)
-  fq_ix_add(q, 'finished', u, id)
+  fq_record_attempt(q, key, 'finished', '', extra, v)
+  fq_ix_add(q, 'finished', u, id, true)
 end
 
 -- a task canceled now (r: fq_rec's record): its end, into the canceled indexes
