@@ -18,7 +18,12 @@ from fairque_core.app.engine.records import decode_record, decode_summary
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import DLQEntryNotFoundError
 from fairque_core.domain.models import DLQEntry
-from fairque_core.domain.task_records import TaskPage, TaskRecord, check_list_args
+from fairque_core.domain.task_records import (
+    StoredRecord,
+    TaskPage,
+    TaskRecord,
+    check_list_args,
+)
 from fairque_core.domain.tenant_figures import TenantFairness, check_figure_tenants
 from fairque_core.domain.validation import check_tenant_page
 
@@ -39,7 +44,15 @@ class ReadMixin(MixinHost):
         name, priority, payload (or its size and a preview), times, attempts (worker, times,
         outcome, traceback), result; None for an unknown or expired task
         (TaskSerializationError if the payload of a task not yet finished is undecodable)."""
-        stored = self._backend.get_record(task_id)
+        getter = getattr(self._backend, "get_record", None)
+        if getter is not None:
+            stored = getter(task_id)
+        else:  # a third-party backend without the record: what its message and state say
+            message = self._backend.get_message(task_id)
+            state = None if message is None else self._backend.get_state(task_id)
+            stored = None
+            if message is not None and state is not None:
+                stored = StoredRecord(message=message, state=state)
         return None if stored is None else decode_record(stored, self._plugins, self._build)
 
     def list_tasks(
