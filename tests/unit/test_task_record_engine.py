@@ -100,3 +100,20 @@ def test_fairque_tasks_refuses_bad_options_as_usage_errors(args: list[str]) -> N
     with pytest.raises(SystemExit) as info:
         main(args)
     assert info.value.code == 2
+
+
+def test_the_dlq_listing_attempts_are_split_by_their_lengths() -> None:
+    from fairque_redis.scripting.calls.browse import joined_attempts
+
+    first = encode_attempt(StoredAttempt(number=1, outcome="retried", started_ms=1, ended_ms=2))
+    second = encode_attempt(
+        StoredAttempt(number=2, outcome="failed", started_ms=3, ended_ms=4, error="é:x")
+    )
+    joined = b"".join(f"{len(t.encode())}:".encode() + t.encode() for t in (first, second))
+    got = joined_attempts(b"2", joined)
+    assert [(a.number, a.outcome, a.error) for a in got] == [
+        (1, "retried", ""),
+        (2, "failed", "é:x"),
+    ]
+    assert joined_attempts(b"0", b"") == ()
+    assert [a.number for a in joined_attempts(b"2", joined + b"junk")] == [1, 2]

@@ -47,8 +47,8 @@ def joined_attempts(count: Any, joined: Any) -> tuple[StoredAttempt, ...]:
     at = 0
     while at < len(raw):
         colon = raw.find(b":", at)
-        if colon < 0:
-            break
+        if colon < 0 or not raw[at:colon].isdigit():
+            break  # (not what the script writes: the rest is left out)
         size = int(raw[at:colon])
         texts.append(raw[colon + 1 : colon + 1 + size].decode("utf-8", "replace"))
         at = colon + 1 + size
