@@ -1,58 +1,136 @@
-"""On server time the browse indexes (ADR 70) expire with the records they list: once every
-finished and canceled record of a queue has expired (a real PEXPIRE of the result TTL), no
-index key is left, and a failed task's entry stays as long as its DLQ entry."""
+"""On server time, a closed record's keys all carry a real expiry (nothing leaks).
+
+The contract suite runs on an injected clock, where only the logical expiry (``exp``) applies;
+this file runs the Redis backend on the server's clock and reads the keys' PTTL directly. Every
+key that names a finished or canceled task (``task:<id>``, ``waits:<id>``, ``children:<id>``,
+and the ``done:<id>`` token result waiters block on, left only for a task a waiter armed)
+must expire within the result TTL, whichever path closed it: a plain finish, a finished parent
+with children, a deferred child that ran after its parent, a deferred child canceled by hand,
+and the children canceled because their parent died.
+"""
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any
 
 import pytest
 import redis
 
-from fairque_core import Task, TaskState
-from fairque_redis import connect
+from fairque_core import Message, Priority, QueueConfig
+from fairque_redis import RedisBackend
 
-pytestmark = pytest.mark.redis
+pytestmark = [pytest.mark.redis, pytest.mark.timeout(30)]
 
-
-def _keys(raw: Any, pattern: str) -> set[str]:
-    return {k.decode() for k in raw.scan_iter(match=pattern, count=1000)}
+TTL_MS = 60_000
 
 
-def test_indexes_expire_with_their_records(valkey_server: Any) -> None:
-    name = f"exp-{uuid.uuid4().hex[:8]}"
-    raw = redis.Redis.from_url(str(valkey_server.url))
-    prefix = f"fq:{{{name}}}:"
-    with connect(str(valkey_server.url), queue=name, result_ttl_seconds=1) as queue:
-        queue.push_batch([Task.create(f"u{k % 3}", payload={}, task_id=f"f{k}") for k in range(6)])
-        queue.push(Task.create("u0", payload={}, task_id="c0", execute_after=1e10))
-        queue.push(Task.create("u1", payload={}, task_id="d0", max_retries=0))
-        queue.cancel("c0")
-        for task in queue.claim_batch(7, worker_id="w"):
-            if task.task_id == "d0":
-                queue.fail(task, RuntimeError("dead"))
-            else:
-                queue.finish(task, None)
-        assert len(queue.list_tasks().items) == 8
-        assert _keys(raw, prefix + "ix:*") == {
-            prefix + f"ix:{s}{t}"
-            for s, ts in (
-                ("finished", ("u0", "u1", "u2")),
-                ("canceled", ("u0",)),
-                ("failed", ("u1",)),
-            )
-            for t in ("", *(":" + u for u in ts))
-        }
-        deadline = time.monotonic() + 20
-        closed = {prefix + f"task:f{k}" for k in range(6)} | {prefix + "task:c0"}
-        while _keys(raw, prefix + "task:*") & closed:  # the records' real expiry
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        while _keys(raw, prefix + "ix:*") != {prefix + "ix:failed", prefix + "ix:failed:u1"}:
-            assert time.monotonic() < deadline, _keys(raw, prefix + "ix:*")
-            time.sleep(0.05)
-        [only] = queue.list_tasks().items
-        assert (only.task_id, only.state) == ("d0", TaskState.FAILED)
-    raw.close()
+def message(task_id: str, *depends_on: str) -> Message:
+    return Message(
+        task_id=task_id,
+        tenant="alice",
+        priority=Priority.NORMAL,
+        body=b"{}",
+        created_at=1_700_000_000.0,
+        delay=0.0,
+        depends_on=tuple(depends_on),
+    )
+
+
+def keys_of(client: redis.Redis, prefix: str, task_id: str) -> dict[str, int]:
+    """PTTL of every key of the queue whose name ends in ``:<task_id>``."""
+    found = {}
+    for key in client.scan_iter(match=f"{prefix}*:{task_id}", count=1000):
+        name = key.decode()
+        found[name[len(prefix) :]] = int(client.pttl(key))
+    return found
+
+
+def watch(backend: RedisBackend, *task_ids: str) -> None:
+    """Arm each task's end notification, as a result waiter does before it blocks."""
+    for task_id in task_ids:
+        assert backend.wait_done(task_id, 0.0) is False  # alive: armed, not ended
+
+
+def run(backend: RedisBackend, task_id: str) -> None:
+    [claimed] = backend.claim(count=1)
+    assert claimed.message.task_id == task_id
+    backend.finish(task_id, claimed.lease.token, b"done")
+
+
+@pytest.fixture
+def setup(valkey_server: Any) -> tuple[RedisBackend, redis.Redis, str]:
+    queue = f"exp-{uuid.uuid4().hex[:8]}"
+    backend = RedisBackend.from_url(
+        valkey_server.url, queue=queue, config=QueueConfig(result_ttl_seconds=TTL_MS / 1000)
+    )
+    client = redis.Redis.from_url(valkey_server.url)
+    return backend, client, f"fq:{{{queue}}}:"
+
+
+def assert_all_expire(client: redis.Redis, prefix: str, task_id: str, kinds: set[str]) -> None:
+    ttls = keys_of(client, prefix, task_id)
+    assert {name.split(":")[0] for name in ttls} == kinds, ttls
+    for name, ttl in ttls.items():
+        assert 0 < ttl <= TTL_MS, f"{name} has PTTL {ttl}"
+
+
+def test_finished_task_without_dependents(setup: tuple[RedisBackend, redis.Redis, str]) -> None:
+    backend, client, prefix = setup
+    backend.push(message("a"))
+    watch(backend, "a")
+    run(backend, "a")
+    assert_all_expire(client, prefix, "a", {"task", "done"})
+
+
+def test_no_token_for_a_task_nobody_waited_for(
+    setup: tuple[RedisBackend, redis.Redis, str],
+) -> None:
+    backend, client, prefix = setup
+    backend.push(message("a"))
+    run(backend, "a")
+    assert_all_expire(client, prefix, "a", {"task"})
+    # a waiter that comes after the end does not block: the record says it ended
+    assert backend.wait_done("a", 5.0) is True
+    assert client.exists(f"{prefix}done:a") == 0
+    assert backend.wait_done("never-pushed", 0.0) is False
+
+
+def test_finished_parent_and_its_deferred_child(
+    setup: tuple[RedisBackend, redis.Redis, str],
+) -> None:
+    backend, client, prefix = setup
+    backend.push(message("p"))
+    backend.push(message("c", "p"))
+    watch(backend, "p", "c")
+    assert client.exists(f"{prefix}waits:c") == 1
+    run(backend, "p")
+    assert_all_expire(client, prefix, "p", {"task", "children", "done"})
+    # the child's waits set emptied when its parent finished: Redis removed it
+    assert client.exists(f"{prefix}waits:c") == 0
+    run(backend, "c")
+    assert_all_expire(client, prefix, "c", {"task", "done"})
+
+
+def test_deferred_child_canceled_by_hand(setup: tuple[RedisBackend, redis.Redis, str]) -> None:
+    backend, client, prefix = setup
+    backend.push(message("p"))
+    backend.push(message("c", "p"))
+    watch(backend, "c")
+    assert backend.cancel("c") is True
+    assert_all_expire(client, prefix, "c", {"task", "waits", "done"})
+
+
+def test_children_of_a_dead_parent(setup: tuple[RedisBackend, redis.Redis, str]) -> None:
+    backend, client, prefix = setup
+    backend.push(message("p"))
+    backend.push(message("c1", "p"))
+    backend.push(message("c2", "c1"))
+    watch(backend, "c1", "c2")
+    [claimed] = backend.claim(count=1)
+    backend.fail("p", claimed.lease.token, retry_delay=None)
+    for child in ("c1", "c2"):
+        kinds = {"task", "waits", "done"} | ({"children"} if child == "c1" else set())
+        assert_all_expire(client, prefix, child, kinds)
+    # the dead parent stays in the DLQ without an expiry, until purged
+    assert client.pttl(f"{prefix}task:p") == -1
