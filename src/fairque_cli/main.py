@@ -140,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     from fairque_cli.pause_cmd import add_pause
     from fairque_cli.schedule_cmd import add_schedule, add_scheduler
     from fairque_cli.server_cmd import add_server
+    from fairque_cli.tasks_cmd import add_tasks
     from fairque_cli.worker_cmd import add_worker
 
     queues: list[str] = []  # every --queue of this command line (one, but for worker)
@@ -159,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
         add(_WithParents(sub, common))
     add_dashboard(_WithParents(sub, common))
     add_operator_commands(_WithParents(sub, common))
+    add_tasks(_WithParents(sub, common))
     add_limits(_WithParents(sub, common))
     add_pause(_WithParents(sub, common))
     add_doctor(_WithParents(sub, common))

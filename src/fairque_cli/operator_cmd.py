@@ -25,6 +25,7 @@ from fairque_cli.context import (
     load_config,
     open_queue,
 )
+from fairque_cli.tasks_cmd import show_task, task_json
 from fairque_cli.term import format_table
 from fairque_core.app.engine.queue import FairQueue
 from fairque_core.app.worker.registry import WorkerRegistry
@@ -245,41 +246,16 @@ def _run_purge(args: argparse.Namespace, out: TextIO) -> int:
 # ---- task ------------------------------------------------------------------------------------
 
 
-def _task_json(queue: FairQueue, task_id: str) -> dict[str, Any] | None:
-    state = queue.get_state(task_id)
-    if state is None:
-        return None
-    data: dict[str, Any] = {"task_id": task_id, "state": str(state)}
-    task = queue.get_task(task_id)
-    if task is not None:
-        data.update(
-            tenant=task.tenant,
-            name=task.name,
-            priority=task.priority.name.lower(),
-            retry_count=task.retry_count,
-            max_retries=task.max_retries,
-            created_at=task.created_at,
-            depends_on=list(task.depends_on),
-            payload=task.payload,
-        )
-    result = queue.get_result(task_id)
-    if result is not None:
-        data["result"] = result
-    return data
-
-
 def _run_task(args: argparse.Namespace, out: TextIO) -> int:
     config = load_config(args)
     with open_queue(config) as queue:
         if args.action == "show":
-            data = _task_json(queue, args.task_id)
+            data = task_json(queue, args.task_id)
             if data is None:
                 raise CliError(f"no task {args.task_id} in queue {queue.name}")
             if args.json:
                 return _dump(out, data)
-            for key, value in data.items():
-                text = json.dumps(value, default=str) if isinstance(value, (dict, list)) else value
-                out.write(f"{key:>12}  {text}\n")
+            show_task(data, out)
             return 0
         canceled = queue.cancel(args.task_id)
         state = queue.get_state(args.task_id)
@@ -411,8 +387,10 @@ def add_operator_commands(sub: SubCommands) -> None:
     p = sub.add_parser(
         "task",
         help="show or cancel one task",
-        description="show ID prints the task's state, tenant, payload and result; cancel ID "
-        "cancels it unless it is finished, failed or canceled (exit 1 then).",
+        description="show ID prints the task's story: state, tenant, name, payload (or its "
+        "size and a preview), times, every kept attempt (worker, times, outcome, traceback) "
+        "and result; cancel ID cancels it unless it is finished, failed or canceled (exit 1 "
+        "then).",
     )
     p.add_argument("action", choices=("show", "cancel"))
     p.add_argument("task_id", metavar="ID")

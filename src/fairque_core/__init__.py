@@ -59,6 +59,7 @@ from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.retry import RetryDecision, RetrySchedule, decide
 from fairque_core.domain.schedules import Misfire, Schedule, ScheduleInfo, TaskTemplate
 from fairque_core.domain.states import TERMINAL_STATES, TRANSITIONS, TaskEvent, next_state
+from fairque_core.domain.task_records import TaskAttempt, TaskPage, TaskRecord, TaskSummary
 from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_core.memory.async_model import AsyncInMemoryBackend
 from fairque_core.memory.model import InMemoryBackend
@@ -138,6 +139,7 @@ __all__ = [
     "Scheduler",
     "ScriptContractError",
     "Task",
+    "TaskAttempt",
     "TaskCanceledError",
     "TaskContext",
     "TaskEvent",
@@ -147,9 +149,12 @@ __all__ = [
     "TaskIdConflictError",
     "TaskNotFoundError",
     "TaskOutcome",
+    "TaskPage",
+    "TaskRecord",
     "TaskRegistry",
     "TaskSerializationError",
     "TaskState",
+    "TaskSummary",
     "TaskTemplate",
     "TaskTimeoutError",
     "TaskTypeError",

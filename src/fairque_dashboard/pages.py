@@ -16,7 +16,7 @@ from starlette.routing import Route
 
 from fairque_core.domain.enums import TaskState
 from fairque_core.domain.errors import TaskSerializationError, TaskValidationError
-from fairque_core.domain.models import Task
+from fairque_core.domain.task_records import TaskAttempt, TaskRecord
 from fairque_core.domain.validation import validate_id
 from fairque_dashboard import figures
 from fairque_dashboard.board import (
@@ -244,14 +244,16 @@ async def task_page(request: Request) -> Response:
     state = await queue.get_state(task_id)
     if state is None:
         raise HTTPException(404, f"no task {task_id!r} in queue {queue.name!r}")
-    task: Task | None = None
+    task: TaskRecord | None = None
     undecodable: str | None = None
     try:
         task = await queue.get_task(task_id)
     except TaskSerializationError as exc:
         undecodable = str(exc)
     limit = board.settings.payload_preview_bytes
-    payload, payload_cut = (None, False) if task is None else preview(task.payload, limit)
+    payload, payload_cut = (None, False)
+    if task is not None and task.payload is not None:
+        payload, payload_cut = preview(task.payload, limit)
     deps: list[tuple[str, TaskState | None]] = []
     if task is not None and task.depends_on:
         states = await asyncio.gather(*(queue.get_state(d) for d in task.depends_on[:100]))
@@ -262,7 +264,9 @@ async def task_page(request: Request) -> Response:
         children = list(await children_of(task_id))
     result, result_cut = (None, False)
     if state is TaskState.FINISHED:
-        result, result_cut = preview(await queue.get_result(task_id), limit)
+        result, result_cut = preview(
+            task.result if task else await queue.get_result(task_id), limit
+        )
     failure = await _dlq_entry(board, task_id) if state is TaskState.FAILED else None
     return board.render(
         request,
@@ -278,7 +282,7 @@ async def task_page(request: Request) -> Response:
         deps=deps,
         children=children,
         failure=failure,
-        history=[_history_item(h) for h in failure.retry_history] if failure else [],
+        attempts=[_attempt_item(a) for a in task.attempts] if task else [],
         done=DONE_MESSAGES.get(request.query_params.get("done", "")),
     )
 
@@ -291,8 +295,19 @@ def preview(value: object, limit: int) -> tuple[str, bool]:
     return text, False
 
 
-def _history_item(item: Mapping[str, Any]) -> dict[str, str]:
-    return {str(k): str(v)[:4000] for k, v in item.items()}
+def _attempt_item(attempt: TaskAttempt) -> dict[str, Any]:
+    """An attempt as the task page shows it (the traceback as stored: at most
+    ``outcomes.TRACEBACK_CHARS`` characters)."""
+    return {
+        "number": attempt.number,
+        "worker_id": attempt.worker_id,
+        "started_at": attempt.started_at,
+        "ended_at": attempt.ended_at,
+        "seconds": attempt.ended_at - attempt.started_at,
+        "outcome": attempt.outcome,
+        "error": f"{attempt.error_type}: {attempt.error_message}" if attempt.error_type else "",
+        "traceback": attempt.traceback,
+    }
 
 
 async def _dlq_entry(board: Any, task_id: str) -> Any:

@@ -248,6 +248,12 @@ class KeySpace:
         """The XCom values of ``task_id`` of ``tenant`` (a hash: key -> encoded value)."""
         return f"{self.prefix}xcom:{len(tenant)}:{tenant}:{task_id}"
 
+    def index(self, state: str, tenant: str | None = None) -> str:
+        """The browse index (a sorted set of task ids by end ms, ADR 70) of the tasks that
+        ended in ``state``: the queue's, or ``tenant``'s; Lua builds it with ``fq_ix_key``."""
+        base = f"{self.prefix}ix:{state}"
+        return base if tenant is None else f"{base}:{tenant}"
+
     def unique(self, tenant: str, key: str) -> str:
         """Which task holds ``tenant``'s unique key ``key`` (``<id>`` or ``<id>|<until ms>``)."""
         return f"{self.prefix}uniq:{len(tenant)}:{tenant}:{key}"

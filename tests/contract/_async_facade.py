@@ -210,6 +210,12 @@ class SyncOverAsync:
     def get_outcome(self, task_id: str) -> TaskOutcome | None:
         return self._call(self._backend.get_outcome(task_id))
 
+    def get_record(self, task_id: str) -> Any:
+        return self._call(self._backend.get_record(task_id))
+
+    def list_tasks(self, **kwargs: Any) -> Any:
+        return self._call(self._backend.list_tasks(**kwargs))
+
     def wait_done(self, task_id: str, timeout: float) -> bool:
         return self._call(self._backend.wait_done(task_id, timeout))
 

@@ -89,6 +89,8 @@ class AsyncInMemoryBackend(AsyncScheduleOps):
     get_state = _at_once(InMemoryBackend.get_state)
     get_result = _at_once(InMemoryBackend.get_result)
     get_outcome = _at_once(InMemoryBackend.get_outcome)
+    get_record = _at_once(InMemoryBackend.get_record)
+    list_tasks = _at_once(InMemoryBackend.list_tasks)
 
     async def wait_done(self, task_id: str, timeout: float) -> bool:
         return await asyncio.to_thread(self._model.wait_done, task_id, timeout)

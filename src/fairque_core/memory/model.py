@@ -32,6 +32,7 @@ from fairque_core.domain.validation import (
     validate_id,
 )
 from fairque_core.memory import limits
+from fairque_core.memory.browse import BrowseOps
 from fairque_core.memory.figures import FigureOps
 from fairque_core.memory.intake import IntakeOps
 from fairque_core.memory.leases import LeaseOps
@@ -48,7 +49,15 @@ _ALIVE = (TaskState.SCHEDULED, TaskState.DEFERRED, TaskState.QUEUED, TaskState.S
 
 
 class InMemoryBackend(
-    IntakeOps, LeaseOps, ScheduleOps, OperatorOps, ResultOps, FigureOps, LimitOps, PauseOps
+    IntakeOps,
+    LeaseOps,
+    ScheduleOps,
+    OperatorOps,
+    ResultOps,
+    FigureOps,
+    LimitOps,
+    PauseOps,
+    BrowseOps,
 ):
     """The reference backend. ``clock`` returns epoch seconds (default ``time.time``);
     ``token_source`` makes lease tokens (default :func:`fairque_core.ports.random_token`)."""
@@ -199,6 +208,7 @@ class InMemoryBackend(
             rec.token = self._tokens()
             rec.worker_id = worker_id
             rec.deadline_ms = rec.claim_deadline_ms = now + span_ms
+            rec.started_ms = now
             self._leases[task_id] = rec.deadline_ms
             tenant.leased += 1
             self._bump("claimed", tenant)
@@ -229,6 +239,7 @@ class InMemoryBackend(
             tenant.scheduled -= 1
             self._recompute_next_due()
         elif rec.state is TaskState.STARTED:
+            self._attempt_ended(rec, "canceled", now)
             self._drop_lease(task_id, rec)
         self._move(rec, TaskEvent.CANCEL)
         rec.reason = "canceled"

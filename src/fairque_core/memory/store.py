@@ -29,6 +29,7 @@ from fairque_core.domain.limits import LIMIT_COUNTERS
 from fairque_core.domain.models import Message
 from fairque_core.domain.scoring import STAT_COUNTERS, seq_member, static_score, to_ms
 from fairque_core.domain.states import TaskEvent, next_state
+from fairque_core.domain.task_records import ATTEMPTS_KEPT, StoredAttempt
 from fairque_core.domain.validation import (
     MAX_EPOCH_SECONDS,
     check_duration,
@@ -216,6 +217,22 @@ class ModelStore:
             raise LeaseLostError(task_id)
         return rec
 
+    def _attempt_ended(self, rec: TaskRecord, outcome: str, now: int, error: str = "") -> None:
+        """Keep the attempt of the lease ``rec`` holds (call before the lease is dropped): its
+        worker, start, end, outcome and failure record; the last ATTEMPTS_KEPT are kept."""
+        rec.attempt_count += 1
+        rec.attempts.append(
+            StoredAttempt(
+                number=rec.attempt_count,
+                outcome=outcome,
+                started_ms=rec.started_ms,
+                ended_ms=now,
+                worker_id=rec.worker_id,
+                error=error,
+            )
+        )
+        del rec.attempts[:-ATTEMPTS_KEPT]
+
     def _close_record(self, rec: TaskRecord, now: int) -> None:
         rec.expires_ms = now + to_ms(self._config.result_ttl_seconds)
         self._ended(rec, now)
@@ -223,6 +240,7 @@ class ModelStore:
     def _ended(self, rec: TaskRecord, now: int) -> None:
         """The task ended (finished, failed for good, canceled): its unique key is held for
         its window from now (or freed), and every result waiter is woken."""
+        rec.ended_ms = now
         message = rec.message
         if message.unique_key:
             hold = self._unique.get((message.tenant, message.unique_key))

@@ -17,6 +17,7 @@ from fairque_core.domain.intake import IngestReport
 from fairque_core.domain.limits import LimitStatus
 from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
 from fairque_core.domain.outcomes import TaskOutcome
+from fairque_core.domain.task_records import StoredRecord, StoredSummary
 from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_core.ports.values import FinishItem
 
@@ -173,6 +174,26 @@ class QueueBackend(Protocol):
     def get_outcome(self, task_id: str) -> TaskOutcome | None:
         """State, result, reason, failure type and failure record in one read; None for an
         unknown or expired task."""
+        ...
+
+    def get_record(self, task_id: str) -> StoredRecord | None:
+        """The task's story (ADR 70): message (a finished task's payload, or its preview and
+        size), state, start and end times, its kept attempts (worker, times, outcome, failure
+        record), result, failure and reason; None for an unknown or expired task."""
+        ...
+
+    def list_tasks(
+        self,
+        *,
+        state: TaskState | None = None,
+        tenant: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> tuple[list[StoredSummary], str | None]:
+        """A page of the tasks that ended (``state`` finished, failed or canceled; None: all
+        three), of ``tenant`` or all, newest first by the time they ended (ties: the higher
+        id first), from after ``cursor`` (None: the newest); and the cursor of the next page
+        (None: this one is the last). Cost bounded by the page, not by the queue (ADR 70)."""
         ...
 
     def wait_done(self, task_id: str, timeout: float) -> bool:

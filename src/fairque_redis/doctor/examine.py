@@ -103,6 +103,8 @@ _FAMILY_BUILDERS = {
     "done": "list",
     "xcom": "hash",
     "unique": "string",
+    # the browse indexes (ADR 70)
+    "index": "zset",
 }
 #: builders that take more than one argument (tenant, then id or key)
 _BUILDER_ARITY = {"xcom": 2, "unique": 2}

@@ -12,6 +12,7 @@
   Errors: FQ_E_LEASE_LOST <id>
 ]]
 --- @include "_include/deps"
+--- @include "_include/record"
 
 local q = fq_open(KEYS, ARGV)
 local id = ARGV[8]
@@ -22,6 +23,7 @@ if r ~= nil and (r.state == 'scheduled' or r.state == 'failed') and token ~= '' 
   return r.state
 end
 if r == nil or r.state ~= 'started' or r.token ~= token then return fq_err('LEASE_LOST', id) end
+fq_record_attempt(q, r.key, ARGV[10] ~= '' and 'retried' or 'failed', ARGV[13]) -- record.lua
 fq_drop_lease(q, r, nil, nil, true)
 if ARGV[10] ~= '' then
   local key = fq_task_key(q, id)

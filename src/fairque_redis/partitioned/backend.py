@@ -40,6 +40,7 @@ from fairque_core.domain.errors import ConfigurationError, TaskValidationError
 from fairque_core.domain.intake import IngestReport, check_ingest_limit
 from fairque_core.domain.models import Claimed, Message
 from fairque_core.domain.outcomes import TaskOutcome
+from fairque_core.domain.task_records import StoredRecord
 from fairque_core.domain.validation import check_wait_timeout
 from fairque_core.ports import Clock, FinishItem, QueueBackend, TokenSource, random_token
 from fairque_core.settings.accel import Accelerators
@@ -529,6 +530,9 @@ class PartitionedBackend(PartitionRouting):
 
     def get_outcome(self, task_id: str) -> TaskOutcome | None:
         return (self._task_part(task_id)).get_outcome(task_id)
+
+    def get_record(self, task_id: str) -> StoredRecord | None:
+        return (self._task_part(task_id)).get_record(task_id)
 
     def wait_done(self, task_id: str, timeout: float) -> bool:
         """The wait of the task's partition; a task no partition knows yet is looked for

@@ -41,6 +41,7 @@ from fairque_core.domain.errors import ConfigurationError, TaskValidationError
 from fairque_core.domain.intake import IngestReport, check_ingest_limit
 from fairque_core.domain.models import Claimed, Message
 from fairque_core.domain.outcomes import TaskOutcome
+from fairque_core.domain.task_records import StoredRecord
 from fairque_core.domain.validation import check_wait_timeout
 from fairque_core.ports import AsyncQueueBackend, Clock, FinishItem, TokenSource, random_token
 from fairque_core.settings.accel import Accelerators
@@ -534,6 +535,9 @@ class AsyncPartitionedBackend(AsyncPartitionRouting):
 
     async def get_outcome(self, task_id: str) -> TaskOutcome | None:
         return await (await self._task_part(task_id)).get_outcome(task_id)
+
+    async def get_record(self, task_id: str) -> StoredRecord | None:
+        return await (await self._task_part(task_id)).get_record(task_id)
 
     async def wait_done(self, task_id: str, timeout: float) -> bool:
         """The wait of the task's partition; a task no partition knows yet is looked for

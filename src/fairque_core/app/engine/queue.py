@@ -356,15 +356,15 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
         decision = common.decide(self._plugins, task, error)
         run_seconds = check_run_seconds(run_seconds)
         context.discard(task)
-        # a final failure keeps the error (type, message, traceback summary) with the task
-        final = {} if decision.retry_delay is not None else {"error": error_record(error)}
+        # every failed attempt keeps the error (type, message, traceback summary) in the
+        # task's record (ADR 70); a final failure keeps it with the task for its handle too
         state = self._backend.fail(
             task.task_id,
             lease.token,
             retry_delay=decision.retry_delay,
             failure_type=decision.failure_type,
             reason=decision.reason,
-            **final,
+            error=error_record(error),
         )
         self._emit_failure(task, decision, run_seconds)
         return state

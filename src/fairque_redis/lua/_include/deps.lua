@@ -52,6 +52,7 @@ local function fq_to_dlq(q, r, ftype, reason)
     'mv', fq_int(q.now))
   r.state = 'failed'
   FQ_CALL('ZADD', q.dlq, fq_int(q.now), r.id)
+  fq_ix_add(q, 'failed', r.tenant, r.id) -- the browse indexes (record.lua)
   fq_bump(q, r.tenant, 'dead', 1)
   fq_ended(q, r)
   fq_cancel_dependents(q, r)

@@ -10,6 +10,7 @@
   waiters wake, its unique key is held for its window); its dependents are released.
 ]]
 --- @include "deps"
+--- @include "record"
 
 -- ids per ZREM of the finished tasks' leases (and keys per EXISTS): unpack has a stack limit
 local FQ_ZREM_CHUNK = 500
@@ -143,6 +144,7 @@ local function fq_finish(q, argv, at, strict)
         -- the common task (no unique key, no limits, no waiter, no XCom, no dependents):
         -- fq_drop_lease, fq_expire_record and fq_ended's writes, inline
         unlease[#unlease + 1] = id
+        fq_record_finish(q, key, id, tenant) -- the task's story (record.lua)
         if has == '1' then
           FQ_CALL('HSET', key, 'st', 'finished', 'exp', exp, 'b', '', 'm', '', 'res', result,
             'wk', '', 'dl', '0')
@@ -169,6 +171,7 @@ local function fq_finish(q, argv, at, strict)
           unique_window = ukey and FQ_TONUMBER(FQ_CALL('HGET', key, 'uw')) or 0,
           limited = lc == '1', waited = wt == '1',
         }
+        fq_record_finish(q, key, id, tenant) -- the task's story (record.lua)
         local fields = {'st', 'finished', 'exp', exp, 'b', '', 'm', ''}
         if has == '1' then
           fields[9] = 'res'
@@ -198,6 +201,7 @@ local function fq_finish(q, argv, at, strict)
     end
   end
   if run_n > 0 then fq_finish_bump(q, run_u, run_n, run_bytes) end
+  fq_ix_flush(q) -- the finished tasks into the browse indexes (record.lua)
   -- the leases of the finished tasks leave in one ZREM (chunked, see FQ_ZREM_CHUNK)
   -- (unleased: fq_finish_checks has ended them, every one a common task's)
   for s = 1, unleased and 0 or #unlease, FQ_ZREM_CHUNK do

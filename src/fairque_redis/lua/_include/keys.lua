@@ -88,6 +88,13 @@ local function fq_xcom_key(q, u, id)
   return q.prefix .. 'xcom:' .. #u .. ':' .. u .. ':' .. id
 end
 
+-- the browse indexes (KeySpace.index; record.lua): of the tasks that ended in `state`, of
+-- tenant u or (u nil) of the queue
+local function fq_ix_key(q, state, u)
+  if u == nil then return q.prefix .. 'ix:' .. state end
+  return q.prefix .. 'ix:' .. state .. ':' .. u
+end
+
 -- per tenant and unique key (KeySpace.unique): who holds the key
 local function fq_unique_key(q, u, key)
   return q.prefix .. 'uniq:' .. #u .. ':' .. u .. ':' .. key
