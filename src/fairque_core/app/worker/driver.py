@@ -29,7 +29,12 @@ from fairque_core.app.worker.loop import logger
 from fairque_core.app.worker.pacing import LISTEN_MIN_WAIT_SECONDS, listener_pause
 from fairque_core.app.worker.served import ServedQueues
 from fairque_core.app.worker.served_async import AsyncServedQueues
-from fairque_core.app.worker.serving import QueuesArg, queues_and_weights, served_queues
+from fairque_core.app.worker.serving import (
+    QueuesArg,
+    queues_and_weights,
+    served_queues,
+    with_weights,
+)
 from fairque_core.domain.errors import NotReplicatedError
 from fairque_core.domain.models import Task
 from fairque_core.settings.accel import Accelerators
@@ -244,9 +249,15 @@ class WorkerDriver(Generic[Q]):
         *,
         queues: QueuesArg[Q] | None = None,
         queue_order: str | None = None,
+        weights: Sequence[float] | None = None,
         prefetch: int | None = None,
         accel: Accelerators | None = None,
     ) -> None:
+        given: Any = queue
+        if isinstance(given, (list, tuple)) and queues is None:  # Worker(c, h, [qa, qb], ...)
+            queues, queue = list(given), None
+        if weights is not None:
+            queues = with_weights(queues, weights)
         if queue is None and queues is None:
             self._check_parts(config, handler, queue)  # a TypeError that names the queue
         if queue_order is None:
