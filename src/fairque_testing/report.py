@@ -7,10 +7,29 @@ the start" (a flood by everyone).
 
 Definitions (``k`` counts dispatches from 1, ``w_i`` is tenant ``i``'s weight, 1 when not given):
 
-* **Backlogged**: tenant ``i`` is backlogged at dispatch ``k`` when it had at least one ready,
-  undispatched task just before dispatch ``k`` (the tenant dispatched at ``k`` always is).
-  ``B_k`` is that set and ``W_k`` the sum of its weights. A *busy period* of a tenant runs from
-  the moment it becomes backlogged to the dispatch of its last ready task.
+* **Held**: a tenant is held while a limit of the queue keeps it from being served although it
+  has ready tasks: its rate limit makes it wait for its next start, its concurrency cap is
+  reached, or it is paused (:class:`Held` and :class:`Unheld` events; :func:`~fairque_testing.
+  simulate` records them). A held tenant is owed nothing: the limit, not the scheduler, holds it.
+* **Virtual time and debt**: ``V`` is the owed service per unit of weight so far (each dispatch
+  adds ``1 / W_k``, below). Each tenant has a *finish tag* ``F_i``: the value of ``V`` at which
+  the service it received would have been its exact weighted share. When the tenant becomes
+  ready (or is let go by a limit) ``F_i`` becomes ``max(F_i, V)``, and each of its dispatches
+  adds ``1 / w_i``. A tenant whose ``F_i`` is ahead of ``V`` carries a *debt*: it was served
+  ahead of its share (it came back before the others caught up with its last turn, or pinned
+  workers served it on top of its share). Going idle does not wipe a debt and idle time earns
+  no credit, the queue's own rule (ADR 4).
+* **Backlogged**: tenant ``i`` is backlogged at dispatch ``k`` when, just before it, it had at
+  least one ready, undispatched task, was not held, and had no debt (``F_i <= V``); a tenant
+  with a debt becomes backlogged the moment ``V`` reaches its ``F_i`` (the tenant dispatched at
+  ``k`` always is). ``B_k`` is that set and ``W_k`` the sum of its weights. A *busy period* of a
+  tenant runs from the moment it becomes backlogged until it has no ready task left or a limit
+  holds it.
+* **Newcomer**: a tenant at the moment it becomes backlogged: ready, not held, and without
+  debt. A tenant back from an idle spell is a newcomer from the moment the others have caught
+  up with its last turn (for a weight-1 tenant among others of weight 15, about 15 dispatches
+  after its last one), not before: this is ADR 4's "tenant with no debt that becomes active",
+  which the queue serves within one dispatch per tenant of its tier.
 * **Owed** (fair share, in dispatches): dispatch ``k`` is owed to the backlogged tenants in
   proportion to their weights, ``w_i / W_k`` each (the weighted fair-queuing fluid share).
   ``owed_i`` sums that over the whole trace; the owed amounts of all tenants add up to the
@@ -31,8 +50,8 @@ Definitions (``k`` counts dispatches from 1, ``w_i`` is tenant ``i``'s weight, 1
   scheduling lets a tenant with a large weight among many small ones lag by about half the
   number of tenants.
 * **Newcomer wait** (in dispatches): for each busy period, the number of dispatches to other
-  tenants between the tenant becoming backlogged and its first dispatch. The report keeps the
-  largest over all periods and tenants. A tenant still waiting when the trace ends counts with
+  tenants between the tenant becoming backlogged (a newcomer, above) and its first dispatch.
+  The report keeps the largest over all periods and tenants. A tenant still waiting when the trace ends counts with
   the dispatches so far (and is listed in ``waiting``).
 * **Max gap** (in dispatches): the longest run of dispatches to other tenants while the tenant
   was backlogged (the newcomer wait is the first gap of a busy period).
@@ -41,6 +60,7 @@ Definitions (``k`` counts dispatches from 1, ``w_i`` is tenant ``i``'s weight, 1
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
@@ -51,9 +71,11 @@ __all__ = [
     "DEFAULT_MIN_OWED",
     "Dispatched",
     "FairnessReport",
+    "Held",
     "Ready",
     "TenantFairness",
     "TraceEvent",
+    "Unheld",
     "assert_fair",
     "fairness_report",
 ]
@@ -79,7 +101,24 @@ class Dispatched:
     worker: str = ""
 
 
-TraceEvent = Ready | Dispatched
+@attrs.frozen
+class Held:
+    """A limit holds ``tenant`` from now on although it may have ready tasks: ``reason`` is
+    ``"rate"`` (waiting for its next start), ``"cap"`` (at its ``max_running``) or
+    ``"paused"``. It is owed nothing until :class:`Unheld`."""
+
+    tenant: str
+    reason: str = "rate"
+
+
+@attrs.frozen
+class Unheld:
+    """The limit that held ``tenant`` lets it go: with ready tasks it is served again."""
+
+    tenant: str
+
+
+TraceEvent = Ready | Dispatched | Held | Unheld
 
 
 @runtime_checkable
@@ -106,6 +145,8 @@ class TenantFairness:
     stranded: int
     waiting: bool  # backlogged and not yet served in its last busy period when the trace ended
     judged: bool  # owed at least min_owed dispatches: in the Jain index and the ratio check
+    held: int = 0  # times a limit held it (Held events)
+    debt_returns: int = 0  # times it became ready (or was let go) with a debt
 
     @property
     def deviation(self) -> float:
@@ -202,21 +243,166 @@ class FairnessReport:
         return self.summary() + "\n" + self.table()
 
 
+#: Slack of the debt comparison ``F_i <= V`` (sums of ``1 / w`` in floating point).
+_EPS = 1e-9
+
+
 @attrs.define
 class _Tenant:
     weight: float
     ready: int = 0
+    held: bool = False
+    in_debt: bool = False  # ready, not held, waiting for V to reach its finish tag
+    finish: float = 0.0  # F_i of the module docstring
     dispatches: int = 0
     owed: float = 0.0
     # the current busy period
     v_start: float = 0.0
     served_in_period: int = 0
     mark: int = 0  # dispatch count at the last own dispatch (or at activation)
-    # maxima over the trace
+    # maxima and counts over the trace
     max_lag: float = 0.0
     newcomer_wait: int = 0
     max_gap: int = 0
     busy_periods: int = 0
+    holds: int = 0
+    debt_returns: int = 0
+
+
+class _Fluid:
+    """The references of the module docstring, fed one trace event at a time: the fluid share
+    (``V``, owed and lag) and the tags (``T``, the finish tags, debts and newcomers)."""
+
+    def __init__(self, weights: Mapping[str, float]) -> None:
+        self.weights = weights
+        self.state: dict[str, _Tenant] = {}
+        self.backlogged: dict[str, float] = {}  # tenant -> weight, in activation order
+        self.total_weight = 0.0
+        self.v = 0.0  # V: owed per unit of weight, summed over the dispatches so far
+        self.t = 0.0  # T: the tags' virtual time
+        self.n = 0  # dispatches so far
+        self.active: set[str] = set()  # ready and not held (backlogged or in debt)
+        self.tags: list[tuple[float, int, str]] = []  # heap of (F_i, seq, i), stale ones too
+        self.debts: list[tuple[float, int, str]] = []  # the same, of the tenants in debt
+        self.seq = 0
+
+    def tenant(self, name: str) -> _Tenant:
+        found = self.state.get(name)
+        if found is None:
+            found = self.state[name] = _Tenant(weight=float(self.weights.get(name, 1.0)))
+        return found
+
+    def ready(self, name: str, count: int) -> None:
+        st = self.tenant(name)
+        before = st.ready
+        st.ready += count
+        if before == 0 and count > 0 and not st.held:
+            self._activate(name, st)
+
+    def hold(self, name: str) -> None:
+        st = self.tenant(name)
+        if st.held:
+            return
+        st.held = True
+        st.holds += 1
+        self._deactivate(name, st)
+
+    def unhold(self, name: str) -> None:
+        st = self.tenant(name)
+        if st.held:
+            st.held = False
+            if st.ready > 0:
+                self._activate(name, st)
+
+    def dispatch(self, name: str) -> None:
+        st = self.tenant(name)
+        self.unhold(name)  # a limit let it go a moment before the trace said so
+        if st.ready == 0:
+            self.ready(name, 1)
+        # T moves to the lowest tag of the active tenants (the work now in service, when the
+        # lowest is served): the debts that pays are settled, those tenants newcomers now
+        self.t = max(self.t, self._lowest_tag())
+        while self.debts and self.debts[0][0] <= self.t + _EPS:
+            _tag, _seq, other = heapq.heappop(self.debts)
+            if other in self.active and self.state[other].in_debt:
+                self._begin(other, self.state[other])
+        if name not in self.backlogged:  # served with a debt left (pinned service)
+            self._begin(name, st)
+        # lag just before this dispatch (after the previous one), then this dispatch's shares
+        st.max_lag = max(st.max_lag, st.weight * (self.v - st.v_start) - st.served_in_period)
+        self.v += 1.0 / self.total_weight
+        gap = self.n - st.mark
+        st.max_gap = max(st.max_gap, gap)
+        if st.served_in_period == 0:
+            st.newcomer_wait = max(st.newcomer_wait, gap)
+        self.n += 1
+        st.mark = self.n
+        st.dispatches += 1
+        st.served_in_period += 1
+        st.finish += 1.0 / st.weight
+        st.ready -= 1
+        if st.ready == 0:
+            self._deactivate(name, st)
+        else:
+            self._tag(name, st)
+
+    def close(self) -> set[str]:
+        """End of the trace: settle the open busy periods; the tenants still waiting."""
+        waiting: set[str] = set()
+        for name in self.backlogged:
+            st = self.state[name]
+            st.owed += st.weight * (self.v - st.v_start)
+            st.max_lag = max(st.max_lag, st.weight * (self.v - st.v_start) - st.served_in_period)
+            st.max_gap = max(st.max_gap, self.n - st.mark)
+            if st.served_in_period == 0:
+                st.newcomer_wait = max(st.newcomer_wait, self.n - st.mark)
+                waiting.add(name)
+        return waiting
+
+    def _tag(self, name: str, st: _Tenant) -> None:
+        self.seq += 1
+        heapq.heappush(self.tags, (st.finish, self.seq, name))
+
+    def _lowest_tag(self) -> float:
+        while self.tags:
+            tag, _seq, name = self.tags[0]
+            if name in self.active and self.state[name].finish == tag:
+                return tag
+            heapq.heappop(self.tags)  # stale: served since, or no longer active
+        return self.t
+
+    def _activate(self, name: str, st: _Tenant) -> None:
+        """Ready and not held: a newcomer now, or once ``T`` reaches its finish tag."""
+        self.active.add(name)
+        if st.finish <= self.t + _EPS:
+            self._begin(name, st)
+        else:
+            st.in_debt = True
+            st.debt_returns += 1
+            heapq.heappush(self.debts, (st.finish, self.seq, name))
+        self._tag(name, st)
+
+    def _deactivate(self, name: str, st: _Tenant) -> None:
+        self.active.discard(name)
+        st.in_debt = False
+        if name in self.backlogged:
+            self._end(name, st)
+
+    def _begin(self, name: str, st: _Tenant) -> None:
+        st.in_debt = False
+        st.finish = max(st.finish, self.t)
+        st.v_start, st.served_in_period, st.mark = self.v, 0, self.n
+        st.busy_periods += 1
+        self.backlogged[name] = st.weight
+        self.total_weight += st.weight
+
+    def _end(self, name: str, st: _Tenant) -> None:
+        st.owed += st.weight * (self.v - st.v_start)
+        st.max_gap = max(st.max_gap, self.n - st.mark)
+        if st.served_in_period == 0:  # held before its first turn (a pause)
+            st.newcomer_wait = max(st.newcomer_wait, self.n - st.mark)
+        del self.backlogged[name]
+        self.total_weight = sum(self.backlogged.values()) if self.backlogged else 0.0
 
 
 def _number(value: object) -> bool:
@@ -244,7 +430,7 @@ def _events(dispatches: object, named: Iterable[str]) -> Iterable[TraceEvent]:
         return [*ready, *(Dispatched(t) for t in names)]
     events: list[TraceEvent] = []
     for item in items:
-        if not isinstance(item, Ready | Dispatched):
+        if not isinstance(item, Ready | Dispatched | Held | Unheld):
             raise TypeError(f"not a tenant id or a trace event: {item!r}")
         events.append(item)
     return events
@@ -274,64 +460,20 @@ def fairness_report(
         if not (isinstance(weight, int | float) and math.isfinite(weight) and weight > 0):
             raise ValueError(f"weight of {tenant!r} must be a positive number, got {weight!r}")
     keep = None if tenants is None else set(tenants)
-    state: dict[str, _Tenant] = {}
-    backlogged: dict[str, float] = {}  # tenant -> weight, in activation order
-    total_weight = 0.0
-    v = 0.0  # owed per unit of weight, summed over the dispatches so far
-    n = 0
-
-    def tenant_state(tenant: str) -> _Tenant:
-        found = state.get(tenant)
-        if found is None:
-            found = state[tenant] = _Tenant(weight=float(weights.get(tenant, 1.0)))
-        return found
-
-    def make_ready(tenant: str, count: int) -> None:
-        nonlocal total_weight
-        st = tenant_state(tenant)
-        if st.ready == 0 and count > 0:
-            st.v_start, st.served_in_period, st.mark = v, 0, n
-            st.busy_periods += 1
-            backlogged[tenant] = st.weight
-            total_weight += st.weight
-        st.ready += count
-
+    fluid = _Fluid(weights)
     for event in _events(dispatches, [*weights, *(keep or ())]):
         if keep is not None and event.tenant not in keep:
             continue
         if isinstance(event, Ready):
-            make_ready(event.tenant, event.count)
-            continue
-        st = tenant_state(event.tenant)
-        if st.ready == 0:
-            make_ready(event.tenant, 1)
-        # lag just before this dispatch (after the previous one), then this dispatch's shares
-        st.max_lag = max(st.max_lag, st.weight * (v - st.v_start) - st.served_in_period)
-        v += 1.0 / total_weight
-        gap = n - st.mark
-        st.max_gap = max(st.max_gap, gap)
-        if st.served_in_period == 0:
-            st.newcomer_wait = max(st.newcomer_wait, gap)
-        n += 1
-        st.mark = n
-        st.dispatches += 1
-        st.served_in_period += 1
-        st.ready -= 1
-        if st.ready == 0:
-            st.owed += st.weight * (v - st.v_start)
-            del backlogged[event.tenant]
-            total_weight = sum(backlogged.values()) if backlogged else 0.0
-
-    waiting: set[str] = set()
-    for tenant in backlogged:
-        st = state[tenant]
-        st.owed += st.weight * (v - st.v_start)
-        st.max_lag = max(st.max_lag, st.weight * (v - st.v_start) - st.served_in_period)
-        st.max_gap = max(st.max_gap, n - st.mark)
-        if st.served_in_period == 0:
-            st.newcomer_wait = max(st.newcomer_wait, n - st.mark)
-            waiting.add(tenant)
-    return _build(state, n, waiting, min_owed)
+            fluid.ready(event.tenant, event.count)
+        elif isinstance(event, Dispatched):
+            fluid.dispatch(event.tenant)
+        elif isinstance(event, Held):
+            fluid.hold(event.tenant)
+        else:
+            fluid.unhold(event.tenant)
+    waiting = fluid.close()
+    return _build(fluid.state, fluid.n, waiting, min_owed)
 
 
 def _build(state: dict[str, _Tenant], n: int, waiting: set[str], min_owed: float) -> FairnessReport:
@@ -354,6 +496,8 @@ def _build(state: dict[str, _Tenant], n: int, waiting: set[str], min_owed: float
             stranded=st.ready,
             waiting=tenant in waiting,
             judged=st.owed >= min_owed,
+            held=st.holds,
+            debt_returns=st.debt_returns,
         )
     ratios = [f.share_ratio for f in figures.values() if f.judged]
     squares = sum(x * x for x in ratios)
