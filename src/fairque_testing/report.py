@@ -11,25 +11,24 @@ Definitions (``k`` counts dispatches from 1, ``w_i`` is tenant ``i``'s weight, 1
   has ready tasks: its rate limit makes it wait for its next start, its concurrency cap is
   reached, or it is paused (:class:`Held` and :class:`Unheld` events; :func:`~fairque_testing.
   simulate` records them). A held tenant is owed nothing: the limit, not the scheduler, holds it.
-* **Virtual time and debt**: ``V`` is the owed service per unit of weight so far (each dispatch
-  adds ``1 / W_k``, below). Each tenant has a *finish tag* ``F_i``: the value of ``V`` at which
-  the service it received would have been its exact weighted share. When the tenant becomes
-  ready (or is let go by a limit) ``F_i`` becomes ``max(F_i, V)``, and each of its dispatches
-  adds ``1 / w_i``. A tenant whose ``F_i`` is ahead of ``V`` carries a *debt*: it was served
-  ahead of its share (it came back before the others caught up with its last turn, or pinned
+* **Tags and debt** (ADR 4's accounting, recomputed from the trace): each tenant has a *finish
+  tag* ``F_i``, in turns per unit of weight: each of its dispatches adds ``1 / w_i``. ``T``,
+  the tags' virtual time, moves at each dispatch up to the lowest tag of the tenants that are
+  ready and not held (never back). A tenant that becomes ready, or is let go by a limit, with
+  ``F_i <= T`` starts at ``F_i = T``; one with ``F_i > T`` carries a *debt*: it was served
+  ahead of the others (it came back before they caught up with its last turn, or pinned
   workers served it on top of its share). Going idle does not wipe a debt and idle time earns
-  no credit, the queue's own rule (ADR 4).
+  no credit, the queue's own rule.
 * **Backlogged**: tenant ``i`` is backlogged at dispatch ``k`` when, just before it, it had at
-  least one ready, undispatched task, was not held, and had no debt (``F_i <= V``); a tenant
-  with a debt becomes backlogged the moment ``V`` reaches its ``F_i`` (the tenant dispatched at
-  ``k`` always is). ``B_k`` is that set and ``W_k`` the sum of its weights. A *busy period* of a
-  tenant runs from the moment it becomes backlogged until it has no ready task left or a limit
-  holds it.
-* **Newcomer**: a tenant at the moment it becomes backlogged: ready, not held, and without
-  debt. A tenant back from an idle spell is a newcomer from the moment the others have caught
-  up with its last turn (for a weight-1 tenant among others of weight 15, about 15 dispatches
-  after its last one), not before: this is ADR 4's "tenant with no debt that becomes active",
-  which the queue serves within one dispatch per tenant of its tier.
+  least one ready, undispatched task, was not held, and had no debt; a tenant with a debt
+  becomes backlogged when ``T`` reaches its ``F_i`` (the tenant dispatched at ``k`` always is).
+  ``B_k`` is that set and ``W_k`` the sum of its weights. A *busy period* runs from the moment
+  the tenant becomes backlogged until it has no ready task left or a limit holds it.
+* **Newcomer**: a tenant at the moment it becomes backlogged. A tenant back from an idle spell
+  is a newcomer once the others have caught up with its last turn (a weight-1 tenant among
+  others of weight 15: about 15 dispatches after its last one), not before. This is ADR 4's
+  "tenant with no debt that becomes active", which the queue serves within one dispatch per
+  ready tenant.
 * **Owed** (fair share, in dispatches): dispatch ``k`` is owed to the backlogged tenants in
   proportion to their weights, ``w_i / W_k`` each (the weighted fair-queuing fluid share).
   ``owed_i`` sums that over the whole trace; the owed amounts of all tenants add up to the
@@ -51,8 +50,8 @@ Definitions (``k`` counts dispatches from 1, ``w_i`` is tenant ``i``'s weight, 1
   number of tenants.
 * **Newcomer wait** (in dispatches): for each busy period, the number of dispatches to other
   tenants between the tenant becoming backlogged (a newcomer, above) and its first dispatch.
-  The report keeps the largest over all periods and tenants. A tenant still waiting when the trace ends counts with
-  the dispatches so far (and is listed in ``waiting``).
+  The report keeps the largest over all periods and tenants. A tenant still waiting when the
+  trace ends counts with the dispatches so far (and is listed in ``waiting``).
 * **Max gap** (in dispatches): the longest run of dispatches to other tenants while the tenant
   was backlogged (the newcomer wait is the first gap of a busy period).
 * **Stranded**: ready tasks never dispatched by the end of the trace, per tenant.
@@ -243,7 +242,7 @@ class FairnessReport:
         return self.summary() + "\n" + self.table()
 
 
-#: Slack of the debt comparison ``F_i <= V`` (sums of ``1 / w`` in floating point).
+#: Slack of the debt comparison ``F_i <= T`` (sums of ``1 / w`` in floating point).
 _EPS = 1e-9
 
 
@@ -252,7 +251,7 @@ class _Tenant:
     weight: float
     ready: int = 0
     held: bool = False
-    in_debt: bool = False  # ready, not held, waiting for V to reach its finish tag
+    in_debt: bool = False  # ready, not held, waiting for T to reach its finish tag
     finish: float = 0.0  # F_i of the module docstring
     dispatches: int = 0
     owed: float = 0.0
@@ -271,14 +270,14 @@ class _Tenant:
 
 class _Fluid:
     """The references of the module docstring, fed one trace event at a time: the fluid share
-    (``V``, owed and lag) and the tags (``T``, the finish tags, debts and newcomers)."""
+    (owed per unit of weight ``v``: owed and lag) and the tags (``T``: debts and newcomers)."""
 
     def __init__(self, weights: Mapping[str, float]) -> None:
         self.weights = weights
         self.state: dict[str, _Tenant] = {}
         self.backlogged: dict[str, float] = {}  # tenant -> weight, in activation order
         self.total_weight = 0.0
-        self.v = 0.0  # V: owed per unit of weight, summed over the dispatches so far
+        self.v = 0.0  # owed per unit of weight, summed over the dispatches so far
         self.t = 0.0  # T: the tags' virtual time
         self.n = 0  # dispatches so far
         self.active: set[str] = set()  # ready and not held (backlogged or in debt)
@@ -446,9 +445,10 @@ def fairness_report(
     """The fairness figures of a dispatch order (definitions in the module docstring).
 
     ``dispatches`` is a :class:`~fairque_testing.Simulation` (its recorded trace), a list of
-    :class:`Ready`/:class:`Dispatched` events, or a plain list of tenant ids in dispatch order
-    (then every tenant counts as backlogged from the start until its last dispatch; so does
-    a tenant of ``weights`` or ``tenants`` that the list never names: it was starved).
+    :class:`Ready`/:class:`Dispatched`/:class:`Held`/:class:`Unheld` events, or a plain list
+    of tenant ids in dispatch order (then every tenant counts as backlogged from the start
+    until its last dispatch; so does a tenant of ``weights`` or ``tenants`` that the list never
+    names: it was starved).
     ``weights`` maps tenants to their weights (missing tenants weigh 1, as in the queue).
     ``tenants`` restricts the report to those tenants: dispatches to others are dropped, which
     is how to judge, say, the tenants no pinned worker serves, or one strict tier.

@@ -44,8 +44,10 @@ RETRIED = "retried"
 #: Its handler raised and the queue dead-lettered it (no retries left).
 DEAD = "dead"
 
-#: How many times in a row a queue-wide rate may stall every claim before the run gives up.
+#: How many times in a row the run waits for a queue-wide rate's next start, or probes forward
+#: (doubling the step) for a retry later than its policy said, before it gives up.
 _QUEUE_RATE_STALLS = 3
+_RETRY_PROBES = 30
 
 #: Past a due time by this much before a fake clock counts a delayed task as ready (the
 #: backends round time to whole milliseconds).
@@ -203,6 +205,7 @@ class _Run:
         self.seq = itertools.count()
         self.outstanding: dict[str, int] = {}  # to be claimed (again), per tenant
         self.pushed: dict[str, int] = {}
+        self.retrying = 0  # retried tasks not claimed again yet
         self.holds = HoldTracker(queue, dict.fromkeys(a.tenant for a in arrivals))
         for tenant in sorted(self.holds.paused):
             self.trace.append(Held(tenant, "paused"))
@@ -239,8 +242,7 @@ class _Run:
     def push(self, rnd: int) -> None:
         tasks: list[Task] = []
         while (
-            self.next_arrival < len(self.arrivals)
-            and self.arrivals[self.next_arrival].round <= rnd
+            self.next_arrival < len(self.arrivals) and self.arrivals[self.next_arrival].round <= rnd
         ):
             arrival = self.arrivals[self.next_arrival]
             self.next_arrival += 1
@@ -292,6 +294,8 @@ class _Run:
         events: list[TraceEvent] = []
         last: dict[str, int] = {}  # tenant -> position in events of its last dispatch
         for task in got:
+            if task.retry_count:
+                self.retrying = max(0, self.retrying - 1)
             if self.holds.let_go(task.tenant):  # the queue let it go a moment earlier
                 events.append(Unheld(task.tenant))
             self.claimed(task.tenant)
@@ -332,13 +336,17 @@ class _Run:
             self.queue.finish_batch(done)
 
     def fail(self, task: Task, error: Exception) -> tuple[str, str]:
+        # the delay the queue's retry policy gives this failure (the call queue.fail makes; a
+        # jittered policy may draw another: a late retry is probed for, an early one is taken
+        # from the pending entries when it is claimed)
+        decision = self.queue.plugins.retry_decide(task, error, task.retry_count + 1)
+        delay = getattr(decision, "retry_delay", None) or 0.0
         state = self.queue.fail(task, error)
         if state is not TaskState.SCHEDULED:
             return DEAD, _describe(error)
-        again = self.queue.get_task(task.task_id)
-        due = again.execute_after if again is not None and again.execute_after else self.now()
         self.outstanding[task.tenant] += 1
-        self.later(task.tenant, due, 1)
+        self.retrying += 1
+        self.later(task.tenant, self.now() + delay, 1)
         return RETRIED, _describe(error)
 
     def stalled_wake(self) -> float | None:
@@ -399,7 +407,7 @@ def simulate(
     sim = _Run(queue, arrivals, specs, batch=batch, clock=clock, tick=tick, handler=handler)
     rnd = 0
     truncated = False
-    stalls = 0  # claimless rounds in a row under a queue-wide rate
+    stalls = 0  # claimless rounds in a row with work the bookkeeping calls ready
     while True:
         if rnd >= max_rounds:
             truncated = True
@@ -423,10 +431,13 @@ def simulate(
         if wake is not None:
             sim.wait_until(wake)
             continue
-        if sim.holds.queue_interval and any(sim.visible.values()):
+        if any(c > 0 for c in sim.visible.values()):
             stalls += 1
-            if stalls <= _QUEUE_RATE_STALLS:  # the queue-wide rate: its next start
-                sim.wait_until(sim.now() + sim.holds.queue_interval)
+            if sim.holds.queue_interval and stalls <= _QUEUE_RATE_STALLS:
+                sim.wait_until(sim.now() + sim.holds.queue_interval)  # the queue-wide rate
+                continue
+            if sim.retrying and stalls <= _RETRY_PROBES:  # a retry later than its policy said
+                sim.wait_until(sim.now() + max(tick, 0.001) * 2.0**stalls)
                 continue
         if more_arrivals:
             skip_to = arrivals[sim.next_arrival].round
