@@ -251,26 +251,29 @@ class _Tenant:
     weight: float
     ready: int = 0
     held: bool = False
-    in_debt: bool = False  # ready, not held, waiting for T to reach its finish tag
-    finish: float = 0.0  # F_i of the module docstring
+    finish: float = 0.0  # F_i of the module docstring (the tags)
+    newcomer_at: int | None = None  # dispatch count when it became a newcomer (None: in debt)
+    served_active: int = 0  # dispatches since it last became ready (or was let go)
+    mark: int = 0  # dispatch count at the last own dispatch, or when it became ready
     dispatches: int = 0
     owed: float = 0.0
-    # the current busy period
+    # the current busy period (of the fluid reference)
     v_start: float = 0.0
     served_in_period: int = 0
-    mark: int = 0  # dispatch count at the last own dispatch (or at activation)
+    period: int = 0
+    tail: int = 0  # seq of its current tail entry
     # maxima and counts over the trace
     max_lag: float = 0.0
     newcomer_wait: int = 0
     max_gap: int = 0
-    busy_periods: int = 0
     holds: int = 0
     debt_returns: int = 0
 
 
 class _Fluid:
     """The references of the module docstring, fed one trace event at a time: the fluid share
-    (owed per unit of weight ``v``: owed and lag) and the tags (``T``: debts and newcomers)."""
+    (owed per unit of weight ``v``: owed, lag, busy periods and their tails) and the tags
+    (``T``: debts and newcomers)."""
 
     def __init__(self, weights: Mapping[str, float]) -> None:
         self.weights = weights
@@ -280,10 +283,13 @@ class _Fluid:
         self.v = 0.0  # owed per unit of weight, summed over the dispatches so far
         self.t = 0.0  # T: the tags' virtual time
         self.n = 0  # dispatches so far
-        self.active: set[str] = set()  # ready and not held (backlogged or in debt)
-        self.tags: list[tuple[float, int, str]] = []  # heap of (F_i, seq, i), stale ones too
-        self.debts: list[tuple[float, int, str]] = []  # the same, of the tenants in debt
+        self.active: set[str] = set()  # ready and not held
         self.seq = 0
+        # heaps, stale entries skipped: (F_i, seq, i) of the active tenants, of those in debt,
+        # and (end of the tail in v, seq, i) of the tenants in a tail
+        self.tags: list[tuple[float, int, str]] = []
+        self.debts: list[tuple[float, int, str]] = []
+        self.tails: list[tuple[float, int, str]] = []
 
     def tenant(self, name: str) -> _Tenant:
         found = self.state.get(name)
@@ -300,11 +306,11 @@ class _Fluid:
 
     def hold(self, name: str) -> None:
         st = self.tenant(name)
-        if st.held:
-            return
-        st.held = True
-        st.holds += 1
-        self._deactivate(name, st)
+        if not st.held:
+            st.held = True
+            st.holds += 1
+            if name in self.active:
+                self._deactivate(name, st)
 
     def unhold(self, name: str) -> None:
         st = self.tenant(name)
@@ -323,20 +329,20 @@ class _Fluid:
         self.t = max(self.t, self._lowest_tag())
         while self.debts and self.debts[0][0] <= self.t + _EPS:
             _tag, _seq, other = heapq.heappop(self.debts)
-            if other in self.active and self.state[other].in_debt:
-                self._begin(other, self.state[other])
-        if name not in self.backlogged:  # served with a debt left (pinned service)
-            self._begin(name, st)
+            settled = self.state[other]
+            if other in self.active and settled.newcomer_at is None:
+                settled.newcomer_at = self.n
         # lag just before this dispatch (after the previous one), then this dispatch's shares
         st.max_lag = max(st.max_lag, st.weight * (self.v - st.v_start) - st.served_in_period)
-        self.v += 1.0 / self.total_weight
-        gap = self.n - st.mark
-        st.max_gap = max(st.max_gap, gap)
-        if st.served_in_period == 0:
-            st.newcomer_wait = max(st.newcomer_wait, gap)
+        self._share_out()
+        st.max_gap = max(st.max_gap, self.n - st.mark)
+        if st.served_active == 0 and st.newcomer_at is not None:
+            st.newcomer_wait = max(st.newcomer_wait, self.n - st.newcomer_at)
+        st.newcomer_at = st.newcomer_at if st.newcomer_at is not None else self.n
         self.n += 1
         st.mark = self.n
         st.dispatches += 1
+        st.served_active += 1
         st.served_in_period += 1
         st.finish += 1.0 / st.weight
         st.ready -= 1
@@ -345,17 +351,37 @@ class _Fluid:
         else:
             self._tag(name, st)
 
+    def _share_out(self) -> None:
+        """One dispatch shared out among the backlogged tenants by weight, exactly: a tail
+        that runs out part of the way takes its part, and the rest goes to the others."""
+        work = 1.0
+        while self.tails:
+            end, seq, name = self.tails[0]
+            st = self.state[name]
+            if name in self.active or name not in self.backlogged or st.tail != seq:
+                heapq.heappop(self.tails)  # stale: ready again since, or already ended
+                continue
+            needed = (end - self.v) * self.total_weight
+            if needed >= work - _EPS:
+                break
+            heapq.heappop(self.tails)
+            work -= max(0.0, needed)
+            self.v = max(self.v, end)
+            self._end(name, st)
+        self.v += work / self.total_weight
+
     def close(self) -> set[str]:
         """End of the trace: settle the open busy periods; the tenants still waiting."""
         waiting: set[str] = set()
-        for name in self.backlogged:
+        for name in list(self.backlogged):
             st = self.state[name]
-            st.owed += st.weight * (self.v - st.v_start)
             st.max_lag = max(st.max_lag, st.weight * (self.v - st.v_start) - st.served_in_period)
-            st.max_gap = max(st.max_gap, self.n - st.mark)
-            if st.served_in_period == 0:
-                st.newcomer_wait = max(st.newcomer_wait, self.n - st.mark)
-                waiting.add(name)
+            if name in self.active:
+                st.max_gap = max(st.max_gap, self.n - st.mark)
+                if st.served_active == 0 and st.newcomer_at is not None:
+                    st.newcomer_wait = max(st.newcomer_wait, self.n - st.newcomer_at)
+                    waiting.add(name)
+            self._end(name, st)
         return waiting
 
     def _tag(self, name: str, st: _Tenant) -> None:
@@ -371,35 +397,42 @@ class _Fluid:
         return self.t
 
     def _activate(self, name: str, st: _Tenant) -> None:
-        """Ready and not held: a newcomer now, or once ``T`` reaches its finish tag."""
+        """Ready and not held: backlogged (a new busy period unless in the tail of one), and
+        a newcomer now or once ``T`` reaches its finish tag."""
         self.active.add(name)
+        st.served_active, st.mark = 0, self.n
+        if name not in self.backlogged:
+            st.v_start, st.served_in_period = self.v, 0
+            st.period += 1
+            self.backlogged[name] = st.weight
+            self.total_weight += st.weight
         if st.finish <= self.t + _EPS:
-            self._begin(name, st)
+            st.finish, st.newcomer_at = self.t, self.n
         else:
-            st.in_debt = True
+            st.newcomer_at = None
             st.debt_returns += 1
+            self.seq += 1
             heapq.heappush(self.debts, (st.finish, self.seq, name))
         self._tag(name, st)
 
     def _deactivate(self, name: str, st: _Tenant) -> None:
+        """No ready task left, or held: still owed its share for the tail of its busy period,
+        until the fluid reference has served what it got, and for at most one own turn."""
         self.active.discard(name)
-        st.in_debt = False
-        if name in self.backlogged:
+        st.max_gap = max(st.max_gap, self.n - st.mark)
+        if st.served_active == 0 and st.newcomer_at is not None:  # held before its turn
+            st.newcomer_wait = max(st.newcomer_wait, self.n - st.newcomer_at)
+        caught_up = st.v_start + st.served_in_period / st.weight
+        end = min(caught_up, self.v + 1.0 / st.weight)
+        if end <= self.v + _EPS:
             self._end(name, st)
-
-    def _begin(self, name: str, st: _Tenant) -> None:
-        st.in_debt = False
-        st.finish = max(st.finish, self.t)
-        st.v_start, st.served_in_period, st.mark = self.v, 0, self.n
-        st.busy_periods += 1
-        self.backlogged[name] = st.weight
-        self.total_weight += st.weight
+            return
+        self.seq += 1
+        st.tail = self.seq
+        heapq.heappush(self.tails, (end, self.seq, name))
 
     def _end(self, name: str, st: _Tenant) -> None:
         st.owed += st.weight * (self.v - st.v_start)
-        st.max_gap = max(st.max_gap, self.n - st.mark)
-        if st.served_in_period == 0:  # held before its first turn (a pause)
-            st.newcomer_wait = max(st.newcomer_wait, self.n - st.mark)
         del self.backlogged[name]
         self.total_weight = sum(self.backlogged.values()) if self.backlogged else 0.0
 
@@ -492,7 +525,7 @@ def _build(state: dict[str, _Tenant], n: int, waiting: set[str], min_owed: float
             max_lag=st.max_lag,
             newcomer_wait=st.newcomer_wait,
             max_gap=st.max_gap,
-            busy_periods=st.busy_periods,
+            busy_periods=st.period,
             stranded=st.ready,
             waiting=tenant in waiting,
             judged=st.owed >= min_owed,
