@@ -4,6 +4,7 @@ reference model and on Valkey."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
 
@@ -76,9 +77,9 @@ def test_a_paused_tenant_is_held_throughout(queue: FairQueue) -> None:
     assert report.stranded == {"sleepy": 3}
 
 
-def test_a_queue_wide_rate_is_waited_for(fairque_make_queue: object) -> None:
+def test_a_queue_wide_rate_is_waited_for(fairque_make_queue: Callable[..., FairQueue]) -> None:
     config = QueueConfig(limits=LimitsConfig(rate=100))
-    queue: FairQueue = fairque_make_queue(config, memory=True)  # type: ignore[operator]
+    queue: FairQueue = fairque_make_queue(config, memory=True)
     sim = simulate(queue, Load.flood("a", 10) + Load.flood("b", 10), workers=2, batch=2)
     assert sim.undispatched == {}
     assert len(sim.dispatches) == 20
@@ -112,9 +113,11 @@ def test_a_handler_decides_each_outcome(queue: FairQueue) -> None:
     assert [queue.get_result(t) for t in done] == ["ok"] * 5
 
 
-def test_retries_of_a_jittered_policy_are_found(fairque_make_queue: object) -> None:
+def test_retries_of_a_jittered_policy_are_found(
+    fairque_make_queue: Callable[..., FairQueue],
+) -> None:
     config = QueueConfig(retry_jitter=0.5, retry_base_seconds=2.0)
-    queue: FairQueue = fairque_make_queue(config, memory=True)  # type: ignore[operator]
+    queue: FairQueue = fairque_make_queue(config, memory=True)
 
     def handler(task: Task) -> None:
         raise RuntimeError("always")
@@ -124,12 +127,12 @@ def test_retries_of_a_jittered_policy_are_found(fairque_make_queue: object) -> N
     assert Counter(r.outcome for r in sim.records) == {RETRIED: 12, DEAD: 4}
 
 
-def test_the_tiers_come_from_the_queue(fairque_make_queue: object) -> None:
+def test_the_tiers_come_from_the_queue(fairque_make_queue: Callable[..., FairQueue]) -> None:
     config = QueueConfig(
         tiers={"free": TierConfig(weight=1, rank=0), "pro": TierConfig(weight=4, rank=1)},
         tenant_tiers={"acme": "pro", "bob": "free"},
     )
-    queue: FairQueue = fairque_make_queue(config, memory=True)  # type: ignore[operator]
+    queue: FairQueue = fairque_make_queue(config, memory=True)
     queue.set_tenant_weight("carol", 2.0, tier=3)
     load = Load.flood("acme", 1) + Load.flood("bob", 1) + Load.flood("carol", 1)
     sim = simulate(queue, load)
