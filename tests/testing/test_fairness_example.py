@@ -1,6 +1,7 @@
 """Fairness tests of our own set-up: our tenants' weights and our worker layout.
 
-Copy this file into your tests/ and put your weights and workers in WEIGHTS and WORKERS.
+Copy this file into your tests/, put your weights, tiers and workers in WEIGHTS, TIERS and
+WORKERS, and call your task handler from handle().
 The fixtures come from fairque's pytest plugin, which pytest loads by itself once fairque is
 installed: ``fairque_queue`` is a fresh queue on an embedded Valkey, or on your own server
 with ``pytest --fairque-url redis://host:6379/0`` (queues get fresh names and only their own
