@@ -19,16 +19,21 @@ Definitions (``k`` counts dispatches from 1, ``w_i`` is tenant ``i``'s weight, 1
   ahead of the others (it came back before they caught up with its last turn, or pinned
   workers served it on top of its share). Going idle does not wipe a debt and idle time earns
   no credit, the queue's own rule.
+* **Newcomer**: a tenant is a newcomer when it becomes ready (or is let go by a limit)
+  without a debt, or, back with a debt, at the dispatch that brings ``T`` to its ``F_i``: a
+  tenant back from an idle spell is a newcomer once the others have caught up with its last
+  turn (a weight-1 tenant among others of weight 15: about 15 dispatches after its last one),
+  not before. This is ADR 4's "tenant with no debt that becomes active", which the queue serves
+  within one dispatch per ready tenant.
 * **Backlogged**: tenant ``i`` is backlogged at dispatch ``k`` when, just before it, it had at
-  least one ready, undispatched task, was not held, and had no debt; a tenant with a debt
-  becomes backlogged when ``T`` reaches its ``F_i`` (the tenant dispatched at ``k`` always is).
-  ``B_k`` is that set and ``W_k`` the sum of its weights. A *busy period* runs from the moment
-  the tenant becomes backlogged until it has no ready task left or a limit holds it.
-* **Newcomer**: a tenant at the moment it becomes backlogged. A tenant back from an idle spell
-  is a newcomer once the others have caught up with its last turn (a weight-1 tenant among
-  others of weight 15: about 15 dispatches after its last one), not before. This is ADR 4's
-  "tenant with no debt that becomes active", which the queue serves within one dispatch per
-  ready tenant.
+  least one ready, undispatched task and was not held (with a debt or without), or was in the
+  *tail* of its busy period (the tenant dispatched at ``k`` always is). ``B_k`` is that set and
+  ``W_k`` the sum of its weights. A *busy period* starts when the tenant becomes ready (or is
+  let go) and ends when it has had no ready task, or been held, for its tail: until its owed
+  amount in the period reaches its dispatches in the period, and for at most one own turn
+  (``1 / w_i`` of owed service per unit of weight). The scheduler serves a turn at its start;
+  the fluid share finishes it one turn later, and the tail is that turn. A tail that runs out
+  part of the way through a dispatch takes its part of it, the rest goes to the others.
 * **Owed** (fair share, in dispatches): dispatch ``k`` is owed to the backlogged tenants in
   proportion to their weights, ``w_i / W_k`` each (the weighted fair-queuing fluid share).
   ``owed_i`` sums that over the whole trace; the owed amounts of all tenants add up to the
@@ -48,12 +53,12 @@ Definitions (``k`` counts dispatches from 1, ``w_i`` is tenant ``i``'s weight, 1
   the end of the trace. Round robin over ``n`` equal tenants keeps it below 1; stride
   scheduling lets a tenant with a large weight among many small ones lag by about half the
   number of tenants.
-* **Newcomer wait** (in dispatches): for each busy period, the number of dispatches to other
-  tenants between the tenant becoming backlogged (a newcomer, above) and its first dispatch.
-  The report keeps the largest over all periods and tenants. A tenant still waiting when the
-  trace ends counts with the dispatches so far (and is listed in ``waiting``).
+* **Newcomer wait** (in dispatches): each time a tenant becomes a newcomer (above), the number
+  of dispatches to other tenants from then to its next dispatch (a tenant served while it still
+  had a debt waited 0). The report keeps the largest over all tenants. A tenant still waiting
+  when the trace ends counts with the dispatches so far (and is listed in ``waiting``).
 * **Max gap** (in dispatches): the longest run of dispatches to other tenants while the tenant
-  was backlogged (the newcomer wait is the first gap of a busy period).
+  was ready and not held (a debt's wait included).
 * **Stranded**: ready tasks never dispatched by the end of the trace, per tenant.
 """
 
