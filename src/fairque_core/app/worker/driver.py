@@ -27,6 +27,7 @@ from fairque_core.app.worker.handlers import TaskHandler
 from fairque_core.app.worker.handoff import HandOffSteps
 from fairque_core.app.worker.loop import logger
 from fairque_core.app.worker.pacing import LISTEN_MIN_WAIT_SECONDS, listener_pause
+from fairque_core.app.worker.registry import Registration
 from fairque_core.domain.errors import NotReplicatedError
 from fairque_core.domain.models import Task
 from fairque_core.settings.accel import Accelerators
@@ -264,6 +265,7 @@ class WorkerDriver(Generic[Q]):
         self._scope = ClaimScope.of(config)
         self._force = False  # a second stop request: do not wait for running tasks
         self._started = False
+        self._registration: Registration | None = None
         self._listen_failures = 0  # failed waits for the wake signal in a row
         self._handed: wa.Sleep | None = None  # the claim the loop handed to the listener
         # see the class docstring; re-entrant: a signal handler on the thread that holds it
@@ -329,6 +331,14 @@ class WorkerDriver(Generic[Q]):
             raise RuntimeError("this worker was already started")
         self._started = True
         self._loop.start()
+
+    def _registered(self) -> Registration | None:
+        """This worker's record in the queue's workers registry (``fairque workers``, the
+        dashboard), or None (``registry_interval_seconds`` 0, or no registry in the backend)."""
+        config = self.config
+        return Registration.of(
+            self.queue, config.id, config.max_concurrent_tasks, config.registry_interval_seconds
+        )
 
     def _stop_wait(self, timeout: float | None) -> float:
         """How long ``stop`` waits: ``timeout``, by default the shutdown timeout + 5 s."""
