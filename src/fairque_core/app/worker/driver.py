@@ -326,19 +326,28 @@ class WorkerDriver(Generic[Q]):
         return self._loop.state
 
     def _begin(self) -> None:
-        """Start the loop; RuntimeError when this worker was already started."""
+        """Start the loop and this worker's record in the queue's workers registry
+        (``fairque workers``, the dashboard; none with ``registry_interval_seconds`` 0 or a
+        backend without a registry); RuntimeError when this worker was already started."""
         if self._started:
             raise RuntimeError("this worker was already started")
         self._started = True
         self._loop.start()
-
-    def _registered(self) -> Registration | None:
-        """This worker's record in the queue's workers registry (``fairque workers``, the
-        dashboard), or None (``registry_interval_seconds`` 0, or no registry in the backend)."""
         config = self.config
-        return Registration.of(
+        self._registration = Registration.of(
             self.queue, config.id, config.max_concurrent_tasks, config.registry_interval_seconds
         )
+        if self._registration is None:
+            return
+        if self.asynchronous:  # its backend's calls are coroutines: an asyncio task beats
+            self._registration.start_task(self.health)
+        else:
+            self._registration.start_thread(self.health)
+
+    def _unregister_thread(self) -> None:
+        """A sync worker's clean stop: its beat thread ends and its record is deleted."""
+        if self._registration is not None:
+            self._registration.stop_thread()
 
     def _stop_wait(self, timeout: float | None) -> float:
         """How long ``stop`` waits: ``timeout``, by default the shutdown timeout + 5 s."""

@@ -142,9 +142,6 @@ class Worker(WorkerDriver[FairQueue]):
     def start(self) -> None:
         """Start the worker threads and return."""
         self._begin()
-        self._registration = self._registered()
-        if self._registration is not None:
-            self._registration.start_thread(self.health)
         self._thread = threading.Thread(
             target=self._main, name=f"fairque-{self.config.id}-loop", daemon=True
         )
@@ -372,8 +369,7 @@ class Worker(WorkerDriver[FairQueue]):
             if self._acker is not None:
                 self._acker.shutdown(wait=False)
             self._pool.shutdown()
-            if self._registration is not None:  # a clean stop: the record goes at once
-                self._registration.stop_thread()
+            self._unregister_thread()  # a clean stop: the record goes at once
             self._done.set()
 
     def _sleep(self, action: wa.Sleep) -> None:

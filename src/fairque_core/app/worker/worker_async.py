@@ -79,9 +79,6 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
     async def start(self) -> None:
         """Start the control loop on the running event loop and return."""
         self._begin()
-        self._registration = self._registered()
-        if self._registration is not None:
-            self._registration.start_task(self.health)
         self._threads_pool = ThreadPoolExecutor(
             max_workers=self._loop.cap + self._loop.stuck_limit,
             thread_name_prefix=f"fairque-{self.config.id}",
@@ -344,9 +341,10 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
                     await asyncio.shield(self._release(leftover))
             if self._threads_pool is not None:  # threads still running (stuck) run on
                 self._threads_pool.shutdown(wait=False)
-            if self._registration is not None:  # a clean stop: the record goes at once
+            registration = self._registration
+            if registration is not None:  # a clean stop: its record goes at once
                 with contextlib.suppress(Exception):
-                    await asyncio.shield(self._registration.stop_task())
+                    await asyncio.shield(registration.stop_task())
             self._done.set()
 
     async def _claim_and_ack(self, claim: wa.Claim, ack: wa.Ack) -> tuple[Any, Any]:
