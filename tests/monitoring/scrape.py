@@ -17,8 +17,15 @@ from collections.abc import Iterable
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from fairque_core import FairQueue, InMemoryBackend, QueueConfig, Task, TaskHandler, Worker
-from fairque_core import WorkerConfig
+from fairque_core import (
+    FairQueue,
+    InMemoryBackend,
+    QueueConfig,
+    Task,
+    TaskHandler,
+    Worker,
+    WorkerConfig,
+)
 from fairque_core.app.worker.registry import WorkerRegistry
 from fairque_plugins.fairness_metrics import MIN_READING_SECONDS
 from fairque_plugins.prometheus import exporter_metrics, worker_metrics
