@@ -111,14 +111,21 @@ class WorkerRegistry:
         self._backend.remove_workers([self.worker_id])
 
     def run_in_thread(
-        self, health: Callable[[], Mapping[str, Any]], on_error: Callable[[BaseException], None]
+        self,
+        health: Callable[[], Mapping[str, Any]],
+        on_error: Callable[[BaseException], None],
+        *,
+        wait_first: bool = False,
     ) -> None:
-        """Beat every ``interval`` seconds on a daemon thread until :meth:`stop_thread`.
+        """Beat every ``interval`` seconds on a daemon thread until :meth:`stop_thread` (with
+        ``wait_first``, the first beat one interval after the start: the caller wrote one).
 
         A failed write goes to ``on_error`` and the thread keeps going (the server may be
         back at the next beat)."""
 
         def loop() -> None:
+            if wait_first and self._stop.wait(self.interval):
+                return
             while True:
                 try:
                     self.beat(health())
@@ -194,7 +201,13 @@ class Registration:
 
     # ------------------------------------------------------------------ sync worker
     def start_thread(self, health: Callable[[], Mapping[str, Any]]) -> None:
-        self.writer.run_in_thread(health, self._failed)
+        """The first record now (the worker is listed once ``start()`` returned), the next
+        ones from a daemon thread."""
+        try:
+            self.writer.beat(health())
+        except Exception as exc:  # the registry must never stop the worker
+            self._failed(exc)
+        self.writer.run_in_thread(health, self._failed, wait_first=True)
 
     def stop_thread(self) -> None:
         try:
