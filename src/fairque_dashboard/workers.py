@@ -14,7 +14,7 @@ import time
 
 import attrs
 
-from fairque_core.app.engine.queue_async import AsyncFairQueue
+from fairque_core import AsyncFairQueue
 from fairque_core.ports.workers import WorkerInfo, gone_after, is_stale, parse_record
 from fairque_dashboard import figures
 
