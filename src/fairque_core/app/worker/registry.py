@@ -41,6 +41,9 @@ __all__ = ["Registration", "WorkerRegistry"]
 
 _log = logging.getLogger("fairque.worker")
 
+#: The longest a sync worker's ``start()`` waits for its first registry record (seconds).
+FIRST_WRITE_WAIT = 1.0
+
 
 class WorkerRegistry:
     """Writes one worker's record and reads everyone's.
@@ -115,22 +118,22 @@ class WorkerRegistry:
         health: Callable[[], Mapping[str, Any]],
         on_error: Callable[[BaseException], None],
         *,
-        wait_first: bool = False,
+        first: threading.Event | None = None,
     ) -> None:
-        """Beat every ``interval`` seconds on a daemon thread until :meth:`stop_thread` (with
-        ``wait_first``, the first beat one interval after the start: the caller wrote one).
+        """Beat every ``interval`` seconds on a daemon thread until :meth:`stop_thread`;
+        ``first`` is set once the first write was tried.
 
         A failed write goes to ``on_error`` and the thread keeps going (the server may be
         back at the next beat)."""
 
         def loop() -> None:
-            if wait_first and self._stop.wait(self.interval):
-                return
             while True:
                 try:
                     self.beat(health())
                 except Exception as exc:  # the registry must never stop the worker
                     on_error(exc)
+                if first is not None:
+                    first.set()
                 if self._stop.wait(self.interval):
                     return
 
@@ -201,13 +204,12 @@ class Registration:
 
     # ------------------------------------------------------------------ sync worker
     def start_thread(self, health: Callable[[], Mapping[str, Any]]) -> None:
-        """The first record now (the worker is listed once ``start()`` returned), the next
-        ones from a daemon thread."""
-        try:
-            self.writer.beat(health())
-        except Exception as exc:  # the registry must never stop the worker
-            self._failed(exc)
-        self.writer.run_in_thread(health, self._failed, wait_first=True)
+        """Beat from a daemon thread; wait up to :data:`FIRST_WRITE_WAIT` seconds for the
+        first write, so that the worker is listed once ``start()`` returned (a server that
+        does not answer delays the start by no more than that)."""
+        first = threading.Event()
+        self.writer.run_in_thread(health, self._failed, first=first)
+        first.wait(FIRST_WRITE_WAIT)
 
     def stop_thread(self) -> None:
         try:
