@@ -108,3 +108,20 @@ def test_an_async_worker_registers_and_removes_itself() -> None:
 
     asyncio.run(scenario())
     assert model.list_workers() == {}
+
+
+def test_metrics_host_defaults_to_loopback_and_reaches_the_supervised_children() -> None:
+    """``fairque worker --metrics-host`` (issue 31): 127.0.0.1 unless told otherwise, and each
+    child of ``--processes`` binds the same host on its own port."""
+    from fairque_cli.main import build_parser
+    from fairque_cli.supervisor import child_args
+
+    parser = build_parser()
+    args = parser.parse_args(["worker", "--handler", "m:H", "--metrics-port", "9100"])
+    assert args.metrics_host == "127.0.0.1"
+    args = parser.parse_args(
+        ["worker", "--handler", "m:H", "--metrics-port", "9100", "--metrics-host", "0.0.0.0"]
+    )
+    child = child_args(args, 2)
+    assert child[child.index("--metrics-port") + 1] == "9102"
+    assert child[child.index("--metrics-host") + 1] == "0.0.0.0"
