@@ -27,6 +27,7 @@ from fairque_dashboard.board import (
     redirect,
 )
 from fairque_dashboard.charts import line_chart
+from fairque_dashboard.workers import read_workers
 
 __all__ = ["routes"]
 
@@ -72,7 +73,7 @@ async def overview(request: Request) -> Response:
     assert sampler is not None
     if not sampler.samples:
         await sampler.ensure_recent()
-    counts = await figures.queue_counts(board.queue)
+    counts = await figures.queue_counts(board.queue, await read_workers(board.queue))
     fairness = sampler.fairness()
     charts = {
         "throughput": line_chart(
@@ -341,10 +342,9 @@ async def cancel_task(request: Request) -> Response:
 
 async def workers(request: Request) -> Response:
     board = dashboard_of(request)
-    lister = figures.feature(board.queue, "list_workers")
-    rows = None if lister is None else [_as_mapping(w) for w in await lister()]
-    counts = await figures.queue_counts(board.queue)
-    return board.render(request, "workers.html", workers=rows, counts=counts)
+    view = await read_workers(board.queue)
+    counts = await figures.queue_counts(board.queue, view)
+    return board.render(request, "workers.html", view=view, counts=counts)
 
 
 async def schedules(request: Request) -> Response:

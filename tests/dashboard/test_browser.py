@@ -29,6 +29,7 @@ import pytest
 
 from fairque_core import AsyncFairQueue, FairQueue, FairQueueConfig, Task, TaskState
 from fairque_core.app.backend_loading import open_async_backend, open_backend
+from fairque_core.app.worker.registry import WorkerRegistry
 from fairque_dashboard import DashboardSettings, create_app
 
 from .conftest import TOKEN, dead_letter
@@ -220,8 +221,21 @@ def test_dashboard_in_a_real_browser(live: tuple[LiveServer, FairQueue], tmp_pat
             shot("dlq")
             assert queue.get_state("broken-0") is TaskState.QUEUED
 
+            # a worker with a long id and host on record: every column of its row is on screen
+            # at 1280 px (issue 31: id, host, pid, queue, state, busy, leased, counters, seen)
+            WorkerRegistry(
+                queue.backend, "worker-" + "x" * 40, queue=queue.name, concurrency=16
+            ).beat({"state": "running", "executing": 3, "in_flight": 9, "processed": 123456})
             page.click("nav >> text=Workers")
             expect(page.locator("h1")).to_have_text("Workers")
+            expect(page.locator("#live-workers tbody tr")).to_have_count(1)
+            expect(page.locator("#live-workers td.busy")).to_have_text("3/16")
+            right = page.evaluate(
+                "Math.max(...[...document.querySelectorAll('#live-workers th, #live-workers td')]"
+                ".map(c => c.getBoundingClientRect().right))"
+            )
+            assert right <= 1280, right
+            assert page.evaluate("document.documentElement.scrollWidth") <= 1280
             shot("workers")
             page.click("nav >> text=Schedules")
             expect(page.locator("h1")).to_have_text("Schedules")

@@ -305,6 +305,9 @@ class WorkerConfig:
         default=None, validator=_optional(_POSITIVE)
     )
     reaper_interval_seconds: float = attrs.field(default=1.0, validator=_POSITIVE)
+    # the worker's record in the queue's workers registry is rewritten this often; readers
+    # count it gone after 3 intervals without one (ADR 72); 0: the worker keeps no record
+    registry_interval_seconds: float = attrs.field(default=5.0, validator=_NON_NEGATIVE)
     claim_batch_size: int = attrs.field(default=0, validator=_NON_NEGATIVE_INT)  # 0: free slots
     #: the queues ``fairque worker`` serves, name -> weight, in order (empty: the queue
     #: section's name alone; ``--queue`` flags replace it); ADR 69

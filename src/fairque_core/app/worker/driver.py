@@ -27,6 +27,7 @@ from fairque_core.app.worker.handlers import TaskHandler
 from fairque_core.app.worker.handoff import HandOffSteps
 from fairque_core.app.worker.loop import logger
 from fairque_core.app.worker.pacing import LISTEN_MIN_WAIT_SECONDS, listener_pause
+from fairque_core.app.worker.registry import Registration
 from fairque_core.app.worker.served import ServedQueues
 from fairque_core.app.worker.served_async import AsyncServedQueues
 from fairque_core.app.worker.serving import (
@@ -302,6 +303,8 @@ class WorkerDriver(Generic[Q]):
         self._scope = ClaimScope.of(config)
         self._force = False  # a second stop request: do not wait for running tasks
         self._started = False
+        #: one record per queue served (ADR 69, 72): ``fairque workers`` of each lists it
+        self._registrations: list[Registration] = []
         self._listen_failures = 0  # failed waits for the wake signal in a row
         self._handed: wa.Sleep | None = None  # the claim the loop handed to the listener
         # see the class docstring; re-entrant: a signal handler on the thread that holds it
@@ -372,11 +375,30 @@ class WorkerDriver(Generic[Q]):
         return self._loop.state
 
     def _begin(self) -> None:
-        """Start the loop; RuntimeError when this worker was already started."""
+        """Start the loop and this worker's record in the queue's workers registry
+        (``fairque workers``, the dashboard; none with ``registry_interval_seconds`` 0 or a
+        backend without a registry); RuntimeError when this worker was already started."""
         if self._started:
             raise RuntimeError("this worker was already started")
         self._started = True
         self._loop.start()
+        config = self.config
+        for queue in self.queues:
+            registration = Registration.of(
+                queue, config.id, config.max_concurrent_tasks, config.registry_interval_seconds
+            )
+            if registration is None:
+                continue
+            self._registrations.append(registration)
+            if self.asynchronous:  # its backend's calls are coroutines: an asyncio task beats
+                registration.start_task(self.health)
+            else:
+                registration.start_thread(self.health)
+
+    def _unregister_thread(self) -> None:
+        """A sync worker's clean stop: its beat thread ends and its record is deleted."""
+        for registration in self._registrations:
+            registration.stop_thread()
 
     def _stop_wait(self, timeout: float | None) -> float:
         """How long ``stop`` waits: ``timeout``, by default the shutdown timeout + 5 s."""
