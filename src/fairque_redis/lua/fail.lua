@@ -23,11 +23,13 @@ if r ~= nil and (r.state == 'scheduled' or r.state == 'failed') and token ~= '' 
 end
 if r == nil or r.state ~= 'started' or r.token ~= token then return fq_err('LEASE_LOST', id) end
 fq_drop_lease(q, r, nil, nil, true)
+fq_event_task(q, 'failed', id, r.tenant, ARGV[11], ARGV[12])
 if ARGV[10] ~= '' then
   local key = fq_task_key(q, id)
   FQ_CALL('HINCRBY', key, 'rc', 1)
   FQ_CALL('HSET', key, 'rs', ARGV[12])
   fq_bump(q, r.tenant, 'retried', 1)
+  fq_event_task(q, 'retried', id, r.tenant, ARGV[11], ARGV[12])
   fq_schedule(q, r, q.now + math.max(0, FQ_TONUMBER(ARGV[10])))
 else
   if ARGV[13] ~= nil and ARGV[13] ~= '' then

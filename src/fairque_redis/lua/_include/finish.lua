@@ -131,6 +131,7 @@ local function fq_finish(q, argv, at, strict)
       if strict then return nil, fq_err('LEASE_LOST', id) end
       out[k] = 0
     else
+      fq_event_task(q, 'completed', id, tenant) -- (before `m` is emptied: the name is read)
       -- one HSET: lease fields cleared, state, logical expiry and result. `res` needs no HDEL
       -- when there is no result: only finish writes it, and a finished task is never leased
       -- again. The payload goes in the same HSET: the body and the message metadata only a

@@ -10,6 +10,7 @@
   due_ms, delay_ms, token, recoveries, unique_key, unique_window, limited, waited.
 ]]
 --- @include "limits"
+--- @include "events"
 
 -- the live record of task `id` (nil when absent or past its logical expiry); its key is kept
 -- (r.key) for the writes that follow
