@@ -40,8 +40,8 @@ from fairque_core.domain.limits import decode_limits
 
 __all__ = [
     "EVENT_TEXT_MAX",
-    "EventType",
     "MAX_EVENT_COUNT",
+    "EventType",
     "QueueEvent",
     "check_event_count",
     "event_from_fields",

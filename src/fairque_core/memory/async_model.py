@@ -16,8 +16,8 @@ import functools
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from fairque_core.domain.validation import check_wait_timeout
 from fairque_core.domain.events import QueueEvent
+from fairque_core.domain.validation import check_wait_timeout
 from fairque_core.memory.model import InMemoryBackend
 from fairque_core.memory.schedules import AsyncScheduleOps
 from fairque_core.ports import Clock, TokenSource

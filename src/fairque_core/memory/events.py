@@ -52,7 +52,7 @@ class EventLog:
 
     def end(self) -> str:
         """The id of the last entry (``0-0`` when none was ever written)."""
-        return "%d-%d" % self._last
+        return f"{self._last[0]}-{self._last[1]}"
 
     def after(self, position: str, count: int) -> list[QueueEvent]:
         """Up to ``count`` entries after ``position``, oldest first."""
@@ -60,7 +60,7 @@ class EventLog:
         out: list[QueueEvent] = []
         for key, fields in self._entries:
             if key > mark:
-                out.append(event_from_fields("%d-%d" % key, fields))
+                out.append(event_from_fields(f"{key[0]}-{key[1]}", fields))
                 if len(out) >= count:
                     break
         return out

@@ -168,7 +168,12 @@ class LeaseOps(DLQOps):
                 )
             else:
                 self._bump("recovered", tenant)
-                self._tell("retried", rec, FailureType.EXPIRED.value, f"lease expired {rec.recoveries} times")
+                self._tell(
+                    "retried",
+                    rec,
+                    FailureType.EXPIRED.value,
+                    f"lease expired {rec.recoveries} times",
+                )
                 self._move(rec, TaskEvent.LEASE_EXPIRED)
                 self._make_ready(task_id, rec, rec.ready_ms, head=True)
         return len(expired)

@@ -39,10 +39,10 @@ def stream_entries(reply: Any) -> list[QueueEvent]:
         return []
     streams = list(reply.values()) if isinstance(reply, dict) else [s[1] for s in reply]
     out: list[QueueEvent] = []
-    for entries in streams:
-        if entries and isinstance(entries[0], list) and len(entries) == 1:
-            entries = entries[0]  # RESP3: [[entries]]
-        for entry_id, fields in entries:
+    for stream in streams:
+        # RESP3 may nest the entries one level deeper: [[entries]]
+        nested = stream and isinstance(stream[0], list) and len(stream) == 1
+        for entry_id, fields in stream[0] if nested else stream:
             out.append(event_from_fields(to_text(entry_id), fields or {}))
     return out
 
