@@ -72,8 +72,11 @@ def test_follow_prints_new_events_until_sigterm(server_url: str, queue_name: str
         _finish(queue, 2)  # before: not shown
         since = queue.backend.events_end()
         child = subprocess.Popen(
-            [sys.executable, "-m", "fairque_cli", "--url", server_url, "--queue", queue_name]
-            + ["events", "--follow", "--since", since, "--block", "0.2"],
+            [
+                *(sys.executable, "-m", "fairque_cli", "--url", server_url),
+                *("--queue", queue_name, "events", "--follow", "--since", since),
+                *("--block", "0.2"),
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
