@@ -116,8 +116,8 @@ def _text(value: object) -> str:
 
 def event_from_fields(event_id: str, fields: Mapping[Any, Any]) -> QueueEvent:
     """The event of a log entry: its id and its field-value pairs as the scripts write them
-    (``t`` type, ``at`` ms (or the id's ms), ``id`` task, ``u`` tenant, ``n`` name, ``ft`` failure type,
-    ``err`` text, ``tier``, ``lim`` the limits record; bytes or text)."""
+    (``t`` type, ``at`` ms (or the id's ms), ``id`` task, ``u`` tenant, ``n`` name, ``ft``
+    failure type, ``err`` text, ``tier``, ``lim`` the limits record; bytes or text)."""
     f = {_text(k): _text(v) for k, v in fields.items()}
     try:  # on server time the scripts leave ``at`` out: the id's ms is the time
         at = int(f.get("at") or event_id.partition("-")[0]) / 1000
