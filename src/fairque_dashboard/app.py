@@ -101,7 +101,7 @@ def create_app(
     queue: AsyncFairQueue | QueueOpener, settings: DashboardSettings | None = None
 ) -> Starlette:
     """The dashboard for ``queue`` (or for the queue ``queue()`` opens at start-up)."""
-    from fairque_dashboard import dlq_pages, pages
+    from fairque_dashboard import dlq_pages, event_pages, pages
 
     board = Dashboard(settings or DashboardSettings())
 
@@ -126,6 +126,7 @@ def create_app(
     routes = [
         *pages.routes(),
         *dlq_pages.routes(),
+        *event_pages.routes(),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     app = Starlette(
