@@ -110,7 +110,6 @@ NAMES: dict[str, str] = {
     "async_pool_of": "pool_of",
     "async_wait_piece": "wait_piece",
     "AsyncBackendHost": "BackendHost",
-    "host_async": "host",
     "AsyncWaitMixin": "WaitMixin",
     "waits_async": "waits",
     "AsyncPartitionRouting": "PartitionRouting",
