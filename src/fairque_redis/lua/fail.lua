@@ -7,6 +7,8 @@
   ARGV[8] task id  ARGV[9] token  ARGV[10] retry delay ms ('' = no retry: DLQ)
   ARGV[11] failure type (failed|expired|poisoned)  ARGV[12] reason
   ARGV[13] the failure record kept with a task that goes to the DLQ (field err; '' = none)
+  Told in the event log (_include/events.lua): failed, then retried or (fq_to_dlq)
+  dead_lettered.
   Returns: the task's new state ('scheduled' or 'failed'); repeated with the same token while
            the task is still in that state (a lost reply, sent again), that state, no change
   Errors: FQ_E_LEASE_LOST <id>

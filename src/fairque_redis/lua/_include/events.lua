@@ -5,8 +5,9 @@
   the change (so an event is never seen without its change, nor a change without its event):
   completed, failed, retried, dead_lettered, canceled (tasks); paused, resumed,
   limits_changed (the queue, a tier or a tenant). An entry's fields: t type, at time (ms; only
-  with an injected clock: on server time the entry id's ms is the time), and as they apply id (task), u (tenant), n (task name), ft (failure type),
-  err (the error or reason, cut to FQ_EVENT_TEXT_MAX bytes), tier, lim (the limits record).
+  with an injected clock: on server time the entry id's ms is the time), and as they apply
+  id (task), u (tenant), n (task name), ft (failure type), err (the error or reason, cut to
+  FQ_EVENT_TEXT_MAX bytes), tier, lim (the limits record).
   No payloads, no results. The stream is capped with XADD's MAXLEN ~ <cap> (whole macro nodes
   trimmed, so it may hold a little more than the cap). The cap comes in the header's ARGV[2]
   after the strict-tiers flag (`0` + `10000`; nothing after the flag = events off, see
