@@ -135,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     from fairque_cli.dashboard_cmd import add_dashboard
     from fairque_cli.demo_cmd import add_demo
     from fairque_cli.doctor_cmd import add_doctor
+    from fairque_cli.events_cmd import add_events
     from fairque_cli.exporter_cmd import add_exporter
     from fairque_cli.limits_cmd import add_limits
     from fairque_cli.operator_cmd import add_operator_commands
@@ -164,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_tasks(_WithParents(sub, common))
     add_limits(_WithParents(sub, common))
     add_pause(_WithParents(sub, common))
+    add_events(_WithParents(sub, common))
     add_doctor(_WithParents(sub, common))
     add_exporter(_WithParents(sub, common))
     for add in (add_scheduler, add_schedule):

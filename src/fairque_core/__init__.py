@@ -52,6 +52,7 @@ from fairque_core.domain.errors import (
     UnsafeServerConfigError,
     XComTooLargeError,
 )
+from fairque_core.domain.events import EventType, QueueEvent
 from fairque_core.domain.intake import INTAKE_CLAIM_LIMIT, IngestReport
 from fairque_core.domain.limits import Limits, LimitStatus, TenantQueueFullError
 from fairque_core.domain.models import Claimed, DLQEntry, Lease, Message, QueueSizes, Task
@@ -100,6 +101,7 @@ __all__ = [
     "DamagedKeyError",
     "DependencyCycleError",
     "DomainError",
+    "EventType",
     "FailureType",
     "FairQueue",
     "FairQueueConfig",
@@ -126,6 +128,7 @@ __all__ = [
     "QueueBackend",
     "QueueClosedError",
     "QueueConfig",
+    "QueueEvent",
     "QueueSizes",
     "RedisConfig",
     "RedisConnectionError",

@@ -16,6 +16,7 @@ from starlette.responses import HTMLResponse, RedirectResponse
 
 from fairque_core import AsyncFairQueue
 from fairque_core.domain.validation import is_digits
+from fairque_dashboard.event_feed import EventFeed
 from fairque_dashboard.sampler import Sampler
 from fairque_dashboard.security import check_action
 
@@ -76,6 +77,8 @@ class Dashboard:
         self.settings = settings
         self._queue: AsyncFairQueue | None = None
         self.sampler: Sampler | None = None
+        #: The newest events of the queue's log (event_pages.py), refreshed per page view.
+        self.events = EventFeed()
         #: Weights set through this dashboard (the queue API has no weight read yet).
         self.weights_set: dict[str, float] = {}
         self.templates = Environment(

@@ -54,6 +54,9 @@ key                type    contents
                            ``lim`` (own limits), ``tat`` (GCRA, us), ``hold``, ``capd``;
                            ``pau`` = 1 while paused, ``npau`` times paused (``pause.lua``)
 ``ts:<tenant>``    hash    tenant counters plus ``scheduled`` and ``leased`` gauges
+``events``         stream  the queue's event log (ADR 71, ``lua/_include/events.lua``): one
+                           entry per change told (completed, failed, ...), capped by
+                           ``XADD MAXLEN ~ events_maxlen``
 ``workers``        hash    live workers: worker id -> heartbeat record (JSON, written by
                            ``fairque_core.ports.workers``; plain commands, no script)
 ``partitions``     string  P of a partitioned queue (ADR 34), in the unpartitioned prefix
@@ -285,6 +288,11 @@ class KeySpace:
         """The schedule signal (a list of at most one token); Lua builds it with
         ``fq_sched_key``."""
         return self.prefix + "sched"
+
+    @property
+    def events(self) -> str:
+        """The event log (a stream, ADR 71); Lua builds it with ``fq_events_key``."""
+        return self.prefix + "events"
 
     @property
     def workers(self) -> str:

@@ -42,6 +42,7 @@ class DLQOps(ModelStore):
         rec.moved_ms = now
         self._dlq[task_id] = now
         self._bump("dead", self._tenant(rec.message.tenant))
+        self._tell("dead_lettered", rec, failure_type.value, reason)
         self._ended(rec, now)
         self._cancel_dependents(task_id, rec, now)
 

@@ -70,6 +70,7 @@ class LeaseOps(DLQOps):
         self._attempt_ended(rec, "finished", now)
         self._drop_lease(task_id, rec)
         rec.token = token  # kept, so that a repeat of this finish is recognised
+        self._tell("completed", rec)
         self._move(rec, TaskEvent.FINISH)
         rec.result = result
         rec.xcom = dict(xcom or {})  # the same step as the finish (XCom, ADR 27)
@@ -119,10 +120,12 @@ class LeaseOps(DLQOps):
         self._drop_lease(task_id, rec)
         rec.token = token  # kept until the next claim, so that a repeat is recognised
         tenant = self._tenant(rec.message.tenant)
+        self._tell("failed", rec, failure_type.value, reason)
         if retry_delay is not None:
             rec.message = attrs.evolve(rec.message, retry_count=rec.message.retry_count + 1)
             rec.reason = reason
             self._bump("retried", tenant)
+            self._tell("retried", rec, failure_type.value, reason)
             self._move(rec, TaskEvent.FAIL_RETRY)
             self._schedule(task_id, rec, now + max(0, to_ms(retry_delay)))
         else:
@@ -172,6 +175,12 @@ class LeaseOps(DLQOps):
                 )
             else:
                 self._bump("recovered", tenant)
+                self._tell(
+                    "retried",
+                    rec,
+                    FailureType.EXPIRED.value,
+                    f"lease expired {rec.recoveries} times",
+                )
                 self._move(rec, TaskEvent.LEASE_EXPIRED)
                 self._make_ready(task_id, rec, rec.ready_ms, head=True)
         return len(expired)

@@ -33,6 +33,7 @@ from fairque_core.domain.validation import (
 )
 from fairque_core.memory import limits
 from fairque_core.memory.browse import BrowseOps
+from fairque_core.memory.event_ops import EventOps
 from fairque_core.memory.figures import FigureOps
 from fairque_core.memory.intake import IntakeOps
 from fairque_core.memory.leases import LeaseOps
@@ -58,6 +59,7 @@ class InMemoryBackend(
     LimitOps,
     PauseOps,
     BrowseOps,
+    EventOps,
 ):
     """The reference backend. ``clock`` returns epoch seconds (default ``time.time``);
     ``token_source`` makes lease tokens (default :func:`fairque_core.ports.random_token`)."""
@@ -149,6 +151,7 @@ class InMemoryBackend(
             self._move(rec, TaskEvent.DEPENDENCY_FAILED)
             rec.reason = f"dependency {failed_parent} did not finish"
             self._bump("canceled", tenant)
+            self._tell("canceled", rec, "", rec.reason)
             self._close_record(rec, now)
         elif entry is TaskEvent.PUSH_DELAYED:
             self._schedule(message.task_id, rec, due_ms)
@@ -244,6 +247,7 @@ class InMemoryBackend(
         self._move(rec, TaskEvent.CANCEL)
         rec.reason = "canceled"
         self._bump("canceled", tenant)
+        self._tell("canceled", rec, "", rec.reason)
         self._close_record(rec, now)
         self._cancel_dependents(task_id, rec, now)
         return True

@@ -37,6 +37,7 @@ from fairque_core.domain.validation import (
     validate_queue_name,
 )
 from fairque_core.memory import limits
+from fairque_core.memory.events import EventLog, event_text
 from fairque_core.memory.records import TaskRecord, TenantQueues, UniqueHold
 from fairque_core.memory.wake import WakeSignal
 from fairque_core.ports import Clock, TokenSource, random_token
@@ -105,6 +106,8 @@ class ModelStore:
         self._done = threading.Condition(self._lock)
         # (tenant, unique key) -> [holding task id, until ms (None while the task lives)]
         self._unique: dict[tuple[str, str], UniqueHold] = {}
+        # the event log (ADR 71, memory/events.py); blocked readers wait on its condition
+        self._events = EventLog(self._config.events_maxlen, threading.Condition(self._lock))
 
     @property
     def queue(self) -> str:
@@ -120,6 +123,18 @@ class ModelStore:
     def _bump(self, name: str, tenant: TenantQueues, by: int = 1) -> None:
         self._counters[name] += by
         tenant.counters[name] += by
+
+    def _tell(
+        self, kind: str, rec: TaskRecord, failure_type: str | None = None, text: str = ""
+    ) -> None:
+        """Log a task's event (``lua/_include/events.lua`` fq_event_task): with a failure
+        type (``""`` for none) its text goes with it."""
+        message = rec.message
+        fields = {"id": message.task_id, "u": message.tenant, "n": message.name}
+        if failure_type is not None:
+            fields["ft"] = failure_type
+            fields["err"] = event_text(text)
+        self._events.add(self._now(), kind, **fields)
 
     def _tenant(self, tenant_id: str) -> TenantQueues:
         tenant = self._tenants.get(tenant_id)
@@ -264,6 +279,7 @@ class ModelStore:
                 self._move(child, TaskEvent.DEPENDENCY_FAILED)
                 child.reason = f"dependency {parent_id} did not finish"
                 self._bump("canceled", self._tenant(child.message.tenant))
+                self._tell("canceled", child, "", child.reason)
                 self._close_record(child, now)
                 stack.append((child_id, child))
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from fairque_core.domain.enums import FailureType, TaskState
+from fairque_core.domain.events import QueueEvent
 from fairque_core.domain.intake import IngestReport
 from fairque_core.domain.limits import LimitStatus
 from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
@@ -334,6 +335,23 @@ class QueueBackend(Protocol):
 
     def remove_workers(self, worker_ids: Sequence[str]) -> int:
         """Drop these workers' records; how many existed."""
+        ...
+
+    def read_events(
+        self, after: str, *, count: int = 100, timeout: float = 0.0
+    ) -> list[QueueEvent]:
+        """Up to ``count`` events of the queue's log (ADR 71, :mod:`fairque_core.domain.events`)
+        written after the position ``after`` (an event's id, or ``0``: from the oldest kept),
+        oldest first. When there is none yet, wait up to ``timeout`` seconds for one (0: do
+        not wait) and return what came, possibly nothing. An event is in the log from the
+        same atomic step as its change; the log keeps about ``events_maxlen`` events (per
+        partition), so a reader further behind than that misses the oldest."""
+        ...
+
+    def events_end(self) -> str:
+        """The position after the log's last event: reading after it gives only the events
+        written from now on (``0-0`` when the log is empty; a cursor for a partitioned
+        queue)."""
         ...
 
     def wait_for_work(self, timeout: float) -> bool:

@@ -459,6 +459,9 @@ class QueueConfig:
     #: Hash-tag partitions of the queue (ADR 34): 1 is one slot (the plain layout); P > 1
     #: spreads tenants over P slots, fixed when the queue is first written.
     partitions: int = attrs.field(default=1, validator=_number(1, MAX_PARTITIONS, integer=True))
+    #: The queue's event log (ADR 71): about this many latest events are kept (per partition);
+    #: 0 turns events off (nothing is written).
+    events_maxlen: int = attrs.field(default=10_000, validator=_NON_NEGATIVE_INT)
 
     def __attrs_post_init__(self) -> None:
         if self.retry_cap_seconds < self.retry_base_seconds:

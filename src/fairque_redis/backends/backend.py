@@ -37,6 +37,7 @@ from fairque_core.settings.accel import Accelerators
 from fairque_core.settings.config import FairQueueConfig, QueueConfig, RedisConfig
 from fairque_redis.backends import client_options as co
 from fairque_redis.backends.errors import translate_errors
+from fairque_redis.backends.events import EventsMixin
 from fairque_redis.backends.schedules import RedisScheduleStore
 from fairque_redis.backends.waits import WaitMixin
 from fairque_redis.durability.modes import Durability, replica_waiter
@@ -56,7 +57,7 @@ T = TypeVar("T")
 log = logging.getLogger("fairque.redis")
 
 
-class RedisBackend(WaitMixin):
+class RedisBackend(WaitMixin, EventsMixin):
     """The queue backend on a ``redis.Redis`` or ``redis.cluster.RedisCluster``.
 
     The client must return bytes (``decode_responses=False``). Build it with :meth:`from_url`

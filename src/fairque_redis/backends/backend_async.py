@@ -37,6 +37,7 @@ from fairque_core.settings.accel import Accelerators
 from fairque_core.settings.config import FairQueueConfig, QueueConfig, RedisConfig
 from fairque_redis.backends import client_options as co
 from fairque_redis.backends.errors import translate_errors
+from fairque_redis.backends.events_async import AsyncEventsMixin
 from fairque_redis.backends.schedules_async import AsyncRedisScheduleStore
 from fairque_redis.backends.waits_async import AsyncWaitMixin
 from fairque_redis.durability.modes import Durability, replica_waiter
@@ -56,7 +57,7 @@ T = TypeVar("T")
 log = logging.getLogger("fairque.redis")
 
 
-class AsyncRedisBackend(AsyncWaitMixin):
+class AsyncRedisBackend(AsyncWaitMixin, AsyncEventsMixin):
     """The queue backend on a ``redis.asyncio.Redis`` or ``redis.asyncio.cluster.RedisCluster``.
 
     The client must return bytes (``decode_responses=False``). Build it with :meth:`from_url`

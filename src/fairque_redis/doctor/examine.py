@@ -88,6 +88,7 @@ _SINGLETON_TYPES = {
     "parked": "zset",
     "intake": "list",
     "intake_bad": "list",
+    "events": "stream",
 }
 #: KeySpace builder -> Redis type, for the families that end with an id.
 _FAMILY_BUILDERS = {

@@ -28,6 +28,7 @@ end
 FQ_CALL('HSET', fq_task_key(q, id), 'st', 'canceled', 'rs', 'canceled')
 r.state = 'canceled'
 fq_bump(q, r.tenant, 'canceled', 1)
+fq_event_task(q, 'canceled', id, r.tenant, '', 'canceled')
 fq_close_record(q, r)
 fq_cancel_dependents(q, r)
 fq_close(q)

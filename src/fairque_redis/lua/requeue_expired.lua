@@ -33,6 +33,7 @@ for _, id in ipairs(expired) do
     fq_to_dlq(q, r, 'expired', 'lease expired ' .. fq_int(r.recoveries) .. ' times')
   else
     fq_bump(q, r.tenant, 'recovered', 1)
+    fq_event_task(q, 'retried', id, r.tenant, 'expired', 'lease expired ' .. fq_int(r.recoveries) .. ' times')
     fq_make_ready(q, r, r.ready_ms, true)
   end
   end

@@ -48,6 +48,7 @@ from fairque_core.settings.config import FairQueueConfig, QueueConfig, RedisConf
 from fairque_redis.backends.client_options import config_url, open_client, plan_client
 from fairque_redis.backends.schedules import RedisScheduleStore
 from fairque_redis.keys import KeySpace, partition_for
+from fairque_redis.partitioned.events import PartitionEvents
 from fairque_redis.partitioned.picker import PartitionPicker
 from fairque_redis.partitioned.reads import Partition, settle_layout
 from fairque_redis.partitioned.routing import PartitionRouting
@@ -62,7 +63,7 @@ T = TypeVar("T")
 _WAIT_SLICE_SECONDS = 0.05
 
 
-class PartitionedBackend(PartitionRouting):
+class PartitionedBackend(PartitionRouting, PartitionEvents):
     """The queue backend of a queue split in ``partitions`` hash-tag partitions.
 
     Build it with :meth:`from_url` or :meth:`from_config` (``connect(..., partitions=P)`` does),

@@ -49,6 +49,7 @@ from fairque_core.settings.config import FairQueueConfig, QueueConfig, RedisConf
 from fairque_redis.backends.client_options import config_url, open_client, plan_client
 from fairque_redis.backends.schedules_async import AsyncRedisScheduleStore
 from fairque_redis.keys import KeySpace, partition_for
+from fairque_redis.partitioned.events_async import AsyncPartitionEvents
 from fairque_redis.partitioned.picker import PartitionPicker
 from fairque_redis.partitioned.reads_async import AsyncPartition, settle_layout
 from fairque_redis.partitioned.routing_async import AsyncPartitionRouting
@@ -63,7 +64,7 @@ T = TypeVar("T")
 _WAIT_SLICE_SECONDS = 0.05
 
 
-class AsyncPartitionedBackend(AsyncPartitionRouting):
+class AsyncPartitionedBackend(AsyncPartitionRouting, AsyncPartitionEvents):
     """The queue backend of a queue split in ``partitions`` hash-tag partitions.
 
     Build it with :meth:`from_url` or :meth:`from_config` (``connect(..., partitions=P)`` does),

@@ -32,6 +32,7 @@ from fairque_core.app.engine.arguments import (
     lease_of,
 )
 from fairque_core.app.engine.batcher import PushBatcher
+from fairque_core.app.engine.events import EventMixin
 from fairque_core.app.engine.handles import TaskHandle
 from fairque_core.app.engine.intake import IntakeMixin
 from fairque_core.app.engine.messages import (
@@ -64,7 +65,14 @@ __all__ = ["FairQueue"]
 _MAX_POISON_ROUNDS = 16
 
 
-class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
+class FairQueue(
+    ResultMixin,
+    ReadMixin,
+    ScheduleMixin,
+    AckMixin,
+    IntakeMixin,
+    EventMixin,
+):
     """A fair multi-tenant queue: push, claim with leases, finish, fail, inspect.
 
     ``plugins`` are hook implementations added to the defaults (JSON codec, retry policy);

@@ -34,6 +34,7 @@ from fairque_core.app.engine.arguments import (
     lease_of,
 )
 from fairque_core.app.engine.batcher_async import AsyncPushBatcher
+from fairque_core.app.engine.events_async import AsyncEventMixin
 from fairque_core.app.engine.handles_async import AsyncTaskHandle
 from fairque_core.app.engine.host_async import Coalescer  # unasync: remove
 from fairque_core.app.engine.intake_async import AsyncIntakeMixin
@@ -68,7 +69,12 @@ _MAX_POISON_ROUNDS = 16
 
 
 class AsyncFairQueue(
-    AsyncResultMixin, AsyncReadMixin, AsyncScheduleMixin, AsyncAckMixin, AsyncIntakeMixin
+    AsyncResultMixin,
+    AsyncReadMixin,
+    AsyncScheduleMixin,
+    AsyncAckMixin,
+    AsyncIntakeMixin,
+    AsyncEventMixin,
 ):
     """A fair multi-tenant queue: push, claim with leases, finish, fail, inspect.
 

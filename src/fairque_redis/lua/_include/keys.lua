@@ -128,3 +128,9 @@ end
 local function fq_intake_bad_key(q)
   return q.prefix .. 'intake:bad'
 end
+
+-- the queue's event log (ADR 71): a capped stream, written by _include/events.lua
+-- (KeySpace.events)
+local function fq_events_key(q)
+  return q.prefix .. 'events'
+end

@@ -11,6 +11,7 @@
 ]]
 --- @include "limits"
 --- @include "record"
+--- @include "events"
 
 -- the live record of task `id` (nil when absent or past its logical expiry); its key is kept
 -- (r.key) for the writes that follow
