@@ -90,6 +90,7 @@ class Dashboard:
         self.templates.filters["n"] = format_value
         self.templates.filters["pct"] = format_percent
         self.templates.filters["when"] = format_time
+        self.templates.filters["when_short"] = format_time_short
 
     @property
     def queue(self) -> AsyncFairQueue:
@@ -223,6 +224,15 @@ def format_time(value: object) -> str:
     if not isinstance(value, (int, float)) or value <= 0:
         return "n/a"
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value)) + f" ({value:.3f})"
+
+
+def format_time_short(value: object) -> str:
+    """An epoch time as ``YYYY-MM-DD HH:MM:SS`` UTC (no epoch float beside it); "n/a"."""
+    import time
+
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+        return "n/a"
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(value))
 
 
 # ---------------------------------------------------------------------- errors

@@ -350,8 +350,33 @@ async def workers(request: Request) -> Response:
 async def schedules(request: Request) -> Response:
     board = dashboard_of(request)
     lister = figures.feature(board.queue, "list_schedules")
-    rows = None if lister is None else [_as_mapping(s) for s in await lister()]
+    rows = None if lister is None else [_schedule_row(s) for s in await lister()]
     return board.render(request, "schedules.html", schedules=rows)
+
+
+def _schedule_row(info: object) -> dict[str, Any]:
+    """A ``ScheduleInfo`` as the page's columns: the schedule's own fields, what each tick
+    pushes, and its times as numbers for the ``when`` filter (issue 31: the page printed
+    the Schedule's repr and epoch floats). Another record: its fields as text."""
+    schedule = getattr(info, "schedule", None)
+    template = getattr(schedule, "template", None)
+    if schedule is None or template is None:
+        return {"other": _as_mapping(info)}
+    payload = json.dumps(dict(template.payload), sort_keys=True, default=str)
+    return {
+        "name": schedule.name,
+        "cron": schedule.cron,
+        "timezone": schedule.timezone,
+        "misfire": getattr(schedule.misfire, "value", schedule.misfire),
+        "jitter": schedule.jitter,
+        "tenant": template.tenant,
+        "task_name": template.task_name or "",
+        "priority": getattr(template.priority, "name", template.priority),
+        "payload": payload if len(payload) <= 200 else payload[:200] + "...",
+        "added_at": getattr(info, "added_at", None),
+        "last_fired": getattr(info, "last_fired", None),
+        "next_at": getattr(info, "next_at", None),
+    }
 
 
 def _as_mapping(item: object) -> dict[str, str]:

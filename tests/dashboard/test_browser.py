@@ -142,6 +142,9 @@ def test_dashboard_in_a_real_browser(live: tuple[LiveServer, FairQueue], tmp_pat
     from playwright.sync_api import expect, sync_playwright
 
     server, queue = live
+    queue.add_schedule(
+        "nightly-report", "0 3 * * *", {"tenant": "light", "task_name": "report", "payload": {}}
+    )
     for i in range(40):
         queue.push(Task.create("heavy", task_id=f"heavy-{i}"))
         queue.push(Task.create("light", task_id=f"light-{i}"))
@@ -239,7 +242,24 @@ def test_dashboard_in_a_real_browser(live: tuple[LiveServer, FairQueue], tmp_pat
             shot("workers")
             page.click("nav >> text=Schedules")
             expect(page.locator("h1")).to_have_text("Schedules")
+            row = page.locator('tr[data-schedule="nightly-report"]')
+            expect(row).to_contain_text("0 3 * * *")
+            expect(row).to_contain_text("UTC")
+            assert "ScheduleInfo(" not in page.content()  # no Python reprs
+            assert "Schedule(" not in page.content()
             shot("schedules")
+            # every page at 1280 px: nothing past the right edge, wide tables scroll inside
+            # their own box (issue 31: the tenants table cut off its share column)
+            for path in ("/", "/tenants", "/tasks", "/dlq", "/events", "/workers", "/schedules"):
+                page.goto(server.url + path)
+                width = page.evaluate("document.documentElement.scrollWidth")
+                assert width <= 1280, (path, width)
+                boxes = page.evaluate(
+                    "[...document.querySelectorAll('div.scroll, main')]"
+                    ".map(b => b.getBoundingClientRect().right)"
+                )
+                assert boxes, path
+                assert max(boxes) <= 1280, (path, boxes)
         finally:
             browser.close()
 
