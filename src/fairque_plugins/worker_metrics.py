@@ -11,7 +11,8 @@ workers' scrapes adds up):
   (slots running a handler now: the queue's *running* tasks are the sum of these),
   ``fairque.worker.leased_tasks`` (the tasks it holds a lease on: running, buffered, or
   waiting for their acknowledgement), ``fairque.worker.buffered_tasks`` (claimed, waiting for
-  a slot), gauges;
+  a slot), ``fairque.worker.server_unsafe`` (1 while the server's settings, watched after
+  connect, are unsafe: its claims are refused; issue 34), gauges;
 * ``fairque.worker.backend_errors``, a counter: failed calls to the server since it started.
 
 Per queue, read from the workers registry (export it once, from ``fairque exporter``):
@@ -54,6 +55,11 @@ _GAUGES = {
         "Tasks the worker holds a lease on (running, buffered or being acknowledged)",
     ),
     "fairque.worker.buffered_tasks": ("buffered", "{task}", "Claimed tasks waiting for a slot"),
+    "fairque.worker.server_unsafe": (
+        "server_unsafe",
+        "1",
+        "1 while the server's settings are unsafe (an evicting maxmemory-policy): claims refused",
+    ),
 }
 
 

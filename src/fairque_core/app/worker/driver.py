@@ -358,6 +358,11 @@ class WorkerDriver(Generic[Q]):
         with self._guard:
             out = self._loop.health(time.monotonic(), time.time())
         out["worker_id"] = self.config.id
+        # the server's settings as the queues' backends last found them (issue 34): while
+        # unsafe, claims are refused and the worker backs off; this says why
+        problems = [p for p in (getattr(q, "server_problem", None) for q in self.queues) if p]
+        out["server_unsafe"] = int(bool(problems))
+        out["server_problem"] = problems[0] if problems else None
         if self._served is not None:  # several queues: each one's share (ADR 69)
             out["queue_order"] = self._served.order
             out["queues"] = self._served.health()
