@@ -34,7 +34,7 @@ def _task_keys(backend: QueueBackend, make_backend: object) -> set[str] | None:
     probe = probe_of(make_backend, backend)  # type: ignore[arg-type]
     if probe is None:
         return None
-    per_task = (":task:", ":waits:", ":children:", ":done:", ":xcom:")
+    per_task = (":task:", ":waits:", ":children:", ":done:", ":xcom:", ":ix:")
     return {key for key in probe.queue_keys() if any(part in key for part in per_task)}
 
 
@@ -146,6 +146,7 @@ def test_a_drained_queue_not_kept_leaves_no_per_task_key(
         assert all(backend.finish_batch([(i, t, b"x", None, False) for i, t in claimed]))
     assert backend.stats()["finished"] == 40
     assert all(backend.get_state(f"t{i}") is None for i in range(40))
+    assert backend.list_tasks()[0] == []  # no browse index entry (ADR 70)
     keys = _task_keys(backend, make_backend)
     assert keys in (None, set())
 
@@ -178,3 +179,22 @@ def test_the_queue_default_and_the_task_override(make_backend: object, results: 
     assert queue.get_state(dropped.task_id) is None
     with pytest.raises(TaskNotFoundError):
         dropped.get(timeout=1)
+
+
+def test_a_record_not_kept_has_no_story_no_index_entry_but_its_event(
+    backend: QueueBackend,
+) -> None:
+    """With the task records and the events log (ADR 70, 71): a deleted record writes no
+    story and enters no browse index; its ``completed`` event is told (the log is the
+    queue's)."""
+    backend.push_batch([msg("a1"), msg("a2")])
+    after = backend.events_end()
+    (x, tx), (y, ty) = _claim(backend, 2)
+    backend.finish_batch([(x, tx, b"1", None, False), (y, ty, b"2")])
+    assert backend.get_record(x) is None
+    assert backend.get_record(y) is not None
+    page, _cursor = backend.list_tasks(state=TaskState.FINISHED)
+    assert [s.task_id for s in page] == [y]
+    told = [(e.type, e.task_id) for e in backend.read_events(after, count=10)]
+    assert ("completed", x) in told
+    assert ("completed", y) in told

@@ -367,11 +367,11 @@ class Fuzzer:
             wrong(where, f"accepted but unreadable: {got!r}")
             return
         state = self.queue.get_state(task.task_id)
-        if got is None:
+        if got is None or got.task is None:  # (the record's stored Task: ADR 70)
             if state not in (TaskState.CANCELED, TaskState.FINISHED):
                 wrong(where, f"accepted but not stored: state {state}")
             return
-        problem = expected_readback(task, before, after, got)
+        problem = expected_readback(task, before, after, got.task)
         if problem:
             wrong(where, f"stored wrong: {problem}")
         problem = expected_state(task, after, state)

@@ -89,7 +89,11 @@ def _drain(backend: Any, plan: list[Spec], messages: list[Message]) -> dict[str,
             items.append((c.message.task_id, c.lease.token, b"r", xcom, False))
         assert all(backend.finish_batch(items))
     assert backend.stats()["finished"] == len(messages)
-    return {m.task_id: backend.get_state(m.task_id) for m in messages}
+    states = {m.task_id: backend.get_state(m.task_id) for m in messages}
+    # the browse index (ADR 70) lists exactly the records kept
+    listed = {s.task_id for s in backend.list_tasks(state=TaskState.FINISHED, limit=50)[0]}
+    assert listed == {t for t, state in states.items() if state is not None}
+    return states
 
 
 def _check(states: dict[str, TaskState | None], needed: set[str]) -> None:

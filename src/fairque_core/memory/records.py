@@ -15,6 +15,7 @@ from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.limits import LIMIT_COUNTERS
 from fairque_core.domain.models import Message
 from fairque_core.domain.scoring import STAT_COUNTERS
+from fairque_core.domain.task_records import StoredAttempt
 
 __all__ = ["TaskRecord", "TenantQueues", "UniqueHold"]
 
@@ -42,6 +43,14 @@ class TaskRecord:
     # the failure record stored with a final failure, and the XCom values written at finish
     error: str = ""
     xcom: dict[str, bytes] = attrs.field(factory=dict)
+    # the task's story (ADR 70): when its last attempt started and when it ended (ms, 0: not
+    # yet), its last ATTEMPTS_KEPT attempts and how many there were, and, once finished, the
+    # size of a payload too long to keep whole (its body is then the preview)
+    started_ms: int = 0
+    ended_ms: int = 0
+    attempts: list[StoredAttempt] = attrs.field(factory=list)
+    attempt_count: int = 0
+    body_size: int | None = None
     # a result waiter armed on it before it ended (wait_done; Redis's `wt`): its record is
     # kept whatever the finish's `keep` (ADR 78)
     waited: bool = False

@@ -246,6 +246,8 @@ SCRIPTS: Mapping[str, ScriptSpec] = {
         ScriptSpec("requeue_expired"),
         ScriptSpec("cancel"),
         ScriptSpec("get", writes=False),
+        ScriptSpec("record_get", writes=False),
+        ScriptSpec("task_list", writes=False),
         ScriptSpec("watch"),
         ScriptSpec("xcom_get", writes=False),
         ScriptSpec("sizes", writes=False),

@@ -2,9 +2,10 @@
 
   A finish item whose `has` field is '2' (no result) or '3' (a result) asks for the record not
   to be kept (the task's keep_result is False). fq_forget_flag reads that flag; the finish
-  then deletes task:<id> (fq_forget_record) when nothing needs it: no dependents (its
-  children:<id> list), no XCom values, no result waiter armed before the finish (`wt`), no
-  unique key held for a window. Every other per-task key of a task that finishes so is absent
+  then deletes task:<id> (fq_forget_record) when nothing needs it (fq_forget_ok): no
+  dependents (its children:<id> list), no XCom values, no result waiter armed before the
+  finish (`wt`), no unique key held for a window. Such a task writes no story and enters no
+  browse index (record.lua, ADR 70). Every other per-task key of a task that finishes so is absent
   already: waits:<id> is emptied before a task leaves `deferred`, done:<id> is written only
   for an armed waiter, xcom:<tenant>:<id> only with XCom values. A deleted record reads as
   unknown (get: nil), and a repeat of its finish is a lost lease.
@@ -18,7 +19,17 @@ local function fq_forget_flag(has)
   return has, false
 end
 
--- the finish of task record `key` that needs no record (the caller has judged it): deleted
+-- whether nothing needs the record of task r (read by the finish's general path) that
+-- finishes with `nx` XCom values: no armed waiter, no unique key held for a window, no XCom
+-- values, no dependents (`kin`: some task of the call has a children list)
+local function fq_forget_ok(q, r, nx, kin)
+  if nx > 0 or r.waited or r.unique_window > 0 then return false end
+  return not kin or FQ_CALL('EXISTS', fq_children_key(q, r.id)) == 0
+end
+
+-- the finish of task record `key` that needs no record (the caller has judged it): deleted.
+-- Its story (record.lua) is not written and it enters no browse index; the `completed` event
+-- is told all the same (the events stream is the queue's, not the task's)
 local function fq_forget_record(key)
   FQ_CALL('DEL', key)
 end
