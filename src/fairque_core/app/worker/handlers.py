@@ -37,7 +37,15 @@ __all__ = [
 R = TypeVar("R")
 
 # keywords of TaskFunction.create that are task options, not function arguments
-_CREATE_OPTIONS = ("task_id", "priority", "execute_after", "depends_on", "max_retries", "headers")
+_CREATE_OPTIONS = (
+    "task_id",
+    "priority",
+    "execute_after",
+    "depends_on",
+    "max_retries",
+    "headers",
+    "keep_result",
+)
 
 
 async def _awaited(value: Awaitable[Any]) -> Any:
@@ -139,9 +147,11 @@ class TaskFunction(Generic[R]):
         depends_on: Sequence[str] = (),
         max_retries: int | None = None,
         headers: Mapping[str, str] | None = None,
+        keep_result: bool | None = None,
         **kwargs: Any,
     ) -> Task:
-        """A new Task (fresh id unless ``task_id``) that runs this function with the args."""
+        """A new Task (fresh id unless ``task_id``) that runs this function with the args
+        (``keep_result``: as :meth:`Task.create`'s, ADR 78)."""
         self._check_args(args, kwargs)
         return Task.create(
             tenant,
@@ -153,6 +163,7 @@ class TaskFunction(Generic[R]):
             depends_on=depends_on,
             headers=headers,
             name=self.name,
+            keep_result=keep_result,
         )
 
     __call__ = create
