@@ -269,12 +269,16 @@ async def task_page(request: Request) -> Response:
             task.result if task else await queue.get_result(task_id), limit
         )
     failure = await _dlq_entry(board, task_id) if state is TaskState.FAILED else None
+    progress = None
+    if task is not None and task.progress is not None:  # ctx.set_progress (issue 32)
+        progress = preview(task.progress, limit)[0]
     return board.render(
         request,
         "task.html",
         task_id=task_id,
         state=state,
         task=task,
+        progress=progress,
         undecodable=undecodable,
         payload=payload,
         payload_cut=payload_cut,

@@ -200,6 +200,9 @@ class SyncOverAsync:
     def remove_workers(self, worker_ids: Sequence[str]) -> int:
         return self._call(self._backend.remove_workers(worker_ids))
 
+    def set_progress(self, tenant: str, task_id: str, token: str, body: bytes) -> bool:
+        return bool(self._call(self._backend.set_progress(tenant, task_id, token, body)))
+
     def read_events(self, after: str, *, count: int = 100, timeout: float = 0.0) -> list[Any]:
         return self._call(self._backend.read_events(after, count=count, timeout=timeout))
 

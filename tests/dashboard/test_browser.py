@@ -248,6 +248,13 @@ def test_dashboard_in_a_real_browser(live: tuple[LiveServer, FairQueue], tmp_pat
             assert "ScheduleInfo(" not in page.content()  # no Python reprs
             assert "Schedule(" not in page.content()
             shot("schedules")
+            # a running task's progress (issue 32), on its page
+            queue.push(Task.create("progress-t", task_id="prog-1"))
+            running = queue.claim(["progress-t"])
+            assert running is not None
+            queue.set_progress(running, {"step": 3, "of": 10})
+            page.goto(server.url + "/tasks/prog-1")
+            expect(page.locator("#task-progress")).to_contain_text('"step": 3')
             # every page at 1280 px: nothing past the right edge, wide tables scroll inside
             # their own box (issue 31: the tenants table cut off its share column)
             for path in ("/", "/tenants", "/tasks", "/dlq", "/events", "/workers", "/schedules"):

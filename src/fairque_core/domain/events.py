@@ -29,6 +29,7 @@ per partition (:func:`merge_cursor`). Pure: no I/O.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import Any
@@ -75,6 +76,7 @@ class EventType(str, Enum):
     PAUSED = "paused"
     RESUMED = "resumed"
     LIMITS_CHANGED = "limits_changed"
+    PROGRESS = "progress"
 
 
 @attrs.frozen(kw_only=True)
@@ -92,6 +94,8 @@ class QueueEvent:
     error: str = ""
     tier: int | None = None
     limits: Mapping[str, float | None] | None = None
+    #: a ``progress`` event's value (``ctx.set_progress``), decoded JSON
+    progress: Any = None
 
     def as_dict(self) -> dict[str, Any]:
         """The event as one JSON object (what ``fairque events`` prints): empty fields left
@@ -105,6 +109,8 @@ class QueueEvent:
             out["tier"] = self.tier
         if self.limits is not None:
             out["limits"] = dict(self.limits)
+        if self.progress is not None:
+            out["progress"] = self.progress
         return out
 
 
@@ -136,7 +142,18 @@ def event_from_fields(event_id: str, fields: Mapping[Any, Any]) -> QueueEvent:
         error=f.get("err", ""),
         tier=int(tier_text) if tier_text and tier_text.isdigit() else None,
         limits=None if lim is None else decode_limits(lim).as_dict(),
+        progress=_progress(f.get("pg")),
     )
+
+
+def _progress(text: str | None) -> Any:
+    """A ``progress`` event's value: its JSON decoded (the raw text if it is not JSON)."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 def parse_stream_id(text: str) -> tuple[int, int]:

@@ -122,6 +122,8 @@ class StoredRecord:
     reason: str = ""
     error: str = ""
     body_size: int | None = None
+    #: the last progress the handler reported (JSON bytes), None when it reported none
+    progress: bytes | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -175,7 +177,8 @@ class TaskRecord:
     producer's clock), ``started_at`` the start of its last attempt, ``ended_at`` when it
     finished, failed for good or was canceled (None until then). ``attempts`` holds the last
     :data:`ATTEMPTS_KEPT` attempts, oldest first; ``attempt_count`` counts them all.
-    ``result`` is the decoded result (None without one); ``progress`` is not kept yet.
+    ``result`` is the decoded result (None without one); ``progress`` is the last value the
+    handler reported with ``ctx.set_progress`` (None when it reported none).
     """
 
     task_id: str

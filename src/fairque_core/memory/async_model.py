@@ -128,6 +128,7 @@ class AsyncInMemoryBackend(AsyncScheduleOps):
         return await asyncio.to_thread(self._model.wait_for_work, timeout)
 
     events_end = _at_once(InMemoryBackend.events_end)
+    set_progress = _at_once(InMemoryBackend.set_progress)
 
     async def read_events(
         self, after: str, *, count: int = 100, timeout: float = 0.0

@@ -38,6 +38,7 @@ def stored_record(rec: TaskRecord) -> StoredRecord:
         reason=rec.reason,
         error=rec.error,
         body_size=rec.body_size,
+        progress=rec.progress,
     )
 
 

@@ -51,6 +51,8 @@ class TaskRecord:
     attempts: list[StoredAttempt] = attrs.field(factory=list)
     attempt_count: int = 0
     body_size: int | None = None
+    # the last value the handler reported with ctx.set_progress (JSON bytes; issue 32)
+    progress: bytes | None = None
     # a result waiter armed on it before it ended (wait_done; Redis's `wt`): its record is
     # kept whatever the finish's `keep` (ADR 78)
     waited: bool = False

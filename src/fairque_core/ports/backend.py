@@ -356,6 +356,12 @@ class QueueBackend(Protocol):
         partition), so a reader further behind than that misses the oldest."""
         ...
 
+    def set_progress(self, tenant: str, task_id: str, token: str, body: bytes) -> bool:
+        """Keep ``body`` (JSON, bounded by the engine) as the progress of ``tenant``'s running
+        task ``task_id`` and log a ``progress`` event, in one step; False (nothing changed)
+        unless ``token`` is its live lease."""
+        ...
+
     def events_end(self) -> str:
         """The position after the log's last event: reading after it gives only the events
         written from now on (``0-0`` when the log is empty; a cursor for a partitioned

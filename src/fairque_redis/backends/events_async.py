@@ -1,6 +1,7 @@
 """The asyncio backend's reads of the queue's event log (ADR 71): ``read_events`` (an XREAD,
 blocking with ``BLOCK`` when asked to wait) and ``events_end``. The scripts write the log
-(``lua/_include/events.lua``); nothing here writes.
+(``lua/_include/events.lua``), ``set_progress`` among them (a running task's progress, kept on
+its record and told as a ``progress`` event).
 
 A mixin of :class:`~fairque_redis.backends.backend_async.AsyncRedisBackend`, kept apart to keep
 modules short; it reaches its host through
@@ -48,7 +49,12 @@ def stream_entries(reply: Any) -> list[QueueEvent]:
 
 
 class AsyncEventsMixin(_Host):
-    """read_events and events_end (see the port)."""
+    """read_events, events_end and set_progress (see the port)."""
+
+    async def set_progress(self, tenant: str, task_id: str, token: str, body: bytes) -> bool:
+        """The running task's progress kept on its record, and a ``progress`` event, in
+        one script call (``progress.lua``); False when the lease is not live."""
+        return await self._run(self._planner.set_progress(task_id, token, body))
 
     async def read_events(
         self, after: str, *, count: int = 100, timeout: float = 0.0

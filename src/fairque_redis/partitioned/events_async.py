@@ -48,13 +48,22 @@ def _queue_wide(event: QueueEvent) -> bool:
 
 
 class AsyncPartitionEvents:
-    """read_events and events_end of the partitioned backend (see the module doc)."""
+    """read_events, events_end and set_progress of the partitioned backend (see the module
+    doc)."""
 
     _parts: Sequence[AsyncPartition]
     _count: int
 
     async def _ready(self) -> None:
         raise NotImplementedError
+
+    def _part_of(self, tenant: str) -> int:
+        raise NotImplementedError
+
+    async def set_progress(self, tenant: str, task_id: str, token: str, body: bytes) -> bool:
+        """In the partition of ``tenant``, which holds its tasks (ADR 34)."""
+        await self._ready()
+        return await self._parts[self._part_of(tenant)].set_progress(tenant, task_id, token, body)
 
     async def events_end(self) -> str:
         await self._ready()

@@ -247,6 +247,7 @@ SCRIPTS: Mapping[str, ScriptSpec] = {
         ScriptSpec("cancel"),
         ScriptSpec("get", writes=False),
         ScriptSpec("record_get", writes=False),
+        ScriptSpec("progress"),
         ScriptSpec("task_list", writes=False),
         ScriptSpec("watch"),
         ScriptSpec("xcom_get", writes=False),

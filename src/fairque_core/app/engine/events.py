@@ -95,7 +95,7 @@ class EventMixin(MixinHost):
         count: int = 100,
     ) -> EventStream:
         """The queue's events after ``since`` (see :class:`EventStream`): completed,
-        failed, retried, dead_lettered, canceled, paused, resumed, limits_changed
+        failed, retried, dead_lettered, canceled, paused, resumed, limits_changed, progress
         (:class:`~fairque_core.domain.events.QueueEvent`). ``block`` bounds each wait (and so
         how soon :meth:`EventStream.stop` takes effect); ``count`` is events per read."""
         return EventStream(self._backend, since, follow=follow, block=block, count=count)

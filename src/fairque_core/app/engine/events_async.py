@@ -95,7 +95,7 @@ class AsyncEventMixin(MixinHost):
         count: int = 100,
     ) -> AsyncEventStream:
         """The queue's events after ``since`` (see :class:`AsyncEventStream`): completed,
-        failed, retried, dead_lettered, canceled, paused, resumed, limits_changed
+        failed, retried, dead_lettered, canceled, paused, resumed, limits_changed, progress
         (:class:`~fairque_core.domain.events.QueueEvent`). ``block`` bounds each wait (and so
         how soon :meth:`AsyncEventStream.stop` takes effect); ``count`` is events per read."""
         return AsyncEventStream(self._backend, since, follow=follow, block=block, count=count)

@@ -67,6 +67,7 @@ def decode_record(
         attempts=tuple(TaskAttempt.of(a) for a in stored.attempts),
         attempt_count=stored.attempt_count,
         result=_decode_result(stored.result),
+        progress=_decode_result(stored.progress),
         failure_type=stored.failure_type,
         reason=stored.reason,
         task=task,

@@ -26,7 +26,7 @@ __all__ = ["BrowseCalls", "joined_attempts"]
 
 _STATES = {state.value: state for state in TaskState}
 # record_get's fixed fields before the attempts' texts
-_RECORD_FIELDS = 18
+_RECORD_FIELDS = 19
 
 
 def _attempts(count: int, texts: list[str]) -> tuple[StoredAttempt, ...]:
@@ -65,7 +65,16 @@ def _name(meta: Any) -> str:
 
 
 class BrowseCalls(CallsBase):
-    """get_record, list_tasks."""
+    """get_record, list_tasks, set_progress."""
+
+    def set_progress(self, task_id: str, token: str, body: bytes) -> Call[bool]:
+        validate_id(task_id, "task_id")
+
+        def parse(reply: Any) -> bool:
+            contract("progress", reply in (0, 1), reply)
+            return bool(reply)
+
+        return Call("progress", [*self.header(), task_id, token, body], parse)
 
     def get_record(self, task_id: str) -> Call[StoredRecord | None]:
         validate_id(task_id, "task_id")
@@ -82,7 +91,9 @@ class BrowseCalls(CallsBase):
             contract("record_get", state is not None, reply)
             assert state is not None
             (_st, tenant, prio, rc, meta, body, has, result, reason, ftype, error) = reply[:11]
-            started, ended, moved, count, kept_meta, kept_body, size = reply[11:_RECORD_FIELDS]
+            started, ended, moved, count, kept_meta, kept_body, size, progress = reply[
+                11:_RECORD_FIELDS
+            ]
             if state is TaskState.FINISHED:
                 meta, body = kept_meta or meta, kept_body
             fields = [task_id, tenant, prio or b"3", rc, meta, body]
@@ -106,6 +117,9 @@ class BrowseCalls(CallsBase):
                 reason=to_text(reason),
                 error=to_text(error),
                 body_size=int(size) if size not in (b"", "") else None,
+                progress=(progress if isinstance(progress, bytes) else to_text(progress).encode())
+                if progress not in (b"", "")
+                else None,
             )
 
         return Call("record_get", [*self.header(), task_id], parse, writes=False)
