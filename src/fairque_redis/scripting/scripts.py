@@ -319,7 +319,10 @@ def _bad_arg(detail: str) -> FairQueueError:
 
 #: FQ_E_<CODE> -> how to build the exception from the detail text after the code.
 def _damaged(detail: str) -> FairQueueError:
-    key, found, expected = ([*detail.split(" "), "?", "?", "?"])[:3]
+    # `<key> <found> <wanted>`, or tab-separated when the found value may hold spaces (a meta
+    # field that is not a number: core.lua fq_meta)
+    parts = detail.split("\t") if "\t" in detail else detail.split(" ")
+    key, found, expected = ([*parts, "?", "?", "?"])[:3]
     return DamagedKeyError(key, found, expected)
 
 
