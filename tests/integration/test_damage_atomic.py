@@ -276,3 +276,33 @@ def test_dashboard_time_filter_survives_a_time_outside_the_calendar() -> None:
     from fairque_dashboard.board import format_time
 
     assert format_time(1e300).startswith("n/a")
+
+
+def test_a_damaged_active_set_of_a_strict_tier_is_reported_honestly_and_repaired(
+    valkey_and_redis7_url: str,
+) -> None:
+    """The active set of a tier other than 0 (strict tiers) is not among the up-front checks:
+    a call that meets it past its first write says it may have applied in part (never "changed
+    nothing"), and the doctor finds and repairs what it left."""
+    name = f"atomic-{uuid.uuid4().hex[:8]}"
+    queue = connect(valkey_and_redis7_url, queue=name, strict_tiers=True)
+    raw = redis.Redis.from_url(valkey_and_redis7_url)
+    try:
+        queue.set_tenant_weight("carol", 1, tier=1)
+        raw.set(_key(name, "active:1"), "junk")
+        before = _dump(raw, name)
+        with pytest.raises(DamagedKeyError) as refused:
+            queue.push(Task.create("carol", 3, {}, task_id="carol-0"))
+        if _dump(raw, name) != before:
+            assert refused.value.partial
+            assert "may have applied in part" in str(refused.value)
+        assert any("active:1" in line for line in check(raw, name))
+        repair(raw, name, strict_tiers=True)
+        assert check(raw, name) == []
+        stored = {"carol-0"} if raw.exists(_key(name, "task:carol-0")) else set()
+        queue.push(Task.create("carol", 3, {}, task_id="carol-1"))
+        assert sorted(_drain(queue)) == sorted({"carol-1"} | stored)  # nothing stored is lost
+        assert check(raw, name) == []
+    finally:
+        queue.close()
+        raw.close()

@@ -352,8 +352,14 @@ def translate_script_error(script: str, message: str) -> FairQueueError:
         return make(detail.strip())
     if "WRONGTYPE" in text:
         # a script that writes nothing checks no types up front (ADR 29): a damaged key it reads
-        # fails the read itself. Still a damaged key, and nothing changed
+        # fails the read itself. Still a damaged key, and nothing changed. A script that writes
+        # met it past its checks (an active set of a strict tier other than 0): it may have
+        # written before, and says so
+        spec = SCRIPTS.get(script)
         return DamagedKeyError(
-            f"<a key the {script} script reads>", "value of another type", "structure"
+            f"<a key the {script} script reads>",
+            "value of another type",
+            "structure",
+            partial=spec is not None and spec.writes,
         )
     return LuaScriptError(script, text)
