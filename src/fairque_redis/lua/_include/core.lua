@@ -76,7 +76,7 @@ local function fq_meta_damaged(q, v)
   for k, name in ipairs(FQ_META_COUNTERS) do
     if v[k] and FQ_TONUMBER(v[k]) == nil then
       error(fq_err('DAMAGED', q.meta .. '\thash whose ' .. name .. ' is ' ..
-        FQ_FORMAT('%q', FQ_SUB(v[k], 1, 40)) .. ' (not a number)\thash whose ' ..
+        FQ_FORMAT('%q', (string.gsub(FQ_SUB(v[k], 1, 40), '%c', '?'))) .. ' (not a number)\thash whose ' ..
         name .. ' is an integer'))
     end
   end
