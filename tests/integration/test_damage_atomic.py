@@ -224,20 +224,28 @@ def test_a_meta_counter_that_is_not_a_number_refuses_typed_and_is_recomputed(
 ) -> None:
     queue, raw, name, _ = env
     pushed = _seed(queue)
+    leased = queue.claim()
+    assert leased is not None
     raw.hset(_key(name, "meta"), field, "lots")
     meta = _key(name, "meta")
-    assert not _whole_or_nothing(
-        raw, name, meta, lambda: queue.push(Task.create("carol", 3, {}, task_id="carol-0"))
-    )
-    assert not _whole_or_nothing(raw, name, meta, queue.claim)
+    calls: list[Callable[[], object]] = [
+        lambda: queue.push(Task.create("carol", 3, {}, task_id="carol-0")),
+        queue.claim,
+        lambda: queue.cancel("bob-2"),
+        lambda: queue.release(leased),
+        lambda: queue.fail(leased, RuntimeError("boom")),
+    ]
+    for call in calls:  # each may move the ready gauge, the virtual time or a sequence
+        assert not _whole_or_nothing(raw, name, meta, call)
     with pytest.raises(DamagedKeyError, match=f'{field} is "lots"'):
         queue.claim()
     assert f"meta {field} = 'lots' is not a number" in check(raw, name)
     repair(raw, name)
     assert check(raw, name) == []
     queue.push(Task.create("carol", 3, {}, task_id="carol-0"))
+    queue.finish(leased)  # its lease survived every refused call
     served = _drain(queue)
-    assert sorted(served) == sorted(pushed | {"carol-0"})
+    assert sorted([*served, leased.task_id]) == sorted(pushed | {"carol-0"})
     assert check(raw, name) == []
 
 

@@ -121,8 +121,8 @@ end
 -- smallest input bounds its work, usually `tiers` or an absent key), one call each the rest.
 -- `how` (fq_open's third argument, nil = everything):
 --   read = true     a script that writes nothing checks nothing
---   meta = true     read the meta fields now (fq_meta, which the script reads anyway) with
---                   pcall instead of a separate HLEN: one command less
+--   meta = true     read the meta fields now (fq_meta, which the script reads anyway): now
+--                   done for every checking call (see below), the flag names the intent
 --   sched = false   the script raises no schedule signal on this call, so the sched list is
 --                   not checked (fq_close reads and checks it, late, should it be raised)
 --   later = true    check nothing now (q.checks_due): the script calls fq_check_queue
@@ -155,8 +155,11 @@ local function fq_check_queue(q, how)
   end
   q.checks_due = nil
   fq_check_zsets(q)
-  if how.meta then fq_meta(q)
-  elseif FQ_TYPE(FQ_PCALL('HLEN', q.meta)) == 'table' then fq_check_type(q.meta, 'hash') end
+  -- meta's fields are read now, whatever `how.meta` says: the read is meta's type check and
+  -- checks its counters are numbers (fq_meta), before the first write of any call that may
+  -- move the ready gauge, the virtual time or the sequences (an HLEN checked the type only,
+  -- and a counter that was not a number failed such a call after its writes)
+  fq_meta(q)
   if FQ_TYPE(FQ_PCALL('HLEN', q.stats)) == 'table' then fq_check_type(q.stats, 'hash') end
   q.wake_len = fq_list_len(fq_wake_key(q))
   if how.sched ~= false then
