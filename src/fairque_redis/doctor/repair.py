@@ -118,7 +118,11 @@ def _fix_meta(client: Any, keys: KeySpace, p: Parsed, done: list[str]) -> bool:
     number, ``vtime`` (and a tier's) the lowest pass of an active tenant; the rate state
     (``qtat``, ``qhold``) restarts at 0; ``ready`` is recounted by step 5."""
     meta = p.single.get("meta", {})
-    broken = [name for name in meta_numbers(meta) if stored_int(meta[name]) is None]
+    broken = [
+        name
+        for name in meta_numbers(meta)
+        if name != "ready" and stored_int(meta[name]) is None  # ready: recounted in step 5
+    ]
     if not broken:
         return False
     acts = [_int(rec.get("act")) for rec in p.tenant.values()]
@@ -138,7 +142,7 @@ def _fix_meta(client: Any, keys: KeySpace, p: Parsed, done: list[str]) -> bool:
                 for _, score in members
             ]
             value = min(passes, default=0)
-        else:  # ready: recounted below; qtat/qhold: the queue's rate state starts afresh
+        else:  # qtat/qhold: the queue's rate state starts afresh
             value = 0
         fixed[name] = str(value)
         done.append(f"meta {name} {_text(meta[name])[:40]!r} -> {value} (not a number)")
