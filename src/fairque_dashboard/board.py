@@ -223,7 +223,10 @@ def format_time(value: object) -> str:
 
     if not isinstance(value, (int, float)) or value <= 0:
         return "n/a"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value)) + f" ({value:.3f})"
+    try:  # a stored time damaged behind the client's back may lie outside the calendar
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value)) + f" ({value:.3f})"
+    except (OverflowError, OSError, ValueError):
+        return f"n/a ({value!r})"
 
 
 def format_time_short(value: object) -> str:

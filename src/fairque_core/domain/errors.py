@@ -383,16 +383,22 @@ class DamagedKeyError(BackendError):
     refused before it wrote anything; ``fairque doctor --repair`` deletes such a key and
     rebuilds what it held from the task records. ``advice``, when given, replaces that hint
     in the message, for a key the doctor cannot rebuild (a queue's ``partitions`` record).
+    ``partial`` True: the key was met after the call's first write (a key no up-front check
+    covers, see docs/operations.md), so part of the call may stand; the doctor finds and
+    repairs what it left.
     """
 
-    def __init__(self, key: str, found: str, expected: str, *, advice: str = "") -> None:
+    def __init__(
+        self, key: str, found: str, expected: str, *, advice: str = "", partial: bool = False
+    ) -> None:
         self.key = key
         self.found = found
         self.expected = expected
+        self.partial = partial
         fix = advice or "run `fairque doctor --repair` on the queue"
+        outcome = "the call may have applied in part" if partial else "the call changed nothing"
         super().__init__(
-            f"key {key!r} is a {found}, fairque keeps a {expected} there: the call changed "
-            f"nothing; {fix}"
+            f"key {key!r} is a {found}, fairque keeps a {expected} there: {outcome}; {fix}"
         )
 
 

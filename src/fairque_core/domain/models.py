@@ -278,6 +278,10 @@ class DLQEntry:
     reason: str
     moved_at: float
     retry_history: tuple[Mapping[str, Any], ...] = ()
+    #: what of the stored entry could not be read ('' when it is sound), e.g. a DLQ score
+    #: that is not a whole number of ms (``moved_at`` is then the best reading, or 0); the
+    #: entry is listed all the same, and ``fairque doctor --repair`` mends it
+    damage: str = ""
 
 
 @attrs.frozen(kw_only=True)

@@ -19,6 +19,9 @@ against each other, following ``fairque_redis/keys.py`` and the Lua scripts:
   ``max_running`` or parked by its rate, ADRs 28 and 32), and ``tiers`` holds exactly the tiers
   with an active tenant; a paused or capped tenant is in no active set, and a capped one holds
   a lease (the end of a lease is what lets it in again);
+- a ``dlq`` score is a whole number of ms; the meta counters (``vtime``, ``seq``, ``ready``,
+  ``act``, ...) are numbers; no deferred task waits for parents that have all ended
+  (:mod:`fairque_redis.doctor.deps`);
 - every queue counter in ``stats`` equals the sum of the tenants' ``ts:<u>`` counters, and every
   tenant with pushes is in the ``tenants`` index.
 
@@ -30,6 +33,7 @@ cluster, pass the client of the node that owns the queue's slot: :func:`node_cli
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter, defaultdict
 from typing import Any
@@ -38,6 +42,7 @@ import attrs
 import redis
 
 from fairque_core.domain.limits import QUEUE_PARK_MEMBER
+from fairque_redis.doctor.deps import stuck
 from fairque_redis.keys import KeySpace, recorded_partitions
 
 __all__ = [
@@ -46,11 +51,13 @@ __all__ = [
     "check_parsed",
     "held_tenants",
     "key_space",
+    "meta_numbers",
     "node_client",
     "parse",
     "queue_spaces",
     "snapshot",
     "stored_int",
+    "whole",
 ]
 
 #: a queue's name (its one key space) or one key space of it (one partition, ADR 34)
@@ -215,6 +222,22 @@ def stored_int(raw: bytes | str) -> int | None:
         return None
 
 
+def whole(score: float) -> bool:
+    """A sorted-set score that is a whole, finite number (of ms: ``delayed``, ``leases``,
+    ``dlq``)."""
+    return math.isfinite(score) and score == int(score)
+
+
+#: meta fields every push and claim reads as numbers (core.lua fq_meta; limits.lua the GCRA
+#: state), besides each tier's ``vtime:<tier>``
+_META_NUMBERS = ("vtime", "seq", "ready", "act", "qtat", "qhold")
+
+
+def meta_numbers(meta: dict[str, bytes]) -> list[str]:
+    """The numeric fields present in a meta hash."""
+    return [name for name in meta if name in _META_NUMBERS or name.startswith("vtime:")]
+
+
 def _int(raw: bytes | str | None, default: int = 0) -> int:
     if raw is None or raw in (b"", ""):
         return default
@@ -368,6 +391,9 @@ def check_parsed(parsed: Parsed) -> list[str]:
     for name in ("delayed", "leases", "dlq"):
         for task_id, score in single.get(name, []):
             places[task_id].append((name, score))
+    for task_id, score in single.get("dlq", []):
+        if not whole(score):  # ZADD dlq 1.5 <id>: every listing read it as a time in ms
+            bad.append(f"dlq entry {task_id}: score {score!r} is not a whole number of ms")
 
     for task_id, spots in sorted(places.items()):
         names = [name for name, _ in spots]
@@ -438,6 +464,8 @@ def check_parsed(parsed: Parsed) -> list[str]:
         if state not in ("deferred", "canceled") and waits.get(task_id):
             bad.append(f"task {task_id} is {state} but waits:{task_id} is not empty")
 
+    bad += stuck(p)  # deferred for ever: every task it waits for has ended
+
     # gauges against the real cardinalities
     tenants = set(critical) | set(normal) | set(tenant_stats)
     tenants |= {_text(rec.get("u", b"")) for rec in tasks.values() if rec.get("u")}
@@ -467,6 +495,9 @@ def check_parsed(parsed: Parsed) -> list[str]:
         if _int(gauges.get("pushed")) > 0 and tenant not in dict(single.get("tenants", [])):
             bad.append(f"tenant {tenant} has pushed tasks but is not in the tenants index")
     meta = single.get("meta", {})
+    for name in meta_numbers(meta):
+        if stored_int(meta[name]) is None:  # every push and claim reads them
+            bad.append(f"meta {name} = {_text(meta[name])[:40]!r} is not a number")
     if _int(meta.get("ready")) != in_ready:
         bad.append(f"meta ready = {_int(meta.get('ready'))}, real {in_ready}")
     live_tiers = {tier for tier, members in active.items() if members}

@@ -7,11 +7,13 @@ In this order, each step on a fresh snapshot:
 
 1. keys of the wrong Redis type (an operator's ``SET`` on a queue key) are deleted: they hold
    nothing fairque can read; what they indexed is rebuilt from the task records below;
+   Then a meta counter that is not a number is recomputed from the data, and a deferred task
+   whose parents have all ended is released or canceled (:mod:`fairque_redis.doctor.deps`);
 2. ids in a structure (``c:``/``n:``/``delayed``/``leases``/``dlq``) without a live task hash
    of their state are removed (orphan leases, stray ready entries);
 3. every live task goes where its state says: queued -> its tenant's queue, started without a
    lease -> back to ready (its lease is gone, nobody can finish it), scheduled -> ``delayed``,
-   failed -> ``dlq``;
+   failed -> ``dlq`` (a score that is not a whole number back to the record's ``mv``);
 4. active sets: members whose tenant has no ready work, is paused or capped, stale or
    duplicate members are removed; a tenant with ready work and no member is activated (at the
    tier's virtual time) unless a pause or a limit holds it out (paused, capped, parked: left as
@@ -31,15 +33,18 @@ from typing import Any
 
 from fairque_core.domain.enums import Priority
 from fairque_core.domain.scoring import seq_member, static_score
+from fairque_redis.doctor.deps import release
 from fairque_redis.doctor.examine import (
     Parsed,
     Where,
     held_tenants,
     key_space,
+    meta_numbers,
     node_client,
     parse,
     snapshot,
     stored_int,
+    whole,
 )
 from fairque_redis.keys import KeySpace
 
@@ -48,6 +53,8 @@ __all__ = ["repair"]
 _SEQ_DIGITS = 16
 _GAUGES = ("scheduled", "leased")
 _CRITICAL = 6
+#: passes of the release step at most (each cancel may strand the canceled task's children)
+_RELEASE_ROUNDS = 16
 
 
 def _text(value: bytes | str) -> str:
@@ -89,6 +96,13 @@ def repair(
         done.append(f"deleted {keys.prefix}{suffix} (a {kind}, fairque keeps a {want} there)")
     if parsed.damaged:
         parsed = _read(client, queue)
+    if _fix_meta(client, keys, parsed, done):
+        parsed = _read(client, queue)
+    # deferred tasks nothing would release (a cancel may strand its own children: again)
+    for _ in range(_RELEASE_ROUNDS):
+        if not release(client, keys, parsed, done):
+            break
+        parsed = _read(client, queue)
     _place_tasks(client, keys, parsed, done, horizon_ms)
     _relink_children(client, keys, parsed, done)
     parsed = _read(client, queue)
@@ -96,6 +110,44 @@ def repair(
     parsed = _read(client, queue)
     _recount(client, keys, parsed, done)
     return done
+
+
+def _fix_meta(client: Any, keys: KeySpace, p: Parsed, done: list[str]) -> bool:
+    """A meta counter that is not a number (every push and claim refuses the queue then) is
+    recomputed from the data: ``seq`` the highest task's, ``act`` the highest activation
+    number, ``vtime`` (and a tier's) the lowest pass of an active tenant; the rate state
+    (``qtat``, ``qhold``) restarts at 0; ``ready`` is recounted by step 5."""
+    meta = p.single.get("meta", {})
+    broken = [
+        name
+        for name in meta_numbers(meta)
+        if name != "ready" and stored_int(meta[name]) is None  # ready: recounted in step 5
+    ]
+    if not broken:
+        return False
+    acts = [_int(rec.get("act")) for rec in p.tenant.values()]
+    acts += [_int(m[:_SEQ_DIGITS]) for members in p.raw_active.values() for m, _ in members]
+    fixed: dict[str, str] = {}
+    for name in broken:
+        if name == "seq":
+            value = max((_int(rec.get("seq")) for rec in p.tasks.values()), default=0)
+        elif name == "act":
+            value = max(acts, default=0)
+        elif name.startswith("vtime"):
+            tier = name.partition(":")[2]
+            passes = [
+                int(score)
+                for t, members in p.active.items()
+                if not tier or t == tier
+                for _, score in members
+            ]
+            value = min(passes, default=0)
+        else:  # qtat/qhold: the queue's rate state starts afresh
+            value = 0
+        fixed[name] = str(value)
+        done.append(f"meta {name} {_text(meta[name])[:40]!r} -> {value} (not a number)")
+    client.hset(keys.meta, mapping=fixed)
+    return True
 
 
 def _relink_children(client: Any, keys: KeySpace, p: Parsed, done: list[str]) -> None:
@@ -127,6 +179,8 @@ def _place_tasks(client: Any, keys: KeySpace, p: Parsed, done: list[str], horizo
     for name in ("delayed", "leases", "dlq"):
         for task_id, _ in p.single.get(name, []):
             present.setdefault(task_id, []).append(name)
+
+    dlq_scores = dict(p.single.get("dlq", []))
 
     def want_of(task_id: str) -> str | None:
         rec = p.live(task_id)
@@ -193,6 +247,10 @@ def _place_tasks(client: Any, keys: KeySpace, p: Parsed, done: list[str], horizo
         elif state == "failed" and "dlq" not in present.get(task_id, []):
             pipe.zadd(keys.dlq, {task_id: _int(rec.get("mv"), p.now)})
             done.append(f"task {task_id} (failed) put back into the dlq")
+        elif state == "failed" and not whole(dlq_scores.get(task_id, 0.0)):
+            moved = _int(rec.get("mv"), p.now)
+            pipe.zadd(keys.dlq, {task_id: moved})
+            done.append(f"dlq entry {task_id}: score {dlq_scores[task_id]!r} -> {moved}")
     pipe.execute()
 
 

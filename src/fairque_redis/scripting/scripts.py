@@ -322,7 +322,10 @@ def _bad_arg(detail: str) -> FairQueueError:
 
 #: FQ_E_<CODE> -> how to build the exception from the detail text after the code.
 def _damaged(detail: str) -> FairQueueError:
-    key, found, expected = ([*detail.split(" "), "?", "?", "?"])[:3]
+    # `<key> <found> <wanted>`, or tab-separated when the found value may hold spaces (a meta
+    # field that is not a number: core.lua fq_meta)
+    parts = detail.split("\t") if "\t" in detail else detail.split(" ")
+    key, found, expected = ([*parts, "?", "?", "?"])[:3]
     return DamagedKeyError(key, found, expected)
 
 
@@ -352,8 +355,14 @@ def translate_script_error(script: str, message: str) -> FairQueueError:
         return make(detail.strip())
     if "WRONGTYPE" in text:
         # a script that writes nothing checks no types up front (ADR 29): a damaged key it reads
-        # fails the read itself. Still a damaged key, and nothing changed
+        # fails the read itself. Still a damaged key, and nothing changed. A script that writes
+        # met it past its checks (an active set of a strict tier other than 0): it may have
+        # written before, and says so
+        spec = SCRIPTS.get(script)
         return DamagedKeyError(
-            f"<a key the {script} script reads>", "value of another type", "structure"
+            f"<a key the {script} script reads>",
+            "value of another type",
+            "structure",
+            partial=spec is not None and spec.writes,
         )
     return LuaScriptError(script, text)

@@ -71,6 +71,19 @@ local function fq_list_len(key)
   return n
 end
 
+-- the meta field of the fq_meta read `v` that is not a number: FQ_E_DAMAGED, its detail
+-- `<key> TAB <found> TAB <wanted>` (tab-separated: the found value may hold spaces)
+local FQ_META_COUNTERS = {'vtime', 'seq', 'ready', 'act'}
+local function fq_meta_damaged(q, v)
+  for k, name in ipairs(FQ_META_COUNTERS) do
+    if v[k] and FQ_TONUMBER(v[k]) == nil then
+      error(fq_err('DAMAGED', q.meta .. '\thash whose ' .. name .. ' is ' ..
+        FQ_FORMAT('%q', (string.gsub(FQ_SUB(v[k], 1, 40), '%c', '?'))) .. ' (not a number)\thash whose ' ..
+        name .. ' is an integer'))
+    end
+  end
+end
+
 -- the queue's meta fields (virtual time, push sequence, ready gauge, activation sequence, the
 -- flow-control state and the pause flag), read once per call (at fq_open when the script asks
 -- for it: see fq_check_queue)
@@ -88,6 +101,11 @@ local function fq_meta(q)
     q.seq = FQ_TONUMBER(v[2] or '0')
     q.ready_base = FQ_TONUMBER(v[3] or '0')
     q.act = FQ_TONUMBER(v[4] or '0')
+    -- a counter that is not a number (`HSET meta ready lots`) refuses the call typed, before
+    -- any write (fq_open reads meta first): no arithmetic on nil half-way through the writes
+    if q.ready_base == nil or q.seq == nil or q.vtime == nil or q.act == nil then
+      fq_meta_damaged(q, v)
+    end
     -- flow control (limits.lua): any limit ever set, the queue-wide record, its GCRA state
     q.lim_on = v[5] == '1'
     q.qlim = v[6] or ''
@@ -105,8 +123,8 @@ end
 -- smallest input bounds its work, usually `tiers` or an absent key), one call each the rest.
 -- `how` (fq_open's third argument, nil = everything):
 --   read = true     a script that writes nothing checks nothing
---   meta = true     read the meta fields now (fq_meta, which the script reads anyway) with
---                   pcall instead of a separate HLEN: one command less
+--   meta = true     read the meta fields now (fq_meta, which the script reads anyway): now
+--                   done for every checking call (see below), the flag names the intent
 --   sched = false   the script raises no schedule signal on this call, so the sched list is
 --                   not checked (fq_close reads and checks it, late, should it be raised)
 --   later = true    check nothing now (q.checks_due): the script calls fq_check_queue
@@ -118,13 +136,15 @@ local FQ_CHECK_ALL = {}
 -- fq_close's loop over the tenant records read, when the call read none (never written)
 local FQ_NO_TENANTS = {}
 
--- the six queue-wide sorted sets, in one ZINTERCARD (see fq_check_queue)
+-- the six queue-wide sorted sets and active:0 (every tenant's active set without strict
+-- tiers: written by any call that activates, deactivates or rescores a tenant), in one
+-- ZINTERCARD (see fq_check_queue): seven keys cost what six did
 local function fq_check_zsets(q)
-  local zsets = FQ_PCALL('ZINTERCARD', 6, q.tiers, q.delayed, q.leases, q.dlq,
-    fq_tenants_key(q), fq_parked_key(q), 'LIMIT', 1)
+  local zsets = FQ_PCALL('ZINTERCARD', 7, q.tiers, q.delayed, q.leases, q.dlq,
+    fq_tenants_key(q), fq_parked_key(q), fq_active_key(q, '0'), 'LIMIT', 1)
   if FQ_TYPE(zsets) == 'table' then
     for _, key in ipairs({q.tiers, q.delayed, q.leases, q.dlq, fq_tenants_key(q),
-      fq_parked_key(q)}) do fq_check_type(key, 'zset') end
+      fq_parked_key(q), fq_active_key(q, '0')}) do fq_check_type(key, 'zset') end
   end
 end
 
@@ -137,8 +157,11 @@ local function fq_check_queue(q, how)
   end
   q.checks_due = nil
   fq_check_zsets(q)
-  if how.meta then fq_meta(q)
-  elseif FQ_TYPE(FQ_PCALL('HLEN', q.meta)) == 'table' then fq_check_type(q.meta, 'hash') end
+  -- meta's fields are read now, whatever `how.meta` says: the read is meta's type check and
+  -- checks its counters are numbers (fq_meta), before the first write of any call that may
+  -- move the ready gauge, the virtual time or the sequences (an HLEN checked the type only,
+  -- and a counter that was not a number failed such a call after its writes)
+  fq_meta(q)
   if FQ_TYPE(FQ_PCALL('HLEN', q.stats)) == 'table' then fq_check_type(q.stats, 'hash') end
   q.wake_len = fq_list_len(fq_wake_key(q))
   if how.sched ~= false then
@@ -282,6 +305,19 @@ local function fq_member(seq, id)
   return FQ_FORMAT(FQ_SEQ_FORMAT, seq) .. id
 end
 
+-- raise the signal list `key` (length `len` as checked before the first write, nil when the
+-- call did not check it). Unchecked, it is read here, after the call's writes, with pcall: a
+-- list of another type then loses this one signal (the workers' and the scheduler's polls
+-- still find the work; `fairque doctor` names the key) instead of failing, as "changed
+-- nothing", a call whose writes are done
+local function fq_signal(key, len)
+  if len == nil then
+    len = FQ_PCALL('LLEN', key)
+    if FQ_TYPE(len) == 'table' then return end
+  end
+  if len == 0 then FQ_CALL('RPUSH', key, '1') end
+end
+
 -- write back every cache: counters, gauges, tenant passes, vtime, seq. HINCRBY replies the new
 -- value: a tenant's `pushed` equal to what this call added is its first push ever, which also
 -- enters it in the tenants index (<prefix>tenants, scored by q.now), at no extra call per push.
@@ -289,8 +325,11 @@ end
 -- client's back loses that tenant's figures (`fairque doctor` reports and recomputes them)
 -- rather than failing a call whose other writes are done
 local function fq_close(q)
+  -- pcall: a queue counter that is not a number (`HSET stats pushed lots`) loses this call's
+  -- count rather than failing a call whose other writes are done (the doctor recounts the
+  -- queue's counters from the tenants')
   for name, by in FQ_NEXT, q.counters do
-    if by ~= 0 then FQ_CALL('HINCRBY', q.stats, name, fq_int(by)) end
+    if by ~= 0 then FQ_PCALL('HINCRBY', q.stats, name, fq_int(by)) end
   end
   for u, names in FQ_NEXT, q.tenant_counters do
     local key = fq_tenant_stats_key(q, u)
@@ -334,12 +373,7 @@ local function fq_close(q)
   end
   -- the wake signal: a list holding at most one token, which idle workers BLPOP
   -- (its length read by fq_check_queue, before any write, unless the script checked nothing)
-  if q.wake and (q.wake_len or fq_list_len(fq_wake_key(q))) == 0 then
-    FQ_CALL('RPUSH', fq_wake_key(q), '1')
-  end
+  if q.wake then fq_signal(fq_wake_key(q), q.wake_len) end
   -- the schedule signal (same shape): the queue's next due time moved earlier
-  if q.resched then
-    local sched = fq_sched_key(q)
-    if (q.sched_len or fq_list_len(sched)) == 0 then FQ_CALL('RPUSH', sched, '1') end
-  end
+  if q.resched then fq_signal(fq_sched_key(q), q.sched_len) end
 end

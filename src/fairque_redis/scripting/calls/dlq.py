@@ -3,6 +3,7 @@ purge. No I/O."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +19,22 @@ from fairque_redis.scripting.calls.records import read_message, salvage_message
 __all__ = ["DlqCalls"]
 
 _FAILURES = {ft.value: ft for ft in FailureType}
+
+
+def _moved_ms(raw: Any) -> tuple[float, str]:
+    """A DLQ entry's score (when it moved there, ms) and the damage found in it ('' when it
+    is a whole number). A score written behind the client's back (``ZADD dlq 1.5 <id>``)
+    is read as far as it can be, so that the entry is still listed, never a bare ValueError
+    that hides every other entry."""
+    text = to_text(raw)
+    if text.lstrip("-").isdigit():
+        return float(int(text)), ""
+    note = f"dlq score {text[:40]!r} is not a whole number of ms (run `fairque doctor --repair`)"
+    try:
+        value = float(text)
+    except ValueError:
+        return 0.0, note
+    return (value if math.isfinite(value) else 0.0), note
 
 
 class DlqCalls(CallsBase):
@@ -37,6 +54,7 @@ class DlqCalls(CallsBase):
                 task_id, tenant, prio, rc, meta, body, ftype, reason, moved = reply[i : i + 9]
                 count, texts = reply[i + 9 : i + 11]
                 fields = [task_id, tenant, prio, rc, meta, body]
+                moved_ms, damage = _moved_ms(moved)
                 try:
                     original = read_message(fields)
                 except TaskSerializationError as exc:
@@ -47,8 +65,9 @@ class DlqCalls(CallsBase):
                         original_task=original,
                         failure_type=_FAILURES.get(to_text(ftype), FailureType.FAILED),
                         reason=to_text(reason),
-                        moved_at=int(moved) / 1000,
+                        moved_at=moved_ms / 1000,
                         retry_history=retry_history(joined_attempts(count, texts)),
+                        damage=damage,
                     )
                 )
             return out
