@@ -56,14 +56,14 @@ def _put_named(instance: object, value: object, *, name: str) -> None:
 _TASK_SLOTS = _slot_setters(
     Task,
     "task_id tenant priority payload retry_count max_retries created_at execute_after "
-    "depends_on headers name unique_key unique_window_seconds lease",
+    "depends_on headers name unique_key unique_window_seconds expires_at lease",
 )
 _LEASE_SLOTS = _slot_setters(Lease, "token deadline worker_id")
 _CLAIMED_SLOTS = _slot_setters(Claimed, "message lease recoveries")
 _MESSAGE_SLOTS = _slot_setters(
     Message,
     "task_id tenant priority body content_type retry_count max_retries created_at delay "
-    "depends_on headers name unique_key unique_window",
+    "depends_on headers name unique_key unique_window expires_ms",
 )
 
 
@@ -81,6 +81,7 @@ def unchecked_task(  # noqa: PLR0917 - positional in field order: the claim path
     name: str,
     unique_key: str,
     unique_window_seconds: float,
+    expires_at: float | None,
     lease: Lease | None,
 ) -> Task:
     """A :class:`Task` of values the caller has checked against every validator's rule
@@ -99,6 +100,7 @@ def unchecked_task(  # noqa: PLR0917 - positional in field order: the claim path
         set_name,
         set_unique_key,
         set_unique_window_seconds,
+        set_expires_at,
         set_lease,
     ) = _TASK_SLOTS
     task: Task = _new(Task)
@@ -115,6 +117,7 @@ def unchecked_task(  # noqa: PLR0917 - positional in field order: the claim path
     set_name(task, name)
     set_unique_key(task, unique_key)
     set_unique_window_seconds(task, unique_window_seconds)
+    set_expires_at(task, expires_at)
     set_lease(task, lease)
     return task
 
@@ -145,6 +148,7 @@ def unchecked_message(  # noqa: PLR0917 - as unchecked_task
     name: str,
     unique_key: str,
     unique_window: float,
+    expires_ms: int = 0,
 ) -> Message:
     """A :class:`Message` from positional values (it has no validators; this is only the
     cheaper spelling of ``Message(...)`` for the push and claim paths)."""
@@ -163,6 +167,7 @@ def unchecked_message(  # noqa: PLR0917 - as unchecked_task
         set_name,
         set_unique_key,
         set_unique_window,
+        set_expires_ms,
     ) = _MESSAGE_SLOTS
     message: Message = _new(Message)
     set_task_id(message, task_id)
@@ -179,6 +184,7 @@ def unchecked_message(  # noqa: PLR0917 - as unchecked_task
     set_name(message, name)
     set_unique_key(message, unique_key)
     set_unique_window(message, unique_window)
+    set_expires_ms(message, expires_ms)
     return message
 
 

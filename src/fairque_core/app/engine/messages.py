@@ -26,7 +26,14 @@ from fairque_core.domain.errors import (
     TaskTypeError,
     TaskValidationError,
 )
-from fairque_core.domain.models import UNREADABLE_HEADER, Claimed, Lease, Message, Task
+from fairque_core.domain.models import (
+    UNREADABLE_HEADER,
+    Claimed,
+    Lease,
+    Message,
+    Task,
+    expiry_ms,
+)
 from fairque_core.ports.json_codec import check_str_keys
 from fairque_core.settings.config import QueueConfig
 
@@ -70,6 +77,7 @@ class ModelBuild:
             name=task.name,
             unique_key=task.unique_key,
             unique_window=task.unique_window_seconds,
+            expires_ms=expiry_ms(task.expires_at),
         )
 
     def task(self, message: Message, payload: Mapping[str, Any], lease: Lease | None) -> Task:
@@ -89,6 +97,7 @@ class ModelBuild:
             name=message.name,
             unique_key=message.unique_key,
             unique_window_seconds=message.unique_window,
+            expires_at=message.expires_ms / 1000 if message.expires_ms else None,
             lease=lease,
         )
 
