@@ -37,7 +37,16 @@ __all__ = [
 R = TypeVar("R")
 
 # keywords of TaskFunction.create that are task options, not function arguments
-_CREATE_OPTIONS = ("task_id", "priority", "execute_after", "depends_on", "max_retries", "headers")
+_CREATE_OPTIONS = (
+    "task_id",
+    "priority",
+    "execute_after",
+    "depends_on",
+    "max_retries",
+    "headers",
+    "expires_at",
+    "expires_in",
+)
 
 
 async def _awaited(value: Awaitable[Any]) -> Any:
@@ -139,9 +148,12 @@ class TaskFunction(Generic[R]):
         depends_on: Sequence[str] = (),
         max_retries: int | None = None,
         headers: Mapping[str, str] | None = None,
+        expires_at: float | None = None,
+        expires_in: float | None = None,
         **kwargs: Any,
     ) -> Task:
-        """A new Task (fresh id unless ``task_id``) that runs this function with the args."""
+        """A new Task (fresh id unless ``task_id``) that runs this function with the args;
+        ``expires_at``/``expires_in``: not started by then, it never runs (``Task.create``)."""
         self._check_args(args, kwargs)
         return Task.create(
             tenant,
@@ -153,6 +165,8 @@ class TaskFunction(Generic[R]):
             depends_on=depends_on,
             headers=headers,
             name=self.name,
+            expires_at=expires_at,
+            expires_in=expires_in,
         )
 
     __call__ = create
