@@ -159,7 +159,7 @@ def test_create_refuses_bad_calls_as_python_does() -> None:
 def test_slot_setters_refuse_fields_they_do_not_know() -> None:
     with pytest.raises(RuntimeError, match="fields are"):
         _slot_setters(Message, "task_id tenant")
-    assert len(_slot_setters(Message, " ".join(f.name for f in attrs.fields(Message)))) == 14
+    assert len(_slot_setters(Message, " ".join(f.name for f in attrs.fields(Message)))) == 15
 
 
 # ---------------------------------------------------------------- JSON read by the scanner
