@@ -1,7 +1,7 @@
 --[[ expiry: a task not started by its expires_at is never run (ADR 77).
 
   The message's meta (field m, the JSON the client wrote: records.encode_meta) starts with
-  the expiry, a number of epoch ms, when the task has one: `[<ms>,...`; every other meta
+  the expiry, a number of epoch ms, when the task has one: `[<ms>,"<content type>",...`; every other meta
   starts with the content type, a string: `["`. A claim that finds a task at or past its
   expiry, popped from its tenant's queue (claim.lua's lease) or due from `delayed`
   (fq_move_due), moves it to the DLQ as `stale` instead: counted `dead` and `stale`, its
@@ -16,7 +16,9 @@ local FQ_STALE = 'stale'
 -- the expiry (epoch ms) meta `m` carries, or nil (none, or a meta that is not a string)
 local function fq_expiry_of(m)
   if FQ_TYPE(m) ~= 'string' or string.byte(m, 2) == 34 then return nil end -- '"': none
-  return FQ_TONUMBER(string.match(m, '^%[(%d+),'))
+  -- the expiry, then the content type (a string): a damaged record whose content type reads
+  -- as a number is not one (it is poisoned when claimed, as before)
+  return FQ_TONUMBER(string.match(m, '^%[(%d+),"'))
 end
 
 -- task `id` with meta `m` is at or past its expiry at q.now: it goes to the DLQ as `stale`

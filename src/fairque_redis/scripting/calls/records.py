@@ -82,7 +82,9 @@ def decode_message(fields: Sequence[Any]) -> Message:
     task_id, tenant, priority, retry_count, meta, body = fields
     value = _meta(meta)
     expires = 0
-    if type(value) is list and value and type(value[0]) is int:  # an expiry first (ADR 77)
+    # an expiry first (ADR 77), then the content type: a damaged content type that reads as a
+    # number is no expiry (the record is refused as before)
+    if type(value) is list and len(value) > 1 and type(value[0]) is int and type(value[1]) is str:
         expires = value[0]
         value = value[1:]
     if type(value) is list and len(value) == 7:  # encode_meta's seven fields (no unique key)
