@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from fairque_core import FailureType, TaskState
+from fairque_core.domain.models import STALE_CLAIM_LIMIT
 
 from .helpers import claim_ids, msg
 
@@ -118,3 +119,20 @@ def test_a_stale_task_takes_no_turn_from_its_tenant(backend, clock):
     claimed += [c.message.tenant for c in backend.claim(count=1)]
     assert sorted(claimed) == ["alice", "bob"]
     assert backend.tenant_stats("alice")["claimed"] == 1
+
+
+def test_a_claim_pops_at_most_its_count_plus_the_stale_limit(backend, clock):
+    # a backlog of stale tasks is cleared by successive claims, none of which runs long; the
+    # claim that stopped passes the wake signal on
+    stale = [msg(f"s{i:03d}", expires_ms=_at(clock, 1)) for i in range(STALE_CLAIM_LIMIT + 9)]
+    for at in range(0, len(stale), 100):
+        backend.push_batch(stale[at : at + 100])
+    backend.push(msg("fresh"))
+    clock.advance(1)
+    while backend.wait_for_work(0):
+        pass
+    assert backend.claim(count=1) == []
+    assert backend.stats()["stale"] == STALE_CLAIM_LIMIT + 1
+    assert backend.wait_for_work(0) is True
+    assert claim_ids(backend, 1) == ["fresh"]
+    assert backend.stats()["stale"] == STALE_CLAIM_LIMIT + 9

@@ -76,3 +76,15 @@ def test_the_message_carries_it_and_the_task_comes_back_with_it(build: object) -
 def test_a_message_expiry_out_of_range_is_refused(value: object) -> None:
     with pytest.raises((TaskTypeError, TaskValidationError)):
         check_expires_ms(value)
+
+
+def test_the_lua_stale_limit_is_the_python_one() -> None:
+    import re
+
+    from fairque_core.domain.models import STALE_CLAIM_LIMIT
+    from fairque_redis.scripting.scripts import load_source
+
+    source = load_source("_include/expiry")
+    limit = re.search(r"^local FQ_STALE_CLAIM_LIMIT = (\d+)$", source, re.M)
+    assert limit is not None
+    assert int(limit.group(1)) == STALE_CLAIM_LIMIT

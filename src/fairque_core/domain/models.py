@@ -24,6 +24,7 @@ from fairque_core.domain.validation import (
 )
 
 __all__ = [
+    "STALE_CLAIM_LIMIT",
     "UNREADABLE_HEADER",
     "Claimed",
     "DLQEntry",
@@ -100,6 +101,12 @@ def _check_window(_inst: object, attribute: attrs.Attribute[Any], value: object)
 def _check_expiry(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is not None:
         check_time(value, attribute.name)
+
+
+#: A claim pops at most its ``count`` plus this many tasks (ADR 77): the stale tasks past that
+#: wait for the next claim, so that a backlog of them never makes one claim run long (the Lua
+#: claim's FQ_STALE_CLAIM_LIMIT; a test keeps the two equal).
+STALE_CLAIM_LIMIT = 256
 
 
 def expiry_ms(expires_at: float | None) -> int:

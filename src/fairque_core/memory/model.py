@@ -23,7 +23,7 @@ from fairque_core.domain.enums import TaskState
 from fairque_core.domain.errors import TaskIdConflictError, TaskNotFoundError, TaskValidationError
 from fairque_core.domain.intake import INTAKE_CLAIM_LIMIT
 from fairque_core.domain.limits import LIMIT_COUNTERS
-from fairque_core.domain.models import Claimed, Lease, Message, QueueSizes
+from fairque_core.domain.models import STALE_CLAIM_LIMIT, Claimed, Lease, Message, QueueSizes
 from fairque_core.domain.scoring import STAT_COUNTERS, lease_ms, stride_for, to_ms
 from fairque_core.domain.states import TaskEvent, next_state
 from fairque_core.domain.validation import (
@@ -188,7 +188,8 @@ class InMemoryBackend(
             limits.unpark_due(self, now)
         claimed: list[Claimed] = []
         stale: list[str] = []  # tenants of the tasks found past their expiry (ADR 77)
-        while len(claimed) < (0 if self._queue_paused else count):  # paused: leases nothing
+        popped, cap = 0, count + STALE_CLAIM_LIMIT  # at most `cap` pops (ADR 77)
+        while len(claimed) < (0 if self._queue_paused else count) and popped < cap:
             if self._limits.on and not limits.queue_may_start(self, now):
                 break  # the queue-wide max_running or rate
             tenant_id = self._fair.pick(groups)
@@ -196,6 +197,7 @@ class InMemoryBackend(
                 break
             tenant = self._tenants[tenant_id]
             task_id = tenant.pop_ready()
+            popped += 1
             self._fair.serve(tenant_id, still_ready=tenant.has_ready(), pinned=pinned)
             rec = self._records[task_id]
             if self._stale(task_id, rec, now):  # dead-lettered instead, its turn given back
@@ -215,9 +217,10 @@ class InMemoryBackend(
             claimed.append(Claimed(message=rec.message, lease=lease, recoveries=rec.recoveries))
         for tenant_id in stale:  # once the picks are done, as the Lua claim does
             self._fair.refund(tenant_id)
-        if ((claimed or ingested) and self._fair.has_active()) or self._intake:
-            # ready work left behind by a claim that leased or ingested, or entries left in
-            # the intake (even with nothing leased): pass the signal on to the next worker
+        if ((claimed or ingested or stale) and self._fair.has_active()) or self._intake:
+            # ready work left behind by a claim that leased, ingested or dead-lettered stale
+            # tasks, or entries left in the intake (even with nothing leased): pass the
+            # signal on to the next worker
             self._wake.signal()
         return claimed
 

@@ -53,6 +53,7 @@ local function fq_claim_flush(q)
   local s = q.serve_n
   if s == 0 then return end
   q.serve_n = 0
+  q.popped = q.popped + s
   local serves, cache, lease = q.serves, q.tenant_cache, q.lease
   for k = 1, s do
     local u = serves[k]
@@ -484,25 +485,34 @@ local function fq_claim(q, argv, at)
   -- deactivated. Either way the loop picks again (each repair removes what was picked), as
   -- after a lease refused by a damaged task key
   local pinned = groups ~= nil
+  -- the claim pops at most `cap` tasks (ADR 77): stale ones beyond that wait for the next
+  -- claim (the wake signal below passes it on). q.popped: the pops made (the reserved ones
+  -- once flushed, fq_claim_flush)
+  local cap = count + FQ_STALE_CLAIM_LIMIT
+  q.popped = 0
   if limited or count == 1 then -- (a claim of one has nothing to pop at once)
-    while n < count do
+    while n < count and q.popped < cap do
       if limited and not fq_queue_may_start(q, n) then break end
       local u = fq_pick(q, groups, count - n + 1)
       if u == nil then break end
       local id = u and fq_serve(q, u, pinned)
-      if id then lease(u, id, true) end
+      if id then
+        q.popped = q.popped + 1
+        lease(u, id, true)
+      end
     end
   else
     -- reserved, popped and leased by fq_claim_flush: when the reserved tasks would fill the
-    -- claim, and at the end
+    -- claim or its pops, and at the end
     q.serves, q.serve_n, q.lease = {}, 0, lease
-    while n < count do
+    while n < count and q.popped + q.serve_n < cap do
       local u = fq_pick(q, groups, count - n - q.serve_n + 1)
       if u == nil then break end
       if u and fq_reserve(q, u, pinned) and not pinned and n + q.serve_n < count then
-        fq_reserve_more(q, u, count - n - q.serve_n)
+        local more = math.min(count - n - q.serve_n, cap - q.popped - q.serve_n)
+        if more > 0 then fq_reserve_more(q, u, more) end
       end
-      if n + q.serve_n >= count then fq_claim_flush(q) end
+      if n + q.serve_n >= count or q.popped + q.serve_n >= cap then fq_claim_flush(q) end
     end
     fq_claim_flush(q)
   end
@@ -514,9 +524,9 @@ local function fq_claim(q, argv, at)
   for s = 1, #leases, FQ_ZADD_CHUNK do
     FQ_CALL('ZADD', q.leases, unpack(leases, s, math.min(s + FQ_ZADD_CHUNK - 1, #leases)))
   end
-  -- ready work left behind by a claim that leased or ingested, or entries left in the
-  -- intake: pass the wake signal on to the next idle worker
-  if n > 0 or ingested > 0 then
+  -- ready work left behind by a claim that leased, ingested or dead-lettered stale tasks, or
+  -- entries left in the intake: pass the wake signal on to the next idle worker
+  if n > 0 or ingested > 0 or #stale > 0 then
     fq_meta(q)
     if q.ready_base + q.ready_delta > 0 then q.wake = true end
   end

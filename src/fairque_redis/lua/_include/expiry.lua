@@ -12,6 +12,10 @@
 --- @include "deps"
 
 local FQ_STALE = 'stale'
+-- a claim pops at most its count plus this many tasks (STALE_CLAIM_LIMIT in
+-- fairque_core/domain/models.py; a test keeps the two equal): a backlog of stale tasks is
+-- cleared by successive claims, none of which runs long
+local FQ_STALE_CLAIM_LIMIT = 256
 
 -- the expiry (epoch ms) meta `m` carries, or nil (none, or a meta that is not a string)
 local function fq_expiry_of(m)
