@@ -152,6 +152,8 @@ QUEUE_COUNTERS: Mapping[str, tuple[str, str]] = {
     "released": ("fairque.queue.released", "Claims given back without an attempt"),
     "canceled": ("fairque.queue.canceled", "Tasks canceled"),
     "dlq_requeued": ("fairque.queue.dlq_requeued", "Dead-letter entries queued again"),
+    # the `stale` part of dead_lettered: not started by their expiry, never run (ADR 77)
+    "stale": ("fairque.queue.stale", "Tasks dead-lettered as stale: not started by their expiry"),
 }
 # fairque.queue.tasks state -> get_stats() key
 # intake: entries not yet ingested (ADR 47); a queue that does not report it leaves it out

@@ -8,6 +8,7 @@ import time
 import uuid
 from pathlib import Path
 
+import attrs
 import pytest
 
 from fairque_cli.main import main
@@ -152,6 +153,25 @@ def _dead_task(server_url: str, queue_name: str, tenant: str) -> str:
         queue.fail(task, RuntimeError("handler exploded"))
         assert queue.get_state(task.task_id) is TaskState.FAILED
         return task.task_id
+
+
+def test_dlq_list_shows_stale_tasks(server_url: str, queue_name: str) -> None:
+    """A task not started by its expiry (ADR 77) is listed by ``dlq list --type stale``."""
+    with connect(server_url, queue=queue_name) as queue:
+        task = attrs.evolve(Task.create("alice"), expires_at=round(time.time() + 0.05, 3))
+        queue.push(task)
+        assert task.expires_at is not None
+        while time.time() < task.expires_at + 0.002:  # the server's clock is this machine's
+            time.sleep(0.01)
+        assert queue.claim() is None
+        assert queue.get_state(task.task_id) is TaskState.FAILED
+    base = ("--url", server_url, "--queue", queue_name)
+    code, out = cli(*base, "dlq", "list", "--type", "stale")
+    assert code == 0
+    assert task.task_id in out
+    assert "not started by its expiry" in out
+    code, out = cli(*base, "dlq", "list", "--type", "expired")
+    assert "no entries of type expired" in out
 
 
 def test_dlq_list_requeue_purge(

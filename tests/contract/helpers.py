@@ -68,6 +68,7 @@ def msg(
     max_retries: int = 3,
     headers: dict[str, str] | None = None,
     name: str = "",
+    expires_ms: int = 0,
 ) -> Message:
     return Message(
         task_id=task_id,
@@ -80,6 +81,7 @@ def msg(
         depends_on=tuple(depends_on),
         headers=dict(headers or {}),
         name=name,
+        expires_ms=expires_ms,
     )
 
 

@@ -191,3 +191,15 @@ def test_a_blocking_read_returns_an_event_written_while_it_waits(backend):
 def test_a_bad_position_is_refused(backend, bad):
     with pytest.raises(TaskValidationError):
         backend.read_events(bad)
+
+
+def test_a_stale_task_is_told_dead_lettered_and_its_dependent_canceled(backend, clock):
+    # expiry before start (ADR 77): the claim that finds it tells it as any dead letter
+    backend.push(msg("t1", expires_ms=round((clock.now + 1) * 1000)))
+    backend.push(msg("t2", depends_on=["t1"]))
+    clock.advance(1)
+    assert backend.claim() == []
+    told = _told(_all(backend))
+    assert told[0][:3] == ("dead_lettered", "t1", "stale")
+    assert told[1] == ("canceled", "t2", "", "dependency t1 did not finish")
+    assert len(told) == 2

@@ -53,6 +53,7 @@ EXPECTED_COUNTERS = {
     "dlq_requeued": 0,
     "result_bytes": 2,  # the two results, b"r"
     "repaired": 0,
+    "stale": 0,  # none expired before it started (ADR 77)
 }
 
 

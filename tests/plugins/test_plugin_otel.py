@@ -316,7 +316,15 @@ def test_observe_stats_reports_queue_gauges_and_counters() -> None:
     meters = MeterProvider(metric_readers=[reader])
     plugin = OpenTelemetryMetrics(meters, stats_ttl_seconds=3600)
     stats = FakeStats(
-        ready=4, scheduled=2, leased=1, dlq=3, active_tenants=2, recovered=5, canceled=6, dead=3
+        ready=4,
+        scheduled=2,
+        leased=1,
+        dlq=3,
+        active_tenants=2,
+        recovered=5,
+        canceled=6,
+        dead=3,
+        stale=1,
     )
     plugin.observe_stats(stats, queue="orders")
     got = collect(reader)
@@ -330,6 +338,7 @@ def test_observe_stats_reports_queue_gauges_and_counters() -> None:
     assert total(got["fairque.queue.leases_recovered"]) == 5
     assert total(got["fairque.queue.canceled"]) == 6
     assert total(got["fairque.queue.dead_lettered"]) == 3
+    assert total(got["fairque.queue.stale"]) == 1  # the stale part of it (ADR 77)
     assert "fairque.queue.pushed" not in got  # a counter the source did not give
     assert set(QUEUE_COUNTERS) >= {"recovered", "canceled", "dead"}
     # one get_stats() for the whole collection, not one per instrument; cached for the TTL

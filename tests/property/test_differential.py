@@ -7,6 +7,9 @@ starts at the same value. Every result must be equal (an exception must have the
 and after every step the whole observable state must be equal: stats, per-tenant stats and
 sizes, state / message / result of every id in play, the DLQ and the tenant listing.
 
+Expiry before start (ADR 77) has its own push (``push_expiring``): the claims find those
+tasks stale as the clock advances.
+
 Flow control (ADR 28) has its own operations: limits set per tenant, per tier and queue-wide
 (valid and invalid values), and runs that hit a cap, a throttle or a refusal; every tenant's
 ``limit_status`` and the parked set (members and times) must agree after every step.
@@ -73,6 +76,9 @@ messages = st.builds(
     st.binary(max_size=6),
     st.integers(0, 3),
 )
+# expiry before start (ADR 77): batches and their expiries, seconds from now (0: expired)
+expiring_batches = st.lists(messages, min_size=1, max_size=3)
+expiry_offsets = st.lists(st.sampled_from([0.0, 0.0, 0.5, 1.0, 2.5, 8.0]), min_size=3, max_size=3)
 # flow control (ADR 28): a value sets, None clears; 0 and nan must be refused alike
 limit_changes = st.fixed_dictionaries(
     {},
@@ -207,6 +213,37 @@ class ModelVsRedis(RuleBasedStateMachine):
             if parent is not None:
                 m = attrs.evolve(m, tenant=parent.tenant)
         self.do_push(m)
+
+    @precondition(ready)
+    @rule(ms=expiring_batches, after=expiry_offsets, intake=st.booleans())
+    def push_expiring(self, ms: list[Message], after: list[float], intake: bool) -> None:
+        self.do_push_expiring(ms, after, intake)
+
+    @precondition(ready)
+    @rule(ms=expiring_batches, after=expiry_offsets, intake=st.booleans())
+    def push_expiring_again(self, ms: list[Message], after: list[float], intake: bool) -> None:
+        self.do_push_expiring(ms, after, intake)
+
+    def do_push_expiring(self, ms: list[Message], after: list[float], intake: bool) -> None:
+        """Expiry before start (ADR 77): messages that expire ``after`` seconds from now (0:
+        already expired), pushed or appended to the intake; the advances and claims of the
+        other rules find them ready, due, waiting or retried, and dead-letter them as stale."""
+        now = self.clock.now
+        ms = [
+            attrs.evolve(m, expires_ms=round((now + a) * 1000))
+            for m, a in zip(ms, after, strict=False)
+        ]
+        label = ", ".join(
+            f"{m.task_id}/{m.tenant}/{m.delay}/xp+{a}" for m, a in zip(ms, after, strict=False)
+        )
+        if intake:
+            plain = [attrs.evolve(m, delay=0.0, depends_on=()) for m in ms]
+            self.both(f"push_intake(expiring: {label})", lambda b: b.push_intake(plain))
+        else:
+            self.both(f"push_batch(expiring: {label})", lambda b: b.push_batch(ms))
+        stats = self.model.stats()
+        if stats.get("stale"):
+            event("expiry: a stale task dead-lettered")
 
     def do_push(self, m: Message) -> None:
         self.both(

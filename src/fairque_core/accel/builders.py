@@ -56,14 +56,14 @@ def _put_named(instance: object, value: object, *, name: str) -> None:
 _TASK_SLOTS = _slot_setters(
     Task,
     "task_id tenant priority payload retry_count max_retries created_at execute_after "
-    "depends_on headers name unique_key unique_window_seconds keep_result lease",
+    "depends_on headers name unique_key unique_window_seconds keep_result expires_at lease",
 )
 _LEASE_SLOTS = _slot_setters(Lease, "token deadline worker_id")
 _CLAIMED_SLOTS = _slot_setters(Claimed, "message lease recoveries")
 _MESSAGE_SLOTS = _slot_setters(
     Message,
     "task_id tenant priority body content_type retry_count max_retries created_at delay "
-    "depends_on headers name unique_key unique_window keep_result",
+    "depends_on headers name unique_key unique_window keep_result expires_ms",
 )
 
 
@@ -81,6 +81,7 @@ def unchecked_task(  # noqa: PLR0917 - positional in field order: the claim path
     name: str,
     unique_key: str,
     unique_window_seconds: float,
+    expires_at: float | None,
     lease: Lease | None,
     keep_result: bool | None = None,
 ) -> Task:
@@ -101,6 +102,7 @@ def unchecked_task(  # noqa: PLR0917 - positional in field order: the claim path
         set_unique_key,
         set_unique_window_seconds,
         set_keep_result,
+        set_expires_at,
         set_lease,
     ) = _TASK_SLOTS
     task: Task = _new(Task)
@@ -118,6 +120,7 @@ def unchecked_task(  # noqa: PLR0917 - positional in field order: the claim path
     set_unique_key(task, unique_key)
     set_unique_window_seconds(task, unique_window_seconds)
     set_keep_result(task, keep_result)
+    set_expires_at(task, expires_at)
     set_lease(task, lease)
     return task
 
@@ -149,6 +152,7 @@ def unchecked_message(  # noqa: PLR0917 - as unchecked_task
     unique_key: str,
     unique_window: float,
     keep_result: bool = True,
+    expires_ms: int = 0,
 ) -> Message:
     """A :class:`Message` from positional values (it has no validators; this is only the
     cheaper spelling of ``Message(...)`` for the push and claim paths)."""
@@ -168,6 +172,7 @@ def unchecked_message(  # noqa: PLR0917 - as unchecked_task
         set_unique_key,
         set_unique_window,
         set_keep_result,
+        set_expires_ms,
     ) = _MESSAGE_SLOTS
     message: Message = _new(Message)
     set_task_id(message, task_id)
@@ -185,6 +190,7 @@ def unchecked_message(  # noqa: PLR0917 - as unchecked_task
     set_unique_key(message, unique_key)
     set_unique_window(message, unique_window)
     set_keep_result(message, keep_result)
+    set_expires_ms(message, expires_ms)
     return message
 
 

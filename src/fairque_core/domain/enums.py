@@ -61,6 +61,7 @@ class FailureType(str, Enum):
     EXPIRED = "expired"  # lease lost too often (worker died repeatedly)
     POISONED = "poisoned"  # undecodable payload, unknown task name, non-retriable error
     REJECTED = "rejected"  # taken by the intake, refused when ingested (ADR 47)
+    STALE = "stale"  # not started before its expires_at: never run (ADR 77)
 
     def __str__(self) -> str:
         return self.value

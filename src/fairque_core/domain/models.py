@@ -24,6 +24,7 @@ from fairque_core.domain.validation import (
 )
 
 __all__ = [
+    "STALE_CLAIM_LIMIT",
     "UNREADABLE_HEADER",
     "Claimed",
     "DLQEntry",
@@ -31,6 +32,7 @@ __all__ = [
     "Message",
     "QueueSizes",
     "Task",
+    "expiry_ms",
     "new_task_id",
 ]
 
@@ -101,6 +103,51 @@ def _check_window(_inst: object, attribute: attrs.Attribute[Any], value: object)
     check_duration(value, attribute.name)
 
 
+def _check_expiry(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None:
+        check_time(value, attribute.name)
+
+
+#: A claim pops at most its ``count`` plus this many tasks (ADR 77): the stale tasks past that
+#: wait for the next claim, so that a backlog of them never makes one claim run long (the Lua
+#: claim's FQ_STALE_CLAIM_LIMIT; a test keeps the two equal).
+STALE_CLAIM_LIMIT = 256
+
+
+def expiry_ms(expires_at: float | None) -> int:
+    """A task's ``expires_at`` as the whole epoch milliseconds a message carries (0: none)."""
+    return 0 if expires_at is None else round(expires_at * 1000)
+
+
+def _expiry(
+    expires_at: object, expires_in: object, execute_after: float, now: float
+) -> float | None:
+    """``Task.create``'s expiry: at most one of the two, a time or a span > 0, after the task
+    may start (a task that could never start is refused), to whole milliseconds."""
+    if expires_at is None and expires_in is None:
+        return None
+    if expires_at is not None and expires_in is not None:
+        raise TaskValidationError(
+            "expires_in", expires_in, "give expires_at or expires_in, not both"
+        )
+    if expires_in is not None:
+        span = check_duration(expires_in, "expires_in")
+        if span <= 0.0:
+            raise TaskValidationError("expires_in", expires_in, "must be > 0 seconds")
+        at, field, given = now + span, "expires_in", expires_in
+    else:
+        at, field, given = check_time(expires_at, "expires_at"), "expires_at", expires_at
+    at = round(at * 1000) / 1000
+    check_time(at, field)
+    if at <= execute_after:
+        raise TaskValidationError(
+            field,
+            given,
+            "must end after the task may start (execute_after, or now): it would never run",
+        )
+    return at
+
+
 def _to_tuple(value: Iterable[str]) -> tuple[str, ...]:
     return tuple(check_id_list(value, "depends_on"))
 
@@ -124,6 +171,8 @@ def _create(
     unique_key: str | None = None,
     unique_window_seconds: float | None = None,
     keep_result: bool | None = None,
+    expires_at: float | None = None,
+    expires_in: float | None = None,
 ) -> Task:
     """A new task with a random UUID4 id (unless ``task_id`` is given) created now.
 
@@ -134,6 +183,8 @@ def _create(
     ``keep_result``: False = its record is deleted when it finishes, unless something needs
     it (a dependent, XCom values, a waiter armed before the finish, a unique window; ADR 78);
     None = the queue's ``results`` default.
+    ``expires_at`` (epoch seconds) or ``expires_in`` (seconds from now), at most one: a task
+    not started by then is never run; a claim moves it to the DLQ as ``stale`` (ADR 77).
     """
     now = time.time()
     if type(priority) is not Priority:
@@ -141,6 +192,8 @@ def _create(
             priority = Priority.from_int(priority)
         except ValueError as exc:
             raise TaskValidationError("priority", priority, "must be 1-6") from exc
+    start = execute_after if execute_after is not None else now
+    expiry = _expiry(expires_at, expires_in, start if isinstance(start, (int, float)) else now, now)
     # the validators judge every value and raise the typed error it earns
     return cls(
         task_id=task_id if task_id is not None else new_task_id(),
@@ -156,6 +209,7 @@ def _create(
         unique_key=unique_key if unique_key is not None else "",
         unique_window_seconds=unique_window_seconds or 0.0,
         keep_result=keep_result,
+        expires_at=expiry,
     )
 
 
@@ -198,6 +252,9 @@ class Task:
     #: False: the record goes when the task finishes, unless something needs it (ADR 78);
     #: None: the queue's ``results`` default decides at push (a claimed task: None = kept)
     keep_result: bool | None = attrs.field(default=None, validator=_check_keep)
+    #: epoch seconds: a task not started by then is never run, but dead-lettered as
+    #: ``stale`` by the claim that finds it (ADR 77); None: no expiry
+    expires_at: float | None = attrs.field(default=None, validator=_check_expiry)
     lease: Lease | None = attrs.field(default=None, eq=False, repr=False, validator=_check_lease)
 
     if TYPE_CHECKING:  # the signature callers and type checkers see (``cls`` bound)
@@ -218,6 +275,8 @@ class Task:
             unique_key: str | None = None,
             unique_window_seconds: float | None = None,
             keep_result: bool | None = None,
+            expires_at: float | None = None,
+            expires_in: float | None = None,
         ) -> Task: ...
 
     else:
@@ -257,6 +316,9 @@ class Message:
     unique_window: float = 0.0
     #: False: the worker asks the finish not to keep the record (ADR 78)
     keep_result: bool = True
+    #: epoch milliseconds on the backend's clock: not started by then, the claim that finds
+    #: it dead-letters it as ``stale`` (0: no expiry; ADR 77)
+    expires_ms: int = 0
 
 
 @attrs.frozen(kw_only=True)

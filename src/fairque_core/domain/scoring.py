@@ -57,6 +57,8 @@ STAT_COUNTERS = (
     # damaged structures a claim skipped and repaired (a tenant's queue or hash deleted or of
     # another type: the tenant deactivated or rebuilt; a task key of another type dropped)
     "repaired",
+    # tasks a claim found past their expires_at, never run: in the DLQ as stale (ADR 77)
+    "stale",
 )
 
 

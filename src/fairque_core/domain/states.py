@@ -54,6 +54,8 @@ class TaskEvent(str, Enum):
     DEPENDENCIES_MET = "dependencies_met"  # last dependency finished, no delay left
     DEPENDENCIES_MET_DELAYED = "dependencies_met_delayed"  # ... but its delay is still running
     DEPENDENCY_FAILED = "dependency_failed"  # a dependency failed or was canceled
+    # not started before its expires_at (ADR 77): a claim found it ready or due, to the DLQ
+    START_EXPIRED = "start_expired"
     # the lease
     CLAIM = "claim"  # a worker leased it
     FINISH = "finish"  # the handler succeeded
@@ -95,6 +97,7 @@ TRANSITIONS: Mapping[TaskState, Mapping[TaskEvent, TaskState]] = _freeze(
     {
         _S.SCHEDULED: {
             _E.DUE: _S.QUEUED,
+            _E.START_EXPIRED: _S.FAILED,
             _E.CANCEL: _S.CANCELED,
         },
         _S.DEFERRED: {
@@ -105,6 +108,7 @@ TRANSITIONS: Mapping[TaskState, Mapping[TaskEvent, TaskState]] = _freeze(
         },
         _S.QUEUED: {
             _E.CLAIM: _S.STARTED,
+            _E.START_EXPIRED: _S.FAILED,
             _E.CANCEL: _S.CANCELED,
         },
         _S.STARTED: {

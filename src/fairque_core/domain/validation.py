@@ -25,6 +25,7 @@ __all__ = [
     "MAX_TENANT_PAGE",
     "check_count",
     "check_duration",
+    "check_expires_ms",
     "check_finite",
     "check_id_list",
     "check_mapping",
@@ -126,6 +127,20 @@ def check_duration(value: object, field: str, low: float = 0.0) -> float:
     if not low <= seconds <= MAX_EPOCH_SECONDS:
         raise TaskValidationError(field, value, f"must be in [{low:g}, {MAX_EPOCH_SECONDS:.0f}]")
     return seconds
+
+
+def check_expires_ms(value: object) -> int:
+    """Return a message's ``expires_ms`` if it is an int of epoch milliseconds in [0, the
+    year 9999] (0: no expiry)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TaskTypeError("expires_ms", value, "must be an int (epoch milliseconds, 0 = none)")
+    if not 0 <= value <= MAX_EPOCH_SECONDS * 1000:
+        raise TaskValidationError(
+            "expires_ms",
+            value,
+            f"must be epoch milliseconds in [0, {MAX_EPOCH_SECONDS * 1000:.0f}]",
+        )
+    return value
 
 
 def check_count(value: object, field: str, low: int = 0, high: int | None = None) -> int:

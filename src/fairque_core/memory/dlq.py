@@ -1,7 +1,8 @@
 """The in-memory model's dead-letter queue: how a task enters it, and list/requeue/purge.
 
 A task enters the DLQ when it fails for good (``fail`` without a retry delay, in
-``leases.py``) or when its lease expired too many times (the reaper, also in ``leases.py``);
+``leases.py``), when its lease expired too many times (the reaper, also in ``leases.py``) or
+when a claim finds it past its expiry, never started (``_stale``, ADR 77);
 its dependents that still wait are canceled. An entry is the task record itself, in state
 FAILED, kept until an operator requeues it (back to QUEUED, counters reset) or purges it.
 """
@@ -35,7 +36,7 @@ class DLQOps(ModelStore):
         failure_type: FailureType,
         reason: str,
     ) -> None:
-        """Move ``rec`` to the DLQ by ``event`` (FAIL_DEAD or LEASE_EXPIRED_DEAD)."""
+        """Move ``rec`` to the DLQ by ``event`` (FAIL_DEAD, LEASE_EXPIRED_DEAD, START_EXPIRED)."""
         self._move(rec, event)
         rec.failure_type = failure_type
         rec.reason = reason
@@ -45,6 +46,24 @@ class DLQOps(ModelStore):
         self._tell("dead_lettered", rec, failure_type.value, reason)
         self._ended(rec, now)
         self._cancel_dependents(task_id, rec, now)
+
+    def _stale(self, task_id: str, rec: TaskRecord, now: int) -> bool:
+        """Whether ``rec`` (queued, or scheduled and due) is at or past its expiry at ``now``:
+        then it goes to the DLQ as STALE, never run (ADR 77; the claim gives its tenant's turn
+        back when it ends)."""
+        expires = rec.message.expires_ms
+        if not expires or now < expires:
+            return False
+        self._to_dlq(
+            task_id,
+            rec,
+            now,
+            event=TaskEvent.START_EXPIRED,
+            failure_type=FailureType.STALE,
+            reason=f"not started by its expiry at {expires} ms",
+        )
+        self._bump("stale", self._tenant(rec.message.tenant))
+        return True
 
     @locked
     def list_dlq(

@@ -23,7 +23,7 @@ from fairque_core.domain.enums import TaskState
 from fairque_core.domain.errors import TaskIdConflictError, TaskNotFoundError, TaskValidationError
 from fairque_core.domain.intake import INTAKE_CLAIM_LIMIT
 from fairque_core.domain.limits import LIMIT_COUNTERS
-from fairque_core.domain.models import Claimed, Lease, Message, QueueSizes
+from fairque_core.domain.models import STALE_CLAIM_LIMIT, Claimed, Lease, Message, QueueSizes
 from fairque_core.domain.scoring import STAT_COUNTERS, lease_ms, stride_for, to_ms
 from fairque_core.domain.states import TaskEvent, next_state
 from fairque_core.domain.validation import (
@@ -166,6 +166,8 @@ class InMemoryBackend(
             del self._delayed[task_id]
             rec = self._records[task_id]
             self._tenant(rec.message.tenant).scheduled -= 1
+            if self._stale(task_id, rec, now):  # past its expiry: never ready (ADR 77)
+                continue
             self._move(rec, TaskEvent.DUE)
             self._make_ready(task_id, rec, due_ms)
         if due:
@@ -197,7 +199,9 @@ class InMemoryBackend(
         if self._limits.on:
             limits.unpark_due(self, now)
         claimed: list[Claimed] = []
-        for _ in range(0 if self._queue_paused else count):  # paused: leases nothing
+        stale: list[str] = []  # tenants of the tasks found past their expiry (ADR 77)
+        popped, cap = 0, count + STALE_CLAIM_LIMIT  # at most `cap` pops (ADR 77)
+        while len(claimed) < (0 if self._queue_paused else count) and popped < cap:
             if self._limits.on and not limits.queue_may_start(self, now):
                 break  # the queue-wide max_running or rate
             tenant_id = self._fair.pick(groups)
@@ -205,8 +209,12 @@ class InMemoryBackend(
                 break
             tenant = self._tenants[tenant_id]
             task_id = tenant.pop_ready()
+            popped += 1
             self._fair.serve(tenant_id, still_ready=tenant.has_ready(), pinned=pinned)
             rec = self._records[task_id]
+            if self._stale(task_id, rec, now):  # dead-lettered instead, its turn given back
+                stale.append(tenant_id)
+                continue
             self._move(rec, TaskEvent.CLAIM)
             rec.token = self._tokens()
             rec.worker_id = worker_id
@@ -220,9 +228,12 @@ class InMemoryBackend(
                 limits.queue_started(self, now)
             lease = Lease(token=rec.token, deadline=rec.deadline_ms / 1000, worker_id=worker_id)
             claimed.append(Claimed(message=rec.message, lease=lease, recoveries=rec.recoveries))
-        if ((claimed or ingested) and self._fair.has_active()) or self._intake:
-            # ready work left behind by a claim that leased or ingested, or entries left in
-            # the intake (even with nothing leased): pass the signal on to the next worker
+        for tenant_id in stale:  # once the picks are done, as the Lua claim does
+            self._fair.refund(tenant_id)
+        if ((claimed or ingested or stale) and self._fair.has_active()) or self._intake:
+            # ready work left behind by a claim that leased, ingested or dead-lettered stale
+            # tasks, or entries left in the intake (even with nothing leased): pass the
+            # signal on to the next worker
             self._wake.signal()
         return claimed
 

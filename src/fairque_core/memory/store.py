@@ -33,6 +33,7 @@ from fairque_core.domain.task_records import ATTEMPTS_KEPT, StoredAttempt
 from fairque_core.domain.validation import (
     MAX_EPOCH_SECONDS,
     check_duration,
+    check_expires_ms,
     validate_id,
     validate_queue_name,
 )
@@ -162,6 +163,7 @@ class ModelStore:
         if message.unique_key:
             check_duration(message.unique_window, "unique_window")
         check_duration(message.delay, "delay", -MAX_EPOCH_SECONDS)
+        check_expires_ms(message.expires_ms)
         if len(message.body) > self._config.max_payload_bytes:
             raise PayloadTooLargeError(len(message.body), self._config.max_payload_bytes)
 

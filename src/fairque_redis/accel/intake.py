@@ -42,7 +42,7 @@ def plain_entry(message: Message, limit: int) -> bytes | None:
 
     Plain: what :func:`check_messages` accepts without a word and ``encode_meta`` writes in its
     common shape, judged on plain types only: str ids of the grammar (one match of the entry's
-    head checks both), a :class:`Priority`, no dependency, unique key, headers or name, the
+    head checks both), a :class:`Priority`, no dependency, unique key, expiry, headers or name, the
     JSON content type, an int ``max_retries``, a finite float ``created_at``, a ``delay`` of
     exactly 0 (ready now) and a ``bytes`` body of at most ``limit`` bytes. Such a message's
     entry is the bytes :func:`encode_entry` writes for it (a property test pins it); anything
@@ -59,6 +59,7 @@ def plain_entry(message: Message, limit: int) -> bytes | None:
         and not message.depends_on
         and not message.unique_key
         and message.keep_result is True
+        and not message.expires_ms
         and not message.headers
         and not message.name
         and message.content_type == _PLAIN_CT

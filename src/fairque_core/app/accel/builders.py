@@ -29,7 +29,7 @@ from fairque_core.accel.builders import (
 )
 from fairque_core.app.engine.messages import REFERENCE_BUILD, ModelBuild
 from fairque_core.domain.enums import Priority
-from fairque_core.domain.models import Lease, Message, Task
+from fairque_core.domain.models import Lease, Message, Task, expiry_ms
 from fairque_core.domain.validation import (
     MAX_EPOCH_SECONDS,
     MAX_ID_LENGTH,
@@ -80,6 +80,7 @@ class PrebuiltBuild(ModelBuild):
             task.unique_key,
             task.unique_window_seconds,
             keep_result,
+            expiry_ms(task.expires_at),
         )
 
     def task(self, message: Message, payload: Mapping[str, Any], lease: Lease | None) -> Task:
@@ -95,6 +96,7 @@ class PrebuiltBuild(ModelBuild):
             message.headers,
         )
         unique_key, window = message.unique_key, message.unique_window
+        expires = message.expires_ms
         if (
             (type(created) is float or type(created) is int)
             and (type(delay) is float or type(delay) is int)
@@ -117,6 +119,8 @@ class PrebuiltBuild(ModelBuild):
             and ((unique_key == "" and type(unique_key) is str) or is_valid_id(unique_key))
             and (type(window) is float or type(window) is int)
             and 0.0 <= window <= MAX_EPOCH_SECONDS
+            and type(expires) is int
+            and 0 <= expires <= MAX_EPOCH_SECONDS * 1000
             and (lease is None or type(lease) is Lease)
             and (not deps or all(is_valid_id(dep) for dep in deps))
             and (not headers or all(type(k) is str and type(v) is str for k, v in headers.items()))
@@ -141,6 +145,7 @@ class PrebuiltBuild(ModelBuild):
                     name,
                     unique_key,
                     window,
+                    expires / 1000 if expires else None,
                     lease,
                     None if message.keep_result else False,  # as ModelBuild.task
                 )

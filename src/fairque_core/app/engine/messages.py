@@ -26,7 +26,14 @@ from fairque_core.domain.errors import (
     TaskTypeError,
     TaskValidationError,
 )
-from fairque_core.domain.models import UNREADABLE_HEADER, Claimed, Lease, Message, Task
+from fairque_core.domain.models import (
+    UNREADABLE_HEADER,
+    Claimed,
+    Lease,
+    Message,
+    Task,
+    expiry_ms,
+)
 from fairque_core.ports.json_codec import check_str_keys
 from fairque_core.settings.config import QueueConfig
 
@@ -78,6 +85,7 @@ class ModelBuild:
             unique_key=task.unique_key,
             unique_window=task.unique_window_seconds,
             keep_result=keep_result,
+            expires_ms=expiry_ms(task.expires_at),
         )
 
     def task(self, message: Message, payload: Mapping[str, Any], lease: Lease | None) -> Task:
@@ -99,6 +107,7 @@ class ModelBuild:
             unique_window_seconds=message.unique_window,
             # resolved at push: False, or None for kept (a round trip gives the task back)
             keep_result=None if message.keep_result else False,
+            expires_at=message.expires_ms / 1000 if message.expires_ms else None,
             lease=lease,
         )
 

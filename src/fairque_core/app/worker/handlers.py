@@ -45,6 +45,8 @@ _CREATE_OPTIONS = (
     "max_retries",
     "headers",
     "keep_result",
+    "expires_at",
+    "expires_in",
 )
 
 
@@ -148,10 +150,13 @@ class TaskFunction(Generic[R]):
         max_retries: int | None = None,
         headers: Mapping[str, str] | None = None,
         keep_result: bool | None = None,
+        expires_at: float | None = None,
+        expires_in: float | None = None,
         **kwargs: Any,
     ) -> Task:
         """A new Task (fresh id unless ``task_id``) that runs this function with the args
-        (``keep_result``: as :meth:`Task.create`'s, ADR 78)."""
+        (``keep_result``: as :meth:`Task.create`'s, ADR 78; ``expires_at``/``expires_in``: not
+        started by then, it never runs, ADR 77)."""
         self._check_args(args, kwargs)
         return Task.create(
             tenant,
@@ -164,6 +169,8 @@ class TaskFunction(Generic[R]):
             headers=headers,
             name=self.name,
             keep_result=keep_result,
+            expires_at=expires_at,
+            expires_in=expires_in,
         )
 
     __call__ = create

@@ -9,6 +9,7 @@
 ]]
 --- @include "intake"
 --- @include "claim_view"
+--- @include "expiry"
 
 -- due scheduled tasks (at most the move limit) into their tenants' queues, ready at due time
 local function fq_move_due(q)
@@ -19,15 +20,18 @@ local function fq_move_due(q)
   for k = 1, #due, 2 do
     local id = due[k]
     FQ_CALL('ZREM', q.delayed, id)
-    local v = FQ_CALL('HMGET', fq_task_key(q, id), 'u', 'p', 'seq')
+    local v = FQ_CALL('HMGET', fq_task_key(q, id), 'u', 'p', 'seq', 'm')
     -- a damaged hash without its tenant is dropped from `delayed` and left for inspection
     if v[1] ~= false then
-      local r = {
-        id = id, tenant = v[1], priority = FQ_TONUMBER(v[2]) or FQ_DEFAULT_PRIORITY,
-        seq = FQ_TONUMBER(v[3]) or 0,
-      }
-      fq_bump(q, r.tenant, 'scheduled', -1)
-      fq_make_ready(q, r, FQ_TONUMBER(due[k + 1]), false)
+      fq_bump(q, v[1], 'scheduled', -1)
+      -- past its expiry (ADR 77): to the DLQ as stale, never ready
+      if not fq_stale(q, id, v[4]) then
+        local r = {
+          id = id, tenant = v[1], priority = FQ_TONUMBER(v[2]) or FQ_DEFAULT_PRIORITY,
+          seq = FQ_TONUMBER(v[3]) or 0,
+        }
+        fq_make_ready(q, r, FQ_TONUMBER(due[k + 1]), false)
+      end
     end
   end
 end
@@ -49,6 +53,7 @@ local function fq_claim_flush(q)
   local s = q.serve_n
   if s == 0 then return end
   q.serve_n = 0
+  q.popped = q.popped + s
   local serves, cache, lease = q.serves, q.tenant_cache, q.lease
   for k = 1, s do
     local u = serves[k]
@@ -429,12 +434,20 @@ local function fq_claim(q, argv, at)
   q.lean_tenants = not limited and not q.strict_tiers
   local n = 0
   local leases = {} -- deadline, id, ...: one ZADD for the batch below
+  local stale = {} -- the tenants of the tasks found past their expiry, in the order found
   -- lease task `id` of tenant u (served from its queue) with the next token; false when its
   -- key is of another type (damaged behind the client's back): nothing to lease, the id has
   -- left the queue, counted. `bump`: count it in u's `leased` and `claimed` now (a claim
   -- that reserves counts a tenant's leases once, fq_claim_flush)
   local function lease(u, id, bump)
     local key = fq_task_key(q, id)
+    -- the fields the reply carries, read first: a task past its expiry is not leased but
+    -- dead-lettered (fq_stale, ADR 77), its tenant's turn given back when the claim ends
+    local v = FQ_PCALL('HMGET', key, 'p', 'rc', 'm', 'b', 'rec')
+    if v['err'] == nil and fq_stale(q, id, v[3]) then
+      stale[#stale + 1] = u
+      return false
+    end
     -- cdl: the claim's deadline; a lease that expires still at it never started (refund)
     -- lc: a lease of a queue with limits (its end looks at the tenant's cap)
     -- (written only with limits: until meta `lim` is set no lease ever had it, and it is
@@ -463,7 +476,6 @@ local function fq_claim(q, argv, at)
       fq_limits_after_start(q, u)
       fq_queue_started(q)
     end
-    local v = FQ_CALL('HMGET', key, 'p', 'rc', 'm', 'b', 'rec')
     local o = 7 * n - 5 -- out holds now_ms, n and 7 values per lease made before this one
     out[o + 1], out[o + 2], out[o + 3], out[o + 4] = id, u, v[1], v[2]
     out[o + 5], out[o + 6], out[o + 7] = v[3], v[4], v[5]
@@ -474,37 +486,48 @@ local function fq_claim(q, argv, at)
   -- deactivated. Either way the loop picks again (each repair removes what was picked), as
   -- after a lease refused by a damaged task key
   local pinned = groups ~= nil
+  -- the claim pops at most `cap` tasks (ADR 77): stale ones beyond that wait for the next
+  -- claim (the wake signal below passes it on). q.popped: the pops made (the reserved ones
+  -- once flushed, fq_claim_flush)
+  local cap = count + FQ_STALE_CLAIM_LIMIT
+  q.popped = 0
   if limited or count == 1 then -- (a claim of one has nothing to pop at once)
-    while n < count do
+    while n < count and q.popped < cap do
       if limited and not fq_queue_may_start(q, n) then break end
       local u = fq_pick(q, groups, count - n + 1)
       if u == nil then break end
       local id = u and fq_serve(q, u, pinned)
-      if id then lease(u, id, true) end
+      if id then
+        q.popped = q.popped + 1
+        lease(u, id, true)
+      end
     end
   else
     -- reserved, popped and leased by fq_claim_flush: when the reserved tasks would fill the
-    -- claim, and at the end
+    -- claim or its pops, and at the end
     q.serves, q.serve_n, q.lease = {}, 0, lease
-    while n < count do
+    while n < count and q.popped + q.serve_n < cap do
       local u = fq_pick(q, groups, count - n - q.serve_n + 1)
       if u == nil then break end
       if u and fq_reserve(q, u, pinned) and not pinned and n + q.serve_n < count then
-        fq_reserve_more(q, u, count - n - q.serve_n)
+        local more = math.min(count - n - q.serve_n, cap - q.popped - q.serve_n)
+        if more > 0 then fq_reserve_more(q, u, more) end
       end
-      if n + q.serve_n >= count then fq_claim_flush(q) end
+      if n + q.serve_n >= count or q.popped + q.serve_n >= cap then fq_claim_flush(q) end
     end
     fq_claim_flush(q)
   end
   fq_av_drop(q) -- the passes the view changed go back to the set
+  -- a stale task took no turn (ADR 77): its tenant's pass goes back, once the picks are done
+  for _, u in ipairs(stale) do fq_refund(q, u) end
   out[2] = n
   for _, what in ipairs(q.repaired) do table.insert(out, what) end
   for s = 1, #leases, FQ_ZADD_CHUNK do
     FQ_CALL('ZADD', q.leases, unpack(leases, s, math.min(s + FQ_ZADD_CHUNK - 1, #leases)))
   end
-  -- ready work left behind by a claim that leased or ingested, or entries left in the
-  -- intake: pass the wake signal on to the next idle worker
-  if n > 0 or ingested > 0 then
+  -- ready work left behind by a claim that leased, ingested or dead-lettered stale tasks, or
+  -- entries left in the intake: pass the wake signal on to the next idle worker
+  if n > 0 or ingested > 0 or #stale > 0 then
     fq_meta(q)
     if q.ready_base + q.ready_delta > 0 then q.wake = true end
   end

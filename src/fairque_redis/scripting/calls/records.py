@@ -33,7 +33,15 @@ UNREADABLE = (ValueError, TypeError, KeyError, IndexError, AttributeError, Recur
 
 
 def encode_meta(message: Message) -> str:
-    """The immutable message fields Lua stores as one opaque JSON value."""
+    """The immutable message fields Lua stores as one JSON value. A message with an expiry
+    puts it first, as a number of epoch ms (every other meta starts with the content type, a
+    string): the claim reads it there without decoding the rest (``_include/expiry.lua``)."""
+    if message.expires_ms:
+        return f"[{int(message.expires_ms)},{_encode_fields(message)[1:]}"
+    return _encode_fields(message)
+
+
+def _encode_fields(message: Message) -> str:
     if (
         message.content_type == _DEFAULT_CT
         and not message.depends_on
@@ -77,6 +85,12 @@ def decode_message(fields: Sequence[Any]) -> Message:
     """A Message from the six fields a script returns: id, tenant, priority, retries, meta, body."""
     task_id, tenant, priority, retry_count, meta, body = fields
     value = _meta(meta)
+    expires = 0
+    # an expiry first (ADR 77), then the content type: a damaged content type that reads as a
+    # number is no expiry (the record is refused as before)
+    if type(value) is list and len(value) > 1 and type(value[0]) is int and type(value[1]) is str:
+        expires = value[0]
+        value = value[1:]
     if type(value) is list and len(value) == 7:  # encode_meta's seven fields (no unique key)
         content_type, max_retries, created_at, delay, deps, headers, name = value
         unique_key, unique_window, keep = "", 0.0, True
@@ -105,6 +119,7 @@ def decode_message(fields: Sequence[Any]) -> Message:
         unique_key,
         unique_window,
         keep,
+        expires,
     )
 
 

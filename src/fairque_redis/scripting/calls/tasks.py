@@ -23,6 +23,7 @@ from fairque_core.domain.validation import (
     MAX_EPOCH_SECONDS,
     MAX_ID_LENGTH,
     check_duration,
+    check_expires_ms,
     id_fullmatch,
     validate_id,
 )
@@ -53,6 +54,7 @@ class TaskCalls(CallsBase):
             validate_id(message.unique_key, "unique_key")
             check_duration(message.unique_window, "unique_window")
         check_duration(message.delay, "delay", -MAX_EPOCH_SECONDS)
+        check_expires_ms(message.expires_ms)
         if not isinstance(message.priority, Priority):
             raise TaskValidationError("priority", message.priority, "must be a Priority")
         if len(message.body) > self.config.max_payload_bytes:
@@ -191,7 +193,7 @@ class TaskCalls(CallsBase):
 
 def plain_message(m: Message, limit: int) -> bool:
     """Whether ``check_message`` would pass ``m``, judged on plain types only (a str subclass,
-    a dependency or a unique key answers False: ``check_message`` then decides)."""
+    a dependency, a unique key or an expiry answers False: ``check_message`` then decides)."""
     task_id, tenant, delay = m.task_id, m.tenant, m.delay
     return (
         (type(delay) is float or type(delay) is int)
@@ -205,6 +207,7 @@ def plain_message(m: Message, limit: int) -> bool:
         and not m.depends_on
         and not m.unique_key
         and m.keep_result is True
+        and not m.expires_ms
         and type(m.priority) is Priority
         and len(m.body) <= limit
     )
