@@ -404,6 +404,8 @@ class Worker(WorkerDriver[FairQueue]):
         try:
             if isinstance(action, wa.Expire):
                 self._timed_out(action.slots)
+            elif isinstance(action, wa.CancelRunning):
+                self._canceled(action)
             elif isinstance(action, wa.Claim) and action.acks is not None:
                 loop.done(self._claim_and_ack(action, action.acks))
             else:
