@@ -281,7 +281,7 @@ def _run_task(args: argparse.Namespace, out: TextIO) -> int:
                 text = json.dumps(value, default=str) if isinstance(value, (dict, list)) else value
                 out.write(f"{key:>12}  {text}\n")
             return 0
-        canceled = queue.cancel(args.task_id)
+        canceled = queue.cancel(args.task_id, terminate=args.terminate)
         state = queue.get_state(args.task_id)
     if args.json:
         _dump(
@@ -412,10 +412,18 @@ def add_operator_commands(sub: SubCommands) -> None:
         "task",
         help="show or cancel one task",
         description="show ID prints the task's state, tenant, payload and result; cancel ID "
-        "cancels it unless it is finished, failed or canceled (exit 1 then).",
+        "cancels it unless it is finished, failed or canceled (exit 1 then). A running task's "
+        "worker learns it at its next heartbeat and stops the handler (an async one at once, "
+        "a thread one when it looks at ctx.cancelled); --terminate also ends the worker "
+        "process running it under fairque worker --processes (the supervisor replaces it).",
     )
     p.add_argument("action", choices=("show", "cancel"))
     p.add_argument("task_id", metavar="ID")
+    p.add_argument(
+        "--terminate",
+        action="store_true",
+        help="cancel: end the worker process running the task (fairque worker --processes)",
+    )
     _json_flag(p)
     p.set_defaults(func=_run_task)
 

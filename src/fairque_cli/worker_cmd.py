@@ -36,7 +36,7 @@ from fairque_cli.context import (
 )
 from fairque_cli.logs import LOG_FORMATS, TaskLogPlugin, configure_logging
 from fairque_cli.probes import ProbeServer
-from fairque_cli.supervisor import run_supervised
+from fairque_cli.supervisor import CHILD_ENV, TERMINATED, run_supervised
 from fairque_core.app.engine.queue import FairQueue
 from fairque_core.app.worker.handlers import (
     RegistryHandler,
@@ -48,6 +48,7 @@ from fairque_core.app.worker.handlers import default_registry as _default_regist
 from fairque_core.app.worker.registry import WorkerRegistry
 from fairque_core.app.worker.signal_latch import SignalLatch
 from fairque_core.app.worker.worker import Worker
+from fairque_core.domain.models import Task
 from fairque_core.domain.queue_picker import QUEUE_ORDERS
 from fairque_core.settings.config import FairQueueConfig, WorkerConfig
 
@@ -341,6 +342,15 @@ def _stop_registry(registry: WorkerRegistry | None) -> None:
         log.debug("workers registry: cannot remove this worker's record: %s", exc)
 
 
+def _terminate(task: Task) -> None:
+    """A running task was canceled with ``terminate=True`` (ADR 76): this child process ends
+    at once, its handler's thread with it; the supervisor starts a new one. The other tasks
+    it held are given back by the reaper when their leases expire, as after a crash."""
+    log.warning("task %s canceled with terminate: this worker process ends", task.task_id)
+    logging.shutdown()
+    os._exit(TERMINATED)
+
+
 def _run_worker(args: argparse.Namespace, out: TextIO) -> int:
     configure_logging(args.log_level, args.log_format)
     if args.processes > 1:
@@ -374,6 +384,8 @@ def _run_worker(args: argparse.Namespace, out: TextIO) -> int:
             queues=list(zip(queues, weights, strict=True)),
             queue_order=order,
         )
+        if os.environ.get(CHILD_ENV) == "1":  # under --processes: a terminating cancel ends us
+            worker.on_terminate = _terminate
         probes = _serve_probes(args.metrics_port, worker) if args.metrics_port else None
         registries: list[WorkerRegistry] = []
         log.info("%s", _banner(config, worker, args))

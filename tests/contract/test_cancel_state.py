@@ -78,7 +78,8 @@ def test_heartbeat_reports_the_cancel_of_a_running_task(backend):
     )
     assert beats[0] == LEASE_CANCELED
     assert beats[1] == LEASE_TERMINATE
-    assert beats[2] is not None and beats[2] > 0
+    assert beats[2] is not None
+    assert beats[2] > 0
     assert beats[3] is None  # another lease of that task: lost, not told
     with pytest.raises(LeaseLostError):  # the single heartbeat still raises
         backend.heartbeat("t1", claimed["t1"])

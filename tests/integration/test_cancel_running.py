@@ -150,7 +150,8 @@ def test_a_canceled_running_task_stops_and_frees_its_slot(valkey_server: Any, ki
             loop_thread.join(15)
             loop.run_until_complete(aqueue.close())
         loop.close()
-    assert rec.stopped_at is not None and rec.quick_at is not None
+    assert rec.stopped_at is not None
+    assert rec.quick_at is not None
     stop_seconds = rec.stopped_at - asked
     print(f"{kind}: stopped {stop_seconds:.3f} s after the cancel")
     assert stop_seconds < BOUND, stop_seconds
