@@ -320,9 +320,9 @@ def test_a_terminating_cancel_ends_the_child_running_the_task_and_it_is_replaced
             _wait(lambda: len(lines()) == 1, 30, "the hanging task to start")
             _wait(lambda: len(_children(proc.pid)) == 2, 30, "every child")
             first = int(lines()[0].split()[1])  # the child running it
+            command = ["--url", server_url, "--queue", queue_name, "task", "cancel"]
             cancel = subprocess.run(
-                [sys.executable, "-m", "fairque_cli", "--url", server_url, "--queue"]
-                + [queue_name, "task", "cancel", stuck.task_id, "--terminate"],
+                [sys.executable, "-m", "fairque_cli", *command, stuck.task_id, "--terminate"],
                 env=child_env(),
                 capture_output=True,
                 text=True,

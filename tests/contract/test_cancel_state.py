@@ -100,9 +100,7 @@ def test_heartbeat_of_a_lease_lost_then_canceled_is_a_loss(backend, clock):
     assert backend.requeue_expired() == 1
     [second] = backend.claim()
     assert backend.cancel("t1") is True
-    beats = backend.heartbeat_batch(
-        [("t1", first.lease.token), ("t1", second.lease.token)]
-    )
+    beats = backend.heartbeat_batch([("t1", first.lease.token), ("t1", second.lease.token)])
     assert beats == [None, LEASE_CANCELED]
 
 
