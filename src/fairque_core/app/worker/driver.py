@@ -346,6 +346,13 @@ class WorkerDriver(Generic[Q]):
         """Stop the handler of a canceled task where the runtime can (an async handler's
         coroutine); a thread's handler sees ``ctx.cancelled`` only."""
 
+    def _no_call(self, action: wa.Expire | wa.CancelRunning) -> None:
+        """An action that calls no queue: tasks past their timeout, or canceled tasks."""
+        if isinstance(action, wa.Expire):
+            self._timed_out(action.slots)
+        else:
+            self._canceled(action)
+
     def _canceled(self, action: wa.CancelRunning) -> None:
         """These running tasks were canceled (ADR 76): each handler told (``ctx.cancelled``,
         then stopped where the runtime can); with ``terminate``, :attr:`on_terminate`."""

@@ -372,10 +372,8 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
         outcome reported to the loop), or the callbacks and cancellation of timed-out tasks."""
         loop = self._loop
         try:
-            if isinstance(action, wa.Expire):
-                self._timed_out(action.slots)
-            elif isinstance(action, wa.CancelRunning):
-                self._canceled(action)
+            if isinstance(action, (wa.Expire, wa.CancelRunning)):
+                self._no_call(action)
             elif isinstance(action, wa.Claim) and action.acks is not None:
                 loop.done(await self._claim_and_ack(action, action.acks))
             else:
