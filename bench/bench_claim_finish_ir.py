@@ -34,7 +34,7 @@ counted stretch starts after a full collection of the functions' Lua heap.
 commandstats, reset before each stretch): medians, and the median of the per-round ratios,
 which are the figures to read on a shared machine. ``FQ_IR_KEEP=1`` keeps the callgrind
 dumps (one per measure, in order) for ``callgrind_annotate``. The callgrind machinery is
-shared with ``bench_script_ir.py`` (``_callgrind.py``). Figures: docs/benchmarks.md.
+shared with ``bench_script_ir.py`` (``_callgrind.py``). Figures: docs/benchmarks-history.md.
 """
 
 from __future__ import annotations

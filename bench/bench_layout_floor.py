@@ -44,7 +44,7 @@ queue whose 100 tenants are all active.
 
 The gap between ``record`` and ``fairque`` is what fairque's features cost on top of its layout
 (fair choice among tenants, counters, limits, repairs); the gap between the layouts is what a
-change of layout could save. Figures and what follows from them: ADR 49, docs/benchmarks.md.
+change of layout could save. Figures and what follows from them: ADR 49, docs/benchmarks-history.md.
 """
 
 from __future__ import annotations

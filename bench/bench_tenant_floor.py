@@ -43,7 +43,7 @@ beside fairque's own scripts on the same tenants (``bench_claim_finish_ir.measur
 server CPU per task of a drain (INFO cpu, claims and finishes of ``N``, ``--drain`` tasks, the
 builds taking turns, medians of ``R`` rounds). The gap between ``keys`` and ``table`` is what
 moving tenant state into one hash could save; the gap between ``keys`` and fairque is what
-fairque's features cost on top of its layout. Figures: docs/benchmarks.md.
+fairque's features cost on top of its layout. Figures: docs/benchmarks-history.md.
 """
 
 from __future__ import annotations

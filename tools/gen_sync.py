@@ -62,6 +62,9 @@ PAIRS: tuple[tuple[str, str], ...] = (
         "src/fairque_redis/partitioned/routing.py",
     ),
     ("src/fairque_core/app/worker/served_async.py", "src/fairque_core/app/worker/served.py"),
+    ("src/fairque_redis/backends/events_async.py", "src/fairque_redis/backends/events.py"),
+    ("src/fairque_redis/partitioned/events_async.py", "src/fairque_redis/partitioned/events.py"),
+    ("src/fairque_core/app/engine/events_async.py", "src/fairque_core/app/engine/events.py"),
 )
 
 # Whole names, renamed in code (by unasync's tokenizer) and in prose (by TEXT_RULES).
@@ -115,6 +118,11 @@ NAMES: dict[str, str] = {
     "AsyncServedQueues": "ServedQueues",
     "served_async": "served",
     "AsyncWakeAny": "WakeAny",
+    "AsyncEventsMixin": "EventsMixin",
+    "AsyncPartitionEvents": "PartitionEvents",
+    "AsyncEventStream": "EventStream",
+    "AsyncEventMixin": "EventMixin",
+    "events_async": "events",
 }
 
 # Regular expressions applied to the whole text after the token pass, in this order.

@@ -50,6 +50,9 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("fairque_redis/backends/waits.py", "fairque_redis/backends/waits_async.py"),
     ("fairque_redis/partitioned/routing.py", "fairque_redis/partitioned/routing_async.py"),
     ("fairque_core/app/worker/served.py", "fairque_core/app/worker/served_async.py"),
+    ("fairque_redis/backends/events.py", "fairque_redis/backends/events_async.py"),
+    ("fairque_redis/partitioned/events.py", "fairque_redis/partitioned/events_async.py"),
+    ("fairque_core/app/engine/events.py", "fairque_core/app/engine/events_async.py"),
 )
 
 HEADER_LINES = 5  # how far down a "generated" marker is looked for

@@ -135,11 +135,14 @@ def build_parser() -> argparse.ArgumentParser:
     from fairque_cli.dashboard_cmd import add_dashboard
     from fairque_cli.demo_cmd import add_demo
     from fairque_cli.doctor_cmd import add_doctor
+    from fairque_cli.events_cmd import add_events
+    from fairque_cli.exporter_cmd import add_exporter
     from fairque_cli.limits_cmd import add_limits
     from fairque_cli.operator_cmd import add_operator_commands
     from fairque_cli.pause_cmd import add_pause
     from fairque_cli.schedule_cmd import add_schedule, add_scheduler
     from fairque_cli.server_cmd import add_server
+    from fairque_cli.tasks_cmd import add_tasks
     from fairque_cli.worker_cmd import add_worker
 
     queues: list[str] = []  # every --queue of this command line (one, but for worker)
@@ -159,9 +162,12 @@ def build_parser() -> argparse.ArgumentParser:
         add(_WithParents(sub, common))
     add_dashboard(_WithParents(sub, common))
     add_operator_commands(_WithParents(sub, common))
+    add_tasks(_WithParents(sub, common))
     add_limits(_WithParents(sub, common))
     add_pause(_WithParents(sub, common))
+    add_events(_WithParents(sub, common))
     add_doctor(_WithParents(sub, common))
+    add_exporter(_WithParents(sub, common))
     for add in (add_scheduler, add_schedule):
         add(_WithParents(sub, common))
     return parser

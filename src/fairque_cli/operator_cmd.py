@@ -25,6 +25,7 @@ from fairque_cli.context import (
     load_config,
     open_queue,
 )
+from fairque_cli.tasks_cmd import show_task, task_json
 from fairque_cli.term import format_table
 from fairque_core.app.engine.queue import FairQueue
 from fairque_core.app.worker.registry import WorkerRegistry
@@ -32,6 +33,7 @@ from fairque_core.domain.errors import FairQueueError, RedisConnectionError
 from fairque_core.domain.limits import Limits
 from fairque_core.domain.scoring import MAX_WEIGHT, MIN_WEIGHT
 from fairque_core.domain.validation import MAX_TENANT_PAGE
+from fairque_core.ports.workers import gone_after
 from fairque_core.settings.config import MAX_TIER_RANK, FairQueueConfig
 
 __all__ = ["add_operator_commands"]
@@ -245,41 +247,16 @@ def _run_purge(args: argparse.Namespace, out: TextIO) -> int:
 # ---- task ------------------------------------------------------------------------------------
 
 
-def _task_json(queue: FairQueue, task_id: str) -> dict[str, Any] | None:
-    state = queue.get_state(task_id)
-    if state is None:
-        return None
-    data: dict[str, Any] = {"task_id": task_id, "state": str(state)}
-    task = queue.get_task(task_id)
-    if task is not None:
-        data.update(
-            tenant=task.tenant,
-            name=task.name,
-            priority=task.priority.name.lower(),
-            retry_count=task.retry_count,
-            max_retries=task.max_retries,
-            created_at=task.created_at,
-            depends_on=list(task.depends_on),
-            payload=task.payload,
-        )
-    result = queue.get_result(task_id)
-    if result is not None:
-        data["result"] = result
-    return data
-
-
 def _run_task(args: argparse.Namespace, out: TextIO) -> int:
     config = load_config(args)
     with open_queue(config) as queue:
         if args.action == "show":
-            data = _task_json(queue, args.task_id)
+            data = task_json(queue, args.task_id)
             if data is None:
                 raise CliError(f"no task {args.task_id} in queue {queue.name}")
             if args.json:
                 return _dump(out, data)
-            for key, value in data.items():
-                text = json.dumps(value, default=str) if isinstance(value, (dict, list)) else value
-                out.write(f"{key:>12}  {text}\n")
+            show_task(data, out)
             return 0
         canceled = queue.cancel(args.task_id, terminate=args.terminate)
         state = queue.get_state(args.task_id)
@@ -320,28 +297,38 @@ def _run_workers(args: argparse.Namespace, out: TextIO) -> int:
         name = queue.name
     if args.json:
         return _dump(out, [w.as_dict() for w in workers])
-    if not workers:
+    live = [w for w in workers if not w.stale]
+    gone = [w for w in workers if w.stale]
+    if not live:
         out.write(f"no live workers on queue {name}\n")
-        return 0
     now = time.time()
-    header = ["worker", "host", "pid", "state", "running", "processed", "failed", "last seen"]
+    header = [
+        "worker", "host", "pid", "queue", "state", "busy", "leased", "processed", "failed",
+        "last seen",
+    ]  # fmt: skip
     rows = [
         [
             w.worker_id,
             w.host,
             str(w.pid),
-            "stale" if w.stale else w.state,
+            w.queue,
+            "gone" if w.stale else w.state,
             f"{w.running}/{w.concurrency}" if w.concurrency else str(w.running),
+            str(w.leased),
             str(w.processed),
             str(w.failed),
             _ago(now - w.last_seen),
         ]
-        for w in workers
+        for w in live + gone
     ]
-    out.write("\n".join(format_table(header, rows, right=(2, 4, 5, 6))) + "\n")
-    stale = sum(w.stale for w in workers)
-    if stale:
-        out.write(f"{stale} stale: no heartbeat record for 3 intervals (dead or cut off)\n")
+    if rows:
+        out.write("\n".join(format_table(header, rows, right=(2, 5, 6, 7, 8))) + "\n")
+    if gone:
+        longest = max(gone_after(w.interval) for w in gone)
+        out.write(
+            f"{len(gone)} gone: no heartbeat record for {longest:g} s (3 beat intervals): "
+            "dead or cut off from the server\n"
+        )
     return 0
 
 
@@ -411,11 +398,13 @@ def add_operator_commands(sub: SubCommands) -> None:
     p = sub.add_parser(
         "task",
         help="show or cancel one task",
-        description="show ID prints the task's state, tenant, payload and result; cancel ID "
-        "cancels it unless it is finished, failed or canceled (exit 1 then). A running task's "
-        "worker learns it at its next heartbeat and stops the handler (an async one at once, "
-        "a thread one when it looks at ctx.cancelled); --terminate also ends the worker "
-        "process running it under fairque worker --processes (the supervisor replaces it).",
+        description="show ID prints the task's story: state, tenant, name, payload (or its "
+        "size and a preview), times, every kept attempt (worker, times, outcome, traceback) "
+        "and result; cancel ID cancels it unless it is finished, failed or canceled (exit 1 "
+        "then). A running task's worker learns it at its next heartbeat and stops the handler "
+        "(an async one at once, a thread one when it looks at ctx.cancelled); --terminate also "
+        "ends the worker process running it under fairque worker --processes (the supervisor "
+        "replaces it).",
     )
     p.add_argument("action", choices=("show", "cancel"))
     p.add_argument("task_id", metavar="ID")
@@ -429,10 +418,13 @@ def add_operator_commands(sub: SubCommands) -> None:
 
     p = sub.add_parser(
         "workers",
-        help="live workers: id, host, pid, running, last seen",
-        description="List the workers of the queue from their heartbeat records (written "
-        "every few seconds by fairque worker). A record not rewritten for 3 intervals is "
-        "shown as stale; one not rewritten for 60 is deleted.",
+        help="live workers: id, host, pid, queue, state, busy slots, counters, last seen",
+        description="List the workers of the queue from their heartbeat records, written "
+        "every worker.registry_interval_seconds (default 5 s) by every worker, whether "
+        "started by fairque worker or from code. A record not rewritten for 3 intervals "
+        "(15 s by default) is gone (the worker died or lost the server) and listed last; "
+        "one not rewritten for 60 is deleted. busy: slots running a handler / concurrency; "
+        "leased: tasks it holds (running, buffered, being acknowledged).",
     )
     _json_flag(p)
     p.set_defaults(func=_run_workers)

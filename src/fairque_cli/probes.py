@@ -6,8 +6,10 @@ probes), from one small threaded HTTP server.
 * ``/readyz`` (readiness): 200 only while it is running and its last calls to the server
   succeeded; 503 while it backs off from an unreachable server, stops, or has not started.
 
-Both answer with the worker's ``health()`` as JSON. ``/metrics`` is the default Prometheus
-registry in the text format (404 without ``prometheus_client``).
+Both answer with the worker's ``health()`` as JSON. ``/metrics`` is the given Prometheus
+registry (by default prometheus_client's global one) in the text format (404 without
+``prometheus_client``). The port binds ``host``: 127.0.0.1 unless told otherwise (in a
+container, ``--metrics-host 0.0.0.0`` lets Prometheus and the kubelet reach it).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["ProbeServer", "liveness", "readiness"]
+__all__ = ["DEFAULT_HOST", "ProbeServer", "liveness", "readiness"]
 
 Health = Callable[[], Mapping[str, Any]]
 
@@ -33,12 +35,16 @@ def readiness(health: Mapping[str, Any]) -> bool:
     return health.get("state") == "running" and not health.get("backing_off")
 
 
-def _metrics() -> tuple[bytes, str] | None:
+#: The host the port binds by default (loopback, as the dashboard's).
+DEFAULT_HOST = "127.0.0.1"
+
+
+def _metrics(registry: Any) -> tuple[bytes, str] | None:
     try:
         from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
     except ImportError:
         return None
-    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+    return generate_latest(REGISTRY if registry is None else registry), CONTENT_TYPE_LATEST
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -47,7 +53,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
         if path == "/metrics":
-            got = _metrics()
+            got = _metrics(self.server.registry)
             if got is None:
                 self._send(404, b"metrics need prometheus_client\n", "text/plain")
             else:
@@ -79,16 +85,20 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], health: Health) -> None:
+    def __init__(self, address: tuple[str, int], health: Health, registry: Any) -> None:
         self.health = health
+        self.registry = registry
         super().__init__(address, _Handler)
 
 
 class ProbeServer:
-    """Serves the three paths on ``host:port`` from a daemon thread until :meth:`close`."""
+    """Serves the three paths on ``host:port`` from a daemon thread until :meth:`close`;
+    ``registry``: the Prometheus registry of ``/metrics`` (None: the global one)."""
 
-    def __init__(self, port: int, health: Health, *, host: str = "0.0.0.0") -> None:  # noqa: S104
-        self._server = _Server((host, port), health)
+    def __init__(
+        self, port: int, health: Health, *, host: str = DEFAULT_HOST, registry: Any = None
+    ) -> None:
+        self._server = _Server((host, port), health, registry)
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="fairque-http", daemon=True
         )

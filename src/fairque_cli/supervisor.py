@@ -175,6 +175,7 @@ def child_args(args: argparse.Namespace, index: int) -> list[str]:
         ("--id", f"{args.id}-{index}" if args.id else None),
         ("--concurrency", args.concurrency),
         ("--metrics-port", args.metrics_port + index if args.metrics_port else None),
+        ("--metrics-host", getattr(args, "metrics_host", None) if args.metrics_port else None),
         ("--max-seconds", args.max_seconds),
         ("--status-every", args.status_every),
         ("--log-level", args.log_level),

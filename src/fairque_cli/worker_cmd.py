@@ -35,7 +35,7 @@ from fairque_cli.context import (
     split_ids,
 )
 from fairque_cli.logs import LOG_FORMATS, TaskLogPlugin, configure_logging
-from fairque_cli.probes import ProbeServer
+from fairque_cli.probes import DEFAULT_HOST, ProbeServer
 from fairque_cli.supervisor import CHILD_ENV, TERMINATED, run_supervised
 from fairque_core.app.engine.queue import FairQueue
 from fairque_core.app.worker.handlers import (
@@ -45,7 +45,6 @@ from fairque_core.app.worker.handlers import (
     TaskRegistry,
 )
 from fairque_core.app.worker.handlers import default_registry as _default_registry
-from fairque_core.app.worker.registry import WorkerRegistry
 from fairque_core.app.worker.signal_latch import SignalLatch
 from fairque_core.app.worker.worker import Worker
 from fairque_core.domain.models import Task
@@ -120,43 +119,19 @@ def _as_handler(target: Any, spec: str, *, call: bool) -> TaskHandler:
     )
 
 
-def _metrics_plugins(port: int) -> list[Any]:
-    """An OpenTelemetry metrics plugin exported for Prometheus on ``port`` (the worker's HTTP
-    port, served by :class:`~fairque_cli.probes.ProbeServer` with ``/healthz`` and ``/readyz``).
-
-    The worker then gives it the queue's ``get_stats`` (:func:`_observe_queue`), so
-    ``/metrics`` also carries the queue gauges (tasks by state, depth, DLQ size) and the
-    queue-wide counters (expired leases recovered, canceled, ...). The histograms use the
-    plugin's seconds buckets.
-    """
+def _metrics_plugin(worker_id: str) -> tuple[Any, Any]:
+    """The OpenTelemetry metrics plugin of this worker and the Prometheus registry it exports
+    to, served on the worker's HTTP port with ``/healthz`` and ``/readyz``
+    (:class:`~fairque_cli.probes.ProbeServer`): the task counters and histograms of the
+    attempts this worker runs and its own gauges (slots, busy slots, leases, buffer, backend
+    errors), not the queue's state, which ``fairque exporter`` exports once (ADR 72)."""
     try:
-        from opentelemetry.exporter.prometheus import PrometheusMetricReader
-        from opentelemetry.sdk.metrics import MeterProvider
-
-        from fairque_plugins.metrics import OpenTelemetryMetrics
+        from fairque_plugins.prometheus import worker_metrics
     except ImportError as exc:
         raise CliError(
             f"--metrics-port needs the prometheus extra (pip install 'fairque[prometheus]'): {exc}"
         ) from None
-    provider = MeterProvider(metric_readers=[PrometheusMetricReader()])
-    return [OpenTelemetryMetrics(meter_provider=provider)]
-
-
-#: Tenants whose fairness figures one scrape reads (one script call); the plugin's tenant
-#: attribute cap folds the rest into ``_other``.
-FAIRNESS_TENANTS_PER_SCRAPE = 1000
-
-
-def _observe_queue(plugins: list[Any], queue: FairQueue) -> None:
-    """Let the metrics plugins read the queue's stats and fairness figures on scrapes (each at
-    most once per the plugin's stats interval, a second by default)."""
-    for plugin in plugins:
-        plugin.observe_stats(queue.get_stats, queue=queue.name)
-        plugin.observe_fairness(
-            lambda: queue.get_tenant_fairness(limit=FAIRNESS_TENANTS_PER_SCRAPE),
-            queue=queue.name,
-            strict_tiers=queue.config.strict_tiers,
-        )
+    return worker_metrics(worker_id)
 
 
 def default_worker_id() -> str:
@@ -273,7 +248,7 @@ def _banner(config: FairQueueConfig, worker: Worker, args: argparse.Namespace) -
         f"task timeout {w.task_timeout_seconds:g}s, lease {q.lease_seconds:g}s, "
         f"shutdown grace {w.graceful_shutdown_timeout:g}s"
         + (f", tenants {','.join(w.assigned_tenants)}" if w.assigned_tenants else "")
-        + (f", metrics on :{args.metrics_port}" if args.metrics_port else "")
+        + (f", metrics on {args.metrics_host}:{args.metrics_port}" if args.metrics_port else "")
         + (", burst" if args.burst else "")
     )
 
@@ -309,37 +284,12 @@ def _drain(worker: Worker, started: float, latch: SignalLatch) -> None:
             next_note = now + 5.0
 
 
-def _serve_probes(port: int, worker: Worker) -> ProbeServer:
+def _serve_probes(args: argparse.Namespace, worker: Worker, registry: Any) -> ProbeServer:
+    port, host = args.metrics_port, args.metrics_host
     try:
-        return ProbeServer(port, worker.health)
+        return ProbeServer(port, worker.health, host=host, registry=registry)
     except OSError as exc:
-        raise CliError(f"cannot serve metrics on port {port}: {exc.strerror or exc}") from None
-
-
-def _start_registry(queue: FairQueue, config: FairQueueConfig, worker: Worker) -> WorkerRegistry:
-    """This worker's heartbeat record in the queue's workers registry (``fairque workers``),
-    written every few seconds from a thread of its own."""
-    registry = WorkerRegistry(
-        queue.backend,
-        config.worker.id,
-        queue=queue.name,
-        concurrency=config.worker.max_concurrent_tasks,
-    )
-
-    def failed(exc: BaseException) -> None:
-        log.debug("workers registry: cannot write this worker's record: %s", exc)
-
-    registry.run_in_thread(worker.health, failed)
-    return registry
-
-
-def _stop_registry(registry: WorkerRegistry | None) -> None:
-    if registry is None:
-        return
-    try:
-        registry.stop_thread()
-    except Exception as exc:  # the server may be gone; the record then goes stale
-        log.debug("workers registry: cannot remove this worker's record: %s", exc)
+        raise CliError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
 
 
 def _terminate(task: Task) -> None:
@@ -368,15 +318,15 @@ def _run_worker(args: argparse.Namespace, out: TextIO) -> int:
     order = args.queue_order or config.worker.queue_order
     handler = load_handler(args.handler)
     plugins: list[Any] = [TaskLogPlugin()]
-    if args.metrics_port:
-        plugins += _metrics_plugins(args.metrics_port)
+    metrics, registry = _metrics_plugin(config.worker.id) if args.metrics_port else (None, None)
+    if metrics is not None:
+        plugins.append(metrics)
     with contextlib.ExitStack() as opened:
         queues: list[FairQueue] = []
         for name, _ in served:
             queue = open_queue(_queue_config(config, name), plugins=plugins, apply_tenants=True)
             queues.append(opened.enter_context(queue))
             queue.get_stats()  # fail fast, with one line, when the server is unreachable
-            _observe_queue(plugins[1:], queue)
         weights = [weight for _, weight in served]
         worker = Worker(
             config.worker,
@@ -384,10 +334,11 @@ def _run_worker(args: argparse.Namespace, out: TextIO) -> int:
             queues=list(zip(queues, weights, strict=True)),
             queue_order=order,
         )
+        if metrics is not None:
+            metrics.observe_worker(worker)
         if os.environ.get(CHILD_ENV) == "1":  # under --processes: a terminating cancel ends us
             worker.on_terminate = _terminate
-        probes = _serve_probes(args.metrics_port, worker) if args.metrics_port else None
-        registries: list[WorkerRegistry] = []
+        probes = _serve_probes(args, worker, registry) if args.metrics_port else None
         log.info("%s", _banner(config, worker, args))
         # the handler only records a signal (a handler that set an Event deadlocked on a
         # second signal); this thread acts on it (worker.on_signal) in its waits below
@@ -397,7 +348,6 @@ def _run_worker(args: argparse.Namespace, out: TextIO) -> int:
         next_status = started + args.status_every if args.status_every else float("inf")
         try:
             worker.start()
-            registries = [_start_registry(queue, config, worker) for queue in queues]
             burst = _BurstWatch(worker.health, queues)
             while worker.state != "stopped" and not _signalled(latch, worker):
                 now = time.monotonic()
@@ -414,8 +364,6 @@ def _run_worker(args: argparse.Namespace, out: TextIO) -> int:
             _drain(worker, time.monotonic(), latch)
         finally:
             latch.restore()
-            for registry in registries:
-                _stop_registry(registry)
             if probes is not None:
                 probes.close()
         log.info("%s", _status_line(worker, started))
@@ -458,8 +406,15 @@ def add_worker(sub: SubCommands) -> None:
         type=port_number,
         default=None,
         metavar="N",
-        help="serve /metrics (Prometheus), /healthz and /readyz on this port (needs the "
-        "prometheus extra)",
+        help="serve /metrics (Prometheus: this worker's task counters and gauges), /healthz "
+        "and /readyz on this port (needs the prometheus extra)",
+    )
+    p.add_argument(
+        "--metrics-host",
+        default=DEFAULT_HOST,
+        metavar="HOST",
+        help=f"the address the --metrics-port binds (default {DEFAULT_HOST}; in a container "
+        "use 0.0.0.0 so that Prometheus and the probes reach it)",
     )
     p.add_argument(
         "--processes",

@@ -52,6 +52,7 @@ from fairque_core.domain.errors import (
     UnsafeServerConfigError,
     XComTooLargeError,
 )
+from fairque_core.domain.events import EventType, QueueEvent
 from fairque_core.domain.intake import INTAKE_CLAIM_LIMIT, IngestReport
 from fairque_core.domain.limits import Limits, LimitStatus, TenantQueueFullError
 from fairque_core.domain.models import Claimed, DLQEntry, Lease, Message, QueueSizes, Task
@@ -59,6 +60,7 @@ from fairque_core.domain.outcomes import TaskOutcome
 from fairque_core.domain.retry import RetryDecision, RetrySchedule, decide
 from fairque_core.domain.schedules import Misfire, Schedule, ScheduleInfo, TaskTemplate
 from fairque_core.domain.states import TERMINAL_STATES, TRANSITIONS, TaskEvent, next_state
+from fairque_core.domain.task_records import TaskAttempt, TaskPage, TaskRecord, TaskSummary
 from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_core.memory.async_model import AsyncInMemoryBackend
 from fairque_core.memory.model import InMemoryBackend
@@ -99,6 +101,7 @@ __all__ = [
     "DamagedKeyError",
     "DependencyCycleError",
     "DomainError",
+    "EventType",
     "FailureType",
     "FairQueue",
     "FairQueueConfig",
@@ -125,6 +128,7 @@ __all__ = [
     "QueueBackend",
     "QueueClosedError",
     "QueueConfig",
+    "QueueEvent",
     "QueueSizes",
     "RedisConfig",
     "RedisConnectionError",
@@ -138,6 +142,7 @@ __all__ = [
     "Scheduler",
     "ScriptContractError",
     "Task",
+    "TaskAttempt",
     "TaskCanceledError",
     "TaskContext",
     "TaskEvent",
@@ -147,9 +152,12 @@ __all__ = [
     "TaskIdConflictError",
     "TaskNotFoundError",
     "TaskOutcome",
+    "TaskPage",
+    "TaskRecord",
     "TaskRegistry",
     "TaskSerializationError",
     "TaskState",
+    "TaskSummary",
     "TaskTemplate",
     "TaskTimeoutError",
     "TaskTypeError",

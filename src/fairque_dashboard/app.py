@@ -117,7 +117,7 @@ def create_app(
     queue: AsyncFairQueue | QueueOpener, settings: DashboardSettings | None = None
 ) -> Starlette:
     """The dashboard for ``queue`` (or for the queue ``queue()`` opens at start-up)."""
-    from fairque_dashboard import dlq_pages, pages
+    from fairque_dashboard import dlq_pages, event_pages, pages, task_pages
 
     board = Dashboard(settings or DashboardSettings())
 
@@ -140,8 +140,10 @@ def create_app(
                 await opened.close()
 
     routes = [
+        *task_pages.routes(),
         *pages.routes(),
         *dlq_pages.routes(),
+        *event_pages.routes(),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     app = Starlette(

@@ -16,6 +16,7 @@ from starlette.responses import HTMLResponse, RedirectResponse
 
 from fairque_core import AsyncFairQueue
 from fairque_core.domain.validation import is_digits
+from fairque_dashboard.event_feed import EventFeed
 from fairque_dashboard.sampler import Sampler
 from fairque_dashboard.security import check_action
 
@@ -76,6 +77,8 @@ class Dashboard:
         self.settings = settings
         self._queue: AsyncFairQueue | None = None
         self.sampler: Sampler | None = None
+        #: The newest events of the queue's log (event_pages.py), refreshed per page view.
+        self.events = EventFeed()
         #: Weights set through this dashboard (the queue API has no weight read yet).
         self.weights_set: dict[str, float] = {}
         self.templates = Environment(
@@ -87,6 +90,7 @@ class Dashboard:
         self.templates.filters["n"] = format_value
         self.templates.filters["pct"] = format_percent
         self.templates.filters["when"] = format_time
+        self.templates.filters["when_short"] = format_time_short
 
     @property
     def queue(self) -> AsyncFairQueue:
@@ -220,6 +224,15 @@ def format_time(value: object) -> str:
     if not isinstance(value, (int, float)) or value <= 0:
         return "n/a"
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value)) + f" ({value:.3f})"
+
+
+def format_time_short(value: object) -> str:
+    """An epoch time as ``YYYY-MM-DD HH:MM:SS`` UTC (no epoch float beside it); "n/a"."""
+    import time
+
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+        return "n/a"
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(value))
 
 
 # ---------------------------------------------------------------------- errors

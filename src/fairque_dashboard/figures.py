@@ -88,23 +88,29 @@ class QueueCounts:
     ready: int | None
     scheduled: int | None
     deferred: int | None
+    #: handlers running now: the live workers' busy slots (None without a workers registry)
     running: int | None
     dlq: int | None
     active_tenants: int | None
     counters: Mapping[str, int]
     #: entries in the intake, not yet ingested (ADR 47)
     intake: int | None = None
+    #: tasks claimed by a worker (running, buffered or being acknowledged): the server's count
+    leased: int | None = None
 
 
-async def queue_counts(queue: AsyncFairQueue) -> QueueCounts:
-    """One ``get_stats()`` call turned into the overview's counts."""
+async def queue_counts(queue: AsyncFairQueue, workers: Any = None) -> QueueCounts:
+    """One ``get_stats()`` call turned into the overview's counts; ``running`` is the busy
+    slots of ``workers`` (a :class:`~fairque_dashboard.workers.WorkersView`), the server
+    knowing only leases."""
     stats = await queue.get_stats()
     counters = {k: v for k, v in stats.items() if isinstance(v, int) and not isinstance(v, bool)}
     return QueueCounts(
         ready=_int(_first(stats, "ready")),
         scheduled=_int(_first(stats, "scheduled")),
         deferred=_int(_first(stats, "deferred")),
-        running=_int(_first(stats, "running", "leased")),
+        running=None if workers is None else int(workers.busy),
+        leased=_int(_first(stats, "leased", "running")),
         dlq=_int(_first(stats, "dlq")),
         active_tenants=_int(_first(stats, "active_tenants")),
         counters=counters,

@@ -16,7 +16,7 @@ from starlette.routing import Route
 
 from fairque_core.domain.enums import TaskState
 from fairque_core.domain.errors import TaskSerializationError, TaskValidationError
-from fairque_core.domain.models import Task
+from fairque_core.domain.task_records import TaskAttempt, TaskRecord
 from fairque_core.domain.validation import validate_id
 from fairque_dashboard import figures
 from fairque_dashboard.board import (
@@ -27,6 +27,7 @@ from fairque_dashboard.board import (
     redirect,
 )
 from fairque_dashboard.charts import line_chart
+from fairque_dashboard.workers import read_workers
 
 __all__ = ["routes"]
 
@@ -72,7 +73,7 @@ async def overview(request: Request) -> Response:
     assert sampler is not None
     if not sampler.samples:
         await sampler.ensure_recent()
-    counts = await figures.queue_counts(board.queue)
+    counts = await figures.queue_counts(board.queue, await read_workers(board.queue))
     fairness = sampler.fairness()
     charts = {
         "throughput": line_chart(
@@ -244,14 +245,16 @@ async def task_page(request: Request) -> Response:
     state = await queue.get_state(task_id)
     if state is None:
         raise HTTPException(404, f"no task {task_id!r} in queue {queue.name!r}")
-    task: Task | None = None
+    task: TaskRecord | None = None
     undecodable: str | None = None
     try:
         task = await queue.get_task(task_id)
     except TaskSerializationError as exc:
         undecodable = str(exc)
     limit = board.settings.payload_preview_bytes
-    payload, payload_cut = (None, False) if task is None else preview(task.payload, limit)
+    payload, payload_cut = (None, False)
+    if task is not None and task.payload is not None:
+        payload, payload_cut = preview(task.payload, limit)
     deps: list[tuple[str, TaskState | None]] = []
     if task is not None and task.depends_on:
         states = await asyncio.gather(*(queue.get_state(d) for d in task.depends_on[:100]))
@@ -262,14 +265,20 @@ async def task_page(request: Request) -> Response:
         children = list(await children_of(task_id))
     result, result_cut = (None, False)
     if state is TaskState.FINISHED:
-        result, result_cut = preview(await queue.get_result(task_id), limit)
+        result, result_cut = preview(
+            task.result if task else await queue.get_result(task_id), limit
+        )
     failure = await _dlq_entry(board, task_id) if state is TaskState.FAILED else None
+    progress = None
+    if task is not None and task.progress is not None:  # ctx.set_progress (issue 32)
+        progress = preview(task.progress, limit)[0]
     return board.render(
         request,
         "task.html",
         task_id=task_id,
         state=state,
         task=task,
+        progress=progress,
         undecodable=undecodable,
         payload=payload,
         payload_cut=payload_cut,
@@ -278,7 +287,7 @@ async def task_page(request: Request) -> Response:
         deps=deps,
         children=children,
         failure=failure,
-        history=[_history_item(h) for h in failure.retry_history] if failure else [],
+        attempts=[_attempt_item(a) for a in task.attempts] if task else [],
         done=DONE_MESSAGES.get(request.query_params.get("done", "")),
     )
 
@@ -291,8 +300,19 @@ def preview(value: object, limit: int) -> tuple[str, bool]:
     return text, False
 
 
-def _history_item(item: Mapping[str, Any]) -> dict[str, str]:
-    return {str(k): str(v)[:4000] for k, v in item.items()}
+def _attempt_item(attempt: TaskAttempt) -> dict[str, Any]:
+    """An attempt as the task page shows it (the traceback as stored: at most
+    ``outcomes.TRACEBACK_CHARS`` characters)."""
+    return {
+        "number": attempt.number,
+        "worker_id": attempt.worker_id,
+        "started_at": attempt.started_at,
+        "ended_at": attempt.ended_at,
+        "seconds": attempt.ended_at - attempt.started_at,
+        "outcome": attempt.outcome,
+        "error": f"{attempt.error_type}: {attempt.error_message}" if attempt.error_type else "",
+        "traceback": attempt.traceback,
+    }
 
 
 async def _dlq_entry(board: Any, task_id: str) -> Any:
@@ -326,17 +346,41 @@ async def cancel_task(request: Request) -> Response:
 
 async def workers(request: Request) -> Response:
     board = dashboard_of(request)
-    lister = figures.feature(board.queue, "list_workers")
-    rows = None if lister is None else [_as_mapping(w) for w in await lister()]
-    counts = await figures.queue_counts(board.queue)
-    return board.render(request, "workers.html", workers=rows, counts=counts)
+    view = await read_workers(board.queue)
+    counts = await figures.queue_counts(board.queue, view)
+    return board.render(request, "workers.html", view=view, counts=counts)
 
 
 async def schedules(request: Request) -> Response:
     board = dashboard_of(request)
     lister = figures.feature(board.queue, "list_schedules")
-    rows = None if lister is None else [_as_mapping(s) for s in await lister()]
+    rows = None if lister is None else [_schedule_row(s) for s in await lister()]
     return board.render(request, "schedules.html", schedules=rows)
+
+
+def _schedule_row(info: object) -> dict[str, Any]:
+    """A ``ScheduleInfo`` as the page's columns: the schedule's own fields, what each tick
+    pushes, and its times as numbers for the ``when`` filter (issue 31: the page printed
+    the Schedule's repr and epoch floats). Another record: its fields as text."""
+    schedule = getattr(info, "schedule", None)
+    template = getattr(schedule, "template", None)
+    if schedule is None or template is None:
+        return {"other": _as_mapping(info)}
+    payload = json.dumps(dict(template.payload), sort_keys=True, default=str)
+    return {
+        "name": schedule.name,
+        "cron": schedule.cron,
+        "timezone": schedule.timezone,
+        "misfire": getattr(schedule.misfire, "value", schedule.misfire),
+        "jitter": schedule.jitter,
+        "tenant": template.tenant,
+        "task_name": template.task_name or "",
+        "priority": getattr(template.priority, "name", template.priority),
+        "payload": payload if len(payload) <= 200 else payload[:200] + "...",
+        "added_at": getattr(info, "added_at", None),
+        "last_fired": getattr(info, "last_fired", None),
+        "next_at": getattr(info, "next_at", None),
+    }
 
 
 def _as_mapping(item: object) -> dict[str, str]:

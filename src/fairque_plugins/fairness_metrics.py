@@ -18,6 +18,10 @@ fair share, backlogged tenants only, from the second reading on) and
 tasks, the largest lag and oldest age, the lowest share ratio, starving if any is, limited if
 any is.
 
+And ``fairque.tenant.info`` (value 1, attributes ``queue``, ``tenant``, ``tier`` (the stored
+tier rank) and ``weight``; tenants past the cap are left out), for joins in PromQL: backlog
+age or wait time per tier, share against weight (ADR 72).
+
 Per queue (attribute ``queue``): ``fairque.queue.fairness.jain`` (Jain's index over the
 tenants that could be served through the window: backlogged and not held by their own limits,
 dispatches divided by weight; 1.0 is perfectly fair) and ``fairque.queue.starving_tenants``
@@ -206,7 +210,31 @@ def create_fairness_instruments(
             out.append(Observation(count, {"queue": reader.queue}))
         return out
 
+    def info(_options: CallbackOptions) -> Iterable[Observation]:
+        out = []
+        for reader in readings():
+            reading = reader.read()
+            if reading is None or label is None:
+                continue
+            for figure in reading.figures:
+                if label(figure.tenant) != figure.tenant:
+                    continue  # past the cap: one _other series cannot carry a weight
+                attributes = {
+                    "queue": reader.queue,
+                    "tenant": figure.tenant,
+                    "tier": str(figure.tier),
+                    "weight": f"{figure.weight:g}",
+                }
+                out.append(Observation(1, attributes))
+        return out
+
     make = meter.create_observable_gauge
+    make(
+        "fairque.tenant.info",
+        callbacks=[info],
+        unit="1",
+        description="1 per tenant, with its tier rank and weight as labels (for joins)",
+    )
     make(
         "fairque.tenant.lag",
         callbacks=[gauge(lambda m: m.lag)],

@@ -17,12 +17,23 @@ is given a source (attribute ``queue``; the figures are queue-wide, the same in 
 that reports them):
 
 * gauges ``fairque.queue.tasks`` (attribute ``state``: intake (stored by ``push_intake``, not
-  yet ingested, ADR 47), ready, scheduled, running, and each of intake and deferred only when
-  the backend reports it), ``fairque.queue.depth`` (their sum),
+  yet ingested, ADR 47), ready, scheduled, leased (claimed by a worker: running, buffered or
+  being acknowledged; the tasks *running* are the workers' ``fairque.worker.busy_slots``), and
+  each of intake and deferred only when the backend reports it), ``fairque.queue.depth``
+  (their sum),
   ``fairque.queue.dlq_size`` and ``fairque.queue.active_tenants``;
 * counters (cumulative since the queue was created) named in :data:`QUEUE_COUNTERS`, among
   them ``fairque.queue.leases_recovered`` (expired leases the reaper gave back) and
   ``fairque.queue.canceled``.
+
+And per worker, once :meth:`OpenTelemetryMetrics.observe_worker` is given a worker, its
+slots, busy slots, leases, buffer and backend errors; and the registry's count of live and
+gone workers once :meth:`OpenTelemetryMetrics.observe_workers` is given a registry (see
+:mod:`fairque_plugins.worker_metrics`).
+
+Export each figure once (ADR 72): the queue-wide gauges and counters from one process (``fairque
+exporter``), the task counters and histograms and the worker gauges from each worker, so that
+a Prometheus ``sum`` over the workers adds up (:mod:`fairque_plugins.prometheus`).
 
 And per tenant, once :meth:`OpenTelemetryMetrics.observe_depth` is given a source, the gauge
 ``fairque.tenant.depth`` (attributes ``queue``, ``tenant``).
@@ -57,6 +68,12 @@ from fairque_plugins.fairness_metrics import (
     FairnessReadings,
     FairnessSource,
     create_fairness_instruments,
+)
+from fairque_plugins.worker_metrics import (
+    WorkerSource,
+    WorkersSource,
+    create_registry_instruments,
+    create_worker_instruments,
 )
 
 if TYPE_CHECKING:
@@ -144,7 +161,7 @@ _STATES = (
     ("scheduled", "scheduled"),
     ("deferred", "deferred"),
 )
-_RUNNING_KEY = "leased"
+_LEASED_KEY = "leased"
 
 
 def _seconds(value: object) -> float | None:
@@ -256,6 +273,9 @@ class OpenTelemetryMetrics:
         self._depth_gauge = False
         self._stats_instruments = False
         self._fairness_sources: list[FairnessReadings] = []
+        self._workers: list[WorkerSource] = []
+        self._slots: dict[str, int] = {}
+        self._registries: list[tuple[str, WorkersSource]] = []
 
     # ------------------------------------------------------------------ tenants
     def tenant_label(self, tenant: str) -> str:
@@ -367,6 +387,37 @@ class OpenTelemetryMetrics:
         with self._lock:
             return list(self._fairness_sources)
 
+    # ------------------------------------------------------------------ workers
+    def observe_worker(self, worker: Any) -> None:
+        """Report the gauges of ``worker`` (a ``Worker`` or ``AsyncWorker``: its slots, busy
+        slots, leases, buffer, and its backend errors) from its ``health()`` on collection,
+        attributes ``queue`` and ``worker`` (its id). Call in the worker's own process."""
+        queue = str(getattr(worker.queue, "name", ""))
+        worker_id = str(worker.config.id)
+        with self._lock:
+            self._workers.append((queue, worker_id, worker.health))
+            self._slots[worker_id] = int(worker.config.max_concurrent_tasks)
+            if len(self._workers) > 1:
+                return
+        create_worker_instruments(self._meter, self._worker_sources, self._slots.__getitem__)
+
+    def _worker_sources(self) -> list[WorkerSource]:
+        with self._lock:
+            return list(self._workers)
+
+    def observe_workers(self, source: WorkersSource, *, queue: str = "default") -> None:
+        """Report ``fairque.workers`` (live and gone workers) from ``source()``, e.g.
+        ``WorkerRegistry(queue.backend).list``. Call once per queue, in one process."""
+        with self._lock:
+            self._registries.append((queue, source))
+            if len(self._registries) > 1:
+                return
+        create_registry_instruments(self._meter, self._registry_sources)
+
+    def _registry_sources(self) -> list[tuple[str, WorkersSource]]:
+        with self._lock:
+            return list(self._registries)
+
     # ------------------------------------------------------------------ queue stats
     def observe_stats(self, source: StatsSource, *, queue: str = "default") -> None:
         """Report the queue gauges and counters from ``source()`` (a ``get_stats()`` dict).
@@ -386,7 +437,7 @@ class OpenTelemetryMetrics:
             "fairque.queue.tasks",
             callbacks=[self._observe_tasks],
             unit="{task}",
-            description="Tasks in the queue by state (intake, ready, scheduled, deferred, running)",
+            description="Tasks in the queue by state (intake, ready, scheduled, deferred, leased)",
         )
         gauge(
             "fairque.queue.depth",
@@ -440,7 +491,7 @@ class OpenTelemetryMetrics:
     @staticmethod
     def _states(stats: Mapping[str, Any]) -> list[tuple[str, int]]:
         out: list[tuple[str, int]] = []
-        for state, key in (*_STATES, ("running", _RUNNING_KEY)):
+        for state, key in (*_STATES, ("leased", _LEASED_KEY)):
             value = _count(stats.get(key))
             if value is not None:
                 out.append((state, value))

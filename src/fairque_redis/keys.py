@@ -54,6 +54,9 @@ key                type    contents
                            ``lim`` (own limits), ``tat`` (GCRA, us), ``hold``, ``capd``;
                            ``pau`` = 1 while paused, ``npau`` times paused (``pause.lua``)
 ``ts:<tenant>``    hash    tenant counters plus ``scheduled`` and ``leased`` gauges
+``events``         stream  the queue's event log (ADR 71, ``lua/_include/events.lua``): one
+                           entry per change told (completed, failed, ...), capped by
+                           ``XADD MAXLEN ~ events_maxlen``
 ``workers``        hash    live workers: worker id -> heartbeat record (JSON, written by
                            ``fairque_core.ports.workers``; plain commands, no script)
 ``partitions``     string  P of a partitioned queue (ADR 34), in the unpartitioned prefix
@@ -248,6 +251,12 @@ class KeySpace:
         """The XCom values of ``task_id`` of ``tenant`` (a hash: key -> encoded value)."""
         return f"{self.prefix}xcom:{len(tenant)}:{tenant}:{task_id}"
 
+    def index(self, state: str, tenant: str | None = None) -> str:
+        """The browse index (a sorted set of task ids by end ms, ADR 70) of the tasks that
+        ended in ``state``: the queue's, or ``tenant``'s; Lua builds it with ``fq_ix_key``."""
+        base = f"{self.prefix}ix:{state}"
+        return base if tenant is None else f"{base}:{tenant}"
+
     def unique(self, tenant: str, key: str) -> str:
         """Which task holds ``tenant``'s unique key ``key`` (``<id>`` or ``<id>|<until ms>``)."""
         return f"{self.prefix}uniq:{len(tenant)}:{tenant}:{key}"
@@ -279,6 +288,11 @@ class KeySpace:
         """The schedule signal (a list of at most one token); Lua builds it with
         ``fq_sched_key``."""
         return self.prefix + "sched"
+
+    @property
+    def events(self) -> str:
+        """The event log (a stream, ADR 71); Lua builds it with ``fq_events_key``."""
+        return self.prefix + "events"
 
     @property
     def workers(self) -> str:

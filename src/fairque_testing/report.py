@@ -7,10 +7,33 @@ the start" (a flood by everyone).
 
 Definitions (``k`` counts dispatches from 1, ``w_i`` is tenant ``i``'s weight, 1 when not given):
 
-* **Backlogged**: tenant ``i`` is backlogged at dispatch ``k`` when it had at least one ready,
-  undispatched task just before dispatch ``k`` (the tenant dispatched at ``k`` always is).
-  ``B_k`` is that set and ``W_k`` the sum of its weights. A *busy period* of a tenant runs from
-  the moment it becomes backlogged to the dispatch of its last ready task.
+* **Held**: a tenant is held while a limit of the queue keeps it from being served although it
+  has ready tasks: its rate limit makes it wait for its next start, its concurrency cap is
+  reached, or it is paused (:class:`Held` and :class:`Unheld` events; :func:`~fairque_testing.
+  simulate` records them). A held tenant is owed nothing: the limit, not the scheduler, holds it.
+* **Tags and debt** (ADR 4's accounting, recomputed from the trace): each tenant has a *finish
+  tag* ``F_i``, in turns per unit of weight: each of its dispatches adds ``1 / w_i``. ``T``,
+  the tags' virtual time, moves at each dispatch up to the lowest tag of the tenants that are
+  ready and not held (never back). A tenant that becomes ready, or is let go by a limit, with
+  ``F_i <= T`` starts at ``F_i = T``; one with ``F_i > T`` carries a *debt*: it was served
+  ahead of the others (it came back before they caught up with its last turn, or pinned
+  workers served it on top of its share). Going idle does not wipe a debt and idle time earns
+  no credit, the queue's own rule.
+* **Newcomer**: a tenant is a newcomer when it becomes ready (or is let go by a limit)
+  without a debt, or, back with a debt, at the dispatch that brings ``T`` to its ``F_i``: a
+  tenant back from an idle spell is a newcomer once the others have caught up with its last
+  turn (a weight-1 tenant among others of weight 15: about 15 dispatches after its last one),
+  not before. This is ADR 4's "tenant with no debt that becomes active", which the queue serves
+  within one dispatch per ready tenant.
+* **Backlogged**: tenant ``i`` is backlogged at dispatch ``k`` when, just before it, it had at
+  least one ready, undispatched task and was not held (with a debt or without), or was in the
+  *tail* of its busy period (the tenant dispatched at ``k`` always is). ``B_k`` is that set and
+  ``W_k`` the sum of its weights. A *busy period* starts when the tenant becomes ready (or is
+  let go) and ends when it has had no ready task, or been held, for its tail: until its owed
+  amount in the period reaches its dispatches in the period, and for at most one own turn
+  (``1 / w_i`` of owed service per unit of weight). The scheduler serves a turn at its start;
+  the fluid share finishes it one turn later, and the tail is that turn. A tail that runs out
+  part of the way through a dispatch takes its part of it, the rest goes to the others.
 * **Owed** (fair share, in dispatches): dispatch ``k`` is owed to the backlogged tenants in
   proportion to their weights, ``w_i / W_k`` each (the weighted fair-queuing fluid share).
   ``owed_i`` sums that over the whole trace; the owed amounts of all tenants add up to the
@@ -30,12 +53,12 @@ Definitions (``k`` counts dispatches from 1, ``w_i`` is tenant ``i``'s weight, 1
   the end of the trace. Round robin over ``n`` equal tenants keeps it below 1; stride
   scheduling lets a tenant with a large weight among many small ones lag by about half the
   number of tenants.
-* **Newcomer wait** (in dispatches): for each busy period, the number of dispatches to other
-  tenants between the tenant becoming backlogged and its first dispatch. The report keeps the
-  largest over all periods and tenants. A tenant still waiting when the trace ends counts with
-  the dispatches so far (and is listed in ``waiting``).
+* **Newcomer wait** (in dispatches): each time a tenant becomes a newcomer (above), the number
+  of dispatches to other tenants from then to its next dispatch (a tenant served while it still
+  had a debt waited 0). The report keeps the largest over all tenants. A tenant still waiting
+  when the trace ends counts with the dispatches so far (and is listed in ``waiting``).
 * **Max gap** (in dispatches): the longest run of dispatches to other tenants while the tenant
-  was backlogged (the newcomer wait is the first gap of a busy period).
+  was ready and not held (a debt's wait included).
 * **Stranded**: ready tasks never dispatched by the end of the trace, per tenant.
 """
 
@@ -47,13 +70,17 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
+from fairque_testing.fluid import Fluid, TenantState
+
 __all__ = [
     "DEFAULT_MIN_OWED",
     "Dispatched",
     "FairnessReport",
+    "Held",
     "Ready",
     "TenantFairness",
     "TraceEvent",
+    "Unheld",
     "assert_fair",
     "fairness_report",
 ]
@@ -79,7 +106,24 @@ class Dispatched:
     worker: str = ""
 
 
-TraceEvent = Ready | Dispatched
+@attrs.frozen
+class Held:
+    """A limit holds ``tenant`` from now on although it may have ready tasks: ``reason`` is
+    ``"rate"`` (waiting for its next start), ``"cap"`` (at its ``max_running``) or
+    ``"paused"``. It is owed nothing until :class:`Unheld`."""
+
+    tenant: str
+    reason: str = "rate"
+
+
+@attrs.frozen
+class Unheld:
+    """The limit that held ``tenant`` lets it go: with ready tasks it is served again."""
+
+    tenant: str
+
+
+TraceEvent = Ready | Dispatched | Held | Unheld
 
 
 @runtime_checkable
@@ -106,6 +150,8 @@ class TenantFairness:
     stranded: int
     waiting: bool  # backlogged and not yet served in its last busy period when the trace ended
     judged: bool  # owed at least min_owed dispatches: in the Jain index and the ratio check
+    held: int = 0  # times a limit held it (Held events)
+    debt_returns: int = 0  # times it became ready (or was let go) with a debt
 
     @property
     def deviation(self) -> float:
@@ -202,23 +248,6 @@ class FairnessReport:
         return self.summary() + "\n" + self.table()
 
 
-@attrs.define
-class _Tenant:
-    weight: float
-    ready: int = 0
-    dispatches: int = 0
-    owed: float = 0.0
-    # the current busy period
-    v_start: float = 0.0
-    served_in_period: int = 0
-    mark: int = 0  # dispatch count at the last own dispatch (or at activation)
-    # maxima over the trace
-    max_lag: float = 0.0
-    newcomer_wait: int = 0
-    max_gap: int = 0
-    busy_periods: int = 0
-
-
 def _number(value: object) -> bool:
     """A real number that is not NaN (a NaN bound would make every comparison pass)."""
     return isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
@@ -244,7 +273,7 @@ def _events(dispatches: object, named: Iterable[str]) -> Iterable[TraceEvent]:
         return [*ready, *(Dispatched(t) for t in names)]
     events: list[TraceEvent] = []
     for item in items:
-        if not isinstance(item, Ready | Dispatched):
+        if not isinstance(item, Ready | Dispatched | Held | Unheld):
             raise TypeError(f"not a tenant id or a trace event: {item!r}")
         events.append(item)
     return events
@@ -260,9 +289,10 @@ def fairness_report(
     """The fairness figures of a dispatch order (definitions in the module docstring).
 
     ``dispatches`` is a :class:`~fairque_testing.Simulation` (its recorded trace), a list of
-    :class:`Ready`/:class:`Dispatched` events, or a plain list of tenant ids in dispatch order
-    (then every tenant counts as backlogged from the start until its last dispatch; so does
-    a tenant of ``weights`` or ``tenants`` that the list never names: it was starved).
+    :class:`Ready`/:class:`Dispatched`/:class:`Held`/:class:`Unheld` events, or a plain list
+    of tenant ids in dispatch order (then every tenant counts as backlogged from the start
+    until its last dispatch; so does a tenant of ``weights`` or ``tenants`` that the list never
+    names: it was starved).
     ``weights`` maps tenants to their weights (missing tenants weigh 1, as in the queue).
     ``tenants`` restricts the report to those tenants: dispatches to others are dropped, which
     is how to judge, say, the tenants no pinned worker serves, or one strict tier.
@@ -274,67 +304,25 @@ def fairness_report(
         if not (isinstance(weight, int | float) and math.isfinite(weight) and weight > 0):
             raise ValueError(f"weight of {tenant!r} must be a positive number, got {weight!r}")
     keep = None if tenants is None else set(tenants)
-    state: dict[str, _Tenant] = {}
-    backlogged: dict[str, float] = {}  # tenant -> weight, in activation order
-    total_weight = 0.0
-    v = 0.0  # owed per unit of weight, summed over the dispatches so far
-    n = 0
-
-    def tenant_state(tenant: str) -> _Tenant:
-        found = state.get(tenant)
-        if found is None:
-            found = state[tenant] = _Tenant(weight=float(weights.get(tenant, 1.0)))
-        return found
-
-    def make_ready(tenant: str, count: int) -> None:
-        nonlocal total_weight
-        st = tenant_state(tenant)
-        if st.ready == 0 and count > 0:
-            st.v_start, st.served_in_period, st.mark = v, 0, n
-            st.busy_periods += 1
-            backlogged[tenant] = st.weight
-            total_weight += st.weight
-        st.ready += count
-
+    fluid = Fluid(weights)
     for event in _events(dispatches, [*weights, *(keep or ())]):
         if keep is not None and event.tenant not in keep:
             continue
         if isinstance(event, Ready):
-            make_ready(event.tenant, event.count)
-            continue
-        st = tenant_state(event.tenant)
-        if st.ready == 0:
-            make_ready(event.tenant, 1)
-        # lag just before this dispatch (after the previous one), then this dispatch's shares
-        st.max_lag = max(st.max_lag, st.weight * (v - st.v_start) - st.served_in_period)
-        v += 1.0 / total_weight
-        gap = n - st.mark
-        st.max_gap = max(st.max_gap, gap)
-        if st.served_in_period == 0:
-            st.newcomer_wait = max(st.newcomer_wait, gap)
-        n += 1
-        st.mark = n
-        st.dispatches += 1
-        st.served_in_period += 1
-        st.ready -= 1
-        if st.ready == 0:
-            st.owed += st.weight * (v - st.v_start)
-            del backlogged[event.tenant]
-            total_weight = sum(backlogged.values()) if backlogged else 0.0
-
-    waiting: set[str] = set()
-    for tenant in backlogged:
-        st = state[tenant]
-        st.owed += st.weight * (v - st.v_start)
-        st.max_lag = max(st.max_lag, st.weight * (v - st.v_start) - st.served_in_period)
-        st.max_gap = max(st.max_gap, n - st.mark)
-        if st.served_in_period == 0:
-            st.newcomer_wait = max(st.newcomer_wait, n - st.mark)
-            waiting.add(tenant)
-    return _build(state, n, waiting, min_owed)
+            fluid.ready(event.tenant, event.count)
+        elif isinstance(event, Dispatched):
+            fluid.dispatch(event.tenant)
+        elif isinstance(event, Held):
+            fluid.hold(event.tenant)
+        else:
+            fluid.unhold(event.tenant)
+    waiting = fluid.close()
+    return _build(fluid.state, fluid.n, waiting, min_owed)
 
 
-def _build(state: dict[str, _Tenant], n: int, waiting: set[str], min_owed: float) -> FairnessReport:
+def _build(
+    state: Mapping[str, TenantState], n: int, waiting: set[str], min_owed: float
+) -> FairnessReport:
     weight_sum = sum(st.weight for st in state.values()) or 1.0
     figures: dict[str, TenantFairness] = {}
     for tenant, st in state.items():
@@ -350,10 +338,12 @@ def _build(state: dict[str, _Tenant], n: int, waiting: set[str], min_owed: float
             max_lag=st.max_lag,
             newcomer_wait=st.newcomer_wait,
             max_gap=st.max_gap,
-            busy_periods=st.busy_periods,
+            busy_periods=st.period,
             stranded=st.ready,
             waiting=tenant in waiting,
             judged=st.owed >= min_owed,
+            held=st.holds,
+            debt_returns=st.debt_returns,
         )
     ratios = [f.share_ratio for f in figures.values() if f.judged]
     squares = sum(x * x for x in ratios)

@@ -1,8 +1,8 @@
 """Hypothesis strategies for fairness tests: tenants, weights, tiers, loads, task mixes.
 
-Needs ``hypothesis`` (``pip install hypothesis``). Every strategy draws values the queue
-accepts (valid tenant ids, weights in the queue's range) and sizes small enough for one
-example to run in well under a second on the in-memory model::
+Needs ``hypothesis`` (``pip install "fairque[testing]"`` brings it). Every strategy draws
+values the queue accepts (valid tenant ids, weights in the queue's range) and sizes small
+enough for one example to run in well under a second on the in-memory model::
 
     from hypothesis import given
     from fairque_testing import strategies as fst
@@ -22,7 +22,7 @@ try:
     from hypothesis import strategies as st
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
-        "fairque_testing.strategies needs hypothesis: pip install hypothesis"
+        'fairque_testing.strategies needs hypothesis: pip install "fairque[testing]"'
     ) from exc
 
 from fairque_core.domain.enums import Priority

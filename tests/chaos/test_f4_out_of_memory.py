@@ -8,8 +8,11 @@ batches of 20 tasks with 5 KB bodies over seven tenants until a push is refused.
 - nothing is half-written: no id of a refused batch (or single push) has a task hash, ``pushed``
   equals the acknowledged pushes, and the invariant checker holds;
 - workers keep draining at the limit (claim and finish run while pushes are refused);
-- after the drain, pushes fit again (at least 60 % of the first fill; finished records keep
-  only state and result).
+- after the drain, pushes fit again (at least 50 % of the first fill: a finished record keeps
+  its state, result, metadata and a 256-byte preview of a 5 KB payload (ADR 70), its index
+  entry, and the queue's event log up to ``events_maxlen`` entries (ADR 71); with those the
+  short run measured 0.57-0.6 on Redis 7, where it was above 0.6 when a finished record kept
+  only its state and result).
 
 In the slow run (finished records kept 2 s) a worker thread drains while the producer pushes
 twice the first fill and retries refused batches after 10 ms: every acknowledged push is
@@ -137,7 +140,7 @@ def _scenario(kind: str, maxmemory: str, concurrent: bool) -> None:
             assert states <= ({TaskState.FINISHED, None} if expired_ok else {TaskState.FINISHED})
             again, _ = _fill(backend, "again")
             ratio = len(again) / len(acked)
-            assert ratio >= 0.6
+            assert ratio >= 0.5
             _drain(backend)
 
             retried = 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -221,25 +222,27 @@ def test_task_cancel_terminate_reaches_the_lease_holder(server_url, queue_name, 
     assert queue.get_state(task_id) is TaskState.CANCELED
 
 
-def test_workers_lists_records_and_marks_stale_ones(server_url, queue_name, queue):
+def test_workers_lists_records_and_marks_gone_ones(server_url, queue_name, queue):
     base = ("--url", server_url, "--queue", queue_name)
     assert cli_json(*base, "workers") == []
     now = time.time()
     live = WorkerRegistry(queue.backend, "w-live", queue=queue_name, concurrency=4, interval=5)
-    live.beat({"state": "running", "in_flight": 2, "processed": 7})
+    live.beat({"state": "running", "executing": 2, "in_flight": 5, "processed": 7})
     old = WorkerRegistry(queue.backend, "w-old", interval=1, clock=lambda: now - 10)
     old.beat({"state": "running"})
     dead = WorkerRegistry(queue.backend, "w-dead", interval=1, clock=lambda: now - 1000)
     dead.beat({"state": "running"})
     rows = {w["worker_id"]: w for w in cli_json(*base, "workers")}
     assert set(rows) == {"w-live", "w-old"}  # w-dead was pruned
-    assert (rows["w-live"]["running"], rows["w-live"]["stale"]) == (2, False)
+    assert (rows["w-live"]["running"], rows["w-live"]["leased"]) == (2, 5)  # busy, not leases
+    assert rows["w-live"]["stale"] is False
     assert rows["w-old"]["stale"] is True
     assert "w-dead" not in queue.backend.list_workers()
     code, text = cli(*base, "workers")
     assert code == 0
     assert "2/4" in text
-    assert "stale" in text
+    assert re.search(r"^w-old .* gone ", text, re.MULTILINE), text
+    assert "1 gone: no heartbeat record for 3 s" in text
 
 
 def test_a_user_without_the_registry_key_still_pushes(server_url, queue_name, caplog):

@@ -198,6 +198,15 @@ class SyncOverAsync:
     def remove_workers(self, worker_ids: Sequence[str]) -> int:
         return self._call(self._backend.remove_workers(worker_ids))
 
+    def set_progress(self, tenant: str, task_id: str, token: str, body: bytes) -> bool:
+        return bool(self._call(self._backend.set_progress(tenant, task_id, token, body)))
+
+    def read_events(self, after: str, *, count: int = 100, timeout: float = 0.0) -> list[Any]:
+        return self._call(self._backend.read_events(after, count=count, timeout=timeout))
+
+    def events_end(self) -> str:
+        return self._call(self._backend.events_end())
+
     def get_message(self, task_id: str) -> Message | None:
         return self._call(self._backend.get_message(task_id))
 
@@ -209,6 +218,12 @@ class SyncOverAsync:
 
     def get_outcome(self, task_id: str) -> TaskOutcome | None:
         return self._call(self._backend.get_outcome(task_id))
+
+    def get_record(self, task_id: str) -> Any:
+        return self._call(self._backend.get_record(task_id))
+
+    def list_tasks(self, **kwargs: Any) -> Any:
+        return self._call(self._backend.list_tasks(**kwargs))
 
     def wait_done(self, task_id: str, timeout: float) -> bool:
         return self._call(self._backend.wait_done(task_id, timeout))

@@ -280,7 +280,7 @@ def test_an_id_given_twice_in_a_batch_is_stored_once_its_second_copy_the_duplica
     second = Task.create("alice", payload={"n": 2}, task_id="twice")
     handles = queue.push_batch([first, second])
     assert [(h, h.duplicate) for h in handles] == [("twice", False), ("twice", True)]
-    assert queue.get_task("twice") == first
+    assert queue.get_task("twice").task == first
     child = Task.create("alice", task_id="kid", depends_on=["mom"])
     mom = Task.create("alice", task_id="mom")
     handles = queue.push_batch([child, first, mom, child])

@@ -29,6 +29,7 @@ import pytest
 
 from fairque_core import AsyncFairQueue, FairQueue, FairQueueConfig, Task, TaskState
 from fairque_core.app.backend_loading import open_async_backend, open_backend
+from fairque_core.app.worker.registry import WorkerRegistry
 from fairque_dashboard import DashboardSettings, create_app
 
 from .conftest import TOKEN, dead_letter
@@ -141,6 +142,9 @@ def test_dashboard_in_a_real_browser(live: tuple[LiveServer, FairQueue], tmp_pat
     from playwright.sync_api import expect, sync_playwright
 
     server, queue = live
+    queue.add_schedule(
+        "nightly-report", "0 3 * * *", {"tenant": "light", "task_name": "report", "payload": {}}
+    )
     for i in range(40):
         queue.push(Task.create("heavy", task_id=f"heavy-{i}"))
         queue.push(Task.create("light", task_id=f"light-{i}"))
@@ -220,12 +224,49 @@ def test_dashboard_in_a_real_browser(live: tuple[LiveServer, FairQueue], tmp_pat
             shot("dlq")
             assert queue.get_state("broken-0") is TaskState.QUEUED
 
+            # a worker with a long id and host on record: every column of its row is on screen
+            # at 1280 px (issue 31: id, host, pid, queue, state, busy, leased, counters, seen)
+            WorkerRegistry(
+                queue.backend, "worker-" + "x" * 40, queue=queue.name, concurrency=16
+            ).beat({"state": "running", "executing": 3, "in_flight": 9, "processed": 123456})
             page.click("nav >> text=Workers")
             expect(page.locator("h1")).to_have_text("Workers")
+            expect(page.locator("#live-workers tbody tr")).to_have_count(1)
+            expect(page.locator("#live-workers td.busy")).to_have_text("3/16")
+            right = page.evaluate(
+                "Math.max(...[...document.querySelectorAll('#live-workers th, #live-workers td')]"
+                ".map(c => c.getBoundingClientRect().right))"
+            )
+            assert right <= 1280, right
+            assert page.evaluate("document.documentElement.scrollWidth") <= 1280
             shot("workers")
             page.click("nav >> text=Schedules")
             expect(page.locator("h1")).to_have_text("Schedules")
+            row = page.locator('tr[data-schedule="nightly-report"]')
+            expect(row).to_contain_text("0 3 * * *")
+            expect(row).to_contain_text("UTC")
+            assert "ScheduleInfo(" not in page.content()  # no Python reprs
+            assert "Schedule(" not in page.content()
             shot("schedules")
+            # a running task's progress (issue 32), on its page
+            queue.push(Task.create("progress-t", task_id="prog-1"))
+            running = queue.claim(["progress-t"])
+            assert running is not None
+            queue.set_progress(running, {"step": 3, "of": 10})
+            page.goto(server.url + "/tasks/prog-1")
+            expect(page.locator("#task-progress")).to_contain_text('"step": 3')
+            # every page at 1280 px: nothing past the right edge, wide tables scroll inside
+            # their own box (issue 31: the tenants table cut off its share column)
+            for path in ("/", "/tenants", "/tasks", "/dlq", "/events", "/workers", "/schedules"):
+                page.goto(server.url + path)
+                width = page.evaluate("document.documentElement.scrollWidth")
+                assert width <= 1280, (path, width)
+                boxes = page.evaluate(
+                    "[...document.querySelectorAll('div.scroll, main')]"
+                    ".map(b => b.getBoundingClientRect().right)"
+                )
+                assert boxes, path
+                assert max(boxes) <= 1280, (path, boxes)
         finally:
             browser.close()
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import re
+import socket
+import time
 
 import pytest
 
 from fairque_core import Task, TaskState
+from fairque_core.app.worker.registry import WorkerRegistry
 
 from .conftest import TOKEN, Env, dead_letter
 
@@ -19,7 +23,8 @@ def test_overview_shows_counts_charts_and_jain(seeded: Env) -> None:
         assert "<svg" in html
         assert 'data-poll="/?partial=live"' in html
         assert _count(html, "ready") == 5  # alice 3, bob 1 (the other runs), mallory 1
-        assert _count(html, "running") == 1
+        assert _count(html, "running") == 0  # handlers running: no worker holds bob-1
+        assert _count(html, "leased") == 1  # the server's count: bob-1 is claimed
         assert _count(html, "DLQ") == 2
         assert _count(html, "deferred") is None  # the queue does not report it yet: n/a
         assert _count(html, "intake") == 0
@@ -276,6 +281,33 @@ def test_workers_and_schedules_pages(env: Env) -> None:
         has_schedules = any(hasattr(o, "list_schedules") for o in (queue, queue.backend))
         if not has_schedules:
             assert 'id="no-schedules"' in schedules.text
+
+
+def test_workers_page_lists_live_and_gone_workers_with_their_figures(env: Env) -> None:
+    """Issue 31 item 4: one row per worker with id, host, pid, queue, state, busy slots of its
+    concurrency, leases, processed/failed and last seen; a worker whose record is older than
+    3 beat intervals is listed apart as gone, not as live; the overview's running count is
+    the live workers' busy slots, not the server's leases."""
+    now = time.time()
+    backend = env.queue.backend
+    live = WorkerRegistry(backend, "w-live", queue=env.queue.name, concurrency=4, interval=5)
+    live.beat({"state": "running", "executing": 3, "in_flight": 12, "processed": 7, "failed": 2})
+    gone = WorkerRegistry(backend, "w-gone", concurrency=2, interval=1, clock=lambda: now - 10)
+    gone.beat({"state": "running", "executing": 2, "in_flight": 2})
+    with env.client() as client:
+        html = client.get("/workers").text
+        live_table = html.split('id="live-workers"', 1)[1].split("</table>", 1)[0]
+        gone_table = html.split('id="gone-workers"', 1)[1].split("</table>", 1)[0]
+        assert 'data-worker="w-live"' in live_table
+        assert "w-gone" not in live_table
+        assert 'data-worker="w-gone"' in gone_table
+        assert ">gone<" in gone_table
+        cells = re.findall(r"<td[^>]*>([^<]*)</td>", live_table)
+        assert cells[:4] == ["w-live", socket.gethostname(), str(os.getpid()), env.queue.name]
+        assert cells[4:9] == ["running", "3/4", "12", "7", "2"], cells
+        assert cells[9].endswith("s ago"), cells
+        assert re.search(r'id="busy-total">3<', html)
+        assert _count(client.get("/").text, "running") == 3
 
 
 def test_secrets_are_not_shown(env: Env) -> None:

@@ -91,6 +91,11 @@ def test_the_documented_acl_user_runs_every_operation(valkey_server: Any) -> Non
         q.get_queue_sizes_batch(["acme", "bob"])
         q.list_tenants()
         q.list_dlq()
+        # the task record and the browse indexes (ADR 70): a page, then the next from its cursor
+        assert q.get_task(first[0].task_id) is not None
+        page = q.list_tasks(limit=1)
+        assert page.cursor is not None
+        q.list_tasks(limit=1, cursor=page.cursor)
         q.purge_dlq()
         # the scheduler (its store reads and deletes in MULTI/EXEC; the lock and the
         # fired mark are scripts): a schedule added, listed, fired once, removed

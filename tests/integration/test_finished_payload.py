@@ -77,7 +77,8 @@ def test_pushes_succeed_again_after_an_out_of_memory_drain(small_server: Any) ->
         stats = backend.stats()
         assert (stats["ready"], stats["leased"], stats["finished"]) == (0, 0, pushed)
         assert stats["result_bytes"] == 4 * pushed
-        # the finished records keep only state and result: nearly as many pushes fit again
+        # the finished records keep state, result and a 256-byte preview of the 20 kB
+        # payload (ADR 70): nearly as many pushes fit again
         again = _fill(backend, "again")
         print(f"pushed {pushed} until full, {again} again after the drain")
         assert again >= 0.85 * pushed  # 0 before (the bodies stayed for the result TTL)
@@ -110,6 +111,12 @@ def test_results_are_capped_and_the_payload_is_gone(queue: FairQueue) -> None:
     assert queue.get_state("big") is TaskState.STARTED  # nothing changed
     queue.finish(big, "r" * 900)
     assert queue.get_result("big") == "r" * 900
-    assert queue.get_task("big") is None  # finished: the payload is dropped
+    got = queue.get_task("big")  # finished: a short payload stays with the record (ADR 70)
+    assert got is not None
+    assert (got.state, got.payload, got.result) == (
+        TaskState.FINISHED,
+        {"data": "p" * 500},
+        "r" * 900,
+    )
     assert queue.get_stats()["result_bytes"] == 902
     assert queue.get_task("ok") is not None  # not finished: still there

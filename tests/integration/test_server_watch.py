@@ -135,6 +135,9 @@ def test_an_evicting_policy_set_under_a_live_worker_is_refused_logged_and_recove
                     lambda: "maxmemory-policy" in str(worker.health().get("last_error"))
                 ), worker.health()
                 assert worker.health()["state"] == "running"
+                # the metric's source: fairque_worker_server_unsafe reads this field
+                assert wait_until(lambda: worker.health()["server_unsafe"] == 1)
+                assert "allkeys-lru" in str(worker.health()["server_problem"])
 
                 raw.config_set("maxmemory-policy", "noeviction")
                 restored: str | None = None
@@ -145,6 +148,7 @@ def test_an_evicting_policy_set_under_a_live_worker_is_refused_logged_and_recove
                         time.sleep(0.05)
                 acked.append(restored)
             assert any("safe again" in r.getMessage() for r in caplog.records)
+            assert wait_until(lambda: worker.health()["server_unsafe"] == 0)
             for n in range(1, 20):
                 acked.append(producer.push(Task.create("acme", task_id=f"after-{n}")))
             assert wait_until(lambda: set(acked) <= handler.ran), sorted(set(acked) - handler.ran)

@@ -190,7 +190,7 @@ def test_metrics_match_what_the_worker_did(
             "intake": 0,
             "ready": len(tasks),
             "scheduled": 0,
-            "running": 0,
+            "leased": 0,
         }
 
         # a ghost worker claims one task with a short lease and never comes back (straight
@@ -256,7 +256,7 @@ def test_metrics_match_what_the_worker_did(
             "intake": 0,
             "ready": 0,
             "scheduled": 0,
-            "running": 0,
+            "leased": 0,
         }
         assert queue_value(found, "fairque.queue.depth", name) == {"": 0}
         assert queue_value(found, "fairque.queue.dlq_size", name) == {"": 2 * len(TENANTS)}

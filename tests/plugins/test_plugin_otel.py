@@ -321,7 +321,7 @@ def test_observe_stats_reports_queue_gauges_and_counters() -> None:
     plugin.observe_stats(stats, queue="orders")
     got = collect(reader)
     states = {p.attributes["state"]: p.value for p in got["fairque.queue.tasks"]}
-    assert states == {"ready": 4, "scheduled": 2, "running": 1}  # no deferred figure given
+    assert states == {"ready": 4, "scheduled": 2, "leased": 1}  # no deferred figure given
     assert {p.attributes["queue"] for p in got["fairque.queue.tasks"]} == {"orders"}
     (depth,) = got["fairque.queue.depth"]
     assert (dict(depth.attributes), depth.value) == ({"queue": "orders"}, 7)
@@ -351,7 +351,7 @@ def test_observe_stats_reads_again_after_the_ttl_and_reports_deferred() -> None:
     got = collect(reader)
     assert stats.calls == 2
     states = {p.attributes["state"]: p.value for p in got["fairque.queue.tasks"]}
-    assert states == {"ready": 9, "scheduled": 0, "deferred": 2, "running": 0}
+    assert states == {"ready": 9, "scheduled": 0, "deferred": 2, "leased": 0}
     assert total(got["fairque.queue.depth"]) == 11
     meters.shutdown()
 

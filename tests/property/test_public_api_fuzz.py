@@ -367,11 +367,11 @@ class Fuzzer:
             wrong(where, f"accepted but unreadable: {got!r}")
             return
         state = self.queue.get_state(task.task_id)
-        if got is None:
+        if got is None or got.task is None:  # (the record's stored Task: ADR 70)
             if state not in (TaskState.CANCELED, TaskState.FINISHED):
                 wrong(where, f"accepted but not stored: state {state}")
             return
-        problem = expected_readback(task, before, after, got)
+        problem = expected_readback(task, before, after, got.task)
         if problem:
             wrong(where, f"stored wrong: {problem}")
         problem = expected_state(task, after, state)
@@ -521,7 +521,14 @@ STEPS = {
 # ---------------------------------------------------------------------- fixtures and tests
 
 
-@pytest.fixture(scope="module", params=["memory", pytest.param("valkey", marks=pytest.mark.redis)])
+@pytest.fixture(
+    scope="module",
+    params=[
+        "memory",
+        pytest.param("valkey", marks=pytest.mark.redis),
+        pytest.param("redis7", marks=pytest.mark.redis),
+    ],
+)
 def fuzzer(request: pytest.FixtureRequest) -> Iterator[Fuzzer]:
     config = QueueConfig(name="fuzz-" + uuid.uuid4().hex[:8], max_payload_bytes=MAX_PAYLOAD)
     if request.param == "memory":
@@ -529,7 +536,7 @@ def fuzzer(request: pytest.FixtureRequest) -> Iterator[Fuzzer]:
     else:
         from fairque_redis.backends.backend import RedisBackend
 
-        server = request.getfixturevalue("valkey_server")
+        server = request.getfixturevalue(f"{request.param}_server")
         queue = FairQueue(RedisBackend.from_url(server.url, config=config))
     with queue:
         yield Fuzzer(queue)

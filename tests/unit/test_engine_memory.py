@@ -81,7 +81,8 @@ def test_push_is_idempotent_and_get_task_decodes(queue: FairQueue) -> None:
     stored = queue.get_task("t-1")
     assert stored is not None
     assert stored.payload == {"a": [1, 2]}
-    assert stored.lease is None
+    assert stored.task is not None
+    assert stored.task.lease is None
     assert queue.get_task("nope") is None
 
 

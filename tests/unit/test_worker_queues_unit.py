@@ -181,3 +181,20 @@ def test_a_failing_queue_is_left_out_and_reported() -> None:
     qa.close()
     with pytest.raises(QueueClosedError):  # every queue failed: the loop sees the outage
         served.claim_batch(1)
+
+
+def test_a_list_of_queues_with_weights_as_the_api_names_it() -> None:
+    """``Worker(config, handler, [queue_a, queue_b], weights=[3, 1])`` (shared/API.md) is the
+    same worker as ``queues=[(queue_a, 3), (queue_b, 1)]``."""
+    from fairque_core import FairQueue, InMemoryBackend, TaskHandler, WorkerConfig
+    from fairque_core.app.worker.worker import Worker
+
+    qa = FairQueue(InMemoryBackend(queue="api-a"))
+    qb = FairQueue(InMemoryBackend(queue="api-b"))
+    worker = Worker(WorkerConfig(id="w"), TaskHandler(), [qa, qb], weights=[3, 1])
+    assert worker.queues == (qa, qb)
+    assert [q["weight"] for q in worker.health()["queues"]] == [3, 1]
+    with pytest.raises(ValueError, match="one weight per queue"):
+        Worker(WorkerConfig(id="w"), TaskHandler(), [qa, qb], weights=[3])
+    with pytest.raises(TypeError, match="weights= goes with a list"):
+        Worker(WorkerConfig(id="w"), TaskHandler(), qa, weights=[3])

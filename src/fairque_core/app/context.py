@@ -62,6 +62,8 @@ class XComQueue(Protocol):
 
     def get_state(self, task_id: str) -> Any: ...
 
+    def set_progress(self, task: Task, value: object) -> Any: ...
+
 
 class TaskContext:
     """The running task (``task``), the XCom values it pushed, and reads of other tasks'
@@ -110,6 +112,20 @@ class TaskContext:
             raise TaskValidationError("xcom key", key, "is the result: return the value")
         queue = self._require_queue()
         self._pushed[key] = queue.encode_xcom(self.task, key, value)
+
+    def set_progress(self, value: object) -> Any:
+        """Report how far the task got: ``value`` (a small JSON value, at most 1 KiB
+        encoded) replaces its progress, seen by ``queue.get_task(id).progress``,
+        ``handle.progress()``, ``fairque task show``, the dashboard's task page and the
+        queue's events (a ``progress`` event each time). Written at once, not at the finish.
+        TaskSerializationError for a value JSON cannot hold or too large; LeaseLostError
+        when the task's lease is gone. With an :class:`AsyncFairQueue` it returns an
+        awaitable on the event loop's thread (``await ctx.set_progress(...)``) and writes at
+        once from any other thread."""
+        made = self._require_queue().set_progress(self.task, value)
+        if inspect.iscoroutine(made):
+            return self._on_owner_loop(made)
+        return made
 
     def xcom_pull(self, task_id: str, key: str = RETURN_VALUE) -> Any:
         """The value ``key`` of task ``task_id`` (default its result), or None when there is

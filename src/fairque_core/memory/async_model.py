@@ -16,6 +16,7 @@ import functools
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from fairque_core.domain.events import QueueEvent
 from fairque_core.domain.validation import check_wait_timeout
 from fairque_core.memory.model import InMemoryBackend
 from fairque_core.memory.schedules import AsyncScheduleOps
@@ -89,6 +90,8 @@ class AsyncInMemoryBackend(AsyncScheduleOps):
     get_state = _at_once(InMemoryBackend.get_state)
     get_result = _at_once(InMemoryBackend.get_result)
     get_outcome = _at_once(InMemoryBackend.get_outcome)
+    get_record = _at_once(InMemoryBackend.get_record)
+    list_tasks = _at_once(InMemoryBackend.list_tasks)
 
     async def wait_done(self, task_id: str, timeout: float) -> bool:
         return await asyncio.to_thread(self._model.wait_done, task_id, timeout)
@@ -123,5 +126,15 @@ class AsyncInMemoryBackend(AsyncScheduleOps):
         if check_wait_timeout(timeout) == 0:
             return self._model.wait_for_work(0)
         return await asyncio.to_thread(self._model.wait_for_work, timeout)
+
+    events_end = _at_once(InMemoryBackend.events_end)
+    set_progress = _at_once(InMemoryBackend.set_progress)
+
+    async def read_events(
+        self, after: str, *, count: int = 100, timeout: float = 0.0
+    ) -> list[QueueEvent]:
+        if check_wait_timeout(timeout) == 0:
+            return self._model.read_events(after, count=count)
+        return await asyncio.to_thread(self._model.read_events, after, count=count, timeout=timeout)
 
     close = _at_once(InMemoryBackend.close)

@@ -15,6 +15,7 @@ import attrs
 from fairque_core.domain.enums import FailureType
 from fairque_core.domain.models import DLQEntry
 from fairque_core.domain.states import TaskEvent
+from fairque_core.domain.task_records import retry_history
 from fairque_core.domain.validation import check_page_bound, validate_id
 from fairque_core.memory.store import ModelStore, TaskRecord, locked
 
@@ -41,6 +42,7 @@ class DLQOps(ModelStore):
         rec.moved_ms = now
         self._dlq[task_id] = now
         self._bump("dead", self._tenant(rec.message.tenant))
+        self._tell("dead_lettered", rec, failure_type.value, reason)
         self._ended(rec, now)
         self._cancel_dependents(task_id, rec, now)
 
@@ -62,6 +64,7 @@ class DLQOps(ModelStore):
                     failure_type=rec.failure_type or FailureType.FAILED,
                     reason=rec.reason,
                     moved_at=moved_ms / 1000,
+                    retry_history=retry_history(rec.attempts),
                 )
             )
         return entries[offset : offset + limit]

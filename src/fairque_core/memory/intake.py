@@ -120,4 +120,5 @@ class IntakeOps(DLQOps):
         self._records[message.task_id] = rec
         self._dlq[message.task_id] = now
         self._bump("dead", self._tenant(message.tenant))
+        self._tell("dead_lettered", rec, FailureType.REJECTED.value, reason)
         self._ended(rec, now)

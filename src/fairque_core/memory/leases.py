@@ -22,6 +22,7 @@ from fairque_core.domain.errors import LeaseLostError
 from fairque_core.domain.outcomes import LEASE_CANCELED, LEASE_TERMINATE
 from fairque_core.domain.scoring import lease_ms, to_ms
 from fairque_core.domain.states import TaskEvent
+from fairque_core.domain.task_records import BODY_KEPT_BYTES, PREVIEW_BYTES
 from fairque_core.domain.validation import check_page_bound
 from fairque_core.memory.dlq import DLQOps
 from fairque_core.memory.store import locked
@@ -75,14 +76,19 @@ class LeaseOps(DLQOps):
         if done is not None and done.state is TaskState.FINISHED and token and done.token == token:
             return  # a repeat of this lease's finish (its reply was lost): done, nothing changes
         rec = self._leased(task_id, token, now)
+        self._attempt_ended(rec, "finished", now)
         self._drop_lease(task_id, rec)
         rec.token = token  # kept, so that a repeat of this finish is recognised
+        self._tell("completed", rec)
         self._move(rec, TaskEvent.FINISH)
         rec.result = result
         rec.xcom = dict(xcom or {})  # the same step as the finish (XCom, ADR 27)
         self._bump("finished", self._tenant(rec.message.tenant))
         self._bump("result_bytes", self._tenant(rec.message.tenant), len(result or b""))
-        rec.message = attrs.evolve(rec.message, body=b"")  # the payload goes (issue 16)
+        body = rec.message.body  # a long payload goes (issue 16): its size and a preview stay
+        if len(body) > BODY_KEPT_BYTES:
+            rec.body_size = len(body)
+            rec.message = attrs.evolve(rec.message, body=body[:PREVIEW_BYTES])
         self._close_record(rec, now)
         self._release_dependents(rec, task_id, now)
 
@@ -119,13 +125,16 @@ class LeaseOps(DLQOps):
         ):
             return done.state  # a repeat of this lease's fail (its reply was lost): no change
         rec = self._leased(task_id, token, now)
+        self._attempt_ended(rec, "retried" if retry_delay is not None else "failed", now, error)
         self._drop_lease(task_id, rec)
         rec.token = token  # kept until the next claim, so that a repeat is recognised
         tenant = self._tenant(rec.message.tenant)
+        self._tell("failed", rec, failure_type.value, reason)
         if retry_delay is not None:
             rec.message = attrs.evolve(rec.message, retry_count=rec.message.retry_count + 1)
             rec.reason = reason
             self._bump("retried", tenant)
+            self._tell("retried", rec, failure_type.value, reason)
             self._move(rec, TaskEvent.FAIL_RETRY)
             self._schedule(task_id, rec, now + max(0, to_ms(retry_delay)))
         else:
@@ -159,6 +168,7 @@ class LeaseOps(DLQOps):
             rec = self._records[task_id]
             if rec.deadline_ms == rec.claim_deadline_ms:
                 self._fair.refund(rec.message.tenant)  # never heartbeated: never started
+            self._attempt_ended(rec, "expired", now)
             self._drop_lease(task_id, rec)
             rec.recoveries += 1
             tenant = self._tenant(rec.message.tenant)
@@ -174,6 +184,12 @@ class LeaseOps(DLQOps):
                 )
             else:
                 self._bump("recovered", tenant)
+                self._tell(
+                    "retried",
+                    rec,
+                    FailureType.EXPIRED.value,
+                    f"lease expired {rec.recoveries} times",
+                )
                 self._move(rec, TaskEvent.LEASE_EXPIRED)
                 self._make_ready(task_id, rec, rec.ready_ms, head=True)
         return len(expired)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from fairque_core.domain.limits import LimitStatus
+from fairque_core.domain.limits import LimitStatus, encode_limits
 from fairque_core.memory import limits
 from fairque_core.memory.store import ModelStore, locked
 
@@ -23,6 +23,15 @@ class LimitOps(ModelStore):
         tier: int | None = None,
     ) -> None:
         limits.set_limits(self, changes, tenant=tenant, tier=tier)
+        st = self._limits  # the new record, told in the event log (ADR 71)
+        if tier is not None:
+            record = encode_limits(st.tiers[tier])
+            self._events.add(self._now(), "limits_changed", tier=str(tier), lim=record)
+        elif tenant is None:
+            self._events.add(self._now(), "limits_changed", lim=encode_limits(st.queue))
+        else:
+            record = encode_limits(st.own[tenant])
+            self._events.add(self._now(), "limits_changed", u=tenant, lim=record)
 
     @locked
     def limit_status(self, tenant: str) -> LimitStatus:

@@ -32,6 +32,8 @@ from fairque_core.domain.validation import (
     validate_id,
 )
 from fairque_core.memory import limits
+from fairque_core.memory.browse import BrowseOps
+from fairque_core.memory.event_ops import EventOps
 from fairque_core.memory.figures import FigureOps
 from fairque_core.memory.intake import IntakeOps
 from fairque_core.memory.leases import LeaseOps
@@ -48,7 +50,16 @@ _ALIVE = (TaskState.SCHEDULED, TaskState.DEFERRED, TaskState.QUEUED, TaskState.S
 
 
 class InMemoryBackend(
-    IntakeOps, LeaseOps, ScheduleOps, OperatorOps, ResultOps, FigureOps, LimitOps, PauseOps
+    IntakeOps,
+    LeaseOps,
+    ScheduleOps,
+    OperatorOps,
+    ResultOps,
+    FigureOps,
+    LimitOps,
+    PauseOps,
+    BrowseOps,
+    EventOps,
 ):
     """The reference backend. ``clock`` returns epoch seconds (default ``time.time``);
     ``token_source`` makes lease tokens (default :func:`fairque_core.ports.random_token`)."""
@@ -140,6 +151,7 @@ class InMemoryBackend(
             self._move(rec, TaskEvent.DEPENDENCY_FAILED)
             rec.reason = f"dependency {failed_parent} did not finish"
             self._bump("canceled", tenant)
+            self._tell("canceled", rec, "", rec.reason)
             self._close_record(rec, now)
         elif entry is TaskEvent.PUSH_DELAYED:
             self._schedule(message.task_id, rec, due_ms)
@@ -199,6 +211,7 @@ class InMemoryBackend(
             rec.token = self._tokens()
             rec.worker_id = worker_id
             rec.deadline_ms = rec.claim_deadline_ms = now + span_ms
+            rec.started_ms = now
             self._leases[task_id] = rec.deadline_ms
             tenant.leased += 1
             self._bump("claimed", tenant)
@@ -229,6 +242,7 @@ class InMemoryBackend(
             tenant.scheduled -= 1
             self._recompute_next_due()
         elif rec.state is TaskState.STARTED:
+            self._attempt_ended(rec, "canceled", now)
             token = rec.token
             self._drop_lease(task_id, rec)
             # the token stays: that lease's heartbeat reports the cancel (ADR 76)
@@ -236,6 +250,7 @@ class InMemoryBackend(
         self._move(rec, TaskEvent.CANCEL)
         rec.reason = "canceled"
         self._bump("canceled", tenant)
+        self._tell("canceled", rec, "", rec.reason)
         self._close_record(rec, now)
         self._cancel_dependents(task_id, rec, now)
         return True

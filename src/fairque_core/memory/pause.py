@@ -27,10 +27,12 @@ class PauseOps(ModelStore):
     def pause(self, tenant: str | None = None) -> None:
         if tenant is None:
             self._queue_paused = True
+            self._events.add(self._now(), "paused", u="")
             return
         validate_id(tenant, "tenant")
         if tenant not in self._paused:
             self._pauses[tenant] = self._pauses.get(tenant, 0) + 1
+        self._events.add(self._now(), "paused", u=tenant)
         self._paused.add(tenant)
         if self._fair.is_active(tenant):
             self._fair.deactivate(tenant)
@@ -45,6 +47,7 @@ class PauseOps(ModelStore):
             queues = self._tenants.get(tenant)
             if queues is not None and queues.has_ready():
                 limits.admit(self, tenant, self._now())  # unless a limit holds it
+        self._events.add(self._now(), "resumed", u=tenant or "")
         self._wake.signal()
 
     @locked

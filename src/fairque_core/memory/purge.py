@@ -113,6 +113,7 @@ class OperatorOps(ModelStore):
         self._move(rec, TaskEvent.CANCEL)
         rec.reason = PURGE_REASON
         self._bump("canceled", tenant)
+        self._tell("canceled", rec, "", rec.reason)
         self._close_record(rec, now)
         self._cancel_dependents(task_id, rec, now)
         return 1

@@ -15,6 +15,7 @@ from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.limits import LIMIT_COUNTERS
 from fairque_core.domain.models import Message
 from fairque_core.domain.scoring import STAT_COUNTERS
+from fairque_core.domain.task_records import StoredAttempt
 
 __all__ = ["TaskRecord", "TenantQueues", "UniqueHold"]
 
@@ -43,6 +44,16 @@ class TaskRecord:
     # the failure record stored with a final failure, and the XCom values written at finish
     error: str = ""
     xcom: dict[str, bytes] = attrs.field(factory=dict)
+    # the task's story (ADR 70): when its last attempt started and when it ended (ms, 0: not
+    # yet), its last ATTEMPTS_KEPT attempts and how many there were, and, once finished, the
+    # size of a payload too long to keep whole (its body is then the preview)
+    started_ms: int = 0
+    ended_ms: int = 0
+    attempts: list[StoredAttempt] = attrs.field(factory=list)
+    attempt_count: int = 0
+    body_size: int | None = None
+    # the last value the handler reported with ctx.set_progress (JSON bytes; issue 32)
+    progress: bytes | None = None
 
 
 @attrs.define

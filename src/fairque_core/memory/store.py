@@ -29,6 +29,7 @@ from fairque_core.domain.limits import LIMIT_COUNTERS
 from fairque_core.domain.models import Message
 from fairque_core.domain.scoring import STAT_COUNTERS, seq_member, static_score, to_ms
 from fairque_core.domain.states import TaskEvent, next_state
+from fairque_core.domain.task_records import ATTEMPTS_KEPT, StoredAttempt
 from fairque_core.domain.validation import (
     MAX_EPOCH_SECONDS,
     check_duration,
@@ -36,6 +37,7 @@ from fairque_core.domain.validation import (
     validate_queue_name,
 )
 from fairque_core.memory import limits
+from fairque_core.memory.events import EventLog, event_text
 from fairque_core.memory.records import TaskRecord, TenantQueues, UniqueHold
 from fairque_core.memory.wake import WakeSignal
 from fairque_core.ports import Clock, TokenSource, random_token
@@ -104,6 +106,8 @@ class ModelStore:
         self._done = threading.Condition(self._lock)
         # (tenant, unique key) -> [holding task id, until ms (None while the task lives)]
         self._unique: dict[tuple[str, str], UniqueHold] = {}
+        # the event log (ADR 71, memory/events.py); blocked readers wait on its condition
+        self._events = EventLog(self._config.events_maxlen, threading.Condition(self._lock))
 
     @property
     def queue(self) -> str:
@@ -119,6 +123,18 @@ class ModelStore:
     def _bump(self, name: str, tenant: TenantQueues, by: int = 1) -> None:
         self._counters[name] += by
         tenant.counters[name] += by
+
+    def _tell(
+        self, kind: str, rec: TaskRecord, failure_type: str | None = None, text: str = ""
+    ) -> None:
+        """Log a task's event (``lua/_include/events.lua`` fq_event_task): with a failure
+        type (``""`` for none) its text goes with it."""
+        message = rec.message
+        fields = {"id": message.task_id, "u": message.tenant, "n": message.name}
+        if failure_type is not None:
+            fields["ft"] = failure_type
+            fields["err"] = event_text(text)
+        self._events.add(self._now(), kind, **fields)
 
     def _tenant(self, tenant_id: str) -> TenantQueues:
         tenant = self._tenants.get(tenant_id)
@@ -216,6 +232,22 @@ class ModelStore:
             raise LeaseLostError(task_id)
         return rec
 
+    def _attempt_ended(self, rec: TaskRecord, outcome: str, now: int, error: str = "") -> None:
+        """Keep the attempt of the lease ``rec`` holds (call before the lease is dropped): its
+        worker, start, end, outcome and failure record; the last ATTEMPTS_KEPT are kept."""
+        rec.attempt_count += 1
+        rec.attempts.append(
+            StoredAttempt(
+                number=rec.attempt_count,
+                outcome=outcome,
+                started_ms=rec.started_ms,
+                ended_ms=now,
+                worker_id=rec.worker_id,
+                error=error,
+            )
+        )
+        del rec.attempts[:-ATTEMPTS_KEPT]
+
     def _close_record(self, rec: TaskRecord, now: int) -> None:
         rec.expires_ms = now + to_ms(self._config.result_ttl_seconds)
         self._ended(rec, now)
@@ -223,6 +255,7 @@ class ModelStore:
     def _ended(self, rec: TaskRecord, now: int) -> None:
         """The task ended (finished, failed for good, canceled): its unique key is held for
         its window from now (or freed), and every result waiter is woken."""
+        rec.ended_ms = now
         message = rec.message
         if message.unique_key:
             hold = self._unique.get((message.tenant, message.unique_key))
@@ -246,6 +279,7 @@ class ModelStore:
                 self._move(child, TaskEvent.DEPENDENCY_FAILED)
                 child.reason = f"dependency {parent_id} did not finish"
                 self._bump("canceled", self._tenant(child.message.tenant))
+                self._tell("canceled", child, "", child.reason)
                 self._close_record(child, now)
                 stack.append((child_id, child))
 

@@ -13,10 +13,12 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from fairque_core.domain.enums import FailureType, TaskState
+from fairque_core.domain.events import QueueEvent
 from fairque_core.domain.intake import IngestReport
 from fairque_core.domain.limits import LimitStatus
 from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
 from fairque_core.domain.outcomes import TaskOutcome
+from fairque_core.domain.task_records import StoredRecord, StoredSummary
 from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_core.ports.values import FinishItem
 
@@ -179,6 +181,26 @@ class QueueBackend(Protocol):
         unknown or expired task."""
         ...
 
+    def get_record(self, task_id: str) -> StoredRecord | None:
+        """The task's story (ADR 70): message (a finished task's payload, or its preview and
+        size), state, start and end times, its kept attempts (worker, times, outcome, failure
+        record), result, failure and reason; None for an unknown or expired task."""
+        ...
+
+    def list_tasks(
+        self,
+        *,
+        state: TaskState | None = None,
+        tenant: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> tuple[list[StoredSummary], str | None]:
+        """A page of the tasks that ended (``state`` finished, failed or canceled; None: all
+        three), of ``tenant`` or all, newest first by the time they ended (ties: the higher
+        id first), from after ``cursor`` (None: the newest); and the cursor of the next page
+        (None: this one is the last). Cost bounded by the page, not by the queue (ADR 70)."""
+        ...
+
     def wait_done(self, task_id: str, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds (> 0) for the notification that the task ended
         (finished, failed for good, canceled): True when it came (or had come within the
@@ -317,6 +339,29 @@ class QueueBackend(Protocol):
 
     def remove_workers(self, worker_ids: Sequence[str]) -> int:
         """Drop these workers' records; how many existed."""
+        ...
+
+    def read_events(
+        self, after: str, *, count: int = 100, timeout: float = 0.0
+    ) -> list[QueueEvent]:
+        """Up to ``count`` events of the queue's log (ADR 71, :mod:`fairque_core.domain.events`)
+        written after the position ``after`` (an event's id, or ``0``: from the oldest kept),
+        oldest first. When there is none yet, wait up to ``timeout`` seconds for one (0: do
+        not wait) and return what came, possibly nothing. An event is in the log from the
+        same atomic step as its change; the log keeps about ``events_maxlen`` events (per
+        partition), so a reader further behind than that misses the oldest."""
+        ...
+
+    def set_progress(self, tenant: str, task_id: str, token: str, body: bytes) -> bool:
+        """Keep ``body`` (JSON, bounded by the engine) as the progress of ``tenant``'s running
+        task ``task_id`` and log a ``progress`` event, in one step; False (nothing changed)
+        unless ``token`` is its live lease."""
+        ...
+
+    def events_end(self) -> str:
+        """The position after the log's last event: reading after it gives only the events
+        written from now on (``0-0`` when the log is empty; a cursor for a partitioned
+        queue)."""
         ...
 
     def wait_for_work(self, timeout: float) -> bool:

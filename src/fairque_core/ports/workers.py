@@ -2,13 +2,15 @@
 
 The registrar that writes a worker's record is :mod:`fairque_core.app.worker.registry`.
 
-Each worker writes its record (JSON: id, host, pid, tasks running, counters, its state, the
-time it was written and its beat interval) every ``interval`` seconds with
+Every worker (``Worker``/``AsyncWorker`` started from code or by ``fairque worker``) writes
+its record (JSON: host, pid, queue, state, busy slots, leases, buffered tasks, concurrency,
+counters, the time it was written and its beat interval) every ``interval`` seconds with
 ``register_worker`` (on Redis one ``HSET`` of the queue's ``workers`` hash), and removes it
-when it stops. Readers (``fairque workers``, the dashboard) call ``WorkerRegistry.list``:
-a record not rewritten for ``stale_after`` of its own intervals is shown as stale (the worker
-died or lost the server), and one older than ``prune_after`` intervals is deleted by the
-reader. Times are the writers' wall clocks: hosts with skewed clocks look fresher or staler
+when it stops. Readers (``fairque workers``, the dashboard, ``fairque exporter``) call
+``WorkerRegistry.list``: a record not rewritten for :data:`STALE_AFTER` of its own intervals
+(15 s at the default 5 s beat) is *gone* (the worker died or lost the server: it is no longer
+counted as live), and one older than :data:`PRUNE_AFTER` intervals is deleted by the reader
+(ADR 72). Times are the writers' wall clocks: hosts with skewed clocks look fresher or staler
 than they are by the skew.
 """
 
@@ -27,13 +29,14 @@ __all__ = [
     "WorkerInfo",
     "WorkerRegistryBackend",
     "any_live",
+    "gone_after",
     "is_stale",
     "parse_record",
 ]
 
 #: Seconds between two records of one worker.
 DEFAULT_INTERVAL = 5.0
-#: A record older than this many of its intervals is stale ...
+#: A record older than this many of its intervals is stale (the worker is gone) ...
 STALE_AFTER = 3
 #: ... and one older than this many is removed by the next reader.
 PRUNE_AFTER = 60
@@ -58,10 +61,17 @@ class WorkerInfo:
     pid: int = 0
     queue: str = ""
     state: str = ""
+    #: Slots running a handler now (not leases: see ``leased``).
     running: int = 0
     concurrency: int = 0
     processed: int = 0
     failed: int = 0
+    #: Tasks this worker holds a lease on (running, buffered or waiting for their ack).
+    leased: int = 0
+    #: Claimed tasks waiting in the worker's buffer for a free slot.
+    buffered: int = 0
+    #: Failed calls to the server since the worker started.
+    backend_errors: int = 0
     started_at: float = 0.0
     last_seen: float = 0.0
     interval: float = DEFAULT_INTERVAL
@@ -92,18 +102,27 @@ def parse_record(worker_id: str, text: str) -> WorkerInfo:
         pid=int(_number(data.get("pid"))),
         queue=str(data.get("queue", "")),
         state=str(data.get("state", "")),
-        running=int(_number(data.get("running"))),
+        running=int(_number(data.get("busy", data.get("running")))),
         concurrency=int(_number(data.get("concurrency"))),
         processed=int(_number(data.get("processed"))),
         failed=int(_number(data.get("failed"))),
+        leased=int(_number(data.get("leased", data.get("running")))),
+        buffered=int(_number(data.get("buffered"))),
+        backend_errors=int(_number(data.get("backend_errors"))),
         started_at=_number(data.get("started_at")),
         last_seen=_number(data.get("last_seen")),
         interval=_number(data.get("interval"), DEFAULT_INTERVAL) or DEFAULT_INTERVAL,
     )
 
 
+def gone_after(interval: float = DEFAULT_INTERVAL) -> float:
+    """Seconds without a record after which a worker beating every ``interval`` is gone."""
+    return STALE_AFTER * interval
+
+
 def is_stale(info: WorkerInfo, now: float) -> bool:
-    return now - info.last_seen > STALE_AFTER * info.interval
+    """Whether the worker is gone: no record for :func:`gone_after` its interval."""
+    return now - info.last_seen > gone_after(info.interval)
 
 
 def any_live(records: Mapping[str, str], now: float) -> bool:

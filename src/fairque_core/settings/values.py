@@ -305,6 +305,9 @@ class WorkerConfig:
         default=None, validator=_optional(_POSITIVE)
     )
     reaper_interval_seconds: float = attrs.field(default=1.0, validator=_POSITIVE)
+    # the worker's record in the queue's workers registry is rewritten this often; readers
+    # count it gone after 3 intervals without one (ADR 72); 0: the worker keeps no record
+    registry_interval_seconds: float = attrs.field(default=5.0, validator=_NON_NEGATIVE)
     claim_batch_size: int = attrs.field(default=0, validator=_NON_NEGATIVE_INT)  # 0: free slots
     #: the queues ``fairque worker`` serves, name -> weight, in order (empty: the queue
     #: section's name alone; ``--queue`` flags replace it); ADR 69
@@ -456,6 +459,9 @@ class QueueConfig:
     #: Hash-tag partitions of the queue (ADR 34): 1 is one slot (the plain layout); P > 1
     #: spreads tenants over P slots, fixed when the queue is first written.
     partitions: int = attrs.field(default=1, validator=_number(1, MAX_PARTITIONS, integer=True))
+    #: The queue's event log (ADR 71): about this many latest events are kept (per partition);
+    #: 0 turns events off (nothing is written).
+    events_maxlen: int = attrs.field(default=10_000, validator=_NON_NEGATIVE_INT)
 
     def __attrs_post_init__(self) -> None:
         if self.retry_cap_seconds < self.retry_base_seconds:

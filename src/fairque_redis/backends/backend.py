@@ -29,6 +29,7 @@ from fairque_core.domain.intake import IngestReport
 from fairque_core.domain.limits import LimitStatus
 from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
 from fairque_core.domain.outcomes import TaskOutcome
+from fairque_core.domain.task_records import StoredRecord, StoredSummary
 from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_core.domain.validation import check_wait_timeout, validate_id, validate_queue_name
 from fairque_core.ports import Clock, FinishItem, QueueBackend, TokenSource, random_token
@@ -36,6 +37,7 @@ from fairque_core.settings.accel import Accelerators
 from fairque_core.settings.config import FairQueueConfig, QueueConfig, RedisConfig
 from fairque_redis.backends import client_options as co
 from fairque_redis.backends.errors import translate_errors
+from fairque_redis.backends.events import EventsMixin
 from fairque_redis.backends.schedules import RedisScheduleStore
 from fairque_redis.backends.waits import WaitMixin
 from fairque_redis.durability.modes import Durability, replica_waiter
@@ -55,7 +57,7 @@ T = TypeVar("T")
 log = logging.getLogger("fairque.redis")
 
 
-class RedisBackend(WaitMixin):
+class RedisBackend(WaitMixin, EventsMixin):
     """The queue backend on a ``redis.Redis`` or ``redis.cluster.RedisCluster``.
 
     The client must return bytes (``decode_responses=False``). Build it with :meth:`from_url`
@@ -434,6 +436,19 @@ class RedisBackend(WaitMixin):
 
     def get_outcome(self, task_id: str) -> TaskOutcome | None:
         return self._run(self._planner.get_outcome(task_id))
+
+    def get_record(self, task_id: str) -> StoredRecord | None:
+        return self._run(self._planner.get_record(task_id))
+
+    def list_tasks(
+        self,
+        *,
+        state: TaskState | None = None,
+        tenant: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> tuple[list[StoredSummary], str | None]:
+        return self._run(self._planner.list_tasks(state, tenant, limit, cursor))
 
     def wait_done(self, task_id: str, timeout: float) -> bool:
         """Block on the task's end notification (``done:<id>``, one token the ending script

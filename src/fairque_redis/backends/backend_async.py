@@ -29,6 +29,7 @@ from fairque_core.domain.intake import IngestReport
 from fairque_core.domain.limits import LimitStatus
 from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
 from fairque_core.domain.outcomes import TaskOutcome
+from fairque_core.domain.task_records import StoredRecord, StoredSummary
 from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_core.domain.validation import check_wait_timeout, validate_id, validate_queue_name
 from fairque_core.ports import AsyncQueueBackend, Clock, FinishItem, TokenSource, random_token
@@ -36,6 +37,7 @@ from fairque_core.settings.accel import Accelerators
 from fairque_core.settings.config import FairQueueConfig, QueueConfig, RedisConfig
 from fairque_redis.backends import client_options as co
 from fairque_redis.backends.errors import translate_errors
+from fairque_redis.backends.events_async import AsyncEventsMixin
 from fairque_redis.backends.schedules_async import AsyncRedisScheduleStore
 from fairque_redis.backends.waits_async import AsyncWaitMixin
 from fairque_redis.durability.modes import Durability, replica_waiter
@@ -55,7 +57,7 @@ T = TypeVar("T")
 log = logging.getLogger("fairque.redis")
 
 
-class AsyncRedisBackend(AsyncWaitMixin):
+class AsyncRedisBackend(AsyncWaitMixin, AsyncEventsMixin):
     """The queue backend on a ``redis.asyncio.Redis`` or ``redis.asyncio.cluster.RedisCluster``.
 
     The client must return bytes (``decode_responses=False``). Build it with :meth:`from_url`
@@ -436,6 +438,19 @@ class AsyncRedisBackend(AsyncWaitMixin):
 
     async def get_outcome(self, task_id: str) -> TaskOutcome | None:
         return await self._run(self._planner.get_outcome(task_id))
+
+    async def get_record(self, task_id: str) -> StoredRecord | None:
+        return await self._run(self._planner.get_record(task_id))
+
+    async def list_tasks(
+        self,
+        *,
+        state: TaskState | None = None,
+        tenant: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> tuple[list[StoredSummary], str | None]:
+        return await self._run(self._planner.list_tasks(state, tenant, limit, cursor))
 
     async def wait_done(self, task_id: str, timeout: float) -> bool:
         """Block on the task's end notification (``done:<id>``, one token the ending script

@@ -88,6 +88,7 @@ _SINGLETON_TYPES = {
     "parked": "zset",
     "intake": "list",
     "intake_bad": "list",
+    "events": "stream",
 }
 #: KeySpace builder -> Redis type, for the families that end with an id.
 _FAMILY_BUILDERS = {
@@ -103,6 +104,8 @@ _FAMILY_BUILDERS = {
     "done": "list",
     "xcom": "hash",
     "unique": "string",
+    # the browse indexes (ADR 70)
+    "index": "zset",
 }
 #: builders that take more than one argument (tenant, then id or key)
 _BUILDER_ARITY = {"xcom": 2, "unique": 2}

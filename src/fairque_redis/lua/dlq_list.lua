@@ -5,10 +5,11 @@
   (derived) task:<id>
   ARGV[1..7] common header (see _include/core.lua)
   ARGV[8] limit  ARGV[9] offset  ARGV[10] failure type ('' = any)
-  Returns: 9 fields per entry: id, tenant, priority, retry count, meta, body, failure type,
-           reason, moved ms
+  Returns: 11 fields per entry: id, tenant, priority, retry count, meta, body, failure type,
+           reason, moved ms, attempts, the kept attempts' texts (record.lua), each as
+           `<length>:<text>`, oldest first
 ]]
---- @include "_include/core"
+--- @include "_include/record"
 
 -- dead-letter ids read per ZRANGE
 local PAGE = 256
@@ -42,6 +43,7 @@ while taken < limit do
         table.insert(out, ids[k])
         for f = 1, ENTRY_FIELDS do table.insert(out, v[f] or '') end
         table.insert(out, ids[k + 1])
+        table.insert(out, fq_record_texts(fq_task_key(q, ids[k]), out)) -- record.lua
       end
     end
   end

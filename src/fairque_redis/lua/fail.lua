@@ -7,11 +7,14 @@
   ARGV[8] task id  ARGV[9] token  ARGV[10] retry delay ms ('' = no retry: DLQ)
   ARGV[11] failure type (failed|expired|poisoned)  ARGV[12] reason
   ARGV[13] the failure record kept with a task that goes to the DLQ (field err; '' = none)
+  Told in the event log (_include/events.lua): failed, then retried or (fq_to_dlq)
+  dead_lettered.
   Returns: the task's new state ('scheduled' or 'failed'); repeated with the same token while
            the task is still in that state (a lost reply, sent again), that state, no change
   Errors: FQ_E_LEASE_LOST <id>
 ]]
 --- @include "_include/deps"
+--- @include "_include/record"
 
 local q = fq_open(KEYS, ARGV)
 local id = ARGV[8]
@@ -22,12 +25,15 @@ if r ~= nil and (r.state == 'scheduled' or r.state == 'failed') and token ~= '' 
   return r.state
 end
 if r == nil or r.state ~= 'started' or r.token ~= token then return fq_err('LEASE_LOST', id) end
+fq_record_attempt(q, r.key, ARGV[10] ~= '' and 'retried' or 'failed', ARGV[13]) -- record.lua
 fq_drop_lease(q, r, nil, nil, true)
+fq_event_task(q, 'failed', id, r.tenant, ARGV[11], ARGV[12])
 if ARGV[10] ~= '' then
   local key = fq_task_key(q, id)
   FQ_CALL('HINCRBY', key, 'rc', 1)
   FQ_CALL('HSET', key, 'rs', ARGV[12])
   fq_bump(q, r.tenant, 'retried', 1)
+  fq_event_task(q, 'retried', id, r.tenant, ARGV[11], ARGV[12])
   fq_schedule(q, r, q.now + math.max(0, FQ_TONUMBER(ARGV[10])))
 else
   if ARGV[13] ~= nil and ARGV[13] ~= '' then

@@ -11,9 +11,11 @@
   as a capped one; on resume it enters like a newcomer (unless a limit holds it). A paused
   queue (meta `pau` = 1) leases nothing: claim.lua reads the flag in fq_meta's HMGET.
   Resuming raises the wake signal.
+  Each call is told in the event log (paused or resumed, _include/events.lua).
   Returns: 1
 ]]
 --- @include "_include/tenant"
+--- @include "_include/events"
 
 local q = fq_open(KEYS, ARGV)
 local scope, u, on = ARGV[8], ARGV[9], ARGV[10] == '1'
@@ -40,5 +42,6 @@ else
   end
 end
 if not on then q.wake = true end
+fq_event(q, on and 'paused' or 'resumed', 'u', u)
 fq_close(q)
 return 1

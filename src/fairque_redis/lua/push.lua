@@ -209,6 +209,7 @@ for k = 1, n do
       elseif failed_parent ~= nil then
         FQ_CALL('HSET', key, 'st', 'canceled', 'rs', 'dependency ' .. failed_parent .. ' did not finish')
         fq_bump(q, u, 'canceled', 1)
+        fq_event_task(q, 'canceled', id, u, '', 'dependency ' .. failed_parent .. ' did not finish')
         fq_close_record(q, r)
       elseif waiting then
         FQ_CALL('HSET', key, 'st', 'deferred')

@@ -25,6 +25,7 @@ for _, id in ipairs(expired) do
   -- a lease no heartbeat extended (deadline still the claim's) never started: refund its turn
   local dl = FQ_CALL('HMGET', fq_task_key(q, id), 'dl', 'cdl')
   if dl[2] ~= false and dl[1] == dl[2] then fq_refund(q, r.tenant) end
+  fq_record_attempt(q, r.key, 'expired', '') -- the task's story (record.lua)
   fq_drop_lease(q, r)
   r.recoveries = r.recoveries + 1
   FQ_CALL('HSET', fq_task_key(q, id), 'rec', fq_int(r.recoveries))
@@ -32,6 +33,7 @@ for _, id in ipairs(expired) do
     fq_to_dlq(q, r, 'expired', 'lease expired ' .. fq_int(r.recoveries) .. ' times')
   else
     fq_bump(q, r.tenant, 'recovered', 1)
+    fq_event_task(q, 'retried', id, r.tenant, 'expired', 'lease expired ' .. fq_int(r.recoveries) .. ' times')
     fq_make_ready(q, r, r.ready_ms, true)
   end
   end

@@ -9,6 +9,7 @@
   ARGV[10..13] max_running, rate, burst, max_queued: '' unchanged, '-' cleared, else the value
   The first limit ever set marks the current leases `lc` (their ends look at the caps) and
   sets meta `lim`. A tenant's change applies at once: capped, let in, or unparked.
+  Each change is told in the event log (limits_changed, _include/events.lua).
   Returns: 1
 ]]
 --- @include "_include/task"
@@ -46,10 +47,13 @@ if not q.lim_on then
   q.lim_on = true
 end
 if scope == 'tier' then
-  FQ_CALL('HSET', q.meta, 'lim:' .. id, merged(FQ_CALL('HGET', q.meta, 'lim:' .. id)))
+  local record = merged(FQ_CALL('HGET', q.meta, 'lim:' .. id))
+  FQ_CALL('HSET', q.meta, 'lim:' .. id, record)
+  fq_event(q, 'limits_changed', 'tier', id, 'lim', record)
 elseif scope == 'q' then
   q.qlim = merged(q.qlim)
   FQ_CALL('HSET', q.meta, 'lim:q', q.qlim)
+  fq_event(q, 'limits_changed', 'lim', q.qlim)
   if fq_limits_decode(q.qlim).rate == nil then
     FQ_CALL('HDEL', q.meta, 'qhold')
     FQ_CALL('ZREM', fq_parked_key(q), FQ_QUEUE_PARK)
@@ -60,6 +64,7 @@ else
   t.lim = merged(t.lim)
   local key = fq_tenant_key(q, u)
   FQ_CALL('HSET', key, 'lim', t.lim)
+  fq_event(q, 'limits_changed', 'u', u, 'lim', t.lim)
   -- _settle: bring the tenant's held or active state in line with its new limits
   local lim = fq_limits_of(q, u)
   if lim.rate == nil and t.hold ~= nil then

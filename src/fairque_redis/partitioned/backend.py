@@ -40,6 +40,7 @@ from fairque_core.domain.errors import ConfigurationError, TaskValidationError
 from fairque_core.domain.intake import IngestReport, check_ingest_limit
 from fairque_core.domain.models import Claimed, Message
 from fairque_core.domain.outcomes import TaskOutcome
+from fairque_core.domain.task_records import StoredRecord
 from fairque_core.domain.validation import check_wait_timeout
 from fairque_core.ports import Clock, FinishItem, QueueBackend, TokenSource, random_token
 from fairque_core.settings.accel import Accelerators
@@ -47,6 +48,7 @@ from fairque_core.settings.config import FairQueueConfig, QueueConfig, RedisConf
 from fairque_redis.backends.client_options import config_url, open_client, plan_client
 from fairque_redis.backends.schedules import RedisScheduleStore
 from fairque_redis.keys import KeySpace, partition_for
+from fairque_redis.partitioned.events import PartitionEvents
 from fairque_redis.partitioned.picker import PartitionPicker
 from fairque_redis.partitioned.reads import Partition, settle_layout
 from fairque_redis.partitioned.routing import PartitionRouting
@@ -61,7 +63,7 @@ T = TypeVar("T")
 _WAIT_SLICE_SECONDS = 0.05
 
 
-class PartitionedBackend(PartitionRouting):
+class PartitionedBackend(PartitionRouting, PartitionEvents):
     """The queue backend of a queue split in ``partitions`` hash-tag partitions.
 
     Build it with :meth:`from_url` or :meth:`from_config` (``connect(..., partitions=P)`` does),
@@ -529,6 +531,9 @@ class PartitionedBackend(PartitionRouting):
 
     def get_outcome(self, task_id: str) -> TaskOutcome | None:
         return (self._task_part(task_id)).get_outcome(task_id)
+
+    def get_record(self, task_id: str) -> StoredRecord | None:
+        return (self._task_part(task_id)).get_record(task_id)
 
     def wait_done(self, task_id: str, timeout: float) -> bool:
         """The wait of the task's partition; a task no partition knows yet is looked for

@@ -41,6 +41,7 @@ from fairque_core.domain.errors import ConfigurationError, TaskValidationError
 from fairque_core.domain.intake import IngestReport, check_ingest_limit
 from fairque_core.domain.models import Claimed, Message
 from fairque_core.domain.outcomes import TaskOutcome
+from fairque_core.domain.task_records import StoredRecord
 from fairque_core.domain.validation import check_wait_timeout
 from fairque_core.ports import AsyncQueueBackend, Clock, FinishItem, TokenSource, random_token
 from fairque_core.settings.accel import Accelerators
@@ -48,6 +49,7 @@ from fairque_core.settings.config import FairQueueConfig, QueueConfig, RedisConf
 from fairque_redis.backends.client_options import config_url, open_client, plan_client
 from fairque_redis.backends.schedules_async import AsyncRedisScheduleStore
 from fairque_redis.keys import KeySpace, partition_for
+from fairque_redis.partitioned.events_async import AsyncPartitionEvents
 from fairque_redis.partitioned.picker import PartitionPicker
 from fairque_redis.partitioned.reads_async import AsyncPartition, settle_layout
 from fairque_redis.partitioned.routing_async import AsyncPartitionRouting
@@ -62,7 +64,7 @@ T = TypeVar("T")
 _WAIT_SLICE_SECONDS = 0.05
 
 
-class AsyncPartitionedBackend(AsyncPartitionRouting):
+class AsyncPartitionedBackend(AsyncPartitionRouting, AsyncPartitionEvents):
     """The queue backend of a queue split in ``partitions`` hash-tag partitions.
 
     Build it with :meth:`from_url` or :meth:`from_config` (``connect(..., partitions=P)`` does),
@@ -534,6 +536,9 @@ class AsyncPartitionedBackend(AsyncPartitionRouting):
 
     async def get_outcome(self, task_id: str) -> TaskOutcome | None:
         return await (await self._task_part(task_id)).get_outcome(task_id)
+
+    async def get_record(self, task_id: str) -> StoredRecord | None:
+        return await (await self._task_part(task_id)).get_record(task_id)
 
     async def wait_done(self, task_id: str, timeout: float) -> bool:
         """The wait of the task's partition; a task no partition knows yet is looked for

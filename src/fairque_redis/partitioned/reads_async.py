@@ -20,10 +20,16 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from fairque_core.domain.enums import FailureType
+from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import ConfigurationError, TaskValidationError
 from fairque_core.domain.limits import LimitStatus
 from fairque_core.domain.models import DLQEntry, Message, QueueSizes
+from fairque_core.domain.task_records import (
+    StoredSummary,
+    check_list_args,
+    decode_cursor,
+    encode_cursor,
+)
 from fairque_core.domain.tenant_figures import TenantFairness
 from fairque_core.domain.validation import check_page_bound, check_tenant_page, validate_id
 from fairque_core.ports import Clock, TokenSource, random_token
@@ -320,6 +326,39 @@ class AsyncPartitionReads:
             for i, figures in zip(indexes, got, strict=True):
                 out[i] = figures
         return [figures for figures in out if figures is not None]
+
+    # ------------------------------------------------------------------ browse (ADR 70)
+    async def list_tasks(
+        self,
+        *,
+        state: TaskState | None = None,
+        tenant: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> tuple[list[StoredSummary], str | None]:
+        """A tenant's page from its partition; else every partition's page from the same
+        cursor, merged newest first: the next cursor is the last entry taken (every entry
+        newer than it was in some partition's page)."""
+        state, limit = check_list_args(state, tenant, limit)
+        decode_cursor(cursor)
+        await self._ready()
+        if tenant is not None:
+            part = self._tenant_part(tenant)
+            return await part.list_tasks(state=state, tenant=tenant, limit=limit, cursor=cursor)
+        pages = [
+            await part.list_tasks(state=state, limit=limit, cursor=cursor) for part in self._parts
+        ]
+        merged = sorted(
+            (item for items, _ in pages for item in items),
+            key=lambda s: (s.ended_ms, s.task_id),
+            reverse=True,
+        )
+        items = merged[:limit]
+        more = [after for _, after in pages if after is not None]
+        if len(merged) > limit or (more and items):
+            return items, encode_cursor(items[-1].ended_ms, items[-1].task_id)
+        # (a partition that stopped short at its scan bound and found nothing: go on from it)
+        return items, max(more, key=lambda c: decode_cursor(c) or (0, "")) if more else None
 
     # ------------------------------------------------------------------ DLQ
     async def list_dlq(

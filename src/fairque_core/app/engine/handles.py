@@ -27,6 +27,8 @@ class ResultSource(Protocol):
         tenant: str | None = None,
     ) -> Any: ...
 
+    def get_task(self, task_id: str) -> Any: ...
+
 
 class TaskHandle(str):
     """A pushed task's id, with ``duplicate`` and an awaitable :meth:`get`. ``intake``: the
@@ -77,6 +79,12 @@ class TaskHandle(str):
         is not ingested yet (:attr:`intake`).
         """
         return self._source.wait_result(str(self), timeout, intake=self.intake, tenant=self._tenant)
+
+    def progress(self) -> Any:
+        """The last progress the task's handler reported (``ctx.set_progress``), None when
+        it reported none, or the task is unknown or its record expired."""
+        record = self._source.get_task(str(self))
+        return None if record is None else record.progress
 
     def __repr__(self) -> str:
         return f"TaskHandle({str(self)!r}, duplicate={self.duplicate})"

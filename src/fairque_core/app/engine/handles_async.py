@@ -27,6 +27,8 @@ class AsyncResultSource(Protocol):
         tenant: str | None = None,
     ) -> Any: ...
 
+    async def get_task(self, task_id: str) -> Any: ...
+
 
 class AsyncTaskHandle(str):
     """A pushed task's id, with ``duplicate`` and an awaitable :meth:`get`. ``intake``: the
@@ -79,6 +81,12 @@ class AsyncTaskHandle(str):
         return await self._source.wait_result(
             str(self), timeout, intake=self.intake, tenant=self._tenant
         )
+
+    async def progress(self) -> Any:
+        """The last progress the task's handler reported (``ctx.set_progress``), None when
+        it reported none, or the task is unknown or its record expired."""
+        record = await self._source.get_task(str(self))
+        return None if record is None else record.progress
 
     def __repr__(self) -> str:
         return f"AsyncTaskHandle({str(self)!r}, duplicate={self.duplicate})"

@@ -221,6 +221,32 @@ def encode_result(task_id: str, result: object, limit: int | None = None) -> byt
     return body
 
 
+#: How large a progress value may be, encoded (``ctx.set_progress``): it is rewritten on the
+#: task's record and copied into the event log each time.
+MAX_PROGRESS_BYTES = 1024
+
+
+def encode_progress(task_id: str, value: object) -> bytes:
+    """A progress value as compact JSON (the rules of a result: ``str`` keys, bounded
+    nesting, no NaN), at most :data:`MAX_PROGRESS_BYTES`; TaskSerializationError otherwise.
+    None is a value here (``null``): a task can report it has no progress to tell."""
+    try:
+        if type(value) not in _SCALARS and value is not None:
+            check_str_keys(value, "$")
+        body = _RESULT_ENCODER.encode(value).encode()
+    except TaskSerializationError as exc:
+        raise TaskSerializationError(f"the progress of {task_id}: {exc}") from exc
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise TaskSerializationError(
+            f"the progress of {task_id} is not JSON-serializable: {exc}"
+        ) from exc
+    if len(body) > MAX_PROGRESS_BYTES:
+        raise TaskSerializationError(
+            f"the progress of {task_id} is {len(body)} bytes, over {MAX_PROGRESS_BYTES}"
+        )
+    return body
+
+
 def decode_result(raw: bytes | None) -> Any:
     """A stored result: the JSON value, or the raw bytes when they are not JSON."""
     if raw is None:

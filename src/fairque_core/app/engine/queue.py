@@ -32,6 +32,7 @@ from fairque_core.app.engine.arguments import (
     lease_of,
 )
 from fairque_core.app.engine.batcher import PushBatcher
+from fairque_core.app.engine.events import EventMixin
 from fairque_core.app.engine.handles import TaskHandle
 from fairque_core.app.engine.intake import IntakeMixin
 from fairque_core.app.engine.messages import (
@@ -64,7 +65,14 @@ __all__ = ["FairQueue"]
 _MAX_POISON_ROUNDS = 16
 
 
-class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
+class FairQueue(
+    ResultMixin,
+    ReadMixin,
+    ScheduleMixin,
+    AckMixin,
+    IntakeMixin,
+    EventMixin,
+):
     """A fair multi-tenant queue: push, claim with leases, finish, fail, inspect.
 
     ``plugins`` are hook implementations added to the defaults (JSON codec, retry policy);
@@ -356,15 +364,15 @@ class FairQueue(ResultMixin, ReadMixin, ScheduleMixin, AckMixin, IntakeMixin):
         decision = common.decide(self._plugins, task, error)
         run_seconds = check_run_seconds(run_seconds)
         context.discard(task)
-        # a final failure keeps the error (type, message, traceback summary) with the task
-        final = {} if decision.retry_delay is not None else {"error": error_record(error)}
+        # every failed attempt keeps the error (type, message, traceback summary) in the
+        # task's record (ADR 70); a final failure keeps it with the task for its handle too
         state = self._backend.fail(
             task.task_id,
             lease.token,
             retry_delay=decision.retry_delay,
             failure_type=decision.failure_type,
             reason=decision.reason,
-            **final,
+            error=error_record(error),
         )
         self._emit_failure(task, decision, run_seconds)
         return state

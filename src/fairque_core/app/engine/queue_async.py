@@ -34,6 +34,7 @@ from fairque_core.app.engine.arguments import (
     lease_of,
 )
 from fairque_core.app.engine.batcher_async import AsyncPushBatcher
+from fairque_core.app.engine.events_async import AsyncEventMixin
 from fairque_core.app.engine.handles_async import AsyncTaskHandle
 from fairque_core.app.engine.host_async import Coalescer  # unasync: remove
 from fairque_core.app.engine.intake_async import AsyncIntakeMixin
@@ -68,7 +69,12 @@ _MAX_POISON_ROUNDS = 16
 
 
 class AsyncFairQueue(
-    AsyncResultMixin, AsyncReadMixin, AsyncScheduleMixin, AsyncAckMixin, AsyncIntakeMixin
+    AsyncResultMixin,
+    AsyncReadMixin,
+    AsyncScheduleMixin,
+    AsyncAckMixin,
+    AsyncIntakeMixin,
+    AsyncEventMixin,
 ):
     """A fair multi-tenant queue: push, claim with leases, finish, fail, inspect.
 
@@ -382,15 +388,15 @@ class AsyncFairQueue(
         decision = common.decide(self._plugins, task, error)
         run_seconds = check_run_seconds(run_seconds)
         context.discard(task)
-        # a final failure keeps the error (type, message, traceback summary) with the task
-        final = {} if decision.retry_delay is not None else {"error": error_record(error)}
+        # every failed attempt keeps the error (type, message, traceback summary) in the
+        # task's record (ADR 70); a final failure keeps it with the task for its handle too
         state = await self._backend.fail(
             task.task_id,
             lease.token,
             retry_delay=decision.retry_delay,
             failure_type=decision.failure_type,
             reason=decision.reason,
-            **final,
+            error=error_record(error),
         )
         self._emit_failure(task, decision, run_seconds)
         return state

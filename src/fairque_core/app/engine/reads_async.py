@@ -13,10 +13,17 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from fairque_core.app.engine.arguments import check_entry_ids, check_failure_type, check_tenants
-from fairque_core.app.engine.messages import decode_message, decode_result
+from fairque_core.app.engine.messages import decode_result
+from fairque_core.app.engine.records import decode_record, decode_summary
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import DLQEntryNotFoundError
-from fairque_core.domain.models import DLQEntry, Task
+from fairque_core.domain.models import DLQEntry
+from fairque_core.domain.task_records import (
+    StoredRecord,
+    TaskPage,
+    TaskRecord,
+    check_list_args,
+)
 from fairque_core.domain.tenant_figures import TenantFairness, check_figure_tenants
 from fairque_core.domain.validation import check_tenant_page
 
@@ -32,12 +39,38 @@ class AsyncReadMixin(MixinHost):
     """Reads of the queue's state and the dead-letter queue (see the engine)."""
 
     # ------------------------------------------------------------------ reads
-    async def get_task(self, task_id: str) -> Task | None:
-        """The stored task, decoded (TaskSerializationError if its payload is undecodable)."""
-        message = await self._backend.get_message(task_id)
-        return (
-            None if message is None else decode_message(message, self._plugins, build=self._build)
+    async def get_task(self, task_id: str) -> TaskRecord | None:
+        """The task's story (:class:`~fairque_core.domain.task_records.TaskRecord`): tenant,
+        name, priority, payload (or its size and a preview), times, attempts (worker, times,
+        outcome, traceback), result; None for an unknown or expired task
+        (TaskSerializationError if the payload of a task not yet finished is undecodable)."""
+        getter = getattr(self._backend, "get_record", None)
+        if getter is not None:
+            stored = await getter(task_id)
+        else:  # a third-party backend without the record: what its message and state say
+            message = await self._backend.get_message(task_id)
+            state = None if message is None else await self._backend.get_state(task_id)
+            stored = None
+            if message is not None and state is not None:
+                stored = StoredRecord(message=message, state=state)
+        return None if stored is None else decode_record(stored, self._plugins, self._build)
+
+    async def list_tasks(
+        self,
+        *,
+        state: TaskState | str | None = None,
+        tenant: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> TaskPage:
+        """A page of the tasks that ended (``state`` finished, failed or canceled; None: all
+        three), of one ``tenant`` or all, newest first; pass the page's ``cursor`` for the next
+        one (None when it is the last). ``limit`` at most 1000 (ADR 70)."""
+        wanted, limit = check_list_args(state, tenant, limit)
+        items, after = await self._backend.list_tasks(
+            state=wanted, tenant=tenant, limit=limit, cursor=cursor
         )
+        return TaskPage(items=tuple(decode_summary(s) for s in items), cursor=after)
 
     async def get_state(self, task_id: str) -> TaskState | None:
         return await self._backend.get_state(task_id)

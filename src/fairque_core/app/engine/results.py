@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from fairque_core.app.engine import support as common
 from fairque_core.app.engine.arguments import check_xcom_items
 from fairque_core.app.engine.handles import TaskHandle
-from fairque_core.app.engine.messages import decode_result, to_message
+from fairque_core.app.engine.messages import decode_result, encode_progress, to_message
 from fairque_core.app.engine.result_waits import wait_piece
 from fairque_core.app.engine.workflows import Chain, Chord, Group, check_workflow
 from fairque_core.domain.deps import check_batch
@@ -26,6 +26,7 @@ from fairque_core.domain.enums import TaskState
 from fairque_core.domain.errors import (
     DamagedKeyError,
     FairQueueError,
+    LeaseLostError,
     ResultTimeoutError,
     TaskCanceledError,
     TaskFailedError,
@@ -189,6 +190,22 @@ class ResultMixin(MixinHost):
                 look_again = min(look_again * 2, _INTAKE_LAST_LOOK)
                 continue
             wait_piece(backend, task_id, min(left, _WAIT_PIECE_SECONDS))
+
+    # ------------------------------------------------------------------ progress
+    def set_progress(self, task: Task, value: object) -> None:
+        """Report how far the running ``task`` got: ``value`` (JSON, at most
+        :data:`~fairque_core.app.engine.messages.MAX_PROGRESS_BYTES` encoded) replaces its
+        progress on its record (``get_task``, ``handle.progress()``, the CLI and the
+        dashboard show it) and is told as a ``progress`` event (``queue.events()``), in one
+        step. A value JSON cannot hold, or too large, is a TaskSerializationError; a task
+        whose lease is gone a LeaseLostError (nothing changed). Handlers call it through
+        ``current_task_context().set_progress(value)``."""
+        body = encode_progress(task.task_id, value)
+        lease = task.lease
+        if lease is None:
+            raise LeaseLostError(task.task_id)
+        if not self._backend.set_progress(task.tenant, task.task_id, lease.token, body):
+            raise LeaseLostError(task.task_id)
 
     # ------------------------------------------------------------------ XCom
     def encode_xcom(self, task: Task, key: str, value: object) -> bytes:

@@ -28,9 +28,15 @@ from fairque_core.app.worker.handlers import TaskHandler
 from fairque_core.app.worker.handoff import HandOffSteps
 from fairque_core.app.worker.loop import logger
 from fairque_core.app.worker.pacing import LISTEN_MIN_WAIT_SECONDS, listener_pause
+from fairque_core.app.worker.registry import Registration
 from fairque_core.app.worker.served import ServedQueues
 from fairque_core.app.worker.served_async import AsyncServedQueues
-from fairque_core.app.worker.serving import QueuesArg, queues_and_weights, served_queues
+from fairque_core.app.worker.serving import (
+    QueuesArg,
+    queues_and_weights,
+    served_queues,
+    with_weights,
+)
 from fairque_core.domain.errors import NotReplicatedError
 from fairque_core.domain.models import Task
 from fairque_core.settings.accel import Accelerators
@@ -245,9 +251,15 @@ class WorkerDriver(Generic[Q]):
         *,
         queues: QueuesArg[Q] | None = None,
         queue_order: str | None = None,
+        weights: Sequence[float] | None = None,
         prefetch: int | None = None,
         accel: Accelerators | None = None,
     ) -> None:
+        given: Any = queue
+        if isinstance(given, (list, tuple)) and queues is None:  # Worker(c, h, [qa, qb], ...)
+            queues, queue = list(given), None
+        if weights is not None:
+            queues = with_weights(queues, weights)
         if queue is None and queues is None:
             self._check_parts(config, handler, queue)  # a TypeError that names the queue
         if queue_order is None:
@@ -292,6 +304,8 @@ class WorkerDriver(Generic[Q]):
         self._scope = ClaimScope.of(config)
         self._force = False  # a second stop request: do not wait for running tasks
         self._started = False
+        #: one record per queue served (ADR 69, 72): ``fairque workers`` of each lists it
+        self._registrations: list[Registration] = []
         self._listen_failures = 0  # failed waits for the wake signal in a row
         self._handed: wa.Sleep | None = None  # the claim the loop handed to the listener
         # see the class docstring; re-entrant: a signal handler on the thread that holds it
@@ -371,6 +385,11 @@ class WorkerDriver(Generic[Q]):
         with self._guard:
             out = self._loop.health(time.monotonic(), time.time())
         out["worker_id"] = self.config.id
+        # the server's settings as the queues' backends last found them (issue 34): while
+        # unsafe, claims are refused and the worker backs off; this says why
+        problems = [p for p in (getattr(q, "server_problem", None) for q in self.queues) if p]
+        out["server_unsafe"] = int(bool(problems))
+        out["server_problem"] = problems[0] if problems else None
         if self._served is not None:  # several queues: each one's share (ADR 69)
             out["queue_order"] = self._served.order
             out["queues"] = self._served.health()
@@ -388,11 +407,30 @@ class WorkerDriver(Generic[Q]):
         return self._loop.state
 
     def _begin(self) -> None:
-        """Start the loop; RuntimeError when this worker was already started."""
+        """Start the loop and this worker's record in the queue's workers registry
+        (``fairque workers``, the dashboard; none with ``registry_interval_seconds`` 0 or a
+        backend without a registry); RuntimeError when this worker was already started."""
         if self._started:
             raise RuntimeError("this worker was already started")
         self._started = True
         self._loop.start()
+        config = self.config
+        for queue in self.queues:
+            registration = Registration.of(
+                queue, config.id, config.max_concurrent_tasks, config.registry_interval_seconds
+            )
+            if registration is None:
+                continue
+            self._registrations.append(registration)
+            if self.asynchronous:  # its backend's calls are coroutines: an asyncio task beats
+                registration.start_task(self.health)
+            else:
+                registration.start_thread(self.health)
+
+    def _unregister_thread(self) -> None:
+        """A sync worker's clean stop: its beat thread ends and its record is deleted."""
+        for registration in self._registrations:
+            registration.stop_thread()
 
     def _stop_wait(self, timeout: float | None) -> float:
         """How long ``stop`` waits: ``timeout``, by default the shutdown timeout + 5 s."""

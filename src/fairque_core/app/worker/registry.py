@@ -1,19 +1,24 @@
 """The registrar of a worker's heartbeat record, and the reader of everyone's.
 
-Each worker writes its record (JSON: id, host, pid, tasks running, counters, its state, the
-time it was written and its beat interval) every ``interval`` seconds with
-``register_worker`` (on Redis one ``HSET`` of the queue's ``workers`` hash), and removes it
-when it stops. Readers (``fairque workers``, the dashboard) call :meth:`WorkerRegistry.list`:
-a record not rewritten for ``stale_after`` of its own intervals is shown as stale (the worker
-died or lost the server), and one older than ``prune_after`` intervals is deleted by the
-reader. Times are the writers' wall clocks: hosts with skewed clocks look fresher or staler
-than they are by the skew. The record format and the backend's side are
+Every worker writes its record (JSON: host, pid, queue, state, busy slots, leases, buffered
+tasks, concurrency, counters, the time it was written and its beat interval) every
+``interval`` seconds with ``register_worker`` (on Redis one ``HSET`` of the queue's
+``workers`` hash), and removes it when it stops: ``Worker`` and ``AsyncWorker`` do so
+themselves from ``start()`` on (``WorkerConfig.registry_interval_seconds``, 0: not at all),
+whoever started them. Readers (``fairque workers``, the dashboard, ``fairque exporter``) call
+:meth:`WorkerRegistry.list`: a record not rewritten for ``STALE_AFTER`` of its own intervals
+is gone (the worker died or lost the server), and one older than ``PRUNE_AFTER`` intervals
+is deleted by the reader. Times are the writers' wall clocks: hosts with skewed clocks look
+fresher or staler than they are by the skew. The record format and the backend's side are
 :mod:`fairque_core.ports.workers`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import logging
 import os
 import socket
 import threading
@@ -32,7 +37,12 @@ from fairque_core.ports.workers import (
     parse_record,
 )
 
-__all__ = ["WorkerRegistry"]
+__all__ = ["Registration", "WorkerRegistry"]
+
+_log = logging.getLogger("fairque.worker")
+
+#: The longest a sync worker's ``start()`` waits for its first registry record (seconds).
+FIRST_WRITE_WAIT = 1.0
 
 
 class WorkerRegistry:
@@ -68,17 +78,26 @@ class WorkerRegistry:
 
     # ------------------------------------------------------------------ writing
     def record(self, health: Mapping[str, Any]) -> str:
-        """The JSON record of this worker for a ``health()`` snapshot."""
+        """The JSON record of this worker for a ``health()`` snapshot: ``busy`` is its slots
+        running a handler (``executing``), ``leased`` the tasks it holds (``in_flight``)."""
+
+        def count(key: str) -> int:
+            value = health.get(key, 0)
+            return int(value) if isinstance(value, (int, float)) else 0
+
         return json.dumps(
             {
                 "host": self._host,
                 "pid": os.getpid(),
                 "queue": self.queue,
                 "state": str(health.get("state", "")),
-                "running": int(health.get("in_flight", 0) or 0),
+                "busy": count("executing"),
+                "leased": count("in_flight"),
+                "buffered": count("buffered"),
                 "concurrency": self.concurrency,
-                "processed": int(health.get("processed", 0) or 0),
-                "failed": int(health.get("failed", 0) or 0),
+                "processed": count("processed"),
+                "failed": count("failed"),
+                "backend_errors": count("backend_errors"),
                 "started_at": self._started_at,
                 "last_seen": self._clock(),
                 "interval": self.interval,
@@ -95,9 +114,14 @@ class WorkerRegistry:
         self._backend.remove_workers([self.worker_id])
 
     def run_in_thread(
-        self, health: Callable[[], Mapping[str, Any]], on_error: Callable[[BaseException], None]
+        self,
+        health: Callable[[], Mapping[str, Any]],
+        on_error: Callable[[BaseException], None],
+        *,
+        first: threading.Event | None = None,
     ) -> None:
-        """Beat every ``interval`` seconds on a daemon thread until :meth:`stop_thread`.
+        """Beat every ``interval`` seconds on a daemon thread until :meth:`stop_thread`;
+        ``first`` is set once the first write was tried.
 
         A failed write goes to ``on_error`` and the thread keeps going (the server may be
         back at the next beat)."""
@@ -108,6 +132,8 @@ class WorkerRegistry:
                     self.beat(health())
                 except Exception as exc:  # the registry must never stop the worker
                     on_error(exc)
+                if first is not None:
+                    first.set()
                 if self._stop.wait(self.interval):
                     return
 
@@ -142,3 +168,75 @@ class WorkerRegistry:
         if prune and dead:
             self._backend.remove_workers(dead)
         return sorted(out, key=lambda w: (w.started_at, w.worker_id))
+
+
+class Registration:
+    """A started worker's own record: the beat of :class:`WorkerRegistry` on a daemon thread
+    (a sync ``Worker``) or an asyncio task (an ``AsyncWorker``, whose backend's calls are
+    coroutines). Failures are logged at debug level and never reach the worker: a worker whose
+    record cannot be written still runs, and readers see it as gone after ``STALE_AFTER``
+    intervals."""
+
+    def __init__(
+        self, backend: Any, worker_id: str, *, queue: str, concurrency: int, interval: float
+    ) -> None:
+        self._backend = backend
+        self.writer = WorkerRegistry(
+            backend, worker_id, queue=queue, concurrency=concurrency, interval=interval
+        )
+        self._task: asyncio.Task[None] | None = None
+
+    @classmethod
+    def of(
+        cls, queue: Any, worker_id: str, concurrency: int, interval: float
+    ) -> Registration | None:
+        """The registration of a worker of ``queue`` (None: ``interval`` 0, or a queue whose
+        backend keeps no records)."""
+        backend = getattr(queue, "backend", None)
+        if not interval or not callable(getattr(backend, "register_worker", None)):
+            return None
+        name = getattr(queue, "name", "")
+        return cls(backend, worker_id, queue=str(name), concurrency=concurrency, interval=interval)
+
+    @staticmethod
+    def _failed(exc: BaseException) -> None:
+        _log.debug("workers registry: cannot write this worker's record: %s", exc)
+
+    # ------------------------------------------------------------------ sync worker
+    def start_thread(self, health: Callable[[], Mapping[str, Any]]) -> None:
+        """Beat from a daemon thread; wait up to :data:`FIRST_WRITE_WAIT` seconds for the
+        first write, so that the worker is listed once ``start()`` returned (a server that
+        does not answer delays the start by no more than that)."""
+        first = threading.Event()
+        self.writer.run_in_thread(health, self._failed, first=first)
+        first.wait(FIRST_WRITE_WAIT)
+
+    def stop_thread(self) -> None:
+        try:
+            self.writer.stop_thread()
+        except Exception as exc:  # the server may be gone; the record then goes stale
+            _log.debug("workers registry: cannot remove this worker's record: %s", exc)
+
+    # ------------------------------------------------------------------ async worker
+    def start_task(self, health: Callable[[], Mapping[str, Any]]) -> None:
+        writer = self.writer
+
+        async def beat() -> None:
+            while True:
+                try:
+                    await self._backend.register_worker(writer.worker_id, writer.record(health()))
+                except Exception as exc:  # the registry must never stop the worker
+                    self._failed(exc)
+                await asyncio.sleep(writer.interval)
+
+        self._task = asyncio.create_task(beat(), name=f"fairque-{writer.worker_id}-registry")
+
+    async def stop_task(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        try:
+            await self._backend.remove_workers([self.writer.worker_id])
+        except Exception as exc:
+            _log.debug("workers registry: cannot remove this worker's record: %s", exc)

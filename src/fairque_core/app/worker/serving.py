@@ -51,6 +51,22 @@ def queues_and_weights(
     return [q for q, _ in pairs], [w for _, w in pairs]
 
 
+def with_weights(queues: QueuesArg[Q] | None, weights: Sequence[float]) -> list[tuple[Q, float]]:
+    """``queues`` (a list of queues) paired with ``weights`` (one per queue, in order):
+    ``Worker(config, handler, [queue_a, queue_b], weights=[3, 1])``. TypeError or
+    ValueError for lists that do not pair up."""
+    if queues is None or isinstance(queues, Mapping) or not isinstance(queues, Sequence):
+        raise TypeError("weights= goes with a list of queues")
+    if isinstance(weights, (str, bytes)) or not isinstance(weights, Sequence):
+        raise TypeError(f"weights must be a list of numbers, not {type(weights).__name__}")
+    if len(weights) != len(queues) or any(isinstance(q, tuple) for q in queues):
+        raise ValueError(
+            f"weights= needs one weight per queue ({len(queues)} queues, {len(weights)} weights)"
+        )
+    plain: list[Q] = [q for q in queues if not isinstance(q, tuple)]
+    return list(zip(plain, weights, strict=True))
+
+
 def served_queues(
     queues: Sequence[Any], weights: Sequence[float], order: str, *, asynchronous: bool
 ) -> Any:

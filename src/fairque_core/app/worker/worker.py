@@ -378,6 +378,7 @@ class Worker(WorkerDriver[FairQueue]):
             if self._acker is not None:
                 self._acker.shutdown(wait=False)
             self._pool.shutdown()
+            self._unregister_thread()  # a clean stop: the record goes at once
             self._done.set()
 
     def _sleep(self, action: wa.Sleep) -> None:

@@ -350,6 +350,9 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
                     await asyncio.shield(self._release(leftover))
             if self._threads_pool is not None:  # threads still running (stuck) run on
                 self._threads_pool.shutdown(wait=False)
+            for registration in self._registrations:  # a clean stop: its records go at once
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(registration.stop_task())
             self._done.set()
 
     async def _claim_and_ack(self, claim: wa.Claim, ack: wa.Ack) -> tuple[Any, Any]:

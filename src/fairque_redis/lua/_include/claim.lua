@@ -423,6 +423,7 @@ local function fq_claim(q, argv, at)
   if q.paused then count = 0 end
   local out = {q.now, 0}
   local deadline = fq_int(q.now + lease_ms)
+  local started = fq_int(q.now) -- sa: the attempt's start (record.lua)
   -- tenants read from now on are read lean (fq_tenant) when neither limits nor strict tiers
   -- are in use
   q.lean_tenants = not limited and not q.strict_tiers
@@ -441,10 +442,10 @@ local function fq_claim(q, argv, at)
     local set
     if limited then
       set = FQ_PCALL('HSET', key, 'st', 'started', 'tok', argv[tokens_at + n],
-        'wk', worker, 'dl', deadline, 'cdl', deadline, 'lc', '1')
+        'wk', worker, 'dl', deadline, 'cdl', deadline, 'lc', '1', 'sa', started)
     else
       set = FQ_PCALL('HSET', key, 'st', 'started', 'tok', argv[tokens_at + n],
-        'wk', worker, 'dl', deadline, 'cdl', deadline)
+        'wk', worker, 'dl', deadline, 'cdl', deadline, 'sa', started)
     end
     if FQ_TYPE(set) == 'table' then
       q.repaired[#q.repaired + 1] = key

@@ -7,6 +7,8 @@
     ARGV[1] now_ms ('' = server TIME)   ARGV[2] strict tiers (0|1)   ARGV[3] aging horizon ms
     ARGV[4] result TTL ms               ARGV[5] max recoveries       ARGV[6] delayed move limit
     ARGV[7] max payload bytes
+  ARGV[2]'s flag is followed by the queue's events cap (`010000`; the flag alone: no events;
+  _include/events.lua reads it, ADR 71).
   Numbers are integers held in Lua doubles (exact below 2^53); they are always written to
   Redis through fq_int, never tostring (which would print 1e+15 style floats).
 ]]
@@ -159,7 +161,7 @@ local function fq_open(keys, argv, how, now_ms)
     delayed = keys[4], leases = keys[5], dlq = keys[6],
     now = now_ms or fq_now(now),
     server_time = now == nil or now == '',
-    strict_tiers = argv[2] == '1',
+    strict_tiers = FQ_SUB(argv[2], 1, 1) == '1',
     horizon_ms = FQ_TONUMBER(argv[3]),
     -- the header's other numbers are parsed by their first use (fq_header; push reads max
     -- payload itself): few scripts read them

@@ -17,6 +17,7 @@ local function fq_cancel_dependents(q, r)
           'rs', 'dependency ' .. parent .. ' did not finish')
         c.state = 'canceled'
         fq_bump(q, c.tenant, 'canceled', 1)
+        fq_event_task(q, 'canceled', cid, c.tenant, '', 'dependency ' .. parent .. ' did not finish')
         fq_close_record(q, c)
         table.insert(stack, cid)
       end
@@ -52,7 +53,9 @@ local function fq_to_dlq(q, r, ftype, reason)
     'mv', fq_int(q.now))
   r.state = 'failed'
   FQ_CALL('ZADD', q.dlq, fq_int(q.now), r.id)
+  fq_ix_add(q, 'failed', r.tenant, r.id) -- the browse indexes (record.lua)
   fq_bump(q, r.tenant, 'dead', 1)
+  fq_event_task(q, 'dead_lettered', r.id, r.tenant, ftype, reason)
   fq_ended(q, r)
   fq_cancel_dependents(q, r)
 end

@@ -10,25 +10,26 @@
   waiters wake, its unique key is held for its window); its dependents are released.
 ]]
 --- @include "deps"
+--- @include "record"
 
 -- ids per ZREM of the finished tasks' leases (and keys per EXISTS): unpack has a stack limit
 local FQ_ZREM_CHUNK = 500
 
 -- the fields a finish reads of a task's record: fq_rec's but those only a task made ready
 -- again needs (priority, sequence, ready, due and delay times, recoveries) and the unique
--- key's window (read when it has a unique key)
+-- key's window (read when it has a unique key); and `m`, whose task name the event tells
 local function fq_read_finish(key)
-  return FQ_CALL('HMGET', key, 'st', 'u', 'exp', 'tok', 'uk', 'lc', 'wt')
+  return FQ_CALL('HMGET', key, 'st', 'u', 'exp', 'tok', 'uk', 'lc', 'wt', 'm')
 end
 
 -- task `id`'s record (key `key`) as a finish reads it: `v` the reply of fq_read_finish (read
--- now when nil). Returns its fields as read: state, tenant, token, unique key, lc, wt; the
--- state false when absent or past its logical expiry, damaged as fq_rec reads it
+-- now when nil). Returns its fields as read: state, tenant, token, unique key, lc, wt, m;
+-- the state false when absent or past its logical expiry, damaged as fq_rec reads it
 local function fq_rec_finish(q, key, v)
   if v == nil then v = fq_read_finish(key) end
   local state, tenant = v[1], v[2]
   if state == false or tenant == false or fq_expired(v[3], q.now) then return false end
-  return state, tenant, v[4], v[5], v[6], v[7]
+  return state, tenant, v[4], v[5], v[6], v[7], v[8]
 end
 
 -- whether any of the items' tasks has dependents (children:<id>), in one EXISTS per chunk:
@@ -69,7 +70,8 @@ local function fq_finish_checks(q, argv, at, n, kin)
     return nil, false
   end
   local id, token, nx = argv[at + 1], argv[at + 2], FQ_TONUMBER(argv[at + 5])
-  local v = FQ_PCALL('HMGET', fq_task_key(q, id), 'st', 'u', 'exp', 'tok', 'uk', 'lc', 'wt')
+  local v = FQ_PCALL('HMGET', fq_task_key(q, id), 'st', 'u', 'exp', 'tok', 'uk', 'lc', 'wt',
+    'm')
   if v['err'] ~= nil then
     fq_check_queue(q, FQ_CHECK_ALL)
     return nil, false
@@ -124,13 +126,14 @@ local function fq_finish(q, argv, at, strict)
     local xat = i + 5
     i = i + 5 + 2 * nx
     local key = fq_task_key(q, id)
-    local state, tenant, tok, ukey, lc, wt = fq_rec_finish(q, key, read)
+    local state, tenant, tok, ukey, lc, wt, m = fq_rec_finish(q, key, read)
     if state == 'finished' and token ~= '' and tok == token then
       out[k] = 1 -- a repeat of this lease's finish (its reply was lost): done, nothing changes
     elseif state ~= 'started' or tok ~= token then
       if strict then return nil, fq_err('LEASE_LOST', id) end
       out[k] = 0
     else
+      fq_event_task(q, 'completed', id, tenant, nil, nil, m)
       -- one HSET: lease fields cleared, state, logical expiry and result. `res` needs no HDEL
       -- when there is no result: only finish writes it, and a finished task is never leased
       -- again. The payload goes in the same HSET: the body and the message metadata only a
@@ -143,6 +146,7 @@ local function fq_finish(q, argv, at, strict)
         -- the common task (no unique key, no limits, no waiter, no XCom, no dependents):
         -- fq_drop_lease, fq_expire_record and fq_ended's writes, inline
         unlease[#unlease + 1] = id
+        fq_record_finish(q, key, id, tenant) -- the task's story (record.lua)
         if has == '1' then
           FQ_CALL('HSET', key, 'st', 'finished', 'exp', exp, 'b', '', 'm', '', 'res', result,
             'wk', '', 'dl', '0')
@@ -169,6 +173,7 @@ local function fq_finish(q, argv, at, strict)
           unique_window = ukey and FQ_TONUMBER(FQ_CALL('HGET', key, 'uw')) or 0,
           limited = lc == '1', waited = wt == '1',
         }
+        fq_record_finish(q, key, id, tenant) -- the task's story (record.lua)
         local fields = {'st', 'finished', 'exp', exp, 'b', '', 'm', ''}
         if has == '1' then
           fields[9] = 'res'
@@ -198,6 +203,7 @@ local function fq_finish(q, argv, at, strict)
     end
   end
   if run_n > 0 then fq_finish_bump(q, run_u, run_n, run_bytes) end
+  fq_ix_flush(q) -- the finished tasks into the browse indexes (record.lua)
   -- the leases of the finished tasks leave in one ZREM (chunked, see FQ_ZREM_CHUNK)
   -- (unleased: fq_finish_checks has ended them, every one a common task's)
   for s = 1, unleased and 0 or #unlease, FQ_ZREM_CHUNK do

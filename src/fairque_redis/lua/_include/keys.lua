@@ -88,6 +88,13 @@ local function fq_xcom_key(q, u, id)
   return q.prefix .. 'xcom:' .. #u .. ':' .. u .. ':' .. id
 end
 
+-- the browse indexes (KeySpace.index; record.lua): of the tasks that ended in `state`, of
+-- tenant u or (u nil) of the queue
+local function fq_ix_key(q, state, u)
+  if u == nil then return q.prefix .. 'ix:' .. state end
+  return q.prefix .. 'ix:' .. state .. ':' .. u
+end
+
 -- per tenant and unique key (KeySpace.unique): who holds the key
 local function fq_unique_key(q, u, key)
   return q.prefix .. 'uniq:' .. #u .. ':' .. u .. ':' .. key
@@ -120,4 +127,10 @@ end
 
 local function fq_intake_bad_key(q)
   return q.prefix .. 'intake:bad'
+end
+
+-- the queue's event log (ADR 71): a capped stream, written by _include/events.lua
+-- (KeySpace.events)
+local function fq_events_key(q)
+  return q.prefix .. 'events'
 end

@@ -23,6 +23,7 @@ local function fq_purge_task(q, id)
   FQ_CALL('HSET', fq_task_key(q, id), 'st', 'canceled', 'rs', 'purged')
   r.state = 'canceled'
   fq_bump(q, r.tenant, 'canceled', 1)
+  fq_event_task(q, 'canceled', id, r.tenant, '', 'purged')
   fq_close_record(q, r)
   fq_cancel_dependents(q, r)
   return 1

@@ -22,6 +22,7 @@ any command is sent. One module per concept:
 from __future__ import annotations
 
 from fairque_redis.scripting.calls.base import Call
+from fairque_redis.scripting.calls.browse import BrowseCalls
 from fairque_redis.scripting.calls.dlq import DlqCalls
 from fairque_redis.scripting.calls.figures import FigureCalls
 from fairque_redis.scripting.calls.inspection import InspectionCalls
@@ -46,5 +47,6 @@ class ScriptCalls(
     FigureCalls,
     LimitCalls,
     PauseCalls,
+    BrowseCalls,
 ):
     """Every script call of one queue, for one backend instance (holds its clock and tokens)."""

@@ -146,7 +146,9 @@ class CallsBase:
         # bytes, as they go out: redis-py's asyncio client encodes each str argument of
         # every call in Python (several checks per argument); the server sees the same ARGV
         self._static = [
-            b"1" if config.strict_tiers else b"0",
+            # the strict-tiers flag, then the events cap (ADR 71; none = events off)
+            (b"1" if config.strict_tiers else b"0")
+            + (b"%d" % config.events_maxlen if config.events_maxlen > 0 else b""),
             b"%d" % to_ms(config.aging_horizon_seconds),
             b"%d" % to_ms(config.result_ttl_seconds),
             b"%d" % int(config.max_recoveries),

@@ -9,8 +9,10 @@ from typing import Any
 from fairque_core.domain.enums import FailureType
 from fairque_core.domain.errors import TaskSerializationError
 from fairque_core.domain.models import DLQEntry
+from fairque_core.domain.task_records import retry_history
 from fairque_core.domain.validation import check_page_bound, validate_id
 from fairque_redis.scripting.calls.base import Call, CallsBase, contract, int_reply, to_text
+from fairque_redis.scripting.calls.browse import joined_attempts
 from fairque_redis.scripting.calls.records import read_message, salvage_message
 
 __all__ = ["DlqCalls"]
@@ -29,10 +31,11 @@ class DlqCalls(CallsBase):
         want = "" if failure_type is None else FailureType(failure_type).value
 
         def parse(reply: Any) -> list[DLQEntry]:
-            contract("dlq_list", isinstance(reply, list) and len(reply) % 9 == 0, reply)
+            contract("dlq_list", isinstance(reply, list) and len(reply) % 11 == 0, reply)
             out: list[DLQEntry] = []
-            for i in range(0, len(reply), 9):
+            for i in range(0, len(reply), 11):
                 task_id, tenant, prio, rc, meta, body, ftype, reason, moved = reply[i : i + 9]
+                count, texts = reply[i + 9 : i + 11]
                 fields = [task_id, tenant, prio, rc, meta, body]
                 try:
                     original = read_message(fields)
@@ -45,6 +48,7 @@ class DlqCalls(CallsBase):
                         failure_type=_FAILURES.get(to_text(ftype), FailureType.FAILED),
                         reason=to_text(reason),
                         moved_at=int(moved) / 1000,
+                        retry_history=retry_history(joined_attempts(count, texts)),
                     )
                 )
             return out
