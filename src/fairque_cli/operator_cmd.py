@@ -258,7 +258,7 @@ def _run_task(args: argparse.Namespace, out: TextIO) -> int:
                 return _dump(out, data)
             show_task(data, out)
             return 0
-        canceled = queue.cancel(args.task_id)
+        canceled = queue.cancel(args.task_id, terminate=args.terminate)
         state = queue.get_state(args.task_id)
     if args.json:
         _dump(
@@ -401,10 +401,18 @@ def add_operator_commands(sub: SubCommands) -> None:
         description="show ID prints the task's story: state, tenant, name, payload (or its "
         "size and a preview), times, every kept attempt (worker, times, outcome, traceback) "
         "and result; cancel ID cancels it unless it is finished, failed or canceled (exit 1 "
-        "then).",
+        "then). A running task's worker learns it at its next heartbeat and stops the handler "
+        "(an async one at once, a thread one when it looks at ctx.cancelled); --terminate also "
+        "ends the worker process running it under fairque worker --processes (the supervisor "
+        "replaces it).",
     )
     p.add_argument("action", choices=("show", "cancel"))
     p.add_argument("task_id", metavar="ID")
+    p.add_argument(
+        "--terminate",
+        action="store_true",
+        help="cancel: end the worker process running the task (fairque worker --processes)",
+    )
     _json_flag(p)
     p.set_defaults(func=_run_task)
 

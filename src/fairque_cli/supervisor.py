@@ -7,7 +7,9 @@ each in a session of its own so that a terminal's Ctrl-C reaches only the superv
   doubles with each quick death of that slot (1 s, 2 s, 4 s ... at most 30 s; a child that
   ran 60 s starts the count again); a child that exits 0 (``--burst``, ``--max-seconds``) is
   done and not restarted, and so is one that exits 2 (a usage error: a restart would meet it
-  again), which makes the supervisor's status 1;
+  again), which makes the supervisor's status 1; a child that exits with
+  :data:`TERMINATED` ended itself for a ``cancel(..., terminate=True)`` of the task it ran
+  (ADR 76): it is replaced at once, with no backoff;
 * forwards SIGTERM and SIGINT to every child: the first asks each for its graceful stop, a
   second one makes them stop at once, as with a single worker;
 * exits when every child has exited: 0 when each ended cleanly or by the stop it was asked
@@ -32,7 +34,7 @@ import attrs
 
 from fairque_core.app.worker.signal_latch import SignalLatch
 
-__all__ = ["Supervisor", "child_args", "run_supervised"]
+__all__ = ["CHILD_ENV", "TERMINATED", "Supervisor", "child_args", "run_supervised"]
 
 log = logging.getLogger("fairque.supervisor")
 
@@ -42,6 +44,10 @@ BACKOFF_MAX = 30.0
 HEALTHY_AFTER = 60.0
 #: A child's exit status for a usage error (argparse's): it is not restarted.
 USAGE_ERROR = 2
+#: A child's exit status when it ended itself for a terminating cancel (ADR 76): replaced at once.
+TERMINATED = 75
+#: Set in each child's environment: the child ends itself for a terminating cancel.
+CHILD_ENV = "FAIRQUE_SUPERVISED_CHILD"
 
 
 @attrs.define
@@ -112,6 +118,11 @@ class Supervisor:
             )
             return
         lived = now - slot.started
+        if code == TERMINATED:
+            log.info("supervisor: worker process %d ended for a canceled task", slot.index)
+            slot.process = None
+            slot.restart_at = now
+            return
         slot.quick_deaths = 1 if lived >= HEALTHY_AFTER else slot.quick_deaths + 1
         first, most = self._backoff
         delay = min(most, first * 2 ** (slot.quick_deaths - 1))
@@ -189,5 +200,7 @@ def run_supervised(args: argparse.Namespace) -> int:
     n = int(args.processes)
     log.info("supervisor (pid %d): %d worker processes", os.getpid(), n)
     return Supervisor(
-        n, lambda k: [sys.executable, "-m", "fairque_cli", *child_args(args, k)]
+        n,
+        lambda k: [sys.executable, "-m", "fairque_cli", *child_args(args, k)],
+        env={**os.environ, CHILD_ENV: "1"},
     ).run()

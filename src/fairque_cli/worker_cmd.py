@@ -36,7 +36,7 @@ from fairque_cli.context import (
 )
 from fairque_cli.logs import LOG_FORMATS, TaskLogPlugin, configure_logging
 from fairque_cli.probes import DEFAULT_HOST, ProbeServer
-from fairque_cli.supervisor import run_supervised
+from fairque_cli.supervisor import CHILD_ENV, TERMINATED, run_supervised
 from fairque_core.app.engine.queue import FairQueue
 from fairque_core.app.worker.handlers import (
     RegistryHandler,
@@ -47,6 +47,7 @@ from fairque_core.app.worker.handlers import (
 from fairque_core.app.worker.handlers import default_registry as _default_registry
 from fairque_core.app.worker.signal_latch import SignalLatch
 from fairque_core.app.worker.worker import Worker
+from fairque_core.domain.models import Task
 from fairque_core.domain.queue_picker import QUEUE_ORDERS
 from fairque_core.settings.config import FairQueueConfig, WorkerConfig
 
@@ -291,6 +292,15 @@ def _serve_probes(args: argparse.Namespace, worker: Worker, registry: Any) -> Pr
         raise CliError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
 
 
+def _terminate(task: Task) -> None:
+    """A running task was canceled with ``terminate=True`` (ADR 76): this child process ends
+    at once, its handler's thread with it; the supervisor starts a new one. The other tasks
+    it held are given back by the reaper when their leases expire, as after a crash."""
+    log.warning("task %s canceled with terminate: this worker process ends", task.task_id)
+    logging.shutdown()
+    os._exit(TERMINATED)
+
+
 def _run_worker(args: argparse.Namespace, out: TextIO) -> int:
     configure_logging(args.log_level, args.log_format)
     if args.processes > 1:
@@ -326,6 +336,8 @@ def _run_worker(args: argparse.Namespace, out: TextIO) -> int:
         )
         if metrics is not None:
             metrics.observe_worker(worker)
+        if os.environ.get(CHILD_ENV) == "1":  # under --processes: a terminating cancel ends us
+            worker.on_terminate = _terminate
         probes = _serve_probes(args, worker, registry) if args.metrics_port else None
         log.info("%s", _banner(config, worker, args))
         # the handler only records a signal (a handler that set an Event deadlocked on a

@@ -17,6 +17,7 @@ from conftest import missing_server
 from fairque_cli.main import main
 from fairque_core import Priority, Task, TaskState
 from fairque_core.app.worker.registry import WorkerRegistry
+from fairque_core.domain.outcomes import LEASE_TERMINATE
 from fairque_redis import connect
 from fairque_redis.servers.embedded import EmbeddedValkey, ServerBinaryNotFoundError
 
@@ -209,6 +210,16 @@ def test_task_show_and_cancel(server_url, queue_name, queue):
     assert queue.get_state(task_id) is TaskState.CANCELED
     assert cli(*base, "task", "cancel", task_id)[0] == 1  # already canceled
     assert cli(*base, "task", "show", "nope")[0] == 1
+
+
+def test_task_cancel_terminate_reaches_the_lease_holder(server_url, queue_name, queue):
+    """ADR 76: ``--terminate`` is carried to the running task's lease (its heartbeat)."""
+    [task_id] = _push(queue, "alice", 1)
+    [task] = queue.claim_batch(1)
+    base = ("--url", server_url, "--queue", queue_name)
+    assert cli(*base, "task", "cancel", task_id, "--terminate") == (0, f"canceled {task_id}\n")
+    assert queue.heartbeat_leases([task]) == [LEASE_TERMINATE]
+    assert queue.get_state(task_id) is TaskState.CANCELED
 
 
 def test_workers_lists_records_and_marks_gone_ones(server_url, queue_name, queue):

@@ -272,3 +272,77 @@ def test_a_child_that_refuses_its_arguments_is_not_restarted() -> None:
     assert supervisor.run() == 1
     assert time.monotonic() - started < 10
     assert supervisor.pids == []
+
+
+HANG = """
+import os
+import time
+
+from fairque_core.app.worker.handlers import TaskRegistry, task
+
+registry = TaskRegistry()
+
+
+@task("hang", registry=registry)
+def hang(k: int) -> int:
+    with open(os.environ["RUNS_FILE"], "a", encoding="utf-8") as f:
+        f.write(f"hang {os.getpid()}\\n")
+    while True:  # never looks at its context: only ending its process stops it
+        time.sleep(1)
+
+
+@task("work", registry=registry)
+def work(k: int) -> int:
+    with open(os.environ["RUNS_FILE"], "a", encoding="utf-8") as f:
+        f.write(f"work {os.getpid()}\\n")
+    return k
+"""
+
+
+@pytest.mark.slow  # about 15 s: two children start and stop
+def test_a_terminating_cancel_ends_the_child_running_the_task_and_it_is_replaced(
+    server_url: str, queue_name: str, tmp_path: Path
+) -> None:
+    """ADR 76: ``fairque task cancel --terminate`` of a non-cooperative thread handler under
+    ``--processes``: the child running it ends (within a heartbeat interval), the supervisor
+    starts a new one at once, which runs the next task; the task stays canceled, ran once."""
+    (tmp_path / "hanghandlers.py").write_text(textwrap.dedent(HANG), encoding="utf-8")
+    runs = tmp_path / "runs.txt"
+    runs.touch()
+    lines = lambda: runs.read_text().splitlines()  # noqa: E731
+    with connect(server_url, queue=queue_name) as queue:
+        [stuck] = queue.push_batch([Task.create("acme", payload={"args": [0]}, name="hang")])
+        env = {"RUNS_FILE": str(runs), "FAIRQUE_WORKER__HEARTBEAT_INTERVAL_SECONDS": "0.5"}
+        args = ["--url", server_url, "--queue", queue_name, "worker", "--processes", "2"]
+        args += ["--handler", "hanghandlers:registry", "--concurrency", "1"]
+        proc = _worker([*args, "--status-every", "0"], tmp_path, env)
+        try:
+            _wait(lambda: len(lines()) == 1, 30, "the hanging task to start")
+            _wait(lambda: len(_children(proc.pid)) == 2, 30, "every child")
+            first = int(lines()[0].split()[1])  # the child running it
+            command = ["--url", server_url, "--queue", queue_name, "task", "cancel"]
+            cancel = subprocess.run(
+                [sys.executable, "-m", "fairque_cli", *command, stuck.task_id, "--terminate"],
+                env=child_env(),
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
+            assert cancel.returncode == 0, cancel.stderr
+            asked = time.monotonic()
+            _wait(lambda: first not in _children(proc.pid), 10, "the child to end")
+            ended = time.monotonic() - asked
+            _wait(lambda: len(_children(proc.pid)) == 2, 10, "a new child")
+            queue.push(Task.create("acme", payload={"args": [1]}, name="work"))
+            _wait(lambda: len(lines()) == 2, 30, "the next task")
+            assert queue.get_state(stuck.task_id) is TaskState.CANCELED
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    print(f"the child ended {ended:.2f} s after the cancel returned")
+    assert ended < 2.0
+    assert "ended for a canceled task" in err
+    assert [line.split()[0] for line in lines()] == ["hang", "work"]  # ran once, not retried
+    assert int(lines()[1].split()[1]) != first

@@ -154,8 +154,8 @@ class SyncOverAsync:
     def requeue_expired(self, limit: int = 100) -> int:
         return self._call(self._backend.requeue_expired(limit))
 
-    def cancel(self, task_id: str) -> bool:
-        return self._call(self._backend.cancel(task_id))
+    def cancel(self, task_id: str, terminate: bool = False) -> bool:
+        return self._call(self._backend.cancel(task_id, terminate))
 
     def purge_tenant(self, tenant: str) -> int:
         return self._call(self._backend.purge_tenant(tenant))

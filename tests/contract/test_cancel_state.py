@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fairque_core import LeaseLostError, Priority, QueueConfig, TaskState
+from fairque_core.domain.outcomes import LEASE_CANCELED, LEASE_TERMINATE
 
 from .helpers import claim_ids, msg
 
@@ -62,6 +63,45 @@ def test_cancel_started(backend):
     with pytest.raises(LeaseLostError):
         backend.heartbeat("t1", c.lease.token)
     assert backend.get_state("t1") is TaskState.CANCELED
+
+
+def test_heartbeat_reports_the_cancel_of_a_running_task(backend):
+    """ADR 76: the canceled lease's heartbeat entry tells the worker, not a plain loss."""
+    backend.push(msg("t1"))
+    backend.push(msg("t2"))
+    backend.push(msg("t3"))
+    claimed = {c.message.task_id: c.lease.token for c in backend.claim(count=3)}
+    assert backend.cancel("t1") is True
+    assert backend.cancel("t2", terminate=True) is True
+    beats = backend.heartbeat_batch(
+        [("t1", claimed["t1"]), ("t2", claimed["t2"]), ("t3", claimed["t3"]), ("t1", "other")]
+    )
+    assert beats[0] == LEASE_CANCELED
+    assert beats[1] == LEASE_TERMINATE
+    assert beats[2] is not None
+    assert beats[2] > 0
+    assert beats[3] is None  # another lease of that task: lost, not told
+    with pytest.raises(LeaseLostError):  # the single heartbeat still raises
+        backend.heartbeat("t1", claimed["t1"])
+    # nothing recorded over the cancel: a finish and a fail of that lease are refused
+    with pytest.raises(LeaseLostError):
+        backend.finish("t1", claimed["t1"], b"late")
+    assert backend.finish_batch([("t2", claimed["t2"], None)]) == [False]
+    assert backend.get_state("t1") is TaskState.CANCELED
+    assert backend.get_state("t2") is TaskState.CANCELED
+    assert backend.stats()["finished"] == 0
+
+
+def test_heartbeat_of_a_lease_lost_then_canceled_is_a_loss(backend, clock):
+    """A lease the reaper took back is lost; the task's cancel afterwards is not its own."""
+    backend.push(msg("t1"))
+    [first] = backend.claim()
+    clock.advance(3600)
+    assert backend.requeue_expired() == 1
+    [second] = backend.claim()
+    assert backend.cancel("t1") is True
+    beats = backend.heartbeat_batch([("t1", first.lease.token), ("t1", second.lease.token)])
+    assert beats == [None, LEASE_CANCELED]
 
 
 def test_cancel_started_is_not_redelivered(backend, clock):

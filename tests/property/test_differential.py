@@ -320,6 +320,26 @@ class ModelVsRedis(RuleBasedStateMachine):
         self.both(f"{action}({tid}, {token})", calls[action])
 
     @precondition(ready)
+    @rule(terminate=st.booleans(), then=st.sampled_from(["finish", "retry", "heartbeat"]))
+    def cancel_while_running(self, terminate: bool, then: str) -> None:
+        """ADR 76: the canceled lease's heartbeat reports the cancel; nothing lands over it."""
+        got = self.both("claim()", lambda b: b.claim())
+        self.remember(got)
+        if not got:
+            return
+        tid, token = got[0].message.task_id, got[0].lease.token
+        self.both(f"cancel({tid}, {terminate})", lambda b: b.cancel(tid, terminate))
+        self.both(
+            f"heartbeat_batch([({tid}, {token})])", lambda b: b.heartbeat_batch([(tid, token)])
+        )
+        calls = {
+            "finish": lambda b: b.finish_batch([(tid, token, b"late")]),
+            "retry": lambda b: b.fail(tid, token, retry_delay=0.0, reason="late"),
+            "heartbeat": lambda b: b.heartbeat(tid, token),
+        }
+        self.both(f"{then}({tid}, {token})", calls[then])
+
+    @precondition(ready)
     @rule(
         tid=targets,
         pick=token_picks,

@@ -49,7 +49,7 @@ def test_each_queue_calling_action_is_its_queue_method(queue: FairQueue | AsyncF
         (ack, queue.finish_batch, ([(slot.task, 42)],), {"run_seconds": [1.5]}),
         (wa.Fail(slot, error), queue.fail, (slot.task, error), {"run_seconds": 1.5}),
         (wa.Release(slot), queue.release, (slot.task,), {}),
-        (wa.Heartbeat([slot.task]), queue.heartbeat_batch, ([slot.task],), {}),
+        (wa.Heartbeat([slot.task]), queue.heartbeat_leases, ([slot.task],), {}),
         (wa.Reap(25), queue.requeue_expired, (25,), {}),
     ]
     for action, method, args, kwargs in expected:

@@ -154,8 +154,8 @@ def test_served_queues_route_every_call_to_the_tasks_queue() -> None:
     qb.push_batch([Task.create("b") for _ in range(3)])
     tasks = served.claim_batch(4)
     assert [t.tenant for t in tasks] == ["a", "a", "b", "b"]  # equal weights: 2 and 2
-    renewed = served.heartbeat_batch(tasks)
-    assert [t.task_id for t in renewed if t is not None] == [t.task_id for t in tasks]
+    renewed = served.heartbeat_leases(tasks)
+    assert [t.task_id for t in renewed if isinstance(t, Task)] == [t.task_id for t in tasks]
     flags = served.finish_batch([(t, None) for t in tasks[:3]])
     assert flags == [True, True, True]
     served.release(tasks[3])

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from fairque_core.domain.errors import (
     FairQueueError,
     ParentResultExpiredError,
+    TaskCanceledError,
     TaskValidationError,
 )
 from fairque_core.domain.models import Task
@@ -39,6 +40,7 @@ __all__ = [
     "TaskContext",
     "XComQueue",
     "bind",
+    "cancel",
     "current_task_context",
     "discard",
     "register",
@@ -78,6 +80,22 @@ class TaskContext:
     @property
     def tenant(self) -> str:
         return self.task.tenant
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the worker learned that the task was canceled while it ran (ADR 76: at
+        its next heartbeat, within one heartbeat interval of the cancel). Cooperative: a
+        thread's handler is never interrupted, it should look here between steps and
+        return (or call :meth:`raise_if_cancelled`); an async handler's coroutine is
+        cancelled as well. Whatever the handler then returns or raises is dropped."""
+        key = _key(self.task)
+        return key is not None and key in _CANCELED
+
+    def raise_if_cancelled(self) -> None:
+        """Raise TaskCanceledError when :attr:`cancelled` (a handler's way out of its work:
+        the worker records nothing for the task, which stays canceled)."""
+        if self.cancelled:
+            raise TaskCanceledError(self.task.task_id, "canceled while running")
 
     def xcom_push(self, key: str, value: object) -> None:
         """Publish ``value`` under ``key``, stored when the task finishes (with its result,
@@ -195,6 +213,9 @@ _CURRENT: contextvars.ContextVar[_Current | None] = contextvars.ContextVar(
 )
 _CONTEXTS: dict[tuple[str, str], TaskContext | _Owner] = {}
 _LOCK = threading.Lock()
+# the leases (task id, token) whose task was canceled while it ran (ADR 76): read without the
+# lock by ``TaskContext.cancelled``, dropped with the task's context
+_CANCELED: set[tuple[str, str]] = set()
 
 
 def current_task_context() -> TaskContext:
@@ -263,12 +284,22 @@ def pushed(task: Task) -> dict[str, bytes]:
     return dict(found._pushed) if isinstance(found, TaskContext) else {}
 
 
+def cancel(task: Task) -> None:
+    """Mark ``task`` (its lease) canceled while it runs: its context's ``cancelled`` turns
+    True (the worker calls this when a heartbeat reports the cancel, ADR 76)."""
+    key = _key(task)
+    if key is not None:
+        with _LOCK:
+            _CANCELED.add(key)
+
+
 def take(task: Task) -> dict[str, bytes]:
     """The encoded values the task pushed, its context dropped."""
     key = _key(task)
     if key is None:
         return {}
     with _LOCK:
+        _CANCELED.discard(key)
         found = _CONTEXTS.pop(key, None)
     return dict(found._pushed) if isinstance(found, TaskContext) else {}
 

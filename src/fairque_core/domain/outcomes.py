@@ -20,6 +20,8 @@ from fairque_core.domain.enums import TaskState
 
 __all__ = [
     "ENDED_STATES",
+    "LEASE_CANCELED",
+    "LEASE_TERMINATE",
     "RETURN_VALUE",
     "TaskOutcome",
     "decode_error_record",
@@ -31,6 +33,12 @@ RETURN_VALUE = "return_value"
 
 #: States a task does not leave on its own: the ones a result handle waits for.
 ENDED_STATES = frozenset({TaskState.FINISHED, TaskState.FAILED, TaskState.CANCELED})
+
+#: ``heartbeat_batch``'s entry for a lease whose task was canceled while it ran (ADR 76): the
+#: lease is gone as when lost, and the worker stops the handler; the next, with
+#: ``terminate=True``: the process running it is to end. No deadline is ever negative.
+LEASE_CANCELED = -1.0
+LEASE_TERMINATE = -2.0
 
 # A failure record keeps the last frames of the traceback, at most this many characters.
 _TRACEBACK_CHARS = 2000

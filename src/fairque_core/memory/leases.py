@@ -19,6 +19,7 @@ import attrs
 
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import LeaseLostError
+from fairque_core.domain.outcomes import LEASE_CANCELED, LEASE_TERMINATE
 from fairque_core.domain.scoring import lease_ms, to_ms
 from fairque_core.domain.states import TaskEvent
 from fairque_core.domain.task_records import BODY_KEPT_BYTES, PREVIEW_BYTES
@@ -51,8 +52,16 @@ class LeaseOps(DLQOps):
             try:
                 deadlines.append(self.heartbeat(task_id, token, lease_seconds))
             except LeaseLostError:
-                deadlines.append(None)
+                deadlines.append(self._lease_end(task_id, token))
         return deadlines
+
+    def _lease_end(self, task_id: str, token: str) -> float | None:
+        """A lost lease's heartbeat entry: ``LEASE_CANCELED`` (or ``LEASE_TERMINATE``) when
+        its task was canceled while this lease held it (ADR 76), else None."""
+        rec = self._live(task_id, self._now())
+        if rec is None or rec.state is not TaskState.CANCELED or not token or rec.token != token:
+            return None
+        return LEASE_TERMINATE if rec.terminate else LEASE_CANCELED
 
     @locked
     def finish(

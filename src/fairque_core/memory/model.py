@@ -239,7 +239,7 @@ class InMemoryBackend(
 
     # ------------------------------------------------------------------ cancel
     @locked
-    def cancel(self, task_id: str) -> bool:
+    def cancel(self, task_id: str, terminate: bool = False) -> bool:
         validate_id(task_id, "task_id")
         now = self._now()
         rec = self._live(task_id, now)
@@ -254,7 +254,10 @@ class InMemoryBackend(
             self._recompute_next_due()
         elif rec.state is TaskState.STARTED:
             self._attempt_ended(rec, "canceled", now)
+            token = rec.token
             self._drop_lease(task_id, rec)
+            # the token stays: that lease's heartbeat reports the cancel (ADR 76)
+            rec.token, rec.terminate = token, bool(terminate)
         self._move(rec, TaskEvent.CANCEL)
         rec.reason = "canceled"
         self._bump("canceled", tenant)

@@ -29,6 +29,7 @@ class TaskRecord:
     due_ms: int = 0
     token: str = ""
     worker_id: str = ""
+    terminate: bool = False  # canceled while started, with terminate=True (ADR 76)
     deadline_ms: int = 0
     # the deadline the claim gave: a lease still at it was never heartbeated (never started)
     claim_deadline_ms: int = 0

@@ -97,8 +97,10 @@ class QueueBackend(Protocol):
         """``heartbeat`` for many ``(task_id, token)`` in one round trip.
 
         One entry per item: the new deadline (epoch seconds), or None when its lease was lost
-        (that item is left unchanged; the others are still extended). Never raises
-        LeaseLostError. An empty list makes no call.
+        (that item is left unchanged; the others are still extended); ``LEASE_CANCELED``
+        (``LEASE_TERMINATE`` for ``cancel(..., terminate=True)``) when the task was canceled
+        while this lease held it (ADR 76; a backend that never says so reports None). Never
+        raises LeaseLostError. An empty list makes no call.
         """
         ...
 
@@ -170,8 +172,10 @@ class QueueBackend(Protocol):
         """
         ...
 
-    def cancel(self, task_id: str) -> bool:
-        """Cancel a task that is not finished, failed or canceled; False otherwise."""
+    def cancel(self, task_id: str, terminate: bool = False) -> bool:
+        """Cancel a task that is not finished, failed or canceled; False otherwise. A started
+        task's lease ends and its token stays on the record: the heartbeat of that lease then
+        reports ``LEASE_CANCELED``, or ``LEASE_TERMINATE`` with ``terminate`` (ADR 76)."""
         ...
 
     def get_message(self, task_id: str) -> Message | None: ...

@@ -63,6 +63,10 @@ TASK_EVENTS: Mapping[str, str] = {
     "dead": "the task went to the dead-letter queue; info: error, failure_type",
     "released": "a worker gave the task back without an attempt being counted",
     "canceled": "the task was canceled before it ran",
+    "canceled_running": (
+        "the worker running the task learned of its cancel (ADR 76) and stops its handler; "
+        "info: terminate (bool, cancel(..., terminate=True))"
+    ),
 }
 
 

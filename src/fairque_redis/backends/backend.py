@@ -426,8 +426,8 @@ class RedisBackend(WaitMixin, EventsMixin):
         return self._run(self._planner.requeue_expired(limit))
 
     # ------------------------------------------------------------------ cancel and reads
-    def cancel(self, task_id: str) -> bool:
-        return self._run(self._planner.cancel(task_id))
+    def cancel(self, task_id: str, terminate: bool = False) -> bool:
+        return self._run(self._planner.cancel(task_id, terminate))
 
     def get_message(self, task_id: str) -> Message | None:
         return self._run(self._planner.get_message(task_id))

@@ -428,8 +428,8 @@ class AsyncRedisBackend(AsyncWaitMixin, AsyncEventsMixin):
         return await self._run(self._planner.requeue_expired(limit))
 
     # ------------------------------------------------------------------ cancel and reads
-    async def cancel(self, task_id: str) -> bool:
-        return await self._run(self._planner.cancel(task_id))
+    async def cancel(self, task_id: str, terminate: bool = False) -> bool:
+        return await self._run(self._planner.cancel(task_id, terminate))
 
     async def get_message(self, task_id: str) -> Message | None:
         return await self._run(self._planner.get_message(task_id))

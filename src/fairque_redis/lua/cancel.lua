@@ -4,8 +4,10 @@
   KEYS[1] meta  KEYS[2] stats  KEYS[3] tiers  KEYS[4] delayed  KEYS[5] leases  KEYS[6] dlq
   (derived) task:<id> children:<id> c:<tenant> n:<tenant> active:<tier> tenant:<t> ts:<t>
   ARGV[1..7] common header (see _include/core.lua)
-  ARGV[8] task id
+  ARGV[8] task id  ARGV[9] '1' = terminate (a started task's process is to end), optional
   Returns: 1 canceled, 0 unknown or already finished, failed or canceled
+  A started task's lease ends; its token stays in `tok` (and `ct` = 1 with terminate), so that
+  the heartbeat of that lease reports the cancel to its worker (ADR 76).
 ]]
 --- @include "_include/deps"
 
@@ -23,7 +25,8 @@ elseif r.state == 'scheduled' then
   fq_bump(q, r.tenant, 'scheduled', -1)
 elseif r.state == 'started' then
   fq_record_attempt(q, r.key, 'canceled', '') -- the task's story (record.lua)
-  fq_drop_lease(q, r)
+  fq_drop_lease(q, r, nil, nil, true)
+  if ARGV[9] == '1' then FQ_CALL('HSET', fq_task_key(q, id), 'ct', '1') end
 end
 FQ_CALL('HSET', fq_task_key(q, id), 'st', 'canceled', 'rs', 'canceled')
 r.state = 'canceled'

@@ -8,7 +8,8 @@
           0 = report it
   ARGV[9] lease ms  ARGV[10] number of items N, then per item: task id, lease token
   Returns: array of N integers, the new deadline (ms) of each item, 0 = lease lost (item left
-           unchanged)
+           unchanged), -1 = its task was canceled while this lease held it, -2 = canceled with
+           terminate (ADR 76)
   Errors: FQ_E_LEASE_LOST <id> (only when ARGV[8] is 1)
 ]]
 --- @include "_include/task"
@@ -27,9 +28,14 @@ local i = 11
 for k = 1, n do
   local id, token = ARGV[i], ARGV[i + 1]
   i = i + 2
-  if fq_leased(q, id, token) == nil then
+  local r = fq_rec(q, id)
+  if r == nil or r.state ~= 'started' or r.token ~= token then
     if strict then return fq_err('LEASE_LOST', id) end
     out[k] = 0
+    if r ~= nil and r.state == 'canceled' and token ~= '' and r.token == token then
+      out[k] = -1
+      if FQ_CALL('HGET', fq_task_key(q, id), 'ct') == '1' then out[k] = -2 end
+    end
   else
     FQ_CALL('HSET', fq_task_key(q, id), 'dl', dl)
     table.insert(leases, dl)

@@ -9,7 +9,7 @@
            {state, tenant, priority, retry count, meta, body, has result (0|1), result,
             reason, failure type, failure record, start ms, end ms, moved ms, attempts,
             kept meta, kept body, body size, progress} ('' when absent; the numbers '0'), then the
-            kept attempts' texts, oldest first (the last FQ_REC_ATTEMPTS_KEPT of `attempts`)
+            kept attempts' texts, oldest first (the last FQ_REC.attempts of `attempts`)
 ]]
 --- @include "_include/record"
 
@@ -25,7 +25,7 @@ local out = {v[1], v[2], v[3] or '', v[4] or '0', v[5] or '', v[6] or '', v[7] a
 local n = FQ_TONUMBER(v[15]) or 0
 if n > 0 then
   local fields = {}
-  for k = math.max(1, n - FQ_REC_ATTEMPTS_KEPT + 1), n do fields[#fields + 1] = 'a' .. fq_int(k) end
+  for k = math.max(1, n - FQ_REC.attempts + 1), n do fields[#fields + 1] = 'a' .. fq_int(k) end
   local texts = FQ_CALL('HMGET', key, unpack(fields))
   for k = 1, #fields do out[#out + 1] = texts[k] or '' end
 end

@@ -518,9 +518,9 @@ class PartitionedBackend(PartitionRouting, PartitionEvents):
         return handled
 
     # ------------------------------------------------------------------ by task id
-    def cancel(self, task_id: str) -> bool:
+    def cancel(self, task_id: str, terminate: bool = False) -> bool:
         part = self._task_part(task_id)
-        return part.cancel(task_id)
+        return part.cancel(task_id, terminate)
 
     def get_message(self, task_id: str) -> Message | None:
         return (self._task_part(task_id)).get_message(task_id)

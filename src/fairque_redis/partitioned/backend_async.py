@@ -523,9 +523,9 @@ class AsyncPartitionedBackend(AsyncPartitionRouting, AsyncPartitionEvents):
         return handled
 
     # ------------------------------------------------------------------ by task id
-    async def cancel(self, task_id: str) -> bool:
+    async def cancel(self, task_id: str, terminate: bool = False) -> bool:
         part = await self._task_part(task_id)
-        return await part.cancel(task_id)
+        return await part.cancel(task_id, terminate)
 
     async def get_message(self, task_id: str) -> Message | None:
         return await (await self._task_part(task_id)).get_message(task_id)

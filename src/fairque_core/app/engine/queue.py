@@ -53,7 +53,7 @@ from fairque_core.domain.errors import (
 )
 from fairque_core.domain.limits import LIMIT_FIELDS, LimitStatus
 from fairque_core.domain.models import Claimed, Message, Task
-from fairque_core.domain.outcomes import error_record
+from fairque_core.domain.outcomes import LEASE_TERMINATE, error_record
 from fairque_core.domain.validation import check_wait_timeout, validate_id
 from fairque_core.ports import QueueBackend, WatchesServer
 from fairque_core.settings.accel import Accelerators
@@ -403,6 +403,13 @@ class FairQueue(
         or None when its lease is lost or it carries none (that task changes nothing; the
         others are extended), as ``finish_batch`` does.
         """
+        renewed = self.heartbeat_leases(tasks)
+        return [task if isinstance(task, Task) else None for task in renewed]
+
+    def heartbeat_leases(self, tasks: Sequence[Task]) -> list[Task | float | None]:
+        """``heartbeat_batch`` telling a canceled task apart (the worker's call, ADR 76): in
+        its place ``LEASE_CANCELED``, or ``LEASE_TERMINATE`` after ``cancel(...,
+        terminate=True)``; a ``canceled_running`` task event follows for each."""
         tasks = check_tasks(tasks)
         items, positions = common.leased_items(tasks)
         if not items:
@@ -419,7 +426,11 @@ class FairQueue(
                     deadlines.append(self._backend.heartbeat(task_id, token, lease_seconds))
                 except LeaseLostError:
                     deadlines.append(None)
-        return common.renewed_tasks(tasks, positions, deadlines)
+        out = common.renewed_leases(tasks, positions, deadlines)
+        for task, entry in zip(tasks, out, strict=True):
+            if isinstance(entry, float):
+                self._event("canceled_running", task, terminate=entry == LEASE_TERMINATE)
+        return out
 
     def release(self, task: Task) -> None:
         """Give a claimed task back unstarted: at the head of its queue, no attempt counted."""
@@ -429,12 +440,17 @@ class FairQueue(
         self._event("released", task)
 
     # ------------------------------------------------------------------ other writes
-    def cancel(self, task_id: str) -> bool:
+    def cancel(self, task_id: str, *, terminate: bool = False) -> bool:
         """Cancel the task ``task_id``; True when this call canceled it. With a plugin
         listening, a ``canceled`` task event follows for it (its dependents canceled with it
-        count in the queue's ``canceled`` counter, not in events)."""
+        count in the queue's ``canceled`` counter, not in events). A running task's worker
+        learns it at its next heartbeat and stops the handler (ADR 76); with ``terminate``,
+        a worker under ``fairque worker --processes`` ends the child process running it."""
         task = self._task_for_event(task_id) if self._listening() else None
-        canceled = self._backend.cancel(task_id)
+        if terminate:
+            canceled = self._backend.cancel(task_id, True)
+        else:  # a third-party backend may not take the argument
+            canceled = self._backend.cancel(task_id)
         if canceled and task is not None:
             self._event("canceled", task)
         return canceled

@@ -153,6 +153,18 @@ def renewed_tasks(
     return out
 
 
+def renewed_leases(
+    tasks: Sequence[Task], positions: Sequence[int], deadlines: Sequence[float | None]
+) -> list[Task | float | None]:
+    """``heartbeat_leases``' answer: as :func:`renewed_tasks`, a canceled lease's negative
+    entry (``LEASE_CANCELED``, ``LEASE_TERMINATE``) kept in its task's place (ADR 76)."""
+    out: list[Task | float | None] = [None] * len(tasks)
+    for index, deadline in zip(positions, deadlines, strict=True):
+        if deadline is not None:
+            out[index] = deadline if deadline < 0 else with_deadline(tasks[index], deadline)
+    return out
+
+
 def require_lease(task: Task) -> Lease:
     if task.lease is None:
         raise LeaseLostError(task.task_id)

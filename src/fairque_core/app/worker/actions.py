@@ -20,6 +20,7 @@ __all__ = [
     "STOPPED",
     "Ack",
     "Action",
+    "CancelRunning",
     "Claim",
     "Expire",
     "Fail",
@@ -60,6 +61,7 @@ class Stats:
     poisoned: int = 0
     timed_out: int = 0
     lease_lost: int = 0
+    canceled: int = 0  # running tasks canceled under this worker (ADR 76)
     released: int = 0
     claimed: int = 0
     backend_errors: int = 0
@@ -78,6 +80,7 @@ class Slot:
     timed_out: bool = False
     zombie: bool = False  # timed out, its handler still running, its place already given back
     lost: bool = False  # lease lost: the outcome is dropped
+    canceled: bool = False  # canceled while running (ADR 76): lost too, its handler told
     run_seconds: float = 0.0
 
 
@@ -130,8 +133,21 @@ class Release(Action):
         self.slot = slot
 
 
+class CancelRunning(Action):
+    """These running tasks were canceled (ADR 76): tell each handler (``ctx.cancelled``),
+    cancel an async one's coroutine; with ``terminate``, end this process when it runs
+    under ``fairque worker --processes``. No queue call: report nothing."""
+
+    __slots__ = ("slots", "terminate")
+
+    def __init__(self, slots: list[Slot], terminate: bool) -> None:
+        self.slots = slots
+        self.terminate = terminate
+
+
 class Heartbeat(Action):
-    """``heartbeat_batch(tasks)``; report its list (a renewed task, or None for a lost lease)."""
+    """``heartbeat_leases(tasks)``; report its list (a renewed task, None for a lost lease,
+    ``LEASE_CANCELED`` or ``LEASE_TERMINATE`` for a canceled task's, ADR 76)."""
 
     __slots__ = ("tasks",)
 

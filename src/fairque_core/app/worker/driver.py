@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
 
 import attrs
 
+from fairque_core.app import context
 from fairque_core.app.worker import actions as wa
 from fairque_core.app.worker import loop as wl
 from fairque_core.app.worker.handlers import TaskHandler
@@ -98,7 +99,7 @@ class DrivenQueue(Protocol):
 
     def release(self, task: Task) -> Any: ...
 
-    def heartbeat_batch(self, tasks: Sequence[Task]) -> Any: ...
+    def heartbeat_leases(self, tasks: Sequence[Task]) -> Any: ...
 
     def requeue_expired(self, limit: int = 100) -> Any: ...
 
@@ -152,7 +153,7 @@ def queue_call(queue: DrivenQueue, action: wa.Action, scope: ClaimScope) -> Call
     if isinstance(action, wa.Release):
         return functools.partial(queue.release, action.slot.task)  # returns None
     if isinstance(action, wa.Heartbeat):
-        return functools.partial(queue.heartbeat_batch, action.tasks)
+        return functools.partial(queue.heartbeat_leases, action.tasks)
     if isinstance(action, wa.Reap):
         return functools.partial(queue.requeue_expired, action.limit)
     raise TypeError(f"not a queue call: worker action {action!r}")
@@ -315,6 +316,10 @@ class WorkerDriver(Generic[Q]):
         self._combining = type(self).combined_acks and bool(
             getattr(calls, "combines_finish_and_claim", False)
         )
+        #: Called with a running task canceled with ``terminate=True`` (ADR 76): ``fairque
+        #: worker --processes`` sets it in each child to end that process; None: the cancel
+        #: is a cooperative one (the handler is told, an async one's coroutine cancelled).
+        self.on_terminate: Callable[[Task], object] | None = None
         self._init_driver()
 
     @classmethod
@@ -350,6 +355,28 @@ class WorkerDriver(Generic[Q]):
     def _cancel(self, slot: wa.Slot) -> None:
         """Cancel the handler of a timed-out task, where the runtime can."""
         raise NotImplementedError
+
+    def _stop_canceled(self, slot: wa.Slot) -> None:
+        """Stop the handler of a canceled task where the runtime can (an async handler's
+        coroutine); a thread's handler sees ``ctx.cancelled`` only."""
+
+    def _no_call(self, action: wa.Expire | wa.CancelRunning) -> None:
+        """An action that calls no queue: tasks past their timeout, or canceled tasks."""
+        if isinstance(action, wa.Expire):
+            self._timed_out(action.slots)
+        else:
+            self._canceled(action)
+
+    def _canceled(self, action: wa.CancelRunning) -> None:
+        """These running tasks were canceled (ADR 76): each handler told (``ctx.cancelled``,
+        then stopped where the runtime can); with ``terminate``, :attr:`on_terminate`."""
+        for slot in action.slots:
+            context.cancel(slot.task)
+            self._stop_canceled(slot)
+        terminate = self.on_terminate
+        if action.terminate and terminate is not None:
+            for slot in action.slots:
+                terminate(slot.task)
 
     def health(self) -> dict[str, Any]:
         """A snapshot: state, sizes, counters, last error and last claim time, and the claims
@@ -430,7 +457,11 @@ class WorkerDriver(Generic[Q]):
 
     def _task_ended(self, slot: wa.Slot, ok: bool, value: Any) -> None:
         """The success or failure callback of a task whose handler returned ``value`` or
-        raised it; none for a task that timed out (it had ``on_task_timeout``)."""
+        raised it; none for a task that timed out (it had ``on_task_timeout``), nor for one
+        canceled while it ran (its context is dropped: no finish or fail comes for it)."""
+        if slot.canceled:
+            context.discard(slot.task)
+            return
         if slot.timed_out:
             return
         if ok:

@@ -27,6 +27,8 @@ from fairque_core.domain.errors import (
     TaskValidationError,
     UnknownTaskError,
 )
+from fairque_core.domain.models import Task
+from fairque_core.domain.outcomes import LEASE_TERMINATE
 from fairque_core.settings.config import WorkerConfig
 
 __all__ = [
@@ -243,15 +245,33 @@ class LeaseSteps:
             return
         self.heartbeat_due = now + self.heartbeat_interval
         live = [s for s in self.held.values() if not (s.lost or s.timed_out)]
+        stop: dict[bool, list[Slot]] = {}  # terminate -> canceled tasks that run
         for start in range(0, len(live), HEARTBEAT_BATCH):
             chunk = live[start : start + HEARTBEAT_BATCH]
             renewed = yield from self._call(act.Heartbeat([slot.task for slot in chunk]))
             for slot, task in zip(chunk, renewed, strict=True):
-                if task is not None:
+                if isinstance(task, Task):
                     slot.task = task
-                else:
+                elif task is None:
                     self._lease_lost(slot)
+                elif self._lease_canceled(slot):
+                    stop.setdefault(task == LEASE_TERMINATE, []).append(slot)
         self.buffer.discard(lambda slot: slot.lost)
+        for terminate, slots in stop.items():
+            yield act.CancelRunning(slots, terminate)
+
+    def _lease_canceled(self, slot: Slot) -> bool:
+        """A heartbeat found the task canceled (ADR 76): its lease is gone as when lost, no
+        outcome is sent for it; whether it runs (its handler is then told to stop)."""
+        slot.lost = slot.canceled = True
+        self.stats.canceled += 1
+        logger.info("worker %s: task %s canceled", self.config.id, slot.task.task_id)
+        if slot.started_at is None:
+            self.held.pop(slot.task.task_id, None)
+            if slot in self._releases:
+                self._releases.remove(slot)
+            return False
+        return True
 
     def _lease_lost(self, slot: Slot) -> None:
         """A heartbeat found the lease lost: a running task's outcome will be dropped; an

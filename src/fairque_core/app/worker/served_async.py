@@ -260,20 +260,21 @@ class AsyncServedQueues:
         await self.queue_of(task).release(task)
         self._forget([task])
 
-    async def heartbeat_batch(self, tasks: Sequence[Task]) -> list[Task | None]:
-        """Each queue's share as one ``heartbeat_batch`` of that queue (the first error is
-        raised once every share was sent); a task whose lease is lost is forgotten."""
-        out: list[Task | None] = [None] * len(tasks)
+    async def heartbeat_leases(self, tasks: Sequence[Task]) -> list[Task | float | None]:
+        """Each queue's share as one ``heartbeat_leases`` of that queue (the first error is
+        raised once every share was sent); a task whose lease is lost or canceled is
+        forgotten."""
+        out: list[Task | float | None] = [None] * len(tasks)
         error: Exception | None = None
         for index, positions in self._groups(tasks).items():
             try:
-                renewed = await self.queues[index].heartbeat_batch([tasks[p] for p in positions])
+                renewed = await self.queues[index].heartbeat_leases([tasks[p] for p in positions])
             except Exception as exc:
                 error = error or exc
                 continue
             for position, task in zip(positions, renewed, strict=True):
                 out[position] = task
-            self._forget([tasks[p] for p in positions if out[p] is None])
+            self._forget([tasks[p] for p in positions if not isinstance(out[p], Task)])
         if error is not None:
             raise error
         return out

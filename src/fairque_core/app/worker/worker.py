@@ -403,8 +403,8 @@ class Worker(WorkerDriver[FairQueue]):
         outcome reported to the loop), or the callbacks of timed-out tasks."""
         loop = self._loop
         try:
-            if isinstance(action, wa.Expire):
-                self._timed_out(action.slots)
+            if isinstance(action, (wa.Expire, wa.CancelRunning)):
+                self._no_call(action)
             elif isinstance(action, wa.Claim) and action.acks is not None:
                 loop.done(self._claim_and_ack(action, action.acks))
             else:

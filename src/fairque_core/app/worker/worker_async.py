@@ -170,7 +170,7 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
                 encode_result(task.task_id, value, limit)
             ok = True
         except asyncio.CancelledError as exc:
-            if not slot.timed_out:
+            if not (slot.timed_out or slot.canceled):
                 # Python 3.11+ tells a cancellation asked of this asyncio task from a
                 # CancelledError the handler raised itself; 3.10 takes every one as the former
                 cancelling = getattr(asyncio.current_task(), "cancelling", None)
@@ -191,7 +191,7 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
         # queue call is out: each task run here would put this asyncio task back in the event
         # loop's queue, and every step of that call would wait behind all of them; the loop's
         # cycle after the call books this end and starts the next task, as before ADR 51
-        if slot.timed_out or self._calling or self._hand_off is None:
+        if slot.timed_out or slot.canceled or self._calling or self._hand_off is None:
             self._report(slot, ok, value, seconds)
             return None
         return self._book_end(self._hand_off, slot, ok, value, seconds)
@@ -205,6 +205,12 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
         running = self._tasks.get(id(slot))
         if running is not None:
             running.cancel()
+
+    def _stop_canceled(self, slot: wa.Slot) -> None:
+        """A canceled task's coroutine is cancelled (ADR 76); a thread's handler runs on
+        until it sees ``ctx.cancelled`` (the asyncio task waiting for it stays)."""
+        if not self._in_thread:
+            self._cancel(slot)
 
     async def _invoke(self, slot: wa.Slot) -> object:
         task = slot.task
@@ -369,8 +375,8 @@ class AsyncWorker(WorkerDriver[AsyncFairQueue]):
         outcome reported to the loop), or the callbacks and cancellation of timed-out tasks."""
         loop = self._loop
         try:
-            if isinstance(action, wa.Expire):
-                self._timed_out(action.slots)
+            if isinstance(action, (wa.Expire, wa.CancelRunning)):
+                self._no_call(action)
             elif isinstance(action, wa.Claim) and action.acks is not None:
                 loop.done(await self._claim_and_ack(action, action.acks))
             else:

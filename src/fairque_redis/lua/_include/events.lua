@@ -7,7 +7,7 @@
   limits_changed (the queue, a tier or a tenant). An entry's fields: t type, at time (ms; only
   with an injected clock: on server time the entry id's ms is the time), and as they apply
   id (task), u (tenant), n (task name), ft (failure type), err (the error or reason, cut to
-  FQ_EVENT_TEXT_MAX bytes), tier, lim (the limits record).
+  200 bytes), tier, lim (the limits record).
   No payloads, no results. The stream is capped with XADD's MAXLEN ~ <cap> (whole macro nodes
   trimmed, so it may hold a little more than the cap). The cap comes in the header's ARGV[2]
   after the strict-tiers flag (`0` + `10000`; nothing after the flag = events off, see
@@ -16,8 +16,6 @@
 ]]
 --- @include "core"
 
--- bytes of an event's error text (the record keeps the full reason)
-local FQ_EVENT_TEXT_MAX = 200
 
 -- the events cap of this call (0 = events off), parsed once per call
 local function fq_events_cap(q)
@@ -62,6 +60,6 @@ local function fq_event_task(q, kind, id, u, ft, text, m)
     fq_event(q, kind, 'id', id, 'u', u, 'n', name)
   else
     fq_event(q, kind, 'id', id, 'u', u, 'n', name, 'ft', ft or '',
-      'err', FQ_SUB(text, 1, FQ_EVENT_TEXT_MAX))
+      'err', FQ_SUB(text, 1, 200))
   end
 end

@@ -11,7 +11,6 @@
 ]]
 --- @include "deps"
 
-local FQ_STALE = 'stale'
 -- a claim pops at most its count plus this many tasks (STALE_CLAIM_LIMIT in
 -- fairque_core/domain/models.py; a test keeps the two equal): a backlog of stale tasks is
 -- cleared by successive claims, none of which runs long
@@ -32,7 +31,7 @@ local function fq_stale(q, id, m)
   if xp == nil or q.now < xp then return false end
   local r = fq_rec(q, id)
   if r == nil then return false end
-  fq_to_dlq(q, r, FQ_STALE, 'not started by its expiry at ' .. fq_int(xp) .. ' ms')
-  fq_bump(q, r.tenant, FQ_STALE, 1)
+  fq_to_dlq(q, r, 'stale', 'not started by its expiry at ' .. fq_int(xp) .. ' ms')
+  fq_bump(q, r.tenant, 'stale', 1)
   return true
 end

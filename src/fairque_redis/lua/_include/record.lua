@@ -4,9 +4,9 @@
   Task hash fields written here: sa the start ms of the current attempt (the claim writes it),
   an the number of attempts that ended, a<n> attempt n as
   `outcome|start ms|end ms|#worker|worker` then its failure record (the last
-  FQ_REC_ATTEMPTS_KEPT kept), en the end ms of a finished or canceled task (a failed one's is
-  mv); a finished task's payload in kb (its body when at most FQ_REC_BODY_KEPT bytes, else
-  the first FQ_REC_PREVIEW bytes, with bz its size) and its metadata in km (the finish
+  FQ_REC.attempts kept), en the end ms of a finished or canceled task (a failed one's is
+  mv); a finished task's payload in kb (its body when at most FQ_REC.body bytes, else
+  the first FQ_REC.preview bytes, with bz its size) and its metadata in km (the finish
   empties b and m).
 
   Indexes (KeySpace.index): ix:<state> and ix:<state>:<tenant> for the states a task ends in
@@ -18,9 +18,9 @@
 ]]
 --- @include "core"
 
-local FQ_REC_ATTEMPTS_KEPT = 20
-local FQ_REC_BODY_KEPT = 1024
-local FQ_REC_PREVIEW = 256
+-- attempts kept, payload bytes kept whole, preview bytes: one table, as the function library
+-- holds close to Lua's 200 top-level locals
+local FQ_REC = {attempts = 20, body = 1024, preview = 256}
 
 -- the first add of this call to an index of an expiring state trims it and sets its expiry
 local function fq_ix_trim(q, state, key)
@@ -95,8 +95,8 @@ local function fq_record_attempt(q, key, outcome, err, extra, v)
   args[k + 4] = outcome .. '|' .. (v[2] or '0') .. '|' .. fq_int(q.now) .. '|' .. #worker
     .. '|' .. worker .. (err or '')
   FQ_CALL('HSET', key, unpack(args))
-  if n > FQ_REC_ATTEMPTS_KEPT then
-    FQ_CALL('HDEL', key, 'a' .. fq_int(n - FQ_REC_ATTEMPTS_KEPT))
+  if n > FQ_REC.attempts then
+    FQ_CALL('HDEL', key, 'a' .. fq_int(n - FQ_REC.attempts))
   end
 end
 
@@ -108,8 +108,8 @@ local function fq_record_finish(q, key, id, u)
   local v = FQ_CALL('HMGET', key, 'wk', 'sa', 'an', 'b', 'm')
   local size = v[4] and #v[4] or 0
   local extra = {'en', fq_int(q.now), 'km', v[5] or ''}
-  if size > FQ_REC_BODY_KEPT then
-    extra[5], extra[6] = 'kb', FQ_SUB(v[4], 1, FQ_REC_PREVIEW)
+  if size > FQ_REC.body then
+    extra[5], extra[6] = 'kb', FQ_SUB(v[4], 1, FQ_REC.preview)
     extra[7], extra[8] = 'bz', fq_int(size)
   else
     extra[5], extra[6] = 'kb', v[4] or ''
@@ -131,7 +131,7 @@ local function fq_record_texts(key, out)
   table.insert(out, fq_int(n))
   if n == 0 then return '' end
   local fields = {}
-  for k = math.max(1, n - FQ_REC_ATTEMPTS_KEPT + 1), n do fields[#fields + 1] = 'a' .. fq_int(k) end
+  for k = math.max(1, n - FQ_REC.attempts + 1), n do fields[#fields + 1] = 'a' .. fq_int(k) end
   local parts = {}
   for _, text in ipairs(FQ_CALL('HMGET', key, unpack(fields))) do
     if text then parts[#parts + 1] = #text .. ':' .. text end

@@ -5,7 +5,8 @@
   ms, tok lease token, wk worker id, dl lease deadline ms, rec recoveries, ft failure type,
   rs reason, mv moved-to-DLQ ms, res result (absent = None), exp logical expiry ms, err the
   failure record of a final failure, uk the unique key's Redis key and uw its window ms, wt 1
-  once a result waiter armed the end notification (watch.lua).
+  once a result waiter armed the end notification (watch.lua), ct 1 once canceled while
+  started with terminate (cancel.lua, ADR 76).
   A record read into Lua (fq_rec) names them in full: id, state, tenant, priority, seq, ready_ms,
   due_ms, delay_ms, token, recoveries, unique_key, unique_window, limited, waited.
 ]]

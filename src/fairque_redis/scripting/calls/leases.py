@@ -10,6 +10,7 @@ from typing import Any
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import TaskValidationError
 from fairque_core.domain.models import Claimed
+from fairque_core.domain.outcomes import LEASE_CANCELED, LEASE_TERMINATE
 from fairque_core.domain.scoring import to_ms
 from fairque_core.domain.validation import check_page_bound
 from fairque_core.ports import FinishItem
@@ -25,6 +26,8 @@ from fairque_redis.scripting.calls.base import (
 __all__ = ["LeaseCalls"]
 
 _STATES = {state.value: state for state in TaskState}
+# heartbeat.lua's -1 and -2: the lease's task was canceled (with terminate), ADR 76
+_ENDS: dict[int, float | None] = {-1: LEASE_CANCELED, -2: LEASE_TERMINATE}
 
 
 class LeaseCalls(CallsBase):
@@ -43,7 +46,7 @@ class LeaseCalls(CallsBase):
         def parse(reply: Any) -> list[float | None]:
             deadlines = int_list("heartbeat", reply)
             contract("heartbeat", len(deadlines) == n, reply)
-            return [ms / 1000 if ms > 0 else None for ms in deadlines]
+            return [ms / 1000 if ms > 0 else _ENDS.get(ms) for ms in deadlines]
 
         return Call("heartbeat", args, parse)
 

@@ -185,10 +185,11 @@ class TaskCalls(CallsBase):
 
         return Call("claim", args, parse)
 
-    def cancel(self, task_id: str) -> Call[bool]:
+    def cancel(self, task_id: str, terminate: bool = False) -> Call[bool]:
         validate_id(task_id, "task_id")
         parse = int_reply("cancel")
-        return Call("cancel", [*self.header(), task_id], lambda r: parse(r) == 1)
+        args = [*self.header(), task_id, "1" if terminate else "0"]
+        return Call("cancel", args, lambda r: parse(r) == 1)
 
 
 def plain_message(m: Message, limit: int) -> bool:
