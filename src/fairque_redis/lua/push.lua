@@ -73,7 +73,7 @@ for k = 1, n do
   if p == nil then
     -- not a priority as the client spells it: the checks say why
     p = FQ_TONUMBER(ps)
-    if p == nil or p < FQ_MIN_PRIORITY or p > FQ_CRITICAL_PRIORITY or p ~= FQ_FLOOR(p) then
+    if p == nil or p < 1 or p > FQ_CRITICAL_PRIORITY or p ~= FQ_FLOOR(p) then
       return fq_err('BAD_ARG', 'priority')
     end
     return fq_err('BAD_ARG', 'priority or delay') -- a priority, spelled otherwise

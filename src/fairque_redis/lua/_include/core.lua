@@ -16,8 +16,6 @@
 
 -- priorities (fairque_core Priority): 1-5 are scored with aging, weight(p) = p / 5; CRITICAL
 -- goes to the tenant's FIFO; a damaged record's priority reads as NORMAL
-local FQ_MIN_PRIORITY = 1
-local FQ_MAX_SCORED_PRIORITY = 5
 local FQ_CRITICAL_PRIORITY = 6
 local FQ_DEFAULT_PRIORITY = 3
 -- digits of the zero-padded push sequence that starts a scored-set member (scoring.SEQ_WIDTH)
@@ -26,7 +24,6 @@ local FQ_SEQ_FORMAT = '%0' .. FQ_SEQ_WIDTH .. 'd'
 -- values (score, member or deadline, id, ...) per ZADD: unpack has a stack limit
 local FQ_ZADD_CHUNK = 1000
 -- server TIME is seconds and microseconds
-local FQ_MS_PER_SECOND = 1000
 local FQ_US_PER_MS = 1000
 
 -- fq_int of the small numbers most writes carry (HINCRBY by 1 and -1 above all), unformatted
@@ -48,7 +45,7 @@ local function fq_now(arg)
   end
   local t = FQ_CALL('TIME')
   local us = t[2] + 0
-  return t[1] * FQ_MS_PER_SECOND + (us - us % FQ_US_PER_MS) / FQ_US_PER_MS
+  return t[1] * 1000 + (us - us % FQ_US_PER_MS) / FQ_US_PER_MS
 end
 
 -- fails the script with FQ_E_DAMAGED <key> <type> <wanted> when `key` holds another type
@@ -297,7 +294,7 @@ end
 
 -- static score of a priority 1-5 task (scoring.static_score)
 local function fq_score(prio, ready_ms, horizon_ms)
-  return ready_ms - FQ_FLOOR(prio * horizon_ms / FQ_MAX_SCORED_PRIORITY)
+  return ready_ms - FQ_FLOOR(prio * horizon_ms / 5)
 end
 
 -- scored-set member: 16-digit sequence then id (scoring.seq_member)

@@ -25,11 +25,10 @@ local FQ_FLOOR = math.floor
 local FQ_NEXT = next
 
 -- #'meta': the anchor key KEYS[1] is `<prefix>meta`
-local FQ_META_SUFFIX_LEN = 4
 
 -- the key prefix shared by every key of the queue, from its anchor key (KeySpace.prefix)
 local function fq_prefix(meta)
-  return FQ_SUB(meta, 1, #meta - FQ_META_SUFFIX_LEN)
+  return FQ_SUB(meta, 1, #meta - 4)
 end
 
 -- per task (KeySpace.task, .waits, .children)

@@ -15,7 +15,6 @@
 --- @include "tenant"
 
 local FQ_QUEUE_PARK = '|queue'
-local FQ_US_PER_S = 1000000
 
 local function fq_limits_on(q)
   fq_meta(q)
@@ -59,7 +58,7 @@ end
 
 -- the GCRA step (limits.gcra_start): new tat and the first time (us) of the next start
 local function fq_gcra(tat, now_us, rate, burst)
-  local step = math.max(1, FQ_FLOOR(FQ_US_PER_S / rate + 0.5))
+  local step = math.max(1, FQ_FLOOR(1000000 / rate + 0.5))
   local tol = (math.max(1, burst or 1) - 1) * step
   tat = math.max(tat, now_us) + step
   return tat, tat - tol
