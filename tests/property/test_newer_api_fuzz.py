@@ -17,7 +17,6 @@ The budget follows the hypothesis profile, capped in the default run like the ol
 from __future__ import annotations
 
 import math
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,19 +29,18 @@ from fairque_core import (
     Chord,
     FairQueue,
     Group,
-    InMemoryBackend,
-    QueueConfig,
     Task,
     TaskState,
 )
 from fairque_core.domain.scoring import stride_for
 
 from .test_public_api_fuzz import (
+    BACKENDS,
     FUZZ,
-    MAX_PAYLOAD,
     attempt,
     counts,
     fresh_ids,
+    fuzz_queue,
     junk,
     maybe,
     odd_strings,
@@ -261,24 +259,9 @@ STEPS = {
 }
 
 
-@pytest.fixture(
-    scope="module",
-    params=[
-        "memory",
-        pytest.param("valkey", marks=pytest.mark.redis),
-        pytest.param("redis7", marks=pytest.mark.redis),
-    ],
-)
+@pytest.fixture(scope="module", params=BACKENDS)
 def fuzzer(request: pytest.FixtureRequest) -> Iterator[NewerFuzzer]:
-    config = QueueConfig(name="nfuzz-" + uuid.uuid4().hex[:8], max_payload_bytes=MAX_PAYLOAD)
-    if request.param == "memory":
-        queue = FairQueue(InMemoryBackend(config=config))
-    else:
-        from fairque_redis.backends.backend import RedisBackend
-
-        server = request.getfixturevalue(f"{request.param}_server")
-        queue = FairQueue(RedisBackend.from_url(server.url, config=config))
-    with queue:
+    with fuzz_queue(request, "nfuzz-") as queue:
         yield NewerFuzzer(queue)
 
 

@@ -521,24 +521,28 @@ STEPS = {
 # ---------------------------------------------------------------------- fixtures and tests
 
 
-@pytest.fixture(
-    scope="module",
-    params=[
-        "memory",
-        pytest.param("valkey", marks=pytest.mark.redis),
-        pytest.param("redis7", marks=pytest.mark.redis),
-    ],
-)
-def fuzzer(request: pytest.FixtureRequest) -> Iterator[Fuzzer]:
-    config = QueueConfig(name="fuzz-" + uuid.uuid4().hex[:8], max_payload_bytes=MAX_PAYLOAD)
-    if request.param == "memory":
-        queue = FairQueue(InMemoryBackend(config=config))
-    else:
-        from fairque_redis.backends.backend import RedisBackend
+#: The backends both fuzz modules run on: the reference model, Valkey 9 and Redis 7.
+BACKENDS = [
+    "memory",
+    pytest.param("valkey", marks=pytest.mark.redis),
+    pytest.param("redis7", marks=pytest.mark.redis),
+]
 
-        server = request.getfixturevalue(f"{request.param}_server")
-        queue = FairQueue(RedisBackend.from_url(server.url, config=config))
-    with queue:
+
+def fuzz_queue(request: pytest.FixtureRequest, prefix: str) -> FairQueue:
+    """A fresh queue on the backend ``request.param`` names (see :data:`BACKENDS`)."""
+    config = QueueConfig(name=prefix + uuid.uuid4().hex[:8], max_payload_bytes=MAX_PAYLOAD)
+    if request.param == "memory":
+        return FairQueue(InMemoryBackend(config=config))
+    from fairque_redis.backends.backend import RedisBackend
+
+    server = request.getfixturevalue(f"{request.param}_server")
+    return FairQueue(RedisBackend.from_url(server.url, config=config))
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def fuzzer(request: pytest.FixtureRequest) -> Iterator[Fuzzer]:
+    with fuzz_queue(request, "fuzz-") as queue:
         yield Fuzzer(queue)
 
 
