@@ -159,8 +159,8 @@ def test_create_refuses_bad_calls_as_python_does() -> None:
 def test_slot_setters_refuse_fields_they_do_not_know() -> None:
     with pytest.raises(RuntimeError, match="fields are"):
         _slot_setters(Message, "task_id tenant")
-    # 16 fields since keep_result (ADR 78) and expires_ms (ADR 77)
-    assert len(_slot_setters(Message, " ".join(f.name for f in attrs.fields(Message)))) == 16
+    # 17 fields since keep_result (ADR 78), expires_ms (ADR 77) and limit_key (ADR 79)
+    assert len(_slot_setters(Message, " ".join(f.name for f in attrs.fields(Message)))) == 17
 
 
 # ---------------------------------------------------------------- JSON read by the scanner

@@ -56,14 +56,15 @@ def _put_named(instance: object, value: object, *, name: str) -> None:
 _TASK_SLOTS = _slot_setters(
     Task,
     "task_id tenant priority payload retry_count max_retries created_at execute_after "
-    "depends_on headers name unique_key unique_window_seconds keep_result expires_at lease",
+    "depends_on headers name unique_key unique_window_seconds keep_result expires_at limit_key "
+    "lease",
 )
 _LEASE_SLOTS = _slot_setters(Lease, "token deadline worker_id")
 _CLAIMED_SLOTS = _slot_setters(Claimed, "message lease recoveries")
 _MESSAGE_SLOTS = _slot_setters(
     Message,
     "task_id tenant priority body content_type retry_count max_retries created_at delay "
-    "depends_on headers name unique_key unique_window keep_result expires_ms",
+    "depends_on headers name unique_key unique_window keep_result expires_ms limit_key",
 )
 
 
@@ -84,6 +85,7 @@ def unchecked_task(  # noqa: PLR0917 - positional in field order: the claim path
     expires_at: float | None,
     lease: Lease | None,
     keep_result: bool | None = None,
+    limit_key: str = "",
 ) -> Task:
     """A :class:`Task` of values the caller has checked against every validator's rule
     (``depends_on`` a tuple, ``headers`` a dict of its own): no check runs here."""
@@ -103,6 +105,7 @@ def unchecked_task(  # noqa: PLR0917 - positional in field order: the claim path
         set_unique_window_seconds,
         set_keep_result,
         set_expires_at,
+        set_limit_key,
         set_lease,
     ) = _TASK_SLOTS
     task: Task = _new(Task)
@@ -121,6 +124,7 @@ def unchecked_task(  # noqa: PLR0917 - positional in field order: the claim path
     set_unique_window_seconds(task, unique_window_seconds)
     set_keep_result(task, keep_result)
     set_expires_at(task, expires_at)
+    set_limit_key(task, limit_key)
     set_lease(task, lease)
     return task
 
@@ -153,6 +157,7 @@ def unchecked_message(  # noqa: PLR0917 - as unchecked_task
     unique_window: float,
     keep_result: bool = True,
     expires_ms: int = 0,
+    limit_key: str = "",
 ) -> Message:
     """A :class:`Message` from positional values (it has no validators; this is only the
     cheaper spelling of ``Message(...)`` for the push and claim paths)."""
@@ -173,6 +178,7 @@ def unchecked_message(  # noqa: PLR0917 - as unchecked_task
         set_unique_window,
         set_keep_result,
         set_expires_ms,
+        set_limit_key,
     ) = _MESSAGE_SLOTS
     message: Message = _new(Message)
     set_task_id(message, task_id)
@@ -191,6 +197,7 @@ def unchecked_message(  # noqa: PLR0917 - as unchecked_task
     set_unique_window(message, unique_window)
     set_keep_result(message, keep_result)
     set_expires_ms(message, expires_ms)
+    set_limit_key(message, limit_key)
     return message
 
 

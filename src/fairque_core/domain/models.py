@@ -99,6 +99,11 @@ def _check_keep(_inst: object, _attribute: attrs.Attribute[Any], value: object) 
         raise TaskTypeError("keep_result", value, "must be True, False or None")
 
 
+def _check_limit_key(_inst: object, _attribute: attrs.Attribute[Any], value: object) -> None:
+    if value != "":
+        validate_id(value, "limit_key")
+
+
 def _check_window(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
     check_duration(value, attribute.name)
 
@@ -173,6 +178,7 @@ def _create(
     keep_result: bool | None = None,
     expires_at: float | None = None,
     expires_in: float | None = None,
+    limit_key: str | None = None,
 ) -> Task:
     """A new task with a random UUID4 id (unless ``task_id`` is given) created now.
 
@@ -185,6 +191,7 @@ def _create(
     None = the queue's ``results`` default.
     ``expires_at`` (epoch seconds) or ``expires_in`` (seconds from now), at most one: a task
     not started by then is never run; a claim moves it to the DLQ as ``stale`` (ADR 77).
+    ``limit_key``: an id naming the limits by key (``set_key_limits``) it runs under (ADR 79).
     """
     now = time.time()
     if type(priority) is not Priority:
@@ -210,6 +217,7 @@ def _create(
         unique_window_seconds=unique_window_seconds or 0.0,
         keep_result=keep_result,
         expires_at=expiry,
+        limit_key=limit_key if limit_key is not None else "",
     )
 
 
@@ -255,6 +263,8 @@ class Task:
     #: epoch seconds: a task not started by then is never run, but dead-lettered as
     #: ``stale`` by the claim that finds it (ADR 77); None: no expiry
     expires_at: float | None = attrs.field(default=None, validator=_check_expiry)
+    #: the limit key (``set_key_limits``) its claim is checked against (ADR 79); "": none
+    limit_key: str = attrs.field(default="", validator=_check_limit_key)
     lease: Lease | None = attrs.field(default=None, eq=False, repr=False, validator=_check_lease)
 
     if TYPE_CHECKING:  # the signature callers and type checkers see (``cls`` bound)
@@ -277,6 +287,7 @@ class Task:
             keep_result: bool | None = None,
             expires_at: float | None = None,
             expires_in: float | None = None,
+            limit_key: str | None = None,
         ) -> Task: ...
 
     else:
@@ -319,6 +330,8 @@ class Message:
     #: epoch milliseconds on the backend's clock: not started by then, the claim that finds
     #: it dead-letters it as ``stale`` (0: no expiry; ADR 77)
     expires_ms: int = 0
+    #: the limit key its claim is checked against (ADR 79; ``""``: none)
+    limit_key: str = ""
 
 
 @attrs.frozen(kw_only=True)

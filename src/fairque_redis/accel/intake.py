@@ -60,6 +60,7 @@ def plain_entry(message: Message, limit: int) -> bytes | None:
         and not message.unique_key
         and message.keep_result is True
         and not message.expires_ms
+        and not message.limit_key
         and not message.headers
         and not message.name
         and message.content_type == _PLAIN_CT

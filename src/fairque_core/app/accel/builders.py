@@ -81,6 +81,7 @@ class PrebuiltBuild(ModelBuild):
             task.unique_window_seconds,
             keep_result,
             expiry_ms(task.expires_at),
+            task.limit_key,
         )
 
     def task(self, message: Message, payload: Mapping[str, Any], lease: Lease | None) -> Task:
@@ -96,7 +97,7 @@ class PrebuiltBuild(ModelBuild):
             message.headers,
         )
         unique_key, window = message.unique_key, message.unique_window
-        expires = message.expires_ms
+        expires, limit_key = message.expires_ms, message.limit_key
         if (
             (type(created) is float or type(created) is int)
             and (type(delay) is float or type(delay) is int)
@@ -117,6 +118,7 @@ class PrebuiltBuild(ModelBuild):
             and type(headers) is dict
             and type(name) is str
             and ((unique_key == "" and type(unique_key) is str) or is_valid_id(unique_key))
+            and ((limit_key == "" and type(limit_key) is str) or is_valid_id(limit_key))
             and (type(window) is float or type(window) is int)
             and 0.0 <= window <= MAX_EPOCH_SECONDS
             and type(expires) is int
@@ -148,6 +150,7 @@ class PrebuiltBuild(ModelBuild):
                     expires / 1000 if expires else None,
                     lease,
                     None if message.keep_result else False,  # as ModelBuild.task
+                    limit_key,
                 )
         return super().task(message, payload, lease)
 

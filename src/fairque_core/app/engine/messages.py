@@ -86,6 +86,7 @@ class ModelBuild:
             unique_window=task.unique_window_seconds,
             keep_result=keep_result,
             expires_ms=expiry_ms(task.expires_at),
+            limit_key=task.limit_key,
         )
 
     def task(self, message: Message, payload: Mapping[str, Any], lease: Lease | None) -> Task:
@@ -108,6 +109,7 @@ class ModelBuild:
             # resolved at push: False, or None for kept (a round trip gives the task back)
             keep_result=None if message.keep_result else False,
             expires_at=message.expires_ms / 1000 if message.expires_ms else None,
+            limit_key=message.limit_key,
             lease=lease,
         )
 

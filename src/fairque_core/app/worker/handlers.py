@@ -23,7 +23,7 @@ from fairque_core.app.engine.workflows import INJECT_HEADER
 from fairque_core.domain.enums import Priority
 from fairque_core.domain.errors import TaskSerializationError, TaskValidationError, UnknownTaskError
 from fairque_core.domain.models import Task
-from fairque_core.domain.validation import is_digits
+from fairque_core.domain.validation import is_digits, is_valid_id
 
 __all__ = [
     "RegistryHandler",
@@ -47,6 +47,7 @@ _CREATE_OPTIONS = (
     "keep_result",
     "expires_at",
     "expires_in",
+    "limit_key",
 )
 
 
@@ -152,11 +153,13 @@ class TaskFunction(Generic[R]):
         keep_result: bool | None = None,
         expires_at: float | None = None,
         expires_in: float | None = None,
+        limit_key: str | None = None,
         **kwargs: Any,
     ) -> Task:
         """A new Task (fresh id unless ``task_id``) that runs this function with the args
         (``keep_result``: as :meth:`Task.create`'s, ADR 78; ``expires_at``/``expires_in``: not
-        started by then, it never runs, ADR 77)."""
+        started by then, it never runs, ADR 77; ``limit_key``: the limits by key it runs
+        under, by default the task's name when that is an id, ADR 79)."""
         self._check_args(args, kwargs)
         return Task.create(
             tenant,
@@ -171,9 +174,15 @@ class TaskFunction(Generic[R]):
             keep_result=keep_result,
             expires_at=expires_at,
             expires_in=expires_in,
+            limit_key=self.default_limit_key() if limit_key is None else limit_key,
         )
 
     __call__ = create
+
+    def default_limit_key(self) -> str:
+        """The limit key of this function's tasks when none is given (ADR 79): its name when
+        the name is an id (a name with other characters, such as ``<locals>``, has none)."""
+        return self.name if is_valid_id(self.name) else ""
 
     def step(self, tenant: str, /, *args: Any, **kwargs: Any) -> Task:
         """``create`` for a chain step or a chord callback: the arguments are checked with
@@ -184,6 +193,7 @@ class TaskFunction(Generic[R]):
         self._check_args((None, *args), kwargs)
         priority = options.pop("priority", None)
         max_retries = options.pop("max_retries", None)
+        options.setdefault("limit_key", self.default_limit_key())
         return Task.create(
             tenant,
             self.priority if priority is None else priority,

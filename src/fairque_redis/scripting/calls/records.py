@@ -49,6 +49,7 @@ def _encode_fields(message: Message) -> str:
         and not message.name
         and not message.unique_key
         and message.keep_result is True
+        and not message.limit_key
         and type(message.max_retries) is int
         and type(message.created_at) is float
         and type(message.delay) in (int, float)
@@ -69,11 +70,17 @@ def _encode_fields(message: Message) -> str:
         dict(message.headers),
         message.name,
     ]
-    if message.unique_key or message.keep_result is not True:
+    limit_key = message.limit_key
+    if message.unique_key or message.keep_result is not True or limit_key:
         # two more fields only when set: older records have seven
         fields += [message.unique_key, message.unique_window]
-    if message.keep_result is not True:  # a tenth only when the result is not kept (ADR 78)
-        fields.append(0)
+    if message.keep_result is not True or limit_key:
+        # a tenth when the result is not kept (0, ADR 78), or a limit key follows (1)
+        fields.append(0 if message.keep_result is not True else 1)
+    if limit_key:
+        # an eleventh, last, as a list of one: the claim finds it at the end of the text
+        # (``["<key>"]]``, _include/keylimits.lua) without decoding the rest (ADR 79)
+        fields.append([limit_key])
     return json.dumps(
         fields,
         separators=(",", ":"),
@@ -93,11 +100,14 @@ def decode_message(fields: Sequence[Any]) -> Message:
         value = value[1:]
     if type(value) is list and len(value) == 7:  # encode_meta's seven fields (no unique key)
         content_type, max_retries, created_at, delay, deps, headers, name = value
-        unique_key, unique_window, keep = "", 0.0, True
+        unique_key, unique_window, keep, limit_key = "", 0.0, True, ""
     else:
         content_type, max_retries, created_at, delay, deps, headers, name, *unique = value
-        keep = True
-        if len(unique) == 3:  # encode_meta's tenth field: the result is not kept (ADR 78)
+        keep, limit_key = True, ""
+        if len(unique) == 4:  # encode_meta's eleventh field: the limit key (ADR 79)
+            (limit_key,) = unique.pop()
+            validate_id(limit_key, "limit_key")
+        if len(unique) == 3:  # the tenth: 0 = the result is not kept (ADR 78)
             keep = unique.pop() != 0
         unique_key, unique_window = unique if unique else ("", 0.0)
     prio = _PRIORITIES.get(priority)
@@ -120,6 +130,7 @@ def decode_message(fields: Sequence[Any]) -> Message:
         unique_window,
         keep,
         expires,
+        limit_key,
     )
 
 
