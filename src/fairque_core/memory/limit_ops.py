@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from fairque_core.domain.key_limits import KeyLimitStatus
 from fairque_core.domain.limits import LimitStatus, encode_limits
-from fairque_core.memory import limits
+from fairque_core.memory import key_limits, limits
 from fairque_core.memory.store import ModelStore, locked
 
 __all__ = ["LimitOps"]
 
 
 class LimitOps(ModelStore):
-    """set_limits and limit_status of the port."""
+    """set_limits, limit_status, set_key_limits and key_limit_status of the port."""
 
     @locked
     def set_limits(
@@ -36,3 +37,19 @@ class LimitOps(ModelStore):
     @locked
     def limit_status(self, tenant: str) -> LimitStatus:
         return limits.limit_status(self, tenant)
+
+    @locked
+    def set_key_limits(
+        self,
+        key: str,
+        *,
+        max_running: int | None = None,
+        rate: float | None = None,
+        burst: int | None = None,
+        per_tenant: bool = True,
+    ) -> None:
+        key_limits.set_key_limits(self, key, max_running, rate, burst, per_tenant)
+
+    @locked
+    def key_limit_status(self, key: str) -> KeyLimitStatus:
+        return key_limits.key_status(self, key)

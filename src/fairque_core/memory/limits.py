@@ -24,6 +24,7 @@ import attrs
 
 from fairque_core.domain.errors import TaskValidationError
 from fairque_core.domain.fairness import FairState
+from fairque_core.domain.key_limits import KEY_PARK_PREFIX
 from fairque_core.domain.limits import (
     QUEUE_PARK_MEMBER,
     Limits,
@@ -35,6 +36,7 @@ from fairque_core.domain.limits import (
 )
 from fairque_core.domain.models import Message
 from fairque_core.domain.validation import validate_id
+from fairque_core.memory import key_limits
 from fairque_core.memory.records import TaskRecord, TenantQueues
 from fairque_core.memory.wake import WakeSignal
 from fairque_core.settings.config import QueueConfig
@@ -197,6 +199,9 @@ def unpark_due(store: ModelStore, now: int) -> None:
     for _ms, member in due[: store._config.delayed_move_limit]:
         del st.parked[member]
         if member == QUEUE_PARK_MEMBER:
+            continue
+        if member.startswith(KEY_PARK_PREFIX):  # a limit key's scope (ADR 79)
+            key_limits.rate_due(store, member, now)  # type: ignore[arg-type]
             continue
         st.hold.pop(member, None)
         if store._tenant(member).has_ready():

@@ -31,7 +31,7 @@ from fairque_core.domain.validation import (
     check_wait_timeout,
     validate_id,
 )
-from fairque_core.memory import limits
+from fairque_core.memory import key_limits, limits
 from fairque_core.memory.browse import BrowseOps
 from fairque_core.memory.event_ops import EventOps
 from fairque_core.memory.figures import FigureOps
@@ -196,9 +196,10 @@ class InMemoryBackend(
         if self._intake:  # the intake first, whatever count and a pause say (ADR 47)
             ingested = self._ingest(now, INTAKE_CLAIM_LIMIT).ingested
         self._move_due(now)
-        if self._limits.on:
+        if self._limits.on or self._keylim.limits:
             limits.unpark_due(self, now)
         claimed: list[Claimed] = []
+        started: list[str] = []  # the key scopes of the tasks leased (ADR 79), each once
         stale: list[str] = []  # tenants of the tasks found past their expiry (ADR 77)
         popped, cap = 0, count + STALE_CLAIM_LIMIT  # at most `cap` pops (ADR 77)
         while len(claimed) < (0 if self._queue_paused else count) and popped < cap:
@@ -215,6 +216,12 @@ class InMemoryBackend(
             if self._stale(task_id, rec, now):  # dead-lettered instead, its turn given back
                 stale.append(tenant_id)
                 continue
+            if self._keylim.limits and rec.message.limit_key:
+                if not key_limits.admit(self, task_id, rec, now):
+                    stale.append(tenant_id)  # parked by its key: its turn given back
+                    continue
+                if rec.key_scope and rec.key_scope not in started:
+                    started.append(rec.key_scope)
             self._move(rec, TaskEvent.CLAIM)
             rec.token = self._tokens()
             rec.worker_id = worker_id
@@ -230,6 +237,8 @@ class InMemoryBackend(
             claimed.append(Claimed(message=rec.message, lease=lease, recoveries=rec.recoveries))
         for tenant_id in stale:  # once the picks are done, as the Lua claim does
             self._fair.refund(tenant_id)
+        for scope in started:  # a scope with room left puts one parked task back
+            key_limits.settle(self, scope, now)
         if ((claimed or ingested or stale) and self._fair.has_active()) or self._intake:
             # ready work left behind by a claim that leased, ingested or dead-lettered stale
             # tasks, or entries left in the intake (even with nothing leased): pass the

@@ -57,6 +57,10 @@ class TaskRecord:
     # a result waiter armed on it before it ended (wait_done; Redis's `wt`): its record is
     # kept whatever the finish's `keep` (ADR 78)
     waited: bool = False
+    # limits by key (ADR 79): the scope its lease is counted in (Redis: `lc`), and the scope
+    # it is parked in while its key holds it (`kp`); "" for none
+    key_scope: str = ""
+    parked_scope: str = ""
 
 
 @attrs.define

@@ -37,7 +37,7 @@ from fairque_core.domain.validation import (
     validate_id,
     validate_queue_name,
 )
-from fairque_core.memory import limits
+from fairque_core.memory import key_limits, limits
 from fairque_core.memory.events import EventLog, event_text
 from fairque_core.memory.records import TaskRecord, TenantQueues, UniqueHold
 from fairque_core.memory.wake import WakeSignal
@@ -93,6 +93,8 @@ class ModelStore:
         self._counters = dict.fromkeys((*STAT_COUNTERS, *LIMIT_COUNTERS), 0)
         # flow control (memory/limits.py): untouched until a limit is first set
         self._limits = limits.LimitState()
+        # limits by key (memory/key_limits.py, ADR 79): untouched until a key limit is set
+        self._keylim = key_limits.KeyLimitState()
         # pause (memory/pause.py): paused tenants stay out of the active sets; a paused queue
         # leases nothing (tenant hashes' and meta's ``pau`` field on Redis)
         self._paused: set[str] = set()
@@ -193,6 +195,9 @@ class ModelStore:
         self._wake.signal()
 
     def _remove_ready(self, task_id: str, rec: TaskRecord) -> None:
+        if rec.parked_scope:  # parked by its limit key: in no queue of its tenant (ADR 79)
+            key_limits.forget_parked(self, rec)
+            return
         tenant_id = rec.message.tenant
         tenant = self._tenant(tenant_id)
         if rec.message.priority.is_critical:
@@ -227,6 +232,8 @@ class ModelStore:
         rec.deadline_ms = 0
         if self._limits.on:
             limits.lease_ended(self, rec.message.tenant, self._now())
+        if rec.key_scope:
+            key_limits.lease_ended(self, rec, self._now())
 
     def _leased(self, task_id: str, token: str, now: int) -> TaskRecord:
         rec = self._live(task_id, now)

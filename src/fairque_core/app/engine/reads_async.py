@@ -1,4 +1,5 @@
-"""AsyncReadMixin: the engine's reads (one task, sizes, statistics, tenants) and the DLQ.
+"""AsyncReadMixin: the engine's reads (one task, sizes, statistics, tenants), the DLQ and the
+limits by key (ADR 79).
 
 Part of :class:`~fairque_core.app.engine.queue_async.AsyncFairQueue`, kept apart to keep modules
 short; it uses the engine's backend and plugin host.
@@ -17,6 +18,7 @@ from fairque_core.app.engine.messages import decode_result
 from fairque_core.app.engine.records import decode_record, decode_summary
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import DLQEntryNotFoundError
+from fairque_core.domain.key_limits import KeyLimitStatus, check_key_limits
 from fairque_core.domain.models import DLQEntry
 from fairque_core.domain.task_records import (
     StoredRecord,
@@ -25,7 +27,7 @@ from fairque_core.domain.task_records import (
     check_list_args,
 )
 from fairque_core.domain.tenant_figures import TenantFairness, check_figure_tenants
-from fairque_core.domain.validation import check_tenant_page
+from fairque_core.domain.validation import check_tenant_page, validate_id
 
 if TYPE_CHECKING:  # the engine's members used here (MixinHost), a base for mypy only
     from fairque_core.app.engine.host_async import MixinHost
@@ -98,6 +100,33 @@ class AsyncReadMixin(MixinHost):
         (``list_tenants`` of the port); ``limit`` at most 1000."""
         limit, offset = check_tenant_page(limit, offset)
         return await self._backend.list_tenants(limit=limit, offset=offset)
+
+    async def set_key_limits(
+        self,
+        key: str,
+        *,
+        max_running: int | None = None,
+        rate: float | None = None,
+        burst: int | None = None,
+        per_tenant: bool = True,
+    ) -> None:
+        """Limits by key (ADR 79): at most ``max_running`` leases at once and ``rate`` starts
+        per second (``burst`` at once) of the tasks whose ``limit_key`` is ``key``: per tenant
+        (``per_tenant=True``) or across all tenants. Replaces the key's limits; all None
+        clears them (as :meth:`clear_key_limits`). Typed errors name a bad value."""
+        check_key_limits(key, max_running, rate, burst, per_tenant)
+        await self._backend.set_key_limits(
+            key, max_running=max_running, rate=rate, burst=burst, per_tenant=per_tenant
+        )
+
+    async def get_key_limits(self, key: str) -> KeyLimitStatus:
+        """``key``'s limits (``limits`` None: none set) and, per tenant ("" for a global key),
+        its running leases and parked tasks."""
+        return await self._backend.key_limit_status(validate_id(key, "key"))
+
+    async def clear_key_limits(self, key: str) -> None:
+        """Drop ``key``'s limits; its parked tasks go back to their queues."""
+        await self._backend.set_key_limits(validate_id(key, "key"))
 
     async def get_tenant_weights(self, tenants: Sequence[str]) -> dict[str, tuple[float, int]]:
         """Each tenant's stored ``(weight, tier)``; ``(1.0, 0)`` when never set."""
