@@ -69,6 +69,7 @@ def msg(
     headers: dict[str, str] | None = None,
     name: str = "",
     expires_ms: int = 0,
+    limit_key: str = "",
 ) -> Message:
     return Message(
         task_id=task_id,
@@ -82,6 +83,7 @@ def msg(
         headers=dict(headers or {}),
         name=name,
         expires_ms=expires_ms,
+        limit_key=limit_key,
     )
 
 

@@ -110,6 +110,8 @@ class AsyncInMemoryBackend(AsyncScheduleOps):
     tenant_weights = _at_once(InMemoryBackend.tenant_weights)
     set_limits = _at_once(InMemoryBackend.set_limits)
     limit_status = _at_once(InMemoryBackend.limit_status)
+    set_key_limits = _at_once(InMemoryBackend.set_key_limits)
+    key_limit_status = _at_once(InMemoryBackend.key_limit_status)
     pause = _at_once(InMemoryBackend.pause)
     resume = _at_once(InMemoryBackend.resume)
     is_paused = _at_once(InMemoryBackend.is_paused)

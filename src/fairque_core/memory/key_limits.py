@@ -13,13 +13,12 @@ Step for step as ``lua/_include/keylimits.lua`` does on Redis:
 * :func:`set_key_limits` sets or clears a key's limits and puts every parked task of the key
   back.
 
-The parked lists are FIFO and may hold ids no longer parked there (a canceled task, a task
-put back): those are skipped when met, as the Lua does with its lists.
+A scope's parked tasks go back in push order (their sequence number), whatever order they
+were parked in: a task put back and parked again keeps its place.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from typing import TYPE_CHECKING
 
 import attrs
@@ -56,13 +55,13 @@ __all__ = [
 @attrs.define
 class KeyLimitState:
     """The model's key limits and their state per scope (the ``keylim`` hash, the ``ks:<key>``
-    hashes' ``r|``/``t|``/``h|``/``p|`` fields and the ``kp:<scope>`` lists on Redis)."""
+    hashes' ``r|``/``t|``/``h|``/``p|`` fields and the ``kp:<scope>`` sorted sets on Redis)."""
 
     limits: dict[str, KeyLimits] = attrs.field(factory=dict)
     running: dict[str, int] = attrs.field(factory=dict)  # scope -> leases counted
     tat: dict[str, int] = attrs.field(factory=dict)  # scope -> GCRA tat (us)
     hold: dict[str, int] = attrs.field(factory=dict)  # scope -> no start before (ms)
-    parked: dict[str, deque[str]] = attrs.field(factory=dict)  # scope -> task ids (FIFO)
+    parked: dict[str, dict[str, int]] = attrs.field(factory=dict)  # scope -> id -> seq
     nparked: dict[str, int] = attrs.field(factory=dict)  # scope -> tasks parked
 
 
@@ -97,7 +96,7 @@ def admit(store: ModelStore, task_id: str, rec: TaskRecord, now: int) -> bool:
     scope = key_scope(key, rec.message.tenant, lim.per_tenant)
     if _full(st, scope, lim) or st.hold.get(scope, 0) > now:
         rec.parked_scope = scope
-        st.parked.setdefault(scope, deque()).append(task_id)
+        st.parked.setdefault(scope, {})[task_id] = rec.seq
         _add(st.nparked, scope, 1)
         settle(store, scope, now)  # (a scope held by its rate waits in the parked set)
         return False
@@ -129,22 +128,22 @@ def settle(store: ModelStore, scope: str, now: int) -> None:
 
 
 def _release(store: ModelStore, scope: str, now: int) -> bool:
-    """The first task still parked in ``scope`` back at the head of its tenant's queue (its
-    old place); False when none is left."""
+    """The first task parked in ``scope`` (push order) back at the head of its tenant's queue,
+    its old place; False when none is left."""
     st = store._keylim
     ids = st.parked.get(scope)
     while ids:
-        task_id = ids.popleft()
-        rec = store._live(task_id, now)
-        if rec is None or rec.state is not TaskState.QUEUED or rec.parked_scope != scope:
-            continue  # canceled or put back since: skipped, as the Lua skips it
-        rec.parked_scope = ""
-        _add(st.nparked, scope, -1)
+        task_id = min(ids, key=lambda i: (ids[i], i))
+        del ids[task_id]
         if not ids:
             del st.parked[scope]
+        rec = store._live(task_id, now)
+        if rec is None or rec.state is not TaskState.QUEUED or rec.parked_scope != scope:
+            continue  # (a record gone behind the model's back: the Lua skips it too)
+        rec.parked_scope = ""
+        _add(st.nparked, scope, -1)
         store._make_ready(task_id, rec, rec.ready_ms, head=True)
         return True
-    st.parked.pop(scope, None)
     return False
 
 
@@ -161,10 +160,16 @@ def rate_due(store: ModelStore, member: str, now: int) -> None:
     settle(store, member[len(KEY_PARK_PREFIX) :], now)
 
 
-def forget_parked(store: ModelStore, rec: TaskRecord) -> None:
-    """A parked task leaves (canceled, purged): no longer counted (its list entry is skipped
-    when met)."""
-    _add(store._keylim.nparked, rec.parked_scope, -1)
+def forget_parked(store: ModelStore, task_id: str, rec: TaskRecord) -> None:
+    """A parked task leaves (canceled, purged)."""
+    st = store._keylim
+    scope = rec.parked_scope
+    ids = st.parked.get(scope)
+    if ids is not None:
+        ids.pop(task_id, None)
+        if not ids:
+            del st.parked[scope]
+    _add(st.nparked, scope, -1)
     rec.parked_scope = ""
 
 

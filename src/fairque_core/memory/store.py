@@ -196,7 +196,7 @@ class ModelStore:
 
     def _remove_ready(self, task_id: str, rec: TaskRecord) -> None:
         if rec.parked_scope:  # parked by its limit key: in no queue of its tenant (ADR 79)
-            key_limits.forget_parked(self, rec)
+            key_limits.forget_parked(self, task_id, rec)
             return
         tenant_id = rec.message.tenant
         tenant = self._tenant(tenant_id)

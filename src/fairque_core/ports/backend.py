@@ -15,6 +15,7 @@ from typing import Protocol
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.events import QueueEvent
 from fairque_core.domain.intake import IngestReport
+from fairque_core.domain.key_limits import KeyLimitStatus
 from fairque_core.domain.limits import LimitStatus
 from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
 from fairque_core.domain.outcomes import TaskOutcome
@@ -299,6 +300,26 @@ class QueueBackend(Protocol):
     def limit_status(self, tenant: str) -> LimitStatus:
         """Where ``tenant`` stands against its limits (own and in force, running, queued,
         capped, next start time and tokens of its rate, cap hits, throttles, refusals)."""
+        ...
+
+    def set_key_limits(
+        self,
+        key: str,
+        *,
+        max_running: int | None = None,
+        rate: float | None = None,
+        burst: int | None = None,
+        per_tenant: bool = True,
+    ) -> None:
+        """Limits by key (ADR 79): set the cap and rate of the tasks whose ``limit_key`` is
+        ``key`` (per tenant, or one for all tenants), replacing what the key had; every number
+        None clears them. Every task parked under the key goes back to its queue. Typed
+        errors (TaskValidationError) name a bad value."""
+        ...
+
+    def key_limit_status(self, key: str) -> KeyLimitStatus:
+        """``key``'s limits (None: none) and, per tenant ("" for a global key), its leases
+        counted and its tasks parked."""
         ...
 
     def pause(self, tenant: str | None = None) -> None:

@@ -4,7 +4,7 @@
 """The asyncio backend's reads of the queue's event log (ADR 71): ``read_events`` (an XREAD,
 blocking with ``BLOCK`` when asked to wait) and ``events_end``. The scripts write the log
 (``lua/_include/events.lua``), ``set_progress`` among them (a running task's progress, kept on
-its record and told as a ``progress`` event).
+its record and told as a ``progress`` event); and the calls of the limits by key (ADR 79).
 
 A mixin of :class:`~fairque_redis.backends.backend.RedisBackend`, kept apart to keep
 modules short; it reaches its host through
@@ -21,6 +21,7 @@ from fairque_core.domain.events import (
     event_from_fields,
     parse_stream_id,
 )
+from fairque_core.domain.key_limits import KeyLimitStatus
 from fairque_core.domain.validation import check_wait_timeout
 from fairque_redis.backends import client_options as co
 from fairque_redis.backends.errors import translate_errors
@@ -49,7 +50,24 @@ def stream_entries(reply: Any) -> list[QueueEvent]:
 
 
 class EventsMixin(_Host):
-    """read_events, events_end and set_progress (see the port)."""
+    """read_events, events_end and set_progress, and the limits by key (see the port)."""
+
+    def set_key_limits(
+        self,
+        key: str,
+        *,
+        max_running: int | None = None,
+        rate: float | None = None,
+        burst: int | None = None,
+        per_tenant: bool = True,
+    ) -> None:
+        """Set or clear ``key``'s limits (``set_key_limits.lua``, ADR 79)."""
+        call = self._planner.set_key_limits(key, max_running, rate, burst, per_tenant)
+        self._run(call)
+
+    def key_limit_status(self, key: str) -> KeyLimitStatus:
+        """``key``'s limits and its scopes' counts (``key_limits_get.lua``)."""
+        return self._run(self._planner.key_limit_status(key))
 
     def set_progress(self, tenant: str, task_id: str, token: str, body: bytes) -> bool:
         """The running task's progress kept on its record, and a ``progress`` event, in

@@ -60,6 +60,9 @@ _INCLUDE_RE = re.compile(r'^--- @include "([A-Za-z0-9_/]+)"\s*$')
 _DEFINE_RE = re.compile(r"^local (function )?([A-Za-z_]\w*)")
 _WORD_RE = re.compile(r"[A-Za-z_]\w*")
 _ONE_LINE_END_RE = re.compile(r"\bend\s*$")
+# a function stored in a table of helpers (``local FQ_X = {}`` then ``function FQ_X.f(``): a
+# block of the table's name, kept whenever the table is used
+_FIELD_FN_RE = re.compile(r"^(function )([A-Za-z_]\w*)[.:]")
 
 #: accelerator name -> the includes (bare names) it replaces by their ``_include/fast/`` version
 FAST_INCLUDES: Mapping[str, frozenset[str]] = {"claim_view": frozenset({"claim_view"})}
@@ -132,7 +135,7 @@ def _blocks(lines: list[str]) -> list[tuple[str | None, list[str]]]:
             if line.startswith("end"):
                 current = None
             continue
-        match = _DEFINE_RE.match(line)
+        match = _DEFINE_RE.match(line) or _FIELD_FN_RE.match(line)
         if match is None:
             pending.append(line)
             continue
@@ -213,7 +216,10 @@ def resolve(
             parts += [f"-- ---- include {unit} ----", *lines]
     else:
         blocks = [(unit, blk) for unit, lines in units for blk in _blocks(lines)]
-        defined = {blk[0]: "\n".join(blk[1]) for _, blk in blocks if blk[0] is not None}
+        defined: dict[str, str] = {}
+        for _, blk in blocks:  # (a table of helpers has several blocks: all of them)
+            if blk[0] is not None:
+                defined[blk[0]] = defined.get(blk[0], "") + "\n" + "\n".join(blk[1])
         wanted: set[str] = set()
         todo = [w for w in _WORD_RE.findall("\n".join(main)) if w in defined]
         while todo:
@@ -258,6 +264,8 @@ SCRIPTS: Mapping[str, ScriptSpec] = {
         ScriptSpec("set_weight"),
         ScriptSpec("set_limits"),
         ScriptSpec("limits_get", writes=False),
+        ScriptSpec("set_key_limits"),
+        ScriptSpec("key_limits_get", writes=False),
         ScriptSpec("pause"),
         ScriptSpec("paused_get", writes=False),
         ScriptSpec("dlq_list", writes=False),

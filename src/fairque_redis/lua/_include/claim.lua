@@ -423,7 +423,10 @@ local function fq_claim(q, argv, at)
   -- flow control (_include/limits.lua): parked tenants due again, then per start the
   -- queue-wide limits, the tenant's rate and cap
   local limited = fq_limits_on(q)
-  if limited then fq_unpark_due(q) end
+  -- limits by key (keylimits.lua, ADR 79): meta `klim` (read with the meta fields) while a
+  -- key has limits; then the scopes of the tasks leased, each once, in order (q.kstarted)
+  local klim = q.klim
+  if limited or klim then fq_unpark_due(q) end
   -- a paused queue (pause.lua; meta `pau`, read with the meta fields) leases nothing
   if q.paused then count = 0 end
   local out = {q.now, 0}
@@ -439,6 +442,7 @@ local function fq_claim(q, argv, at)
   -- key is of another type (damaged behind the client's back): nothing to lease, the id has
   -- left the queue, counted. `bump`: count it in u's `leased` and `claimed` now (a claim
   -- that reserves counts a tenant's leases once, fq_claim_flush)
+  if klim then q.kseen, q.kstarted = {}, {} end
   local function lease(u, id, bump)
     local key = fq_task_key(q, id)
     -- the fields the reply carries, read first: a task past its expiry is not leased but
@@ -448,14 +452,34 @@ local function fq_claim(q, argv, at)
       stale[#stale + 1] = u
       return false
     end
+    -- a task whose limit key holds it is parked, its tenant's turn given back (ADR 79); one
+    -- that starts is counted in its key's scope, which its lease's `lc` names
+    local lc = limited and '1' or nil
+    if klim and v['err'] == nil then
+      local k = FQ_KEYLIM.key_of(v[3])
+      if k then
+        local ok, scope = FQ_KEYLIM.admit(q, id, u, k)
+        if not ok then
+          stale[#stale + 1] = u
+          return false
+        end
+        if scope then
+          lc = scope
+          if not q.kseen[scope] then
+            q.kseen[scope] = true
+            q.kstarted[#q.kstarted + 1] = scope
+          end
+        end
+      end
+    end
     -- cdl: the claim's deadline; a lease that expires still at it never started (refund)
     -- lc: a lease of a queue with limits (its end looks at the tenant's cap)
     -- (written only with limits: until meta `lim` is set no lease ever had it, and it is
     -- never unset, set_limits.lua; a reader tests it for '1')
     local set
-    if limited then
+    if lc then
       set = FQ_PCALL('HSET', key, 'st', 'started', 'tok', argv[tokens_at + n],
-        'wk', worker, 'dl', deadline, 'cdl', deadline, 'lc', '1', 'sa', started)
+        'wk', worker, 'dl', deadline, 'cdl', deadline, 'lc', lc, 'sa', started)
     else
       set = FQ_PCALL('HSET', key, 'st', 'started', 'tok', argv[tokens_at + n],
         'wk', worker, 'dl', deadline, 'cdl', deadline, 'sa', started)
@@ -520,6 +544,10 @@ local function fq_claim(q, argv, at)
   fq_av_drop(q) -- the passes the view changed go back to the set
   -- a stale task took no turn (ADR 77): its tenant's pass goes back, once the picks are done
   for _, u in ipairs(stale) do fq_refund(q, u) end
+  -- a scope a start left with room puts one parked task back (key_limits.settle)
+  if klim then
+    for _, scope in ipairs(q.kstarted) do FQ_KEYLIM.settle(q, scope) end
+  end
   out[2] = n
   for _, what in ipairs(q.repaired) do table.insert(out, what) end
   for s = 1, #leases, FQ_ZADD_CHUNK do

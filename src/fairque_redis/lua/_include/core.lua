@@ -89,7 +89,7 @@ local function fq_meta(q)
     -- pcall: a wrong-type meta fails the call typed (this read is its type check when
     -- fq_open reads it first, see fq_check_queue)
     local v = FQ_PCALL('HMGET', q.meta, 'vtime', 'seq', 'ready', 'act', 'lim', 'lim:q',
-      'qtat', 'qhold', 'pau')
+      'qtat', 'qhold', 'pau', 'klim')
     if v['err'] ~= nil then
       fq_check_type(q.meta, 'hash')
       error(v)
@@ -110,6 +110,8 @@ local function fq_meta(q)
     q.qhold = FQ_TONUMBER(v[8] or '0')
     -- pause.lua: a paused queue leases nothing (claim.lua)
     q.paused = v[9] == '1'
+    -- keylimits.lua: some limit key has limits (ADR 79)
+    q.klim = v[10] == '1'
   end
 end
 

@@ -77,7 +77,7 @@ local function fq_finish_checks(q, argv, at, n, kin)
     fq_check_queue(q, FQ_CHECK_ALL)
     return nil, false
   end
-  if kin or v[5] ~= false or v[6] == '1' or v[7] == '1' or nx ~= 0 then
+  if kin or v[5] ~= false or v[6] ~= false or v[7] == '1' or nx ~= 0 then
     fq_check_queue(q, FQ_CHECK_ALL)
     return v, false
   end
@@ -145,7 +145,7 @@ local function fq_finish(q, argv, at, strict)
       -- payload). The token stays in `tok` (a repeat of the finish is recognised)
       local ttl = q.result_ttl_ms or fq_header(q, 'result_ttl_ms')
       if exp == nil then exp = fq_int(q.now + ttl) end
-      if ukey == false and lc ~= '1' and wt ~= '1' and nx == 0 and not kin then
+      if ukey == false and lc == false and wt ~= '1' and nx == 0 and not kin then
         -- the common task (no unique key, no limits, no waiter, no XCom, no dependents):
         -- fq_drop_lease, fq_expire_record and fq_ended's writes, inline
         unlease[#unlease + 1] = id
@@ -179,7 +179,7 @@ local function fq_finish(q, argv, at, strict)
         local r = {
           id = id, key = key, state = state, tenant = tenant, token = tok, unique_key = ukey,
           unique_window = ukey and FQ_TONUMBER(FQ_CALL('HGET', key, 'uw')) or 0,
-          limited = lc == '1', waited = wt == '1',
+          limited = lc ~= false, lc = lc, waited = wt == '1', -- (lc: limits.lua, ADR 79)
         }
         -- not kept and nothing needs it (ADR 78): deleted after the bookkeeping below,
         -- with no story and no index entry

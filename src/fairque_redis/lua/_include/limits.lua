@@ -13,6 +13,7 @@
   ones back (fq_unpark_due) and next_due.lua wakes idle workers at the first.
 ]]
 --- @include "tenant"
+--- @include "keylimits"
 
 local FQ_QUEUE_PARK = '|queue'
 
@@ -150,7 +151,9 @@ local function fq_unpark_due(q)
     q.move_limit or fq_header(q, 'move_limit'))
   for _, member in ipairs(due) do
     FQ_CALL('ZREM', parked, member)
-    if member ~= FQ_QUEUE_PARK then
+    if FQ_SUB(member, 1, 3) == '|k|' then -- a limit key's scope (ADR 79)
+      FQ_KEYLIM.settle(q, FQ_SUB(member, 4))
+    elseif member ~= FQ_QUEUE_PARK then
       local t = fq_tenant(q, member)
       t.hold = nil
       FQ_CALL('HDEL', fq_tenant_key(q, member), 'hold')

@@ -6,9 +6,10 @@
   rs reason, mv moved-to-DLQ ms, res result (absent = None), exp logical expiry ms, err the
   failure record of a final failure, uk the unique key's Redis key and uw its window ms, wt 1
   once a result waiter armed the end notification (watch.lua), ct 1 once canceled while
-  started with terminate (cancel.lua, ADR 76).
+  started with terminate (cancel.lua, ADR 76), lc (limits.lua: '1', or the limit key scope
+  the lease is counted in, keylimits.lua), kp the scope a parked task waits in (ADR 79).
   A record read into Lua (fq_rec) names them in full: id, state, tenant, priority, seq, ready_ms,
-  due_ms, delay_ms, token, recoveries, unique_key, unique_window, limited, waited.
+  due_ms, delay_ms, token, recoveries, unique_key, unique_window, limited, waited (and lc, kp).
 ]]
 --- @include "limits"
 --- @include "record"
@@ -20,7 +21,7 @@ local function fq_rec(q, id)
   local key = fq_task_key(q, id)
   local v = FQ_CALL('HMGET', key,
     'st', 'u', 'p', 'seq', 'exp', 'rd', 'due', 'dms', 'tok', 'rec', 'uk', 'uw',
-    'lc', 'wt')
+    'lc', 'wt', 'kp')
   -- a hash without a state or a tenant (damaged behind the client's back) cannot be accounted
   -- for: it reads as absent (a lease on it is lost; the reaper drops its stray lease entry)
   if v[1] == false or v[2] == false then return nil end
@@ -32,8 +33,10 @@ local function fq_rec(q, id)
     seq = FQ_TONUMBER(v[4]) or 0, ready_ms = FQ_TONUMBER(v[6]) or 0, due_ms = FQ_TONUMBER(v[7]) or 0,
     delay_ms = FQ_TONUMBER(v[8]) or 0, token = v[9], recoveries = FQ_TONUMBER(v[10]) or 0,
     unique_key = v[11], unique_window = FQ_TONUMBER(v[12]) or 0,
-    limited = v[13] == '1', -- lc: claimed while limits were in use (limits.lua)
+    -- lc: claimed while limits were in use (limits.lua), '1' or its limit key scope
+    limited = v[13] ~= false, lc = v[13],
     waited = v[14] == '1', -- wt: a result waiter armed the end notification (watch.lua)
+    kp = v[15], -- parked by its limit key in this scope (keylimits.lua), or false
   }
 end
 
@@ -98,6 +101,7 @@ local function fq_make_ready(q, r, ready_ms, head)
 end
 
 local function fq_remove_ready(q, r)
+  if r.kp then return FQ_KEYLIM.forget(q, r) end -- parked: in no queue of its tenant
   if r.priority == FQ_CRITICAL_PRIORITY then
     FQ_CALL('LREM', fq_critical_key(q, r.tenant), 1, r.id)
   else
@@ -126,6 +130,85 @@ local function fq_schedule(q, r, due_ms)
   fq_bump(q, r.tenant, 'scheduled', 1)
 end
 
+-- the claim's check of task `id` of tenant u with limit key k (key_limits.admit): true and
+-- the scope it is counted in (nil: no limits), or false: parked, its tenant's turn to refund
+function FQ_KEYLIM.admit(q, id, u, k)
+  local lim = FQ_KEYLIM.lim(q, k)
+  if not lim then return true, nil end
+  local t = lim.g and '' or u
+  local scope = k .. '|' .. t
+  local h = q.prefix .. 'ks:' .. k
+  local s = FQ_CALL('HMGET', h, 'r|' .. t, 't|' .. t, 'h|' .. t)
+  local running = FQ_TONUMBER(s[1] or '0') or 0
+  if (lim.mr ~= nil and running >= lim.mr) or (FQ_TONUMBER(s[3] or '0') or 0) > q.now then
+    local key = fq_task_key(q, id)
+    FQ_CALL('HSET', key, 'kp', scope)
+    FQ_CALL('ZADD', q.prefix .. 'kp:' .. scope, FQ_CALL('HGET', key, 'seq') or '0', id)
+    FQ_CALL('HINCRBY', h, 'p|' .. t, 1)
+    FQ_KEYLIM.settle(q, scope) -- (a scope held by its rate waits in the parked set)
+    return false
+  end
+  FQ_CALL('HINCRBY', h, 'r|' .. t, 1)
+  if lim.rate ~= nil then
+    local now_us = q.now * 1000
+    local tat, next_us = fq_gcra(FQ_TONUMBER(s[2] or '0') or 0, now_us, lim.rate, lim.burst)
+    if next_us > now_us then
+      FQ_CALL('HSET', h, 't|' .. t, fq_int(tat), 'h|' .. t, fq_int(fq_ceil_ms(next_us)))
+    else
+      FQ_CALL('HSET', h, 't|' .. t, fq_int(tat))
+    end
+  end
+  return true, scope
+end
+
+-- the first task parked in `scope` (push order) back at the head of its tenant's queue, its
+-- old place (key_limits._release); false when none is left
+function FQ_KEYLIM.release(q, scope)
+  local parked = q.prefix .. 'kp:' .. scope
+  while true do
+    local id = FQ_CALL('ZPOPMIN', parked)[1]
+    if not id then return false end
+    local r = fq_rec(q, id)
+    if r ~= nil and r.state == 'queued' and r.kp == scope then
+      local k, t = FQ_KEYLIM.split(scope)
+      FQ_CALL('HINCRBY', q.prefix .. 'ks:' .. k, 'p|' .. t, -1)
+      FQ_CALL('HDEL', r.key, 'kp')
+      r.kp = false
+      fq_make_ready(q, r, r.ready_ms, true)
+      return true
+    end
+  end
+end
+
+-- one parked task of `scope` back when it has room now; held only by its rate, the scope
+-- waits in the parked set until its hold ends (key_limits.settle)
+function FQ_KEYLIM.settle(q, scope)
+  local k, t = FQ_KEYLIM.split(scope)
+  local s = FQ_CALL('HMGET', q.prefix .. 'ks:' .. k, 'p|' .. t, 'r|' .. t, 'h|' .. t)
+  if (FQ_TONUMBER(s[1] or '0') or 0) <= 0 then return end
+  local lim = FQ_KEYLIM.lim(q, k)
+  if lim and lim.mr ~= nil and (FQ_TONUMBER(s[2] or '0') or 0) >= lim.mr then return end
+  local hold = FQ_TONUMBER(s[3] or '0') or 0
+  if hold > q.now then
+    FQ_CALL('ZADD', fq_parked_key(q), fq_int(hold), '|k|' .. scope)
+    q.resched = true
+    return
+  end
+  FQ_KEYLIM.release(q, scope)
+end
+
+-- a lease counted in scope r.lc ended (key_limits.lease_ended): `args`, the lease's HSET,
+-- gets `lc` back to '1'
+function FQ_KEYLIM.lease_ended(q, r, args)
+  local scope = r.lc
+  local k, t = FQ_KEYLIM.split(scope)
+  FQ_CALL('HINCRBY', q.prefix .. 'ks:' .. k, 'r|' .. t, -1)
+  args[#args + 1] = 'lc'
+  args[#args + 1] = '1'
+  r.lc = '1'
+  FQ_KEYLIM.settle(q, scope)
+end
+
 -- the lease ends: its fields are cleared in one HSET together with the caller's `fields`
 -- (field, value, ... to write as well, or nil; the table is extended); the leases entry is
 -- removed at once, or, when `unlease` (a list) is given, appended to it for the caller's one
@@ -138,7 +221,6 @@ local function fq_drop_lease(q, r, fields, unlease, keep_token)
     unlease[#unlease + 1] = r.id
   end
   fq_bump(q, r.tenant, 'leased', -1)
-  if r.limited then fq_limits_lease_ended(q, r.tenant) end
   -- the lease's fields go after the caller's, in its table (none overlap)
   local args = fields or {}
   local n = #args
@@ -146,6 +228,10 @@ local function fq_drop_lease(q, r, fields, unlease, keep_token)
   if not keep_token then
     args[n + 5], args[n + 6] = 'tok', ''
     r.token = ''
+  end
+  if r.limited then
+    fq_limits_lease_ended(q, r.tenant)
+    if r.lc and r.lc ~= '1' then FQ_KEYLIM.lease_ended(q, r, args) end -- ADR 79
   end
   FQ_CALL('HSET', r.key or fq_task_key(q, r.id), unpack(args))
 end

@@ -7,6 +7,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from fairque_core.domain.errors import TaskValidationError
+from fairque_core.domain.key_limits import (
+    KeyLimitStatus,
+    check_key_limits,
+    decode_key_limits,
+    encode_key_limits,
+)
 from fairque_core.domain.limits import (
     LIMIT_FIELDS,
     Limits,
@@ -30,7 +36,7 @@ def _arg(name: str, value: float | None) -> str:
 
 
 class LimitCalls(CallsBase):
-    """set_limits, limit_status."""
+    """set_limits, limit_status, set_key_limits, key_limit_status."""
 
     def set_limits(
         self,
@@ -85,3 +91,43 @@ class LimitCalls(CallsBase):
             )
 
         return Call("limits_get", [*self.header(), tenant], parse, writes=False)
+
+    def set_key_limits(
+        self,
+        key: str,
+        max_running: int | None = None,
+        rate: float | None = None,
+        burst: int | None = None,
+        per_tenant: bool = True,
+    ) -> Call[None]:
+        limits = check_key_limits(key, max_running, rate, burst, per_tenant)
+        record = "" if limits is None else encode_key_limits(limits)
+        return Call(
+            "set_key_limits",
+            [*self.header(), key, record],
+            lambda _reply: None,
+            stores=limits is not None,
+        )
+
+    def key_limit_status(self, key: str) -> Call[KeyLimitStatus]:
+        validate_id(key, "key")
+
+        def parse(reply: Any) -> KeyLimitStatus:
+            contract("key_limits_get", isinstance(reply, list) and len(reply) % 2 == 1, reply)
+            running: dict[str, int] = {}
+            parked: dict[str, int] = {}
+            for k in range(1, len(reply), 2):
+                field, value = to_text(reply[k]), int(reply[k + 1])
+                kind, _, tenant = field.partition("|")
+                if value > 0 and kind == "r":
+                    running[tenant] = value
+                elif value > 0 and kind == "p":
+                    parked[tenant] = value
+            return KeyLimitStatus(
+                key=key,
+                limits=decode_key_limits(to_text(reply[0])),
+                running=dict(sorted(running.items())),
+                parked=dict(sorted(parked.items())),
+            )
+
+        return Call("key_limits_get", [*self.header(), key], parse, writes=False)
