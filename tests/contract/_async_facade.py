@@ -174,6 +174,12 @@ class SyncOverAsync:
     def limit_status(self, tenant: str) -> Any:
         return self._call(self._backend.limit_status(tenant))
 
+    def set_key_limits(self, key: str, **limits: Any) -> None:
+        self._call(self._backend.set_key_limits(key, **limits))
+
+    def key_limit_status(self, key: str) -> Any:
+        return self._call(self._backend.key_limit_status(key))
+
     def pause(self, tenant: str | None = None) -> None:
         self._call(self._backend.pause(tenant))
 

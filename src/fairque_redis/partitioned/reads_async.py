@@ -22,6 +22,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import ConfigurationError, TaskValidationError
+from fairque_core.domain.key_limits import KeyLimitStatus, check_key_limits
 from fairque_core.domain.limits import LimitStatus
 from fairque_core.domain.models import DLQEntry, Message, QueueSizes
 from fairque_core.domain.task_records import (
@@ -432,6 +433,49 @@ class AsyncPartitionReads:
 
     async def limit_status(self, tenant: str) -> LimitStatus:
         return await self._tenant_part(tenant).limit_status(tenant)
+
+    async def set_key_limits(
+        self,
+        key: str,
+        *,
+        max_running: int | None = None,
+        rate: float | None = None,
+        burst: int | None = None,
+        per_tenant: bool = True,
+    ) -> None:
+        """Per-tenant key limits go to every partition (a tenant's scope lives in its
+        partition); a global key's cap or rate would need one atomic count across partitions,
+        which no script has: refused typed (ADR 79)."""
+        limits = check_key_limits(key, max_running, rate, burst, per_tenant)
+        if limits is not None and not limits.per_tenant:
+            raise TaskValidationError(
+                "per_tenant",
+                per_tenant,
+                "a partitioned queue takes per-tenant key limits only (ADR 79)",
+            )
+        await self._ready()
+        for part in self._parts:
+            await part.set_key_limits(
+                key, max_running=max_running, rate=rate, burst=burst, per_tenant=per_tenant
+            )
+
+    async def key_limit_status(self, key: str) -> KeyLimitStatus:
+        """Every partition's counts of ``key``, merged (its tenants are apart)."""
+        await self._ready()
+        running: dict[str, int] = {}
+        parked: dict[str, int] = {}
+        limits = None
+        for part in self._parts:
+            status = await part.key_limit_status(key)
+            limits = limits or status.limits
+            running.update(status.running)
+            parked.update(status.parked)
+        return KeyLimitStatus(
+            key=key,
+            limits=limits,
+            running=dict(sorted(running.items())),
+            parked=dict(sorted(parked.items())),
+        )
 
     async def pause(self, tenant: str | None = None) -> None:
         if tenant is not None:
