@@ -295,6 +295,21 @@ class KeySpace:
         return self.prefix + "events"
 
     @property
+    def keylim(self) -> str:
+        """The limits by key (a hash: limit key -> record, ADR 79); Lua builds it, the state
+        hash of a key (:meth:`key_state`) and the parked set of a scope (:meth:`key_parked`)
+        with ``fq_keylim_key``."""
+        return self.prefix + "keylim"
+
+    def key_state(self, key: str) -> str:
+        """Limit key ``key``'s counts, GCRA and hold per scope (a hash, ADR 79)."""
+        return f"{self.prefix}ks:{key}"
+
+    def key_parked(self, scope: str) -> str:
+        """The tasks parked in ``scope`` (``<key>|<tenant>``), by push sequence (a zset)."""
+        return f"{self.prefix}kp:{scope}"
+
+    @property
     def workers(self) -> str:
         """Live workers' heartbeat records (a hash: worker id -> JSON)."""
         return self.prefix + "workers"

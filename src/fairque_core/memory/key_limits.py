@@ -19,7 +19,7 @@ were parked in: a task put back and parked again keeps its place.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import attrs
 
@@ -35,10 +35,8 @@ from fairque_core.domain.key_limits import (
 )
 from fairque_core.domain.limits import gcra_start
 from fairque_core.domain.validation import validate_id
-
-if TYPE_CHECKING:
-    from fairque_core.memory.records import TaskRecord
-    from fairque_core.memory.store import ModelStore
+from fairque_core.memory.records import TaskRecord
+from fairque_core.memory.wake import WakeSignal
 
 __all__ = [
     "KeyLimitState",
@@ -63,6 +61,33 @@ class KeyLimitState:
     hold: dict[str, int] = attrs.field(factory=dict)  # scope -> no start before (ms)
     parked: dict[str, dict[str, int]] = attrs.field(factory=dict)  # scope -> id -> seq
     nparked: dict[str, int] = attrs.field(factory=dict)  # scope -> tasks parked
+
+
+class _ParkedSet(Protocol):
+    """The queue's parked set of the tenant limits (``LimitState.parked``)."""
+
+    parked: dict[str, int]
+
+
+class ModelStore(Protocol):
+    """What these steps use of the model's store, declared here so that this module never
+    imports the store that imports it (as ``memory/limits.py`` does)."""
+
+    _keylim: KeyLimitState
+    _wake: WakeSignal
+
+    @property
+    def _limits(self) -> _ParkedSet: ...
+
+    def _now(self) -> int: ...
+
+    def _live(self, task_id: str, now: int) -> TaskRecord | None: ...
+
+    def _make_ready(
+        self, task_id: str, rec: TaskRecord, ready_ms: int, *, head: bool = False
+    ) -> None: ...
+
+    def _recompute_next_due(self) -> None: ...
 
 
 def _ceil_ms(us: int) -> int:
@@ -182,6 +207,7 @@ def _scopes_of(st: KeyLimitState, key: str) -> list[str]:
 def set_key_limits(
     store: ModelStore,
     key: str,
+    *,
     max_running: int | None,
     rate: float | None,
     burst: int | None,

@@ -48,7 +48,9 @@ class LimitOps(ModelStore):
         burst: int | None = None,
         per_tenant: bool = True,
     ) -> None:
-        key_limits.set_key_limits(self, key, max_running, rate, burst, per_tenant)
+        key_limits.set_key_limits(
+            self, key, max_running=max_running, rate=rate, burst=burst, per_tenant=per_tenant
+        )
 
     @locked
     def key_limit_status(self, key: str) -> KeyLimitStatus:

@@ -12,6 +12,6 @@
 
 local q = fq_open(KEYS, ARGV, {read = true}) -- writes nothing: no type check
 local k = ARGV[8]
-local out = {FQ_CALL('HGET', q.prefix .. 'keylim', k) or ''}
-for _, v in ipairs(FQ_CALL('HGETALL', q.prefix .. 'ks:' .. k)) do out[#out + 1] = v end
+local out = {FQ_CALL('HGET', fq_keylim_key(q), k) or ''}
+for _, v in ipairs(FQ_CALL('HGETALL', fq_keylim_key(q, 'ks', k))) do out[#out + 1] = v end
 return out

@@ -14,7 +14,7 @@
 
 local q = fq_open(KEYS, ARGV)
 local k, record = ARGV[8], ARGV[9]
-local all = q.prefix .. 'keylim'
+local all = fq_keylim_key(q)
 if record == '' then
   FQ_CALL('HDEL', all, k)
 else
@@ -27,7 +27,7 @@ else
 end
 -- the key's scopes (a field `<x>|<t>` of ks:<key> names scope `<key>|<t>`), in order
 local seen, tenants = {}, {}
-local fields = FQ_CALL('HKEYS', q.prefix .. 'ks:' .. k)
+local fields = FQ_CALL('HKEYS', fq_keylim_key(q, 'ks', k))
 for _, f in ipairs(fields) do
   local t = FQ_SUB(f, 3)
   if not seen[t] then

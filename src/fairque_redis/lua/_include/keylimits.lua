@@ -32,7 +32,7 @@ function FQ_KEYLIM.lim(q, k)
   end
   local lim = cache[k]
   if lim == nil then
-    local s = FQ_CALL('HGET', q.prefix .. 'keylim', k)
+    local s = FQ_CALL('HGET', fq_keylim_key(q), k)
     lim = false
     if s then
       local p = {}
@@ -58,8 +58,8 @@ end
 -- a parked task r leaves (canceled, purged)
 function FQ_KEYLIM.forget(q, r)
   local k, t = FQ_KEYLIM.split(r.kp)
-  FQ_CALL('ZREM', q.prefix .. 'kp:' .. r.kp, r.id)
-  FQ_CALL('HINCRBY', q.prefix .. 'ks:' .. k, 'p|' .. t, -1)
+  FQ_CALL('ZREM', fq_keylim_key(q, 'kp', r.kp), r.id)
+  FQ_CALL('HINCRBY', fq_keylim_key(q, 'ks', k), 'p|' .. t, -1)
   FQ_CALL('HDEL', r.key or fq_task_key(q, r.id), 'kp')
   r.kp = false
 end

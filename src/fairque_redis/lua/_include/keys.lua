@@ -133,3 +133,11 @@ end
 local function fq_events_key(q)
   return q.prefix .. 'events'
 end
+
+-- limits by key (ADR 79; KeySpace.keylim, .key_state, .key_parked): the hash of every key's
+-- limits (`family` nil), a limit key's state hash (`ks`, `id` the key) or a scope's parked
+-- set (`kp`, `id` the scope)
+local function fq_keylim_key(q, family, id)
+  if family == nil then return q.prefix .. 'keylim' end
+  return q.prefix .. family .. ':' .. id
+end

@@ -137,13 +137,13 @@ function FQ_KEYLIM.admit(q, id, u, k)
   if not lim then return true, nil end
   local t = lim.g and '' or u
   local scope = k .. '|' .. t
-  local h = q.prefix .. 'ks:' .. k
+  local h = fq_keylim_key(q, 'ks', k)
   local s = FQ_CALL('HMGET', h, 'r|' .. t, 't|' .. t, 'h|' .. t)
   local running = FQ_TONUMBER(s[1] or '0') or 0
   if (lim.mr ~= nil and running >= lim.mr) or (FQ_TONUMBER(s[3] or '0') or 0) > q.now then
     local key = fq_task_key(q, id)
     FQ_CALL('HSET', key, 'kp', scope)
-    FQ_CALL('ZADD', q.prefix .. 'kp:' .. scope, FQ_CALL('HGET', key, 'seq') or '0', id)
+    FQ_CALL('ZADD', fq_keylim_key(q, 'kp', scope), FQ_CALL('HGET', key, 'seq') or '0', id)
     FQ_CALL('HINCRBY', h, 'p|' .. t, 1)
     FQ_KEYLIM.settle(q, scope) -- (a scope held by its rate waits in the parked set)
     return false
@@ -164,14 +164,14 @@ end
 -- the first task parked in `scope` (push order) back at the head of its tenant's queue, its
 -- old place (key_limits._release); false when none is left
 function FQ_KEYLIM.release(q, scope)
-  local parked = q.prefix .. 'kp:' .. scope
+  local parked = fq_keylim_key(q, 'kp', scope)
   while true do
     local id = FQ_CALL('ZPOPMIN', parked)[1]
     if not id then return false end
     local r = fq_rec(q, id)
     if r ~= nil and r.state == 'queued' and r.kp == scope then
       local k, t = FQ_KEYLIM.split(scope)
-      FQ_CALL('HINCRBY', q.prefix .. 'ks:' .. k, 'p|' .. t, -1)
+      FQ_CALL('HINCRBY', fq_keylim_key(q, 'ks', k), 'p|' .. t, -1)
       FQ_CALL('HDEL', r.key, 'kp')
       r.kp = false
       fq_make_ready(q, r, r.ready_ms, true)
@@ -184,7 +184,7 @@ end
 -- waits in the parked set until its hold ends (key_limits.settle)
 function FQ_KEYLIM.settle(q, scope)
   local k, t = FQ_KEYLIM.split(scope)
-  local s = FQ_CALL('HMGET', q.prefix .. 'ks:' .. k, 'p|' .. t, 'r|' .. t, 'h|' .. t)
+  local s = FQ_CALL('HMGET', fq_keylim_key(q, 'ks', k), 'p|' .. t, 'r|' .. t, 'h|' .. t)
   if (FQ_TONUMBER(s[1] or '0') or 0) <= 0 then return end
   local lim = FQ_KEYLIM.lim(q, k)
   if lim and lim.mr ~= nil and (FQ_TONUMBER(s[2] or '0') or 0) >= lim.mr then return end
@@ -202,7 +202,7 @@ end
 function FQ_KEYLIM.lease_ended(q, r, args)
   local scope = r.lc
   local k, t = FQ_KEYLIM.split(scope)
-  FQ_CALL('HINCRBY', q.prefix .. 'ks:' .. k, 'r|' .. t, -1)
+  FQ_CALL('HINCRBY', fq_keylim_key(q, 'ks', k), 'r|' .. t, -1)
   args[#args + 1] = 'lc'
   args[#args + 1] = '1'
   r.lc = '1'
