@@ -10,6 +10,10 @@ sizes, state / message / result of every id in play, the DLQ and the tenant list
 Expiry before start (ADR 77) has its own push (``push_expiring``): the claims find those
 tasks stale as the clock advances.
 
+Limits by key (ADR 79): messages may carry a limit key (``k1``, ``k2``); keys get limits
+(valid and invalid), runs hit a key's cap and end a lease of it every way; every key's
+``key_limit_status`` must agree after every step.
+
 Flow control (ADR 28) has its own operations: limits set per tenant, per tier and queue-wide
 (valid and invalid values), and runs that hit a cap, a throttle or a refusal; every tenant's
 ``limit_status`` and the parked set (members and times) must agree after every step.
@@ -56,8 +60,10 @@ class CountingTokens:
 task_ids = st.sampled_from(TASK_IDS)
 tenant_ids = st.sampled_from(TENANTS)
 tenant_lists = st.none() | st.lists(st.sampled_from(KNOWN_TENANTS), max_size=3, unique=True)
+LIMIT_KEYS = ["k1", "k2"]
+limit_keys = st.sampled_from(LIMIT_KEYS)
 messages = st.builds(
-    lambda tid, tenant_id, prio, delay, deps, body, max_retries: Message(
+    lambda tid, tenant_id, prio, delay, deps, body, max_retries, limit_key: Message(
         task_id=tid,
         tenant=tenant_id,
         priority=prio,
@@ -67,6 +73,7 @@ messages = st.builds(
         delay=delay,
         depends_on=tuple(deps),
         headers={"h": tid},
+        limit_key=limit_key,
     ),
     task_ids,
     tenant_ids,
@@ -75,6 +82,7 @@ messages = st.builds(
     st.one_of(*[st.just([])] * 5, st.lists(task_ids, min_size=1, max_size=2, unique=True)),
     st.binary(max_size=6),
     st.integers(0, 3),
+    st.sampled_from(["", "", "", *LIMIT_KEYS]),  # limits by key (ADR 79)
 )
 # expiry before start (ADR 77): batches and their expiries, seconds from now (0: expired)
 expiring_batches = st.lists(messages, min_size=1, max_size=3)
@@ -670,6 +678,78 @@ class ModelVsRedis(RuleBasedStateMachine):
         report = self.both(f"ingest({limit})", lambda b: b.ingest(limit))
         if report is not None and report.rejected:
             event("intake: a message rejected at ingest")
+
+    # ------------------------------------------------------------------ limits by key (ADR 79)
+    @precondition(ready)
+    @rule(
+        key=limit_keys,
+        cap=st.sampled_from([None, 1, 1, 2, 0]),
+        rate=st.sampled_from([None, None, 0.5, 2.0]),
+        burst=st.sampled_from([None, 2]),
+        per_tenant=st.booleans(),
+    )
+    def set_key_limits(self, key: str, cap: Any, rate: Any, burst: Any, per_tenant: bool) -> None:
+        limits = {"max_running": cap, "rate": rate, "burst": burst, "per_tenant": per_tenant}
+        self.both(f"set_key_limits({key}, {limits})", lambda b: b.set_key_limits(key, **limits))
+
+    @precondition(ready)
+    @rule(
+        key=limit_keys,
+        cap=st.integers(1, 2),
+        per_tenant=st.booleans(),
+        count=st.integers(1, 3),
+        then=st.sampled_from(["finish", "fail", "retry", "release", "cancel", "reap", "none"]),
+    )
+    def hit_a_key_cap(self, key: str, cap: int, per_tenant: bool, count: int, then: str) -> None:
+        """A key's cap, keyed work of two tenants beyond it, claims until it holds (tasks
+        parked); then a lease of the key ends one way or another."""
+        self.both(
+            f"set_key_limits({key}, max_running={cap}, per_tenant={per_tenant})",
+            lambda b: b.set_key_limits(key, max_running=cap, per_tenant=per_tenant),
+        )
+        fresh = [t for t in TASK_IDS if self.model.get_state(t) is None][: cap + 2]
+        batch = [
+            Message(
+                task_id=t, tenant=TENANTS[i % 2], priority=Priority.NORMAL, body=b"", limit_key=key
+            )
+            for i, t in enumerate(fresh)
+        ]
+        self.both(f"push_batch({fresh} with {key})", lambda b: b.push_batch(batch))
+        got: Any = None
+        for _ in range(2):
+            got = self.both(f"claim(count={count})", lambda b: b.claim(count=count))
+            self.remember(got)
+        leased = [t for t in sorted(self.tokens) if self.model.get_state(t) is TaskState.STARTED]
+        if then == "none" or not leased:
+            return
+        tid = leased[0]
+        token = self.token(tid, 0)
+        if then == "finish":
+            self.both(f"finish({tid})", lambda b: b.finish(tid, token, None))
+        elif then in ("fail", "retry"):
+            delay = None if then == "fail" else 1.0
+            self.both(f"fail({tid}, {delay})", lambda b: b.fail(tid, token, retry_delay=delay))
+        elif then == "release":
+            self.both(f"release({tid})", lambda b: b.release(tid, token))
+        elif then == "cancel":
+            self.both(f"cancel({tid})", lambda b: b.cancel(tid))
+        else:
+            self.clock.advance(11.0)
+            self.both("requeue_expired()", lambda b: b.requeue_expired())
+        got = self.both("claim(count=2)", lambda b: b.claim(count=2))
+        self.remember(got)
+
+    @invariant()
+    def same_key_limits(self) -> None:
+        """Every limit key's status: its limits, per scope its leases and parked tasks."""
+        if self.model is None:
+            return
+        for key in LIMIT_KEYS:
+            expected = _outcome(lambda k=key: self.model.key_limit_status(k))
+            actual = _outcome(lambda k=key: self.real.key_limit_status(k))
+            assert actual == expected, f"key_limit_status({key}): model {expected} != {actual}"
+            if expected[0] == "ok" and expected[1].parked:
+                event("key limits: a task parked")
 
     # ------------------------------------------------------------------ state
     @invariant()
