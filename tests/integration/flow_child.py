@@ -1,8 +1,9 @@
-"""A worker process for the flow-control acceptance tests (``test_flow_control.py``).
+"""A worker process for the flow-control acceptance tests (``test_flow_control.py``,
+``test_key_limits_workers.py``).
 
 ``python flow_child.py --url URL --queue Q --log FILE [--cluster] [--concurrency N]``: runs a
 Worker (no prefetch, so a handler starts right after its claim) whose handler appends one JSON
-line per start and end (tenant, task id, pid, time) to ``--log`` with one ``write`` on an
+line per start and end (tenant, task id, pid, limit key, time) to ``--log`` with one ``write`` on an
 ``O_APPEND`` descriptor, sleeps the payload's ``sleep`` seconds, and stops on SIGTERM.
 """
 
@@ -25,6 +26,7 @@ class LoggingHandler(TaskHandler):
 
     def log(self, task: Task, event: str) -> None:
         line = {"tenant": task.tenant, "id": task.task_id, "pid": self.pid, "event": event}
+        line["key"] = task.limit_key
         line["t"] = time.time()
         os.write(self.fd, (json.dumps(line) + "\n").encode())
 
