@@ -1,4 +1,5 @@
-"""``fairque limits set|show|clear TENANT``: a tenant's flow-control limits (ADR 28).
+"""``fairque limits set|show|clear TENANT``: a tenant's flow-control limits (ADR 28); with
+``--key K`` instead of a tenant, the limits by key (ADR 79, ``key_limits_cmd.py``).
 
 ``set`` changes only the fields given (``none`` clears one); ``clear`` drops every limit of the
 tenant's own (its tier's defaults still apply); ``show`` prints its own limits, the ones in force
@@ -19,6 +20,7 @@ from typing import Any, TextIO
 import attrs
 
 from fairque_cli.context import CliError, SubCommands, UsageError, load_config, open_queue
+from fairque_cli.key_limits_cmd import run_key_limits
 from fairque_core.domain.errors import TaskValidationError
 from fairque_core.domain.limits import LIMIT_FIELDS, Limits, LimitStatus, check_changes
 from fairque_core.domain.validation import validate_id
@@ -122,6 +124,12 @@ def _print(args: argparse.Namespace, out: TextIO, status: LimitStatus, head: str
 
 
 def _run_limits(args: argparse.Namespace, out: TextIO) -> int:
+    if args.key is not None:
+        return run_key_limits(args, out)
+    if args.tenant is None:
+        raise UsageError(f"limits {args.action} needs a TENANT or --key K")
+    if args.global_key:
+        raise UsageError("--global goes with --key")
     changes: dict[str, float | None] = {}
     if args.action == "set":
         for name in LIMIT_FIELDS:
@@ -158,15 +166,24 @@ def _given(args: argparse.Namespace) -> bool:
 def add_limits(sub: SubCommands) -> None:
     p = sub.add_parser(
         "limits",
-        help="set, show or clear a tenant's flow-control limits",
+        help="set, show or clear a tenant's flow-control limits, or a limit key's",
         description="set TENANT changes the limits given (a value, or 'none' to clear that "
         "one); show TENANT prints its own limits, those in force (with its tier's defaults), "
         "running vs cap, queued vs cap, the rate's tokens and next start time, and its cap "
         "hits, throttles and refusals; clear TENANT drops its own limits. Changes apply at "
-        "once. The tenant need not have pushed yet.",
+        "once. The tenant need not have pushed yet. With --key K instead of TENANT: the "
+        "limits of the tasks whose limit_key is K (set replaces them; --global: one cap and "
+        "rate across all tenants), shown with what runs and waits under the key.",
     )
     p.add_argument("action", choices=("set", "show", "clear"))
-    p.add_argument("tenant", metavar="TENANT")
+    p.add_argument("tenant", metavar="TENANT", nargs="?")
+    p.add_argument("--key", metavar="K", help="a limit key's limits instead of a tenant's")
+    p.add_argument(
+        "--global",
+        dest="global_key",
+        action="store_true",
+        help="with set --key: one cap and rate for the key across all tenants",
+    )
     helps = {
         "max_running": ("N", "at most N tasks running at once (leases, over all workers)"),
         "rate": ("R", "at most R starts per second (GCRA on the server's clock)"),

@@ -165,3 +165,42 @@ def test_show_refuses_limit_flags(
     code, _ = cli(*base, "limits", "show", "acme", "--max-running", "3")
     assert code == 2  # a usage error
     assert "limits show takes no limit flags" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- limits by key (ADR 79)
+def test_key_limits_set_show_clear(base: tuple[str, ...], server_url: str, queue_name: str) -> None:
+    got = cli_json(*base, "limits", "set", "--key", "export", "--max-running", "1")
+    assert got["limits"] == {"max_running": 1, "rate": None, "burst": None, "per_tenant": True}
+    got = cli_json(*base, "limits", "set", "--key", "pay", "--rate", "20", "--global")
+    assert got["limits"] == {"max_running": None, "rate": 20.0, "burst": None, "per_tenant": False}
+    with connect(server_url, queue=queue_name) as queue:
+        queue.push_batch([Task.create("acme", limit_key="export") for _ in range(3)])
+        assert len(queue.claim_batch(3)) == 1
+    code, text = cli(*base, "limits", "show", "--key", "export")
+    assert code == 0
+    assert "max_running 1 (per tenant)" in text
+    assert "acme        running 1, parked 2" in text
+    got = cli_json(*base, "limits", "clear", "--key", "export")
+    assert (got["limits"], got["parked"]) == (None, {})
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("set", "--key", "bad key", "--max-running", "1"),
+        ("set", "--key", "k", "--max-running", "0"),
+        ("set", "--key", "k", "--rate", "-1"),
+        ("set", "--key", "k"),
+        ("set", "--key", "k", "--max-queued", "3"),
+        ("set", "acme", "--key", "k", "--max-running", "1"),
+        ("show", "--key", "k", "--global"),
+        ("set", "acme", "--global", "--max-running", "1"),
+        ("show",),
+    ],
+)
+def test_key_limits_refusals(base: tuple[str, ...], args: tuple[str, ...]) -> None:
+    try:  # argparse's own refusals exit; the command's return their code
+        code, _text = cli(*base, "limits", *args)
+    except SystemExit as exc:
+        code = exc.code  # type: ignore[assignment]
+    assert code not in (0, None)
