@@ -54,6 +54,7 @@ from fairque_core.domain.errors import (
 )
 from fairque_core.domain.events import EventType, QueueEvent
 from fairque_core.domain.intake import INTAKE_CLAIM_LIMIT, IngestReport
+from fairque_core.domain.key_limits import KeyLimits, KeyLimitStatus
 from fairque_core.domain.limits import Limits, LimitStatus, TenantQueueFullError
 from fairque_core.domain.models import Claimed, DLQEntry, Lease, Message, QueueSizes, Task
 from fairque_core.domain.outcomes import TaskOutcome
@@ -110,6 +111,8 @@ __all__ = [
     "InMemoryBackend",
     "IngestReport",
     "InvalidTransition",
+    "KeyLimitStatus",
+    "KeyLimits",
     "Lease",
     "LeaseLostError",
     "LimitStatus",
