@@ -65,6 +65,16 @@ def test_finishes_then_claims(backend):
     assert (sizes["alice"].leased, sizes["bob"].leased) == (1, 1)
 
 
+def test_a_finish_frees_a_key_slot_for_the_claim_of_the_same_call(backend):
+    """Limits by key (ADR 79): the finish puts a parked task back, the claim leases it."""
+    backend.set_key_limits("export", max_running=1)
+    backend.push_batch([msg(f"e{i}", limit_key="export") for i in range(3)])
+    [c1] = backend.claim(count=3)
+    flags, claims = finish_and_claim(backend, [("e0", c1.lease.token, None)], count=3)
+    assert (flags, _ids(claims)) == ([True], ["e1"])
+    assert backend.key_limit_status("export").parked == {"alice": 1}
+
+
 def test_the_claimed_leases_work(backend):
     backend.push_batch([msg("t1"), msg("t2")])
     [c1] = backend.claim()
