@@ -190,3 +190,24 @@ def test_bad_input_is_refused_typed(backend):
     with pytest.raises(TaskValidationError):
         backend.key_limit_status("a|b")
     assert backend.key_limit_status("k").limits is None
+
+
+def test_purges_take_parked_tasks_too(backend, backend_kind):
+    global_key = backend_kind not in PARTITIONED_KINDS  # (per tenant only there)
+    backend.set_key_limits("export", max_running=1)
+    backend.set_key_limits("pay", max_running=1, per_tenant=not global_key)
+    _push(backend, "a", 3)
+    _push(backend, "b", 2)
+    _push(backend, "a", 2, key="pay")
+    _push(backend, "b", 2, key="pay", start=5)
+    running = _ids(backend.claim(count=20))
+    parked_pay = {
+        tenant: 2 - sum(t.startswith(tenant + "p") for t in running) for tenant in ("a", "b")
+    }
+    assert len(running) == (3 if global_key else 4)
+    assert backend.purge_tenant("a") == 2 + parked_pay["a"]
+    assert backend.get_state("ae2") is TaskState.CANCELED
+    assert backend.key_limit_status("export").parked == {"b": 1}
+    assert backend.purge_all() == 1 + parked_pay["b"]
+    assert backend.key_limit_status("pay").parked == {}
+    assert backend.key_limit_status("export").parked == {}

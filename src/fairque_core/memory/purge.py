@@ -3,7 +3,8 @@ the queue registry (this queue only) and the live workers' heartbeat records.
 
 A purge cancels tasks as ``cancel`` does (state CANCELED, reason ``"purged"``, counted in
 ``canceled``, kept for the result TTL, waiting dependents canceled with them), so every
-counter still adds up, in one atomic step. Only QUEUED and SCHEDULED tasks are purged: a
+counter still adds up, in one atomic step. Only QUEUED (those parked by a limit key too, ADR
+79) and SCHEDULED tasks are purged: a
 leased (STARTED) task runs to its end (finish, fail, release or the reaper), and a DEFERRED
 one keeps waiting for its parents (it is canceled when a parent is purged). The Redis scripts
 ``purge_tenant.lua`` and ``purge_all.lua`` mirror these steps.
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fairque_core.domain.enums import TaskState
+from fairque_core.domain.key_limits import scope_key, scope_tenant
 from fairque_core.domain.scoring import weight_of
 from fairque_core.domain.states import TaskEvent
 from fairque_core.domain.validation import validate_id
@@ -32,7 +34,8 @@ class OperatorOps(ModelStore):
         """Cancel every QUEUED and SCHEDULED task of ``tenant``; how many were purged."""
         validate_id(tenant, "tenant")
         now = self._now()
-        purged = self._purge_ready(tenant, now) + self._purge_scheduled(tenant, now)
+        purged = self._purge_ready(tenant, now) + self._purge_parked(tenant, now)
+        purged += self._purge_scheduled(tenant, now)
         self._recompute_next_due()
         return purged
 
@@ -41,6 +44,7 @@ class OperatorOps(ModelStore):
         """Cancel every QUEUED and SCHEDULED task of the queue; how many were purged."""
         now = self._now()
         purged = sum(self._purge_ready(tenant_id, now) for tenant_id in list(self._tenants))
+        purged += self._purge_parked(None, now)
         purged += self._purge_scheduled(None, now)
         self._recompute_next_due()
         return purged
@@ -89,6 +93,22 @@ class OperatorOps(ModelStore):
             return 0
         ids = [*tenant.critical, *(tenant.normal_live[m] for m in sorted(tenant.normal_live))]
         return sum(self._purge_one(task_id, now) for task_id in ids)
+
+    def _purge_parked(self, tenant_id: str | None, now: int) -> int:
+        """The tasks parked by a limit key (ADR 79) of ``tenant_id`` (None: all): keys in
+        order, their scopes in order, each in push order (as ``FQ_KEYLIM.purge``)."""
+        parked = self._keylim.parked
+        purged = 0
+        for key in sorted(self._keylim.limits):
+            for scope in sorted(s for s in parked if scope_key(s) == key):
+                if tenant_id is not None and scope_tenant(scope) not in (tenant_id, ""):
+                    continue
+                ids = parked[scope]
+                for task_id in sorted(ids, key=lambda i: (ids[i], i)):
+                    rec = self._records.get(task_id)
+                    if tenant_id is None or (rec is not None and rec.message.tenant == tenant_id):
+                        purged += self._purge_one(task_id, now)
+        return purged
 
     def _purge_scheduled(self, tenant_id: str | None, now: int) -> int:
         ids = sorted(self._delayed, key=lambda task_id: (self._delayed[task_id], task_id))

@@ -3,7 +3,7 @@
   (InMemoryBackend.purge_all; see _include/purge.lua for what a purge does).
 
   KEYS[1] meta  KEYS[2] stats  KEYS[3] tiers  KEYS[4] delayed  KEYS[5] leases  KEYS[6] dlq
-  (derived) tenants c:<t> n:<t> task:<id> children:<id> active:<tier> tenant:<t> ts:<t>
+  (derived) tenants c:<t> n:<t> keylim ks:<key> kp:<scope> task:<id> children:<id> active:<tier> tenant:<t> ts:<t>
   ARGV[1..7] common header (see _include/core.lua)
   Returns: the number of tasks purged (dependents canceled with them not included)
 ]]
@@ -15,6 +15,7 @@ local n = 0
 for _, u in ipairs(FQ_CALL('ZRANGE', fq_tenants_key(q), 0, -1)) do
   n = n + fq_purge_ready(q, u)
 end
+n = n + FQ_KEYLIM.purge(q, nil) -- the tasks parked by a limit key (ADR 79)
 n = n + fq_purge_scheduled(q, nil)
 fq_close(q)
 return n

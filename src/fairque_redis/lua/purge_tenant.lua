@@ -3,7 +3,7 @@
   (InMemoryBackend.purge_tenant; see _include/purge.lua for what a purge does).
 
   KEYS[1] meta  KEYS[2] stats  KEYS[3] tiers  KEYS[4] delayed  KEYS[5] leases  KEYS[6] dlq
-  (derived) c:<t> n:<t> task:<id> children:<id> active:<tier> tenant:<t> ts:<t>
+  (derived) c:<t> n:<t> keylim ks:<key> kp:<scope> task:<id> children:<id> active:<tier> tenant:<t> ts:<t>
   ARGV[1..7] common header (see _include/core.lua)
   ARGV[8] tenant id
   Returns: the number of tasks purged (dependents canceled with them not included)
@@ -12,6 +12,6 @@
 
 local q = fq_open(KEYS, ARGV)
 local u = ARGV[8]
-local n = fq_purge_ready(q, u) + fq_purge_scheduled(q, u)
+local n = fq_purge_ready(q, u) + FQ_KEYLIM.purge(q, u) + fq_purge_scheduled(q, u)
 fq_close(q)
 return n

@@ -5,6 +5,7 @@
   `canceled`, kept for the result TTL, waiting dependents canceled), so every counter still
   adds up. Only queued and scheduled tasks are purged: a leased task runs to its end (finish,
   fail or the reaper), a deferred one waits for its parents (canceled with a purged parent).
+  A task parked by its limit key (ADR 79) is queued: purged too (FQ_KEYLIM.purge).
 ]]
 --- @include "deps"
 
@@ -47,6 +48,32 @@ local function fq_purge_scheduled(q, u)
   for _, id in ipairs(FQ_CALL('ZRANGE', q.delayed, 0, -1)) do
     if u == nil or FQ_CALL('HGET', fq_task_key(q, id), 'u') == u then
       n = n + fq_purge_task(q, id)
+    end
+  end
+  return n
+end
+
+-- purge the tasks parked by a limit key of tenant u (of every tenant when u is nil): keys in
+-- order, their scopes in order, each in push order; returns how many
+function FQ_KEYLIM.purge(q, u)
+  local n = 0
+  local keys = FQ_CALL('HKEYS', fq_keylim_key(q))
+  table.sort(keys)
+  for _, k in ipairs(keys) do
+    local tenants = {}
+    for _, f in ipairs(FQ_CALL('HKEYS', fq_keylim_key(q, 'ks', k))) do
+      local t = FQ_SUB(f, 3)
+      if FQ_SUB(f, 1, 2) == 'p|' and (u == nil or t == u or t == '') then
+        tenants[#tenants + 1] = t
+      end
+    end
+    table.sort(tenants)
+    for _, t in ipairs(tenants) do
+      for _, id in ipairs(FQ_CALL('ZRANGE', fq_keylim_key(q, 'kp', k .. '|' .. t), 0, -1)) do
+        if u == nil or FQ_CALL('HGET', fq_task_key(q, id), 'u') == u then
+          n = n + fq_purge_task(q, id)
+        end
+      end
     end
   end
   return n
