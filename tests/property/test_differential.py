@@ -739,6 +739,12 @@ class ModelVsRedis(RuleBasedStateMachine):
         got = self.both("claim(count=2)", lambda b: b.claim(count=2))
         self.remember(got)
 
+    @precondition(ready)
+    @rule(tenant_id=tenant_ids)
+    def purge_tenant(self, tenant_id: str) -> None:
+        """A tenant's waiting work canceled at once, the tasks its keys parked included."""
+        self.both(f"purge_tenant({tenant_id})", lambda b: b.purge_tenant(tenant_id))
+
     @invariant()
     def same_key_limits(self) -> None:
         """Every limit key's status: its limits, per scope its leases and parked tasks."""

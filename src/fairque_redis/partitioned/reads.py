@@ -455,6 +455,7 @@ class PartitionReads:
             part.set_key_limits(
                 key, max_running=max_running, rate=rate, burst=burst, per_tenant=per_tenant
             )
+        self._picker.touch()  # parked tasks went back to their queues
 
     def key_limit_status(self, key: str) -> KeyLimitStatus:
         """Every partition's counts of ``key``, merged (its tenants are apart)."""

@@ -458,6 +458,7 @@ class AsyncPartitionReads:
             await part.set_key_limits(
                 key, max_running=max_running, rate=rate, burst=burst, per_tenant=per_tenant
             )
+        self._picker.touch()  # parked tasks went back to their queues
 
     async def key_limit_status(self, key: str) -> KeyLimitStatus:
         """Every partition's counts of ``key``, merged (its tenants are apart)."""
