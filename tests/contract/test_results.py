@@ -446,12 +446,15 @@ def test_get_times_out_cleanly_and_tells_none_from_no_result(backend: QueueBacke
     started = time.monotonic()
     with pytest.raises(ResultTimeoutError):
         handle.get(timeout=0.2)
-    assert 0.15 <= time.monotonic() - started < 2
+    # it ended by its timeout (never before it); a get that ignored it would wait for ever (the
+    # task ends below), so the upper bound only has to be finite: a loaded machine's cluster
+    # once took over 2 s to answer
+    assert 0.15 <= time.monotonic() - started < 15
     with pytest.raises(TimeoutError):  # a TimeoutError too
         handle.get(timeout=0)
     [task] = queue.claim_batch(1)
     queue.finish(task, None)
-    assert handle.get(timeout=1) is None  # the result is None: that is an answer
+    assert handle.get(timeout=10) is None  # the result is None: that is an answer
 
 
 def test_get_returns_within_ms_of_the_finish(backend: QueueBackend, backend_kind: str) -> None:
