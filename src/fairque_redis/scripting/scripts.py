@@ -59,10 +59,11 @@ __all__ = [
 _INCLUDE_RE = re.compile(r'^--- @include "([A-Za-z0-9_/]+)"\s*$')
 _DEFINE_RE = re.compile(r"^local (function )?([A-Za-z_]\w*)")
 _WORD_RE = re.compile(r"[A-Za-z_]\w*")
+# a field of a helper table (``function FQ_DEPS.enter(``): a block of the table's name, so a
+# script that uses the table carries all of its fields (the library's top level is near Lua's
+# limit of 200 locals: helpers grouped in a table cost one)
+_FIELD_RE = re.compile(r"^function ([A-Za-z_]\w*)[.:]")
 _ONE_LINE_END_RE = re.compile(r"\bend\s*$")
-# a function stored in a table of helpers (``local FQ_X = {}`` then ``function FQ_X.f(``): a
-# block of the table's name, kept whenever the table is used
-_FIELD_FN_RE = re.compile(r"^(function )([A-Za-z_]\w*)[.:]")
 
 #: accelerator name -> the includes (bare names) it replaces by their ``_include/fast/`` version
 FAST_INCLUDES: Mapping[str, frozenset[str]] = {"claim_view": frozenset({"claim_view"})}
@@ -122,8 +123,9 @@ def load_source(name: str) -> str:
 def _blocks(lines: list[str]) -> list[tuple[str | None, list[str]]]:
     """Split include text into top-level blocks: ``(defined name, lines)``.
 
-    A block is one ``local function NAME(`` ... ``end`` or one ``local NAME = ...`` line, with
-    the comment lines right above it; text outside any definition (a file's docblock) is a
+    A block is one ``local function NAME(`` ... ``end``, one ``local NAME = ...`` line or one
+    ``function NAME.field(`` ... ``end`` (a field of helper table NAME), with the comment lines
+    right above it; text outside any definition (a file's docblock) is a
     block of its own with no name and is dropped by the shaker.
     """
     out: list[tuple[str | None, list[str]]] = []
@@ -135,16 +137,23 @@ def _blocks(lines: list[str]) -> list[tuple[str | None, list[str]]]:
             if line.startswith("end"):
                 current = None
             continue
-        match = _DEFINE_RE.match(line) or _FIELD_FN_RE.match(line)
-        if match is None:
+        match = _DEFINE_RE.match(line)
+        field = _FIELD_RE.match(line) if match is None else None
+        if match is None and field is None:
             pending.append(line)
             continue
         block = [*_trailing_comments(pending), line]
         if pending:
             out.append((None, pending))
         pending = []
-        out.append((match.group(2), block))
-        if match.group(1) and not _ONE_LINE_END_RE.search(line):
+        if match is not None:
+            out.append((match.group(2), block))
+            is_function = bool(match.group(1))
+        else:
+            assert field is not None
+            out.append((field.group(1), block))
+            is_function = True
+        if is_function and not _ONE_LINE_END_RE.search(line):
             current = block
     if pending:
         out.append((None, pending))
@@ -217,9 +226,9 @@ def resolve(
     else:
         blocks = [(unit, blk) for unit, lines in units for blk in _blocks(lines)]
         defined: dict[str, str] = {}
-        for _, blk in blocks:  # (a table of helpers has several blocks: all of them)
-            if blk[0] is not None:
-                defined[blk[0]] = defined.get(blk[0], "") + "\n" + "\n".join(blk[1])
+        for _, (defines, lines) in blocks:
+            if defines is not None:  # a table's fields add to its text
+                defined[defines] = defined.get(defines, "") + "\n".join(lines) + "\n"
         wanted: set[str] = set()
         todo = [w for w in _WORD_RE.findall("\n".join(main)) if w in defined]
         while todo:
