@@ -131,3 +131,32 @@ def test_a_capped_tenant_without_a_lease_is_found(held: tuple[FairQueue, Any, st
     assert check(raw, name) == []
     assert _active(raw, name) == {"dave"}
     assert queue.get_tenant_limits("bob").capped
+
+
+def test_tasks_parked_by_a_limit_key_are_sound_and_repair_leaves_them(
+    valkey_and_redis7_url: str,
+) -> None:
+    """Limits by key (ADR 79): a parked task is queued but in its scope's set, not in its
+    tenant's queue, and the rate-held scope's member is in ``parked``; neither is damage."""
+    name = f"keyhold-{uuid.uuid4().hex[:8]}"
+    raw = redis.Redis.from_url(valkey_and_redis7_url)
+    with connect(valkey_and_redis7_url, queue=name) as queue:
+        queue.set_key_limits("export", max_running=1)
+        queue.set_key_limits("pay", rate=0.001, per_tenant=False)
+        queue.push_batch([Task.create("erin", limit_key="export") for _ in range(3)])
+        queue.push_batch([Task.create("frank", limit_key="pay") for _ in range(2)])
+        queue.push_batch([Task.create("erin") for _ in range(2)])
+        assert len(queue.claim_batch(10)) == 4  # one export, one payment, erin's other two
+        assert queue.get_key_limits("export").parked == {"erin": 2}
+        assert raw.zscore(f"fq:{{{name}}}:parked", "|k|pay|") is not None
+        assert check(raw, name) == []
+        assert repair(raw, name) == []
+        raw.hdel(f"fq:{{{name}}}:task:" + _parked_id(raw, name), "kp")  # damage: lost its mark
+        assert any("is queued but is in ['kp:export|erin']" in x for x in check(raw, name))
+        queue.purge_all()
+    raw.close()
+
+
+def _parked_id(raw: Any, name: str) -> str:
+    [member] = raw.zrange(f"fq:{{{name}}}:kp:export|erin", 0, 0)
+    return str(member.decode())

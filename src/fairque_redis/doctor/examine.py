@@ -41,6 +41,7 @@ from typing import Any
 import attrs
 import redis
 
+from fairque_core.domain.key_limits import KEY_PARK_PREFIX
 from fairque_core.domain.limits import QUEUE_PARK_MEMBER
 from fairque_redis.doctor.deps import stuck
 from fairque_redis.keys import KeySpace, recorded_partitions
@@ -96,6 +97,7 @@ _SINGLETON_TYPES = {
     "intake": "list",
     "intake_bad": "list",
     "events": "stream",
+    "keylim": "hash",
 }
 #: KeySpace builder -> Redis type, for the families that end with an id.
 _FAMILY_BUILDERS = {
@@ -113,6 +115,9 @@ _FAMILY_BUILDERS = {
     "unique": "string",
     # the browse indexes (ADR 70)
     "index": "zset",
+    # limits by key (ADR 79): a key's state per scope, a scope's parked tasks
+    "key_state": "hash",
+    "key_parked": "zset",
 }
 #: builders that take more than one argument (tenant, then id or key)
 _BUILDER_ARITY = {"xcom": 2, "unique": 2}
@@ -265,6 +270,8 @@ class Parsed:
     active: dict[str, list[tuple[str, float]]] = attrs.Factory(dict)
     raw_active: dict[str, list[tuple[str, float]]] = attrs.Factory(dict)
     single: dict[str, Any] = attrs.Factory(dict)
+    #: limit key scope -> [(task id, push sequence)] of its kp:<scope> set (ADR 79)
+    key_parked: dict[str, list[tuple[str, float]]] = attrs.Factory(dict)
 
     def live(self, task_id: str) -> dict[str, bytes] | None:
         """The task hash of ``task_id`` if it is live (has a state, not past its expiry)."""
@@ -319,6 +326,8 @@ def parse(snap: dict[str, Any], queue: Where) -> Parsed:
             out.tenant[ident] = value
         elif builder == "tenant_stats":
             out.tenant_stats[ident] = value
+        elif builder == "key_parked":
+            out.key_parked[ident] = list(value)
         elif builder == "active":
             # members are <activation number>|<tenant> (a bare tenant id in older data)
             out.raw_active[ident] = list(value)
@@ -347,7 +356,7 @@ def held_tenants(parsed: Parsed) -> dict[str, str]:
         elif _text(record.get("capd", b"")) == "1":
             held[tenant] = "capped"
     for member, _ in parsed.single.get("parked", []):
-        if member != QUEUE_PARK_MEMBER:
+        if member != QUEUE_PARK_MEMBER and not member.startswith(KEY_PARK_PREFIX):
             held.setdefault(member, "parked")
     return held
 
@@ -391,6 +400,9 @@ def check_parsed(parsed: Parsed) -> list[str]:
     for name in ("delayed", "leases", "dlq"):
         for task_id, score in single.get(name, []):
             places[task_id].append((name, score))
+    for scope, members in p.key_parked.items():  # parked by a limit key (ADR 79)
+        for task_id, score in members:
+            places[task_id].append((f"kp:{scope}", score))
     for task_id, score in single.get("dlq", []):
         if not whole(score):  # ZADD dlq 1.5 <id>: every listing read it as a time in ms
             bad.append(f"dlq entry {task_id}: score {score!r} is not a whole number of ms")
@@ -423,7 +435,11 @@ def check_parsed(parsed: Parsed) -> list[str]:
         scores: dict[str, float | None] = dict(places.get(task_id, []))
         if not tenant or prio < 1 or prio > 6 or "seq" not in rec:
             bad.append(f"task {task_id}: hash lacks u/p/seq or has priority {prio}")
-        if state == "queued":
+        if state == "queued" and rec.get("kp"):  # parked by its limit key: not ready
+            want = f"kp:{_text(rec['kp'])}"
+            if where != [want]:
+                bad.append(f"task {task_id} is parked but is in {where}, not [{want!r}]")
+        elif state == "queued":
             want = f"c:{tenant}" if prio == 6 else f"n:{tenant}"
             if where != [want]:
                 bad.append(f"task {task_id} is queued but is in {where}, not [{want!r}]")

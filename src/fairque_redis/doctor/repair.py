@@ -179,6 +179,9 @@ def _place_tasks(client: Any, keys: KeySpace, p: Parsed, done: list[str], horizo
     for name in ("delayed", "leases", "dlq"):
         for task_id, _ in p.single.get(name, []):
             present.setdefault(task_id, []).append(name)
+    for scope, members in p.key_parked.items():  # parked by a limit key (ADR 79)
+        for task_id, _ in members:
+            present.setdefault(task_id, []).append(f"kp:{scope}")
 
     dlq_scores = dict(p.single.get("dlq", []))
 
@@ -187,6 +190,8 @@ def _place_tasks(client: Any, keys: KeySpace, p: Parsed, done: list[str], horizo
         if rec is None:
             return None
         state, tenant = _text(rec["st"]), _text(rec.get("u", b""))
+        if state == "queued" and rec.get("kp"):  # parked: stays in its scope's set
+            return f"kp:{_text(rec['kp'])}"
         if state == "queued" and tenant:
             return f"c:{tenant}" if _int(rec.get("p")) == _CRITICAL else f"n:{tenant}"
         if state == "started":
@@ -228,6 +233,11 @@ def _place_tasks(client: Any, keys: KeySpace, p: Parsed, done: list[str], horizo
             )
             done.append(f"task {task_id} was started without a lease: back to ready")
             rec = {**rec, "rd": str(p.now).encode()}
+        if state == "queued" and rec.get("kp"):
+            if want in present.get(task_id, []):
+                continue  # parked where its record says
+            pipe.hdel(keys.task(task_id), "kp")  # its parked set lost it: back to ready
+            done.append(f"task {task_id} was parked outside its key's set: back to ready")
         if state == "queued":
             prio = _int(rec.get("p"), 3)
             where = f"c:{tenant}" if prio == _CRITICAL else f"n:{tenant}"
