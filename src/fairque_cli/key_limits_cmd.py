@@ -18,12 +18,13 @@ from fairque_cli.context import CliError, UsageError, load_config, open_queue
 from fairque_core.domain.errors import TaskValidationError
 from fairque_core.domain.key_limits import KeyLimits, KeyLimitStatus, check_key_limits
 
-__all__ = ["key_limits_text", "run_key_limits"]
+__all__ = ["key_limits_text", "limits_line", "run_key_limits"]
 
 _FIELDS = ("max_running", "rate", "burst")
 
 
-def _limits_line(limits: KeyLimits | None) -> str:
+def limits_line(limits: KeyLimits | None) -> str:
+    """A key's limits on one line (``none`` without)."""
     if limits is None:
         return "none"
     parts = []
@@ -39,7 +40,7 @@ def _limits_line(limits: KeyLimits | None) -> str:
 
 def key_limits_text(status: KeyLimitStatus) -> list[str]:
     """The lines ``limits show --key`` prints for ``status``."""
-    lines = [f"limit key {status.key}", f"  limits      {_limits_line(status.limits)}"]
+    lines = [f"limit key {status.key}", f"  limits      {limits_line(status.limits)}"]
     tenants = sorted({*status.running, *status.parked})
     if not tenants:
         lines.append("  nothing running or parked under the key")

@@ -25,6 +25,7 @@ from fairque_cli.context import (
     load_config,
     open_queue,
 )
+from fairque_cli.key_limits_cmd import limits_line
 from fairque_cli.tasks_cmd import show_task, task_json
 from fairque_cli.term import format_table
 from fairque_core.app.engine.queue import FairQueue
@@ -118,6 +119,7 @@ def _run_tenants(args: argparse.Namespace, out: TextIO) -> int:
         own = {tenant: queue.get_tenant_limits(tenant).own for tenant in page}
         # held by a limit now (ADR 67): one read-only call for the page
         held = {f.tenant: f.limited_reason for f in queue.get_tenant_fairness(page)} if page else {}
+        keys = queue.list_key_limits()  # the limits by key (ADR 79), shown after the tenants
     rows: list[dict[str, Any]] = []
     for tenant in page:
         weight, tier = weights[tenant]
@@ -137,9 +139,14 @@ def _run_tenants(args: argparse.Namespace, out: TextIO) -> int:
             }
         )
     if args.json:
-        return _dump(out, {"tenants": rows, "total": total, "offset": args.offset})
+        data: dict[str, Any] = {"tenants": rows, "total": total, "offset": args.offset}
+        if keys:
+            data["key_limits"] = {key: limits.as_dict() for key, limits in keys.items()}
+        return _dump(out, data)
+    key_lines = [f"limit key {key}: {limits_line(limits)}" for key, limits in keys.items()]
     if not rows:
         out.write(f"no tenants at offset {args.offset} ({total} in all)\n")
+        out.writelines(line + "\n" for line in key_lines)
         return 0
     header = ["tenant", "weight", "tier", "ready", "scheduled", "leased", "limits", "limited"]
     table = [
@@ -159,6 +166,7 @@ def _run_tenants(args: argparse.Namespace, out: TextIO) -> int:
     end = args.offset + len(rows)
     more = f"; --offset {end} shows the next page" if end < total else ""
     out.write(f"tenants {args.offset + 1}-{end} of {total} (first-push order){more}\n")
+    out.writelines(line + "\n" for line in key_lines)
     return 0
 
 
@@ -356,7 +364,8 @@ def add_operator_commands(sub: SubCommands) -> None:
         description="List the tenants the queue has seen (first-push order), a page at a "
         "time, with their weight, tier and depth (ready, scheduled, leased) and their own "
         "flow-control limits (max_running, rate, burst, max_queued; '-' when none is set: "
-        "fairque limits show TENANT adds its tier's defaults).",
+        "fairque limits show TENANT adds its tier's defaults), then the limit keys that have "
+        "limits (ADR 79; fairque limits show --key K for what runs and waits under one).",
     )
     p.add_argument(
         "--limit",

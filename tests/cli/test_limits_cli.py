@@ -204,3 +204,22 @@ def test_key_limits_refusals(base: tuple[str, ...], args: tuple[str, ...]) -> No
     except SystemExit as exc:
         code = exc.code  # type: ignore[assignment]
     assert code not in (0, None)
+
+
+def test_tenants_lists_the_limit_keys(base: tuple[str, ...]) -> None:
+    code, text = cli(*base, "tenants")
+    assert code == 0
+    assert "limit key" not in text
+    assert cli(*base, "limits", "set", "--key", "export", "--max-running", "1")[0] == 0
+    assert cli(*base, "limits", "set", "--key", "pay", "--rate", "20", "--global")[0] == 0
+    code, text = cli(*base, "tenants")
+    assert code == 0
+    assert "limit key export: max_running 1 (per tenant)" in text
+    assert "limit key pay: rate 20/s (across all tenants)" in text
+    got = cli_json(*base, "tenants")
+    assert got["key_limits"]["export"] == {
+        "max_running": 1,
+        "rate": None,
+        "burst": None,
+        "per_tenant": True,
+    }

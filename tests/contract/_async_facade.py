@@ -180,6 +180,9 @@ class SyncOverAsync:
     def key_limit_status(self, key: str) -> Any:
         return self._call(self._backend.key_limit_status(key))
 
+    def list_key_limits(self) -> Any:
+        return self._call(self._backend.list_key_limits())
+
     def pause(self, tenant: str | None = None) -> None:
         self._call(self._backend.pause(tenant))
 

@@ -174,6 +174,19 @@ def test_raising_or_clearing_the_limits_puts_parked_tasks_back(backend):
     assert status.running == {"a": 2}  # (leases made without limits are not counted)
 
 
+def test_list_key_limits(backend, backend_kind):
+    assert backend.list_key_limits() == {}
+    backend.set_key_limits("export", max_running=1)
+    glob = backend_kind not in PARTITIONED_KINDS
+    backend.set_key_limits("pay", rate=2.5, burst=3, per_tenant=not glob)
+    assert backend.list_key_limits() == {
+        "export": KeyLimits(max_running=1),
+        "pay": KeyLimits(rate=2.5, burst=3, per_tenant=not glob),
+    }
+    backend.set_key_limits("export")
+    assert list(backend.list_key_limits()) == ["pay"]
+
+
 def test_bad_input_is_refused_typed(backend):
     with pytest.raises(TaskValidationError):
         backend.set_key_limits("bad key", max_running=1)

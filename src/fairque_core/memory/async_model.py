@@ -112,6 +112,7 @@ class AsyncInMemoryBackend(AsyncScheduleOps):
     limit_status = _at_once(InMemoryBackend.limit_status)
     set_key_limits = _at_once(InMemoryBackend.set_key_limits)
     key_limit_status = _at_once(InMemoryBackend.key_limit_status)
+    list_key_limits = _at_once(InMemoryBackend.list_key_limits)
     pause = _at_once(InMemoryBackend.pause)
     resume = _at_once(InMemoryBackend.resume)
     is_paused = _at_once(InMemoryBackend.is_paused)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from fairque_core.domain.key_limits import KeyLimitStatus
+from fairque_core.domain.key_limits import KeyLimits, KeyLimitStatus
 from fairque_core.domain.limits import LimitStatus, encode_limits
 from fairque_core.memory import key_limits, limits
 from fairque_core.memory.store import ModelStore, locked
@@ -13,7 +13,7 @@ __all__ = ["LimitOps"]
 
 
 class LimitOps(ModelStore):
-    """set_limits, limit_status, set_key_limits and key_limit_status of the port."""
+    """set_limits, limit_status and the limits by key of the port."""
 
     @locked
     def set_limits(
@@ -55,3 +55,7 @@ class LimitOps(ModelStore):
     @locked
     def key_limit_status(self, key: str) -> KeyLimitStatus:
         return key_limits.key_status(self, key)
+
+    @locked
+    def list_key_limits(self) -> dict[str, KeyLimits]:
+        return dict(sorted(self._keylim.limits.items()))

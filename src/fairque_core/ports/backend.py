@@ -15,7 +15,7 @@ from typing import Protocol
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.events import QueueEvent
 from fairque_core.domain.intake import IngestReport
-from fairque_core.domain.key_limits import KeyLimitStatus
+from fairque_core.domain.key_limits import KeyLimits, KeyLimitStatus
 from fairque_core.domain.limits import LimitStatus
 from fairque_core.domain.models import Claimed, DLQEntry, Message, QueueSizes
 from fairque_core.domain.outcomes import TaskOutcome
@@ -320,6 +320,10 @@ class QueueBackend(Protocol):
     def key_limit_status(self, key: str) -> KeyLimitStatus:
         """``key``'s limits (None: none) and, per tenant ("" for a global key), its leases
         counted and its tasks parked."""
+        ...
+
+    def list_key_limits(self) -> dict[str, KeyLimits]:
+        """Every limit key that has limits, with them, in key order."""
         ...
 
     def pause(self, tenant: str | None = None) -> None:

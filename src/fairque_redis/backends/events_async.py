@@ -21,7 +21,7 @@ from fairque_core.domain.events import (
     event_from_fields,
     parse_stream_id,
 )
-from fairque_core.domain.key_limits import KeyLimitStatus
+from fairque_core.domain.key_limits import KeyLimits, KeyLimitStatus
 from fairque_core.domain.validation import check_wait_timeout
 from fairque_redis.backends import client_options as co
 from fairque_redis.backends.errors import translate_errors
@@ -68,6 +68,10 @@ class AsyncEventsMixin(_Host):
     async def key_limit_status(self, key: str) -> KeyLimitStatus:
         """``key``'s limits and its scopes' counts (``key_limits_get.lua``)."""
         return await self._run(self._planner.key_limit_status(key))
+
+    async def list_key_limits(self) -> dict[str, KeyLimits]:
+        """Every key's limits (``key_limits_get.lua`` for all)."""
+        return await self._run(self._planner.list_key_limits())
 
     async def set_progress(self, tenant: str, task_id: str, token: str, body: bytes) -> bool:
         """The running task's progress kept on its record, and a ``progress`` event, in

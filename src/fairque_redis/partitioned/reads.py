@@ -23,7 +23,7 @@ from redis.cluster import RedisCluster
 
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import ConfigurationError, TaskValidationError
-from fairque_core.domain.key_limits import KeyLimitStatus, check_key_limits
+from fairque_core.domain.key_limits import KeyLimits, KeyLimitStatus, check_key_limits
 from fairque_core.domain.limits import LimitStatus
 from fairque_core.domain.models import DLQEntry, Message, QueueSizes
 from fairque_core.domain.task_records import (
@@ -456,6 +456,11 @@ class PartitionReads:
                 key, max_running=max_running, rate=rate, burst=burst, per_tenant=per_tenant
             )
         self._picker.touch()  # parked tasks went back to their queues
+
+    def list_key_limits(self) -> dict[str, KeyLimits]:
+        """Every partition holds the same key limits (set on all): the first one's."""
+        self._ready()
+        return self._parts[0].list_key_limits()
 
     def key_limit_status(self, key: str) -> KeyLimitStatus:
         """Every partition's counts of ``key``, merged (its tenants are apart)."""

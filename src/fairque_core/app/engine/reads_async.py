@@ -18,7 +18,7 @@ from fairque_core.app.engine.messages import decode_result
 from fairque_core.app.engine.records import decode_record, decode_summary
 from fairque_core.domain.enums import FailureType, TaskState
 from fairque_core.domain.errors import DLQEntryNotFoundError
-from fairque_core.domain.key_limits import KeyLimitStatus, check_key_limits
+from fairque_core.domain.key_limits import KeyLimits, KeyLimitStatus, check_key_limits
 from fairque_core.domain.models import DLQEntry
 from fairque_core.domain.task_records import (
     StoredRecord,
@@ -123,6 +123,10 @@ class AsyncReadMixin(MixinHost):
         """``key``'s limits (``limits`` None: none set) and, per tenant ("" for a global key),
         its running leases and parked tasks."""
         return await self._backend.key_limit_status(validate_id(key, "key"))
+
+    async def list_key_limits(self) -> dict[str, KeyLimits]:
+        """Every limit key that has limits, with them, in key order."""
+        return dict(await self._backend.list_key_limits())
 
     async def clear_key_limits(self, key: str) -> None:
         """Drop ``key``'s limits; its parked tasks go back to their queues."""

@@ -8,6 +8,7 @@ from typing import Any
 
 from fairque_core.domain.errors import TaskValidationError
 from fairque_core.domain.key_limits import (
+    KeyLimits,
     KeyLimitStatus,
     check_key_limits,
     decode_key_limits,
@@ -131,3 +132,15 @@ class LimitCalls(CallsBase):
             )
 
         return Call("key_limits_get", [*self.header(), key], parse, writes=False)
+
+    def list_key_limits(self) -> Call[dict[str, KeyLimits]]:
+        def parse(reply: Any) -> dict[str, KeyLimits]:
+            contract("key_limits_get", isinstance(reply, list) and len(reply) % 2 == 0, reply)
+            out: dict[str, KeyLimits] = {}
+            for k in range(0, len(reply), 2):
+                limits = decode_key_limits(to_text(reply[k + 1]))
+                if limits is not None:
+                    out[to_text(reply[k])] = limits
+            return dict(sorted(out.items()))
+
+        return Call("key_limits_get", [*self.header(), ""], parse, writes=False)
