@@ -27,11 +27,13 @@ __all__ = [
     "SORT_KEYS",
     "TENANT_COLUMNS",
     "Column",
+    "KeyLimitRow",
     "QueueCounts",
     "TenantFacts",
     "TenantRow",
     "feature",
     "gather_tenant_facts",
+    "key_limit_rows",
     "limits_reading",
     "queue_counts",
     "sort_rows",
@@ -497,3 +499,40 @@ def feature(queue: AsyncFairQueue, name: str) -> Callable[..., Awaitable[Any]] |
 
             return call
     return None
+
+
+@attrs.frozen
+class KeyLimitRow:
+    """One limit key on the tenants page (ADR 79): its limits, and its tasks running and parked
+    over all tenants."""
+
+    key: str
+    limits: str
+    running: int
+    parked: int
+
+
+async def key_limit_rows(queue: object) -> list[KeyLimitRow]:
+    """The limit keys that have limits, each with its counts (none when the queue cannot
+    tell: an older engine)."""
+    if not hasattr(queue, "list_key_limits"):
+        return []
+    rows = []
+    for key, limits in (await _maybe_call(queue, "list_key_limits")).items():
+        status = await _maybe_call(queue, "get_key_limits", key)
+        parts = [
+            f"max_running {limits.max_running}" if limits.max_running is not None else "",
+            f"rate {limits.rate:g}/s" if limits.rate is not None else "",
+            f"burst {limits.burst}" if limits.burst is not None else "",
+        ]
+        text = ", ".join(p for p in parts if p)
+        text += " per tenant" if limits.per_tenant else " across all tenants"
+        rows.append(
+            KeyLimitRow(
+                key=key,
+                limits=text,
+                running=sum(status.running.values()),
+                parked=sum(status.parked.values()),
+            )
+        )
+    return rows

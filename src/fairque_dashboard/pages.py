@@ -150,6 +150,7 @@ async def tenants(request: Request) -> Response:
         rows = figures.sort_rows(rows, sort, direction == "desc")
     scale = max([max(r.share or 0.0, r.fair_share or 0.0) for r in rows] + [0.0])
     pages = None if total is None else max(1, math.ceil(total / size))
+    keys = [] if partial else await figures.key_limit_rows(queue)
     params = {
         "size": size,
         "sort": sort,
@@ -174,6 +175,7 @@ async def tenants(request: Request) -> Response:
         params=params,
         scale=scale,
         window=window,
+        key_limits=keys,
         done=DONE_MESSAGES.get(request.query_params.get("done", "")),
         refresh=board.settings.refresh_seconds,
     )

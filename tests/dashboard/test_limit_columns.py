@@ -104,3 +104,24 @@ def test_limits_reading_of_a_limit_status() -> None:
     late = figures.TenantFacts(tenant="t", sizes={}, stats={}, limits=later)
     assert figures.tenant_row(late).values["rate"] == "throttled, next in 0.50 s"
     assert figures.limits_reading(None) is None
+
+
+def test_limit_keys_on_the_tenants_page(env: Env) -> None:
+    """Limits by key (ADR 79): each key with its limits and its tasks running and parked."""
+    q = env.queue
+    q.set_key_limits("export", max_running=1)
+    q.push_batch([Task.create("acme", limit_key="export") for _ in range(3)])
+    assert q.claim() is not None
+    assert q.claim() is None  # the claim meets the other two: parked
+    with env.client() as client:
+        html = client.get("/tenants").text
+    row = re.search(r'<tr data-key="export">(.*?)</tr>', html, re.S)
+    assert row is not None, html
+    assert re.findall(r"<td[^>]*>([^<]*)</td>", row.group(1)) == [
+        "export",
+        "max_running 1 per tenant",
+        "1",
+        "2",
+    ]
+    with env.client() as client:
+        assert "data-key" not in client.get("/tenants?partial=table").text
