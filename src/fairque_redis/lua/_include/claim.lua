@@ -473,9 +473,10 @@ local function fq_claim(q, argv, at)
       end
     end
     -- cdl: the claim's deadline; a lease that expires still at it never started (refund)
-    -- lc: a lease of a queue with limits (its end looks at the tenant's cap)
-    -- (written only with limits: until meta `lim` is set no lease ever had it, and it is
-    -- never unset, set_limits.lua; a reader tests it for '1')
+    -- lc: a lease of a queue with limits (its end looks at the tenant's cap): '1', or the
+    -- limit key scope it is counted in (its end gives the slot back, ADR 79). Written only
+    -- with limits (until meta `lim` or `klim` is set no lease ever had it); a lease end
+    -- turns a scope back into '1', and readers test for its presence
     local set
     if lc then
       set = FQ_PCALL('HSET', key, 'st', 'started', 'tok', argv[tokens_at + n],
