@@ -73,6 +73,18 @@ def test_the_documented_acl_user_runs_every_operation(valkey_server: Any) -> Non
         q.push_batch([Task.create("bob", payload={"n": n}) for n in range(3)])
         q.claim_batch(3, worker_id="w")
         q.get_tenant_limits("bob")
+        # limits by key (ADR 79): a cap, tasks parked and put back, a rate-held global key,
+        # the listing, a purge that takes parked tasks, a clear
+        q.set_key_limits("export", max_running=1)
+        q.set_key_limits("pay", rate=0.001, per_tenant=False)
+        q.push_batch([Task.create("dora", limit_key="export") for _ in range(3)])
+        q.push_batch([Task.create("dora", limit_key="pay") for _ in range(2)])
+        (held, paid) = q.claim_batch(5, ["dora"], worker_id="w")
+        q.finish(held, None)
+        assert q.get_key_limits("export").parked == {"dora": 1}
+        assert list(q.list_key_limits()) == ["export", "pay"]
+        assert q.purge_tenant("dora") >= 2
+        q.clear_key_limits("pay")
         # a waiter blocked before the finish (the notification path, not a read)
         waited = q.push(Task.create("carol", payload={}))
         got: list[object] = []

@@ -27,9 +27,9 @@ else
 end
 -- the key's scopes (a field `<x>|<t>` of ks:<key> names scope `<key>|<t>`), in order
 local seen, tenants = {}, {}
-local fields = FQ_CALL('HKEYS', fq_keylim_key(q, 'ks', k))
-for _, f in ipairs(fields) do
-  local t = FQ_SUB(f, 3)
+local fields = FQ_CALL('HGETALL', fq_keylim_key(q, 'ks', k)) -- (field, value, ...)
+for i = 1, #fields, 2 do
+  local t = FQ_SUB(fields[i], 3)
   if not seen[t] then
     seen[t] = true
     tenants[#tenants + 1] = t

@@ -41,8 +41,10 @@ fq_meta(q)
 if not q.lim_on then
   for _, lease in ipairs(FQ_CALL('ZRANGE', q.leases, 0, -1)) do
     local key = fq_task_key(q, lease)
-    -- (HSETNX: a lease counted under a limit key keeps its scope there, ADR 79)
-    if FQ_CALL('EXISTS', key) == 1 then FQ_CALL('HSETNX', key, 'lc', '1') end
+    -- (a lease counted under a limit key keeps its scope there, ADR 79)
+    if FQ_CALL('EXISTS', key) == 1 and not FQ_CALL('HGET', key, 'lc') then
+      FQ_CALL('HSET', key, 'lc', '1')
+    end
   end
   FQ_CALL('HSET', q.meta, 'lim', '1')
   q.lim_on = true

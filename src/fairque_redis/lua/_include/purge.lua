@@ -58,11 +58,15 @@ end
 -- order, their scopes in order, each in push order; returns how many
 function FQ_KEYLIM.purge(q, u)
   local n = 0
-  local keys = FQ_CALL('HKEYS', fq_keylim_key(q))
+  local keys = {}
+  local all = FQ_CALL('HGETALL', fq_keylim_key(q)) -- (key, record, ...; HGETALL: the ACL's)
+  for i = 1, #all, 2 do keys[#keys + 1] = all[i] end
   table.sort(keys)
   for _, k in ipairs(keys) do
     local tenants = {}
-    for _, f in ipairs(FQ_CALL('HKEYS', fq_keylim_key(q, 'ks', k))) do
+    local fields = FQ_CALL('HGETALL', fq_keylim_key(q, 'ks', k))
+    for i = 1, #fields, 2 do
+      local f = fields[i]
       local t = FQ_SUB(f, 3)
       if FQ_SUB(f, 1, 2) == 'p|' and (u == nil or t == u or t == '') then
         tenants[#tenants + 1] = t
