@@ -230,8 +230,11 @@ local function fq_drop_lease(q, r, fields, unlease, keep_token)
     r.token = ''
   end
   if r.limited then
-    fq_limits_lease_ended(q, r.tenant)
-    if r.lc and r.lc ~= '1' then FQ_KEYLIM.lease_ended(q, r, args) end -- ADR 79
+    -- (a lease counted under a limit key looks at its tenant only while tenant limits are
+    -- in use, as the model's lease end)
+    local scoped = r.lc and r.lc ~= '1'
+    if not scoped or fq_limits_on(q) then fq_limits_lease_ended(q, r.tenant) end
+    if scoped then FQ_KEYLIM.lease_ended(q, r, args) end -- ADR 79
   end
   FQ_CALL('HSET', r.key or fq_task_key(q, r.id), unpack(args))
 end
