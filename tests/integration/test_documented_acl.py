@@ -79,7 +79,7 @@ def test_the_documented_acl_user_runs_every_operation(valkey_server: Any) -> Non
         q.set_key_limits("pay", rate=0.001, per_tenant=False)
         q.push_batch([Task.create("dora", limit_key="export") for _ in range(3)])
         q.push_batch([Task.create("dora", limit_key="pay") for _ in range(2)])
-        (held, paid) = q.claim_batch(5, ["dora"], worker_id="w")
+        (held, _paid) = q.claim_batch(5, ["dora"], worker_id="w")  # an export, a payment
         q.finish(held, None)
         assert q.get_key_limits("export").parked == {"dora": 1}
         assert list(q.list_key_limits()) == ["export", "pay"]
