@@ -203,6 +203,16 @@ def measure_push(
     for m in one:
         push(m)
     out: dict[str, float] = {"push": counter.dump() / calls}
+    if "push_plain" in functions:  # the plain push accelerator (ADR 80), the same pushes
+        plain = [messages(1) for _ in range(calls)]
+        client.fcall(GC_FUNCTION, 0)
+        counter.zero()
+        for m in plain:
+            call = planner.push(m)
+            reply = client.fcall(functions["push_plain"], len(keys), *keys, *call.args)
+            assert reply == [1], reply
+        out["push_plain"] = counter.dump() / calls
+        calls *= 2  # for the count of `pushed` below
     batches = [messages(batch) for _ in range(2)]
     push(messages(batch))  # warm: the batch's table sizes
     client.fcall(GC_FUNCTION, 0)
@@ -335,9 +345,15 @@ def main() -> None:
     fmt = "{:>8,.2f}" if opts.timed else "{:>9,.0f}"
     for tenants in opts.tenants:
         print(f"  {tenants} tenants")
-        for op in ("push", "push_batch") if opts.push else ("claim", "finish", "finish_claim"):
+        ops = ("push", "push_plain", "push_batch") if opts.push else ()
+        for op in ops or ("claim", "finish", "finish_claim"):
             line = f"    {op:<13}"
+            if any(op not in m for name in builds for m in results[(tenants, name)]):
+                continue  # a build without the plain push (ADR 80)
             per = {name: [m[op] for m in results[(tenants, name)]] for name in builds}
+            if op == "push_plain":
+                rows = results[(tenants, "this tree")]
+                line += f" plain/push x{statistics.fmean(m[op] / m['push'] for m in rows):.3f}"
             for name, values in per.items():
                 mid = statistics.median(values) if opts.timed else statistics.fmean(values)
                 line += f" {name} " + fmt.format(mid)
