@@ -2,9 +2,11 @@
 --[[ push_plain: the plain push accelerator (ADR 80; docs/performance.md, switch `plain_push`).
 
   The push of ONE message that needs none of push.lua's other paths: a new task id, ready now
-  (delay <= 0), no dependencies, no unique key, on a queue without limits. Same KEYS and ARGV
-  as push.lua with N = 1 (the client sends the very arguments it would send to push), and the
-  same reply ({1}: stored), writes and counts when it stores.
+  (delay <= 0), no dependencies, no unique key, on a queue without limits.
+
+  KEYS[1] meta  KEYS[2] stats  KEYS[3] tiers  KEYS[4] delayed  KEYS[5] leases  KEYS[6] dlq
+  ARGV: push.lua's with N = 1 (the client sends the very arguments it would send to push)
+  Returns: {1} (stored: push.lua's reply, writes and counts), or -1 (referred, see below)
 
   Anything else is not decided here: the script returns -1 before its first write (nothing
   written, only reads made), and the client sends the same arguments to push.lua, which gives
