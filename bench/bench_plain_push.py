@@ -13,7 +13,12 @@ the sides run in the same few seconds of a shared machine's load:
 - ``on`` / ``off``: ``FairQueue.push(Task.create(f"tenant-{i % T}", payload={"t": ...}))``, as
   ``bench/peers/fairque_peer.py`` pushes in ``compare.py``'s ``enqueue_one``;
 - ``huey``: ``noop(i, time.time())`` on a ``RedisHuey`` (one ``LPUSH`` per call; skipped when
-  huey is not installed: run with ``--with huey==3.5.4`` as above).
+  huey is not installed: run with ``--with huey==3.5.4`` as above);
+- ``floor``: the floor of a push that keeps push.lua's checks and writes: the same client path
+  (``Task.create``, the engine's message, the plain call's arguments) sent by redis-py to a
+  function that runs the 12 commands of ``push_plain.lua``'s common case on a queue of its own
+  with constant Lua around them (no checks of the replies, no numbering, no formatting);
+- ``rpush``: ``RPUSH`` of a 150-byte entry through redis-py, the round trip any push pays.
 
 Per side it prints the wall µs per push, the server's time per push inside the script calls
 (INFO commandstats: FCALL and EVALSHA ``usec``, inner commands included), the commands per push
@@ -35,11 +40,36 @@ from typing import Any
 import redis
 
 from fairque_core import FairQueue, Task
+from fairque_core.app.engine.messages import to_message
 from fairque_core.settings.accel import Accelerators
 from fairque_redis.backends.backend import RedisBackend
 from fairque_redis.servers.embedded import EmbeddedValkey
 
 SCRIPT_CALLS = ("cmdstat_fcall", "cmdstat_evalsha")
+# the 12 commands of push_plain.lua's common case, nothing else (the ``floor`` side)
+FLOOR = r"""#!lua name=fq_bench_plain_floor
+local C
+redis.register_function('fq_bench_plain_floor', function(KEYS, ARGV)
+  C = redis.call
+  local p = string.sub(KEYS[1], 1, #KEYS[1] - 4)
+  local id, u = ARGV[9], ARGV[10]
+  local t = C('TIME')
+  C('ZINTERCARD', 7, KEYS[3], KEYS[4], KEYS[5], KEYS[6], p .. 'tenants', p .. 'parked',
+    p .. 'active:0', 'LIMIT', 1)
+  C('HMGET', KEYS[1], 'vtime', 'seq', 'ready', 'act', 'lim')
+  C('LLEN', p .. 'wake')
+  C('HMGET', p .. 'task:' .. id, 'st', 'exp', 'u')
+  C('ZCARD', p .. 'n:' .. u)
+  C('HLEN', p .. 'tenant:' .. u)
+  C('HINCRBY', KEYS[2], 'pushed', 1)
+  C('HSET', p .. 'task:' .. id, 'u', u, 'p', ARGV[11], 'b', ARGV[14], 'm', ARGV[13], 'rc', '0',
+    'seq', '1', 'st', 'queued', 'rd', t[1], 'due', t[1], 'dms', ARGV[12], 'rec', '0')
+  C('ZADD', p .. 'n:' .. u, t[1], '0000000000000001' .. id)
+  C('HINCRBY', p .. 'ts:' .. u, 'pushed', 1)
+  C('HSET', KEYS[1], 'seq', '1', 'ready', '1')
+  return {1}
+end)
+"""
 
 
 def _stats(client: redis.Redis) -> tuple[int, int, float]:
@@ -77,6 +107,19 @@ def main() -> None:
             )
 
         sides: dict[str, Callable[[int], Any]] = {name: fairque(q) for name, q in queues.items()}
+        client.function_load(FLOOR, replace=True)
+        floor = FairQueue(RedisBackend.from_url(server.url, queue="floor"))
+        planner, anchors = floor._backend._planner, floor._backend._planner.anchors
+
+        def floor_push(i: int) -> Any:
+            task = Task.create(f"tenant-{i % tenants}", payload={"t": time.time()})
+            call = planner.plain([to_message(task, floor._plugins, floor._config)])
+            assert call is not None
+            return client.fcall("fq_bench_plain_floor", len(anchors), *anchors, *call.args)
+
+        sides["floor"] = floor_push
+        entry = b"e" * 150
+        sides["rpush"] = lambda i: client.execute_command("RPUSH", "bench-rpush", entry)
         try:
             from huey import RedisHuey
         except ImportError:
@@ -131,9 +174,10 @@ def main() -> None:
     print(f"  script us on/off {ratio(lambda r: r['on']['us'] / r['off']['us'])}")
     print(f"  server cpu on/off {ratio(lambda r: r['on']['cpu'] / r['off']['cpu'])}")
     print(f"  rate on/off {ratio(lambda r: r['off']['s'] / r['on']['s'])}")
+    print(f"  script us floor/off {ratio(lambda r: r['floor']['us'] / r['off']['us'])}")
     if "huey" in names:
-        print(f"  rate on/huey {ratio(lambda r: r['huey']['s'] / r['on']['s'])}")
-        print(f"  rate off/huey {ratio(lambda r: r['huey']['s'] / r['off']['s'])}")
+        for name in ("on", "off", "floor", "rpush"):
+            print(f"  rate {name}/huey {ratio(lambda r, n=name: r['huey']['s'] / r[n]['s'])}")
     print(f"load at the end {os.getloadavg()[0]:.2f}")
 
 
