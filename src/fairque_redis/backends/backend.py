@@ -112,7 +112,6 @@ class RedisBackend(WaitMixin, EventsMixin):
             clock,
             token_source if token_source is not None else random_token,
         )
-        self._planner.plain_push = accel.on("plain_push")  # push_plain.lua first (ADR 80)
         library = library_for(fast) if co.script_mode(scripts) == "functions" else None
         self._scripts: dict[str, Script] = {  # Redis Functions or EVALSHA (ADR 41)
             name: Script(client, source, mode=scripts, library=library)
@@ -124,6 +123,7 @@ class RedisBackend(WaitMixin, EventsMixin):
         self._allow_eviction = allow_eviction
         # durability="replicated": writes wait for a replica (ADR 33); None waits for nothing
         self._replicas = replica_waiter(client, Durability.of(durability), queue)
+        self._planner.plain_push = accel.on("plain_push") and self._replicas is None  # ADR 80
         self._pipelines_claims = not isinstance(client, RedisCluster) and not (
             self._replicas and self._replicas.waits_after("claim")
         )

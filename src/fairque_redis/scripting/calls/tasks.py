@@ -89,7 +89,8 @@ class TaskCalls(CallsBase):
 
         return Call("push", args, parse)
 
-    #: The plain push accelerator is on (ADR 80, switch ``plain_push``; the backend sets it).
+    #: The plain push accelerator is on (ADR 80, switch ``plain_push``; the backend sets it,
+    #: and leaves it off where a write waits for a replica: a referral would wait too).
     plain_push = False
     # pushes sent to push.lua directly after push_plain.lua referred one there
     _plain_skip = 0
