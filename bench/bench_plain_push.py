@@ -69,6 +69,17 @@ redis.register_function('fq_bench_plain_floor', function(KEYS, ARGV)
   C('HSET', KEYS[1], 'seq', '1', 'ready', '1')
   return {1}
 end)
+-- the least write of a record: its hash, the queue member, meta's sequence (no check, no count)
+redis.register_function('fq_bench_plain_writes', function(KEYS, ARGV)
+  C = redis.call
+  local p = string.sub(KEYS[1], 1, #KEYS[1] - 4)
+  local id, u = ARGV[9], ARGV[10]
+  C('HSET', p .. 'task:' .. id, 'u', u, 'p', ARGV[11], 'b', ARGV[14], 'm', ARGV[13], 'rc', '0',
+    'seq', '1', 'st', 'queued', 'rd', '1', 'due', '1', 'dms', ARGV[12], 'rec', '0')
+  C('ZADD', p .. 'n:' .. u, 1, '0000000000000001' .. id)
+  C('HSET', KEYS[1], 'seq', '1')
+  return {1}
+end)
 """
 
 

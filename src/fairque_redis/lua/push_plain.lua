@@ -77,30 +77,29 @@ if size == 0 then
     score_s = false}
   fq_push_ready(q, pc, key, id, u, p, ps, dmss, ARGV[13], body)
   fq_close(q)
-  return {1}
-end
-
--- fq_push_ready and fq_close for a tenant that has ready work (so, without limits, active):
--- the record, the tenant's queue, the counts, meta, the wake signal
-local seq_s = fq_int(seq + 1)
-local now_s = fq_int(now)
-FQ_CALL('HSET', key, 'u', u, 'p', ps, 'b', body, 'm', ARGV[13], 'rc', '0',
-  'seq', seq_s, 'st', 'queued', 'rd', now_s, 'due', now_s, 'dms', dmss, 'rec', '0')
-if critical then
-  FQ_CALL('RPUSH', queue, id)
 else
-  FQ_CALL('ZADD', queue, fq_int(fq_score(p, now, FQ_TONUMBER(ARGV[3]))),
-    FQ_SEQ_PADS[#seq_s] .. seq_s .. id)
+  -- fq_push_ready and fq_close for a tenant that has ready work (so, without limits, active):
+  -- the record, the tenant's queue, the counts, meta, the wake signal
+  local seq_s = fq_int(seq + 1)
+  local now_s = fq_int(now)
+  FQ_CALL('HSET', key, 'u', u, 'p', ps, 'b', body, 'm', ARGV[13], 'rc', '0',
+    'seq', seq_s, 'st', 'queued', 'rd', now_s, 'due', now_s, 'dms', dmss, 'rec', '0')
+  if critical then
+    FQ_CALL('RPUSH', queue, id)
+  else
+    FQ_CALL('ZADD', queue, fq_int(fq_score(p, now, FQ_TONUMBER(ARGV[3]))),
+      FQ_SEQ_PADS[#seq_s] .. seq_s .. id)
+  end
+  if FQ_PCALL('HINCRBY', fq_tenant_stats_key(k, u), 'pushed', 1) == 1 then
+    FQ_CALL('ZADD', fq_tenants_key(k), 'NX', now_s, u)
+  end
+  -- meta's four numbers as fq_close writes them, a field left out when it holds that text
+  local vtime_s, ready_s, act_s = fq_int(vtime), fq_int(ready + 1), fq_int(act)
+  if m[1] == vtime_s and m[4] == act_s then
+    FQ_CALL('HSET', meta, 'seq', seq_s, 'ready', ready_s)
+  else
+    FQ_CALL('HSET', meta, 'vtime', vtime_s, 'seq', seq_s, 'ready', ready_s, 'act', act_s)
+  end
+  fq_signal(wake_key, wake_len)
 end
-if FQ_PCALL('HINCRBY', fq_tenant_stats_key(k, u), 'pushed', 1) == 1 then
-  FQ_CALL('ZADD', fq_tenants_key(k), 'NX', now_s, u)
-end
--- meta's four numbers as fq_close writes them, a field left out when it holds that text
-local vtime_s, ready_s, act_s = fq_int(vtime), fq_int(ready + 1), fq_int(act)
-if m[1] == vtime_s and m[4] == act_s then
-  FQ_CALL('HSET', meta, 'seq', seq_s, 'ready', ready_s)
-else
-  FQ_CALL('HSET', meta, 'vtime', vtime_s, 'seq', seq_s, 'ready', ready_s, 'act', act_s)
-end
-fq_signal(wake_key, wake_len)
 return {1}
