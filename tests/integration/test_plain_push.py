@@ -316,3 +316,37 @@ def test_arguments_push_lua_would_judge_are_referred(
     before = plain_side.snapshot()
     assert backend._run(Call("push", args, call.parse, runs="push_plain")) is False
     assert plain_side.snapshot() == before
+
+
+def test_the_async_backend_and_the_engine_use_it(
+    valkey_server: EmbeddedValkey, command_counter: Any
+) -> None:
+    """``AsyncFairQueue.push`` (the coalescer's call of one) and ``AsyncRedisBackend.push`` run
+    the plain push: the FCALL and 11 commands (with the test's clock), push.lua would run 12."""
+    import asyncio
+
+    from fairque_core import AsyncFairQueue, Task
+    from fairque_redis.backends.backend_async import AsyncRedisBackend
+
+    name = f"pp-{uuid.uuid4().hex[:8]}"
+    raw = redis.Redis.from_url(valkey_server.url)
+
+    async def scenario() -> None:
+        backend = AsyncRedisBackend.from_url(
+            valkey_server.url, queue=name, clock=lambda: 1_800_000_000.0
+        )
+        async with AsyncFairQueue(backend) as queue:
+            await queue.push(Task.create("t1", payload={"n": 1}))  # activates t1
+            before = command_counter(raw)
+            handle = await queue.push(Task.create("t1", payload={"n": 2}))
+            assert command_counter(raw) - before == 12
+            assert not handle.duplicate
+            before = command_counter(raw)
+            assert await backend.push(_message_of("direct")) is True
+            assert command_counter(raw) - before == 12
+
+    try:
+        asyncio.run(scenario())
+        assert raw.hget(f"fq:{{{name}}}:stats", "pushed") == b"3"
+    finally:
+        raw.close()
