@@ -88,7 +88,11 @@ class Side:
 
 
 def _message(draw: Any) -> Message:
-    extra = draw(st.sampled_from(["plain"] * 6 + ["delay", "past", "unique", "dep", "big"]))
+    extra = draw(
+        st.sampled_from(
+            ["plain"] * 6 + ["delay", "past", "unique", "dep", "big", "nokeep", "expires"]
+        )
+    )
     return Message(
         task_id=draw(st.sampled_from(IDS)),
         tenant=draw(st.sampled_from(TENANTS)),
@@ -98,6 +102,8 @@ def _message(draw: Any) -> Message:
         unique_key="k1" if extra == "unique" else "",
         unique_window=1.0 if extra == "unique" else 0.0,
         depends_on=(draw(st.sampled_from(IDS)),) if extra == "dep" else (),
+        keep_result=extra != "nokeep",
+        expires_ms=1_800_000_060_000 if extra == "expires" else 0,
     )
 
 

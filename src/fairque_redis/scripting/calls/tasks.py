@@ -97,8 +97,8 @@ class TaskCalls(CallsBase):
 
     def plain(self, messages: Sequence[Message]) -> Call[bool] | None:
         """The plain push accelerator's call (ADR 80) for ``messages`` when that is one
-        message plain here (valid plain values, no dependency, unique key or expiry, not
-        delayed), else None (``plain_push`` off too). ``push_one``'s arguments, run by
+        message without dependency or unique key, not delayed, else None (``plain_push`` off
+        too); a message ``push_one`` refuses raises here as there. ``push_one``'s arguments, run by
         ``push_plain.lua``; its answer: True (stored), or False when the script referred the
         push to ``push.lua`` (a condition only the server sees, nothing written): the caller
         sends it there. Named ``push``: its errors and registry entry are push's. After a
@@ -109,8 +109,10 @@ class TaskCalls(CallsBase):
             self._plain_skip -= 1
             return None
         message = messages[0]
-        if not plain_message(message, self.config.max_payload_bytes):
+        if message.depends_on or message.unique_key:
             return None
+        if not plain_message(message, self.config.max_payload_bytes):
+            self.check_message(message)  # push_one's check (keep_result, expiry: plain here)
         fields = _fields(message)
         if fields[3] > 0:  # delayed: push.lua schedules it
             return None
