@@ -8,7 +8,9 @@ hold ready work (a warm-up push each, so every timed push is the common one: an 
 no limits, no unique key, no dependency): one queue's backend built with every accelerator on,
 the other's with ``plain_push`` off (``push.lua`` for every push). Each round runs ``B`` blocks
 of ``N`` one-by-one pushes of each side, the sides' order rotating from block to block, so that
-the sides run in the same few seconds of a shared machine's load:
+the sides run in the same few seconds of a shared machine's load (``--idle``: every push goes to
+a new tenant instead, which it activates: the push of an idle queue; the ``floor`` side still
+runs the common case's commands):
 
 - ``on`` / ``off``: ``FairQueue.push(Task.create(f"tenant-{i % T}", payload={"t": ...}))``, as
   ``bench/peers/fairque_peer.py`` pushes in ``compare.py``'s ``enqueue_one``;
@@ -98,6 +100,11 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=500, help="pushes per block")
     parser.add_argument("--blocks", type=int, default=4, help="blocks per side and round")
     parser.add_argument("--tenants", type=int, default=100, help="tenants, each with ready work")
+    parser.add_argument(
+        "--idle",
+        action="store_true",
+        help="every push to a tenant of its own, new (so activated): the idle queue's push",
+    )
     opts = parser.parse_args()
     tenants = opts.tenants
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {os.getloadavg()[0]:.2f}")
@@ -112,10 +119,13 @@ def main() -> None:
             ),
         }
 
+        serial = iter(range(10**9))
+
+        def tenant(i: int) -> str:
+            return f"idle-{next(serial)}" if opts.idle else f"tenant-{i % tenants}"
+
         def fairque(queue: FairQueue) -> Callable[[int], Any]:
-            return lambda i: queue.push(
-                Task.create(f"tenant-{i % tenants}", payload={"t": time.time()})
-            )
+            return lambda i: queue.push(Task.create(tenant(i), payload={"t": time.time()}))
 
         sides: dict[str, Callable[[int], Any]] = {name: fairque(q) for name, q in queues.items()}
         client.function_load(FLOOR, replace=True)
@@ -123,7 +133,7 @@ def main() -> None:
         planner, anchors = floor._backend._planner, floor._backend._planner.anchors
 
         def floor_push(i: int) -> Any:
-            task = Task.create(f"tenant-{i % tenants}", payload={"t": time.time()})
+            task = Task.create(tenant(i), payload={"t": time.time()})
             call = planner.plain([to_message(task, floor._plugins, floor._config)])
             assert call is not None
             return client.fcall("fq_bench_plain_floor", len(anchors), *anchors, *call.args)
