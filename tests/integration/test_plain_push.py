@@ -51,9 +51,17 @@ def second_valkey() -> Iterator[EmbeddedValkey]:
 class Side:
     """One server's queue and backend; ``plain`` says whether the accelerator is on."""
 
-    def __init__(self, url: str, name: str, now: list[float], *, plain: bool) -> None:
+    def __init__(
+        self,
+        url: str,
+        name: str,
+        now: list[float],
+        *,
+        plain: bool,
+        off: frozenset[str] = frozenset(),
+    ) -> None:
         serial = iter(range(10**9))
-        accel = Accelerators() if plain else Accelerators(off={"plain_push"})
+        accel = Accelerators(off=off if plain else off | {"plain_push"})
         self.raw = redis.Redis.from_url(url)
         self.name = name
         self.backend = RedisBackend.from_url(
@@ -212,10 +220,12 @@ def _outcome(side: Side, step: tuple[Any, ...]) -> Any:
         return ("error", type(exc).__name__, str(exc))
 
 
-def _run_both(url_on: str, url_off: str, ops: list[tuple[Any, ...]]) -> None:
+def _run_both(
+    url_on: str, url_off: str, ops: list[tuple[Any, ...]], off: frozenset[str] = frozenset()
+) -> None:
     name = f"pp-{uuid.uuid4().hex[:8]}"
     now = [1_800_000_000.0]
-    on = Side(url_on, name, now, plain=True)
+    on = Side(url_on, name, now, plain=True, off=off)
     off = Side(url_off, name, now, plain=False)
     try:
         for step in ops:
@@ -245,12 +255,14 @@ def _plain(task_id: str, tenant: str, priority: Priority = Priority.NORMAL) -> M
     return Message(task_id=task_id, tenant=tenant, priority=priority, body=b"{}")
 
 
+@pytest.mark.parametrize("scripts", ["functions", "eval"])
 @pytest.mark.parametrize("damage", DAMAGES)
 def test_each_damage_on_and_off(
-    valkey_server: EmbeddedValkey, second_valkey: EmbeddedValkey, damage: str
+    valkey_server: EmbeddedValkey, second_valkey: EmbeddedValkey, damage: str, scripts: str
 ) -> None:
     """Each damage, then plain pushes of a tenant with ready work (normal and critical), of
-    one without, of a new one; then the repair and the same pushes again."""
+    one without, of a new one; then the repair and the same pushes again. The plain push run
+    as a Redis Function and by EVALSHA (``functions`` off on the side with it on)."""
     warm = [("push", _plain("a", "t1")), ("push", _plain("b", "t1", Priority.CRITICAL))]
     pushes = [
         ("push", _plain("c", "t1")),
@@ -263,6 +275,7 @@ def test_each_damage_on_and_off(
         valkey_server.url,
         second_valkey.url,
         [*warm, ("damage", damage), *pushes, ("repair",), *again],
+        frozenset() if scripts == "functions" else frozenset({"functions"}),
     )
 
 
