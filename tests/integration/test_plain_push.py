@@ -5,12 +5,15 @@ writes as push.lua does.
   with every accelerator on, the other with ``plain_push`` off (push.lua for every push), the
   same clock and lease tokens. Hypothesis drives both through the same sequence of pushes
   (plain and not: duplicates, ids another tenant holds, delays, unique keys, dependencies,
-  priorities, bodies over the limit; by ``push`` and by the engine's ``push_batch_detailed``),
+  priorities, bodies over the limit, results not kept, expiries; by ``push`` and by the
+  engine's ``push_batch_detailed``),
   limits set, tenants paused and resumed, claims and finishes (tenants left without ready work,
   records with an expiry), the clock moved on, keys damaged (another type, a counter that is
   not a number) and repaired. After every step the two answers (or errors, type and text) are
-  equal, and so is every key of the queue, byte for byte (``DUMP``).
-* What it runs: 12 commands for a tenant with ready work, push.lua never called; and a
+  equal, and so is every key of the queue, byte for byte (``DUMP``). Each damage also alone,
+  with the plain push run as a Redis Function and by EVALSHA.
+* What it runs: push.lua's commands less one for a tenant with ready work (12 on the server's
+  clock, 11 on the test's), push.lua never called, also from the async backend and engine; a
   referral (-1) writes nothing, push.lua then storing as it would have.
 """
 
