@@ -20,7 +20,11 @@ as one function library, ADR 41), and for each build and each tenant count:
 ``--push`` counts the producer's side instead (tenants default 100): a queue whose tenants all
 hold a ready task, then ``C`` (default 200) one-message pushes (``RedisBackend.push``'s call:
 a ready NORMAL task, no unique key, no limits), printed per call, and two ``push_batch`` of
-``N`` (default 1,000) messages, printed per message.
+``N`` (default 1,000) messages, printed per message. A build with the plain push (ADR 80) also
+counts ``C`` calls of ``push_plain`` with the same kind of message, and two floors on a queue of
+their own, called with the same arguments (``bench_plain_push.FLOOR``): ``floor``, the twelve
+commands of push_plain's common case with no Lua around them, and ``writes``, the least write
+of a record (its hash, the queue member, meta's sequence); each with its ratio to ``push``.
 
 ``--compare`` takes another tree's ``src`` directory, or a git ref (e.g. ``HEAD``), which is
 extracted with ``git archive`` to a temporary directory; that build's function library is
@@ -56,6 +60,7 @@ from _callgrind import (
     library_in,
     old_src,
 )
+from bench_plain_push import FLOOR
 
 from fairque_core import Message, Priority
 from fairque_core.domain.models import Claimed
@@ -203,6 +208,27 @@ def measure_push(
     for m in one:
         push(m)
     out: dict[str, float] = {"push": counter.dump() / calls}
+    if "push_plain" in functions:  # the plain push accelerator (ADR 80), the same pushes
+        plain = [messages(1) for _ in range(calls)]
+        client.fcall(GC_FUNCTION, 0)
+        counter.zero()
+        for m in plain:
+            call = planner.push(m)
+            reply = client.fcall(functions["push_plain"], len(keys), *keys, *call.args)
+            assert reply == [1], reply
+        out["push_plain"] = counter.dump() / calls
+        # the floors (bench_plain_push.FLOOR): push_plain's 12 commands alone, and the least
+        # write of a record, with the same arguments, on a queue of their own
+        floor_keys = [key.replace(f"{{{queue}}}", "{irfloor}") for key in keys]
+        for name in ("fq_bench_plain_floor", "fq_bench_plain_writes"):
+            floor = [messages(1) for _ in range(calls)]
+            client.fcall(GC_FUNCTION, 0)
+            counter.zero()
+            for m in floor:
+                call = planner.push(m)
+                client.fcall(name, len(keys), *floor_keys, *call.args)
+            out[name.removeprefix("fq_bench_plain_")] = counter.dump() / calls
+        calls *= 2  # for the count of `pushed` below
     batches = [messages(batch) for _ in range(2)]
     push(messages(batch))  # warm: the batch's table sizes
     client.fcall(GC_FUNCTION, 0)
@@ -228,6 +254,7 @@ def run_builds(
     for code, _ in builds.values():
         client.function_load(code, replace=True)
     client.function_load(GC_LIBRARY, replace=True)
+    client.function_load(FLOOR, replace=True)
     client.close()
     results: dict[tuple[int, str], list[dict[str, float]]] = {}
     for tenants in opts.tenants:
@@ -335,9 +362,15 @@ def main() -> None:
     fmt = "{:>8,.2f}" if opts.timed else "{:>9,.0f}"
     for tenants in opts.tenants:
         print(f"  {tenants} tenants")
-        for op in ("push", "push_batch") if opts.push else ("claim", "finish", "finish_claim"):
+        ops = ("push", "push_plain", "floor", "writes", "push_batch") if opts.push else ()
+        for op in ops or ("claim", "finish", "finish_claim"):
             line = f"    {op:<13}"
+            if any(op not in m for name in builds for m in results[(tenants, name)]):
+                continue  # a build without the plain push (ADR 80)
             per = {name: [m[op] for m in results[(tenants, name)]] for name in builds}
+            if op in ("push_plain", "floor", "writes"):
+                rows = results[(tenants, "this tree")]
+                line += f" /push x{statistics.fmean(m[op] / m['push'] for m in rows):.3f}"
             for name, values in per.items():
                 mid = statistics.median(values) if opts.timed else statistics.fmean(values)
                 line += f" {name} " + fmt.format(mid)

@@ -14,13 +14,16 @@ scripts in a temporary directory and runs a drain on it:
   reads ``os.clock()`` (the server process's CPU time) before and after the call, and adds the
   time to the helper's *inclusive* total and, minus the time of the wrapped helpers it called,
   to its *self* total;
-- the claim, finish, finish_claim and push scripts time their whole body too, and write the
-  totals into a hash (``fqprof``, HINCRBYFLOAT) before they return; the bench reads it.
+- the claim, finish, finish_claim, push and push_plain scripts time their whole body too, and
+  write the totals into a hash (``fqprof``, HINCRBYFLOAT) before they return; the bench reads
+  it.
 
 A drain of ``--tasks`` no-op tasks over ``T`` tenants (push_batch of 1,000, then claims of
 ``--batch`` and finish_claim calls of ``--batch``, one client) runs per tenant count, and
-``--push`` one-message pushes (100 active tenants). Printed: µs per task (or push) for each
-helper, inclusive and self, with calls per task, the ``top`` by self time first.
+``--push`` one-message pushes (100 active tenants; through the plain push, ``push_plain``,
+unless ``FAIRQUE_ACCEL_OFF=plain_push`` sends them to push.lua, ADR 80). Printed: µs per task
+(or push) for each helper, inclusive and self, with calls per task, the ``top`` by self time
+first.
 
 What the figures are and are not:
 
@@ -52,7 +55,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPTS = ("claim", "finish", "finish_claim", "push")
+SCRIPTS = ("claim", "finish", "finish_claim", "push", "push_plain")
 
 # the profiler, put at the top of the root include (keys.lua): every other include depends on
 # it, so the resolver orders it first. FQP.child: the wrapped time of the running helper's

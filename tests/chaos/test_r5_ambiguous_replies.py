@@ -99,7 +99,7 @@ def test_r5_swallowed_push_and_claim_replies(
     config = QueueConfig(name=queue_name, lease_seconds=LEASE)
     backend = producer_backend(client, proxy.url, proxy.port, config)
     queue = FairQueue(backend)
-    push_ids = script_ids(backend, "push")
+    push_ids = script_ids(backend, "push", "push_plain")  # the plain push too (ADR 80)
     claim_ids = script_ids(backend, "claim", "finish_claim")
     rng = random.Random(seed)
 

@@ -44,12 +44,15 @@ def test_every_multi_line_helper_is_wrapped(profiled: tuple[ModuleType, Path, in
 
 
 def test_the_profiling_build_runs_and_names_the_helpers(
-    profiled: tuple[ModuleType, Path, int],
+    profiled: tuple[ModuleType, Path, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tool, src, _ = profiled
+    monkeypatch.delenv("FAIRQUE_ACCEL_OFF", raising=False)
     with EmbeddedValkey() as server:
         probe = tool.run_child(src, server.url, "probe", 1, 1, 1, "p")["probe"]
         drain = tool.run_child(src, server.url, "drain", 3, 10, 60, "t")
+        plain = tool.run_child(src, server.url, "push", 3, 1, 5, "p")
+        monkeypatch.setenv("FAIRQUE_ACCEL_OFF", "plain_push")  # push.lua (ADR 80's switch)
         push = tool.run_child(src, server.url, "push", 3, 1, 5, "t")
     assert 0 < probe < 1e-3  # seconds per wrapped call: positive, far below a millisecond
     assert drain["done"] == 60
@@ -59,6 +62,7 @@ def test_the_profiling_build_runs_and_names_the_helpers(
     assert found["fq_claim"][2] >= 6
     assert found["fq_finish"][2] >= 5
     assert found["fq_claim"][0] > 0
+    assert tool.figures(plain)["SCRIPT push_plain"][2] == 5  # the plain push, on by default
     pushes = tool.figures(push)
     assert pushes["SCRIPT push"][2] == 5
     assert pushes["fq_push_ready"][2] == 5

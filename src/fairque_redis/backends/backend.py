@@ -73,9 +73,9 @@ class RedisBackend(WaitMixin, EventsMixin):
 
     ``accel`` (default: ``Accelerators.from_env()``, read once, here) turns accelerators off
     for this backend's scripts: ``functions`` off runs them by EVALSHA, ``claim_view`` off
-    builds the claim with the plain include (ADR 65). ``intake_entries`` encodes
-    ``push_intake``'s messages (default: the reference encoder; a composition root plugs the
-    intake client's).
+    builds the claim with the plain include, ``plain_push`` off sends every push to push.lua
+    (ADR 65, 80). ``intake_entries`` encodes ``push_intake``'s messages (default: the reference
+    encoder; a composition root plugs the intake client's).
 
     The ``maxmemory-policy`` is watched after connect (:mod:`fairque_redis.servers.watch`):
     checked again every ``server_check_interval`` seconds and after any failed call; while it
@@ -123,6 +123,7 @@ class RedisBackend(WaitMixin, EventsMixin):
         self._allow_eviction = allow_eviction
         # durability="replicated": writes wait for a replica (ADR 33); None waits for nothing
         self._replicas = replica_waiter(client, Durability.of(durability), queue)
+        self._planner.plain_push = accel.on("plain_push") and self._replicas is None  # ADR 80
         self._pipelines_claims = not isinstance(client, RedisCluster) and not (
             self._replicas and self._replicas.waits_after("claim")
         )
@@ -285,7 +286,7 @@ class RedisBackend(WaitMixin, EventsMixin):
             self._check_memory_policy(call.script, refuse=refuse)
         if call.registers and not self._registered:
             self._register_queue()
-        script = self._scripts.get(call.script)  # None: a plain command (the intake's RPUSH)
+        script = self._scripts.get(call.runs or call.script)  # None: a plain command (intake RPUSH)
         if call.writes and self._replicas and self._replicas.waits_after(call.script):
             return self._replicas.run(call, script, self._planner.anchors)
         try:
@@ -322,6 +323,8 @@ class RedisBackend(WaitMixin, EventsMixin):
 
     # ------------------------------------------------------------------ push and claim
     def push(self, message: Message) -> bool:
+        if (plain := self._planner.plain([message])) and self._run(plain) is True:
+            return True
         [created] = self._run(self._planner.push_one(message))
         return created
 
@@ -329,6 +332,8 @@ class RedisBackend(WaitMixin, EventsMixin):
         return self._run(self._planner.push(messages)) if messages else []
 
     def push_batch_detailed(self, messages: Sequence[Message]) -> list[tuple[bool, str]]:
+        if (plain := self._planner.plain(messages)) and self._run(plain) is True:
+            return [(True, messages[0].task_id)]
         return self._run(self._planner.push_detailed(messages)) if messages else []
 
     def claim(

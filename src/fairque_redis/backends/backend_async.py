@@ -6,8 +6,7 @@ Lua scripts, and redis-py exceptions are translated at one edge
 (:mod:`fairque_redis.backends.errors`).
 """
 
-# backend.py (RedisBackend) is generated from this file  # unasync: remove
-# by tools/gen_sync.py: edit here, then run it.  # unasync: remove
+# backend.py (RedisBackend) is generated from this file by tools/gen_sync.py  # unasync: remove
 
 from __future__ import annotations
 
@@ -73,9 +72,9 @@ class AsyncRedisBackend(AsyncWaitMixin, AsyncEventsMixin):
 
     ``accel`` (default: ``Accelerators.from_env()``, read once, here) turns accelerators off
     for this backend's scripts: ``functions`` off runs them by EVALSHA, ``claim_view`` off
-    builds the claim with the plain include (ADR 65). ``intake_entries`` encodes
-    ``push_intake``'s messages (default: the reference encoder; a composition root plugs the
-    intake client's).
+    builds the claim with the plain include, ``plain_push`` off sends every push to push.lua
+    (ADR 65, 80). ``intake_entries`` encodes ``push_intake``'s messages (default: the reference
+    encoder; a composition root plugs the intake client's).
 
     The ``maxmemory-policy`` is watched after connect (:mod:`fairque_redis.servers.watch`):
     checked again every ``server_check_interval`` seconds and after any failed call; while it
@@ -123,6 +122,7 @@ class AsyncRedisBackend(AsyncWaitMixin, AsyncEventsMixin):
         self._allow_eviction = allow_eviction
         # durability="replicated": writes wait for a replica (ADR 33); None waits for nothing
         self._replicas = replica_waiter(client, Durability.of(durability), queue)
+        self._planner.plain_push = accel.on("plain_push") and self._replicas is None  # ADR 80
         self._pipelines_claims = not isinstance(client, RedisCluster) and not (
             self._replicas and self._replicas.waits_after("claim")
         )
@@ -285,7 +285,7 @@ class AsyncRedisBackend(AsyncWaitMixin, AsyncEventsMixin):
             await self._check_memory_policy(call.script, refuse=refuse)
         if call.registers and not self._registered:
             await self._register_queue()
-        script = self._scripts.get(call.script)  # None: a plain command (the intake's RPUSH)
+        script = self._scripts.get(call.runs or call.script)  # None: a plain command (intake RPUSH)
         if call.writes and self._replicas and self._replicas.waits_after(call.script):
             return await self._replicas.run(call, script, self._planner.anchors)
         try:
@@ -322,6 +322,8 @@ class AsyncRedisBackend(AsyncWaitMixin, AsyncEventsMixin):
 
     # ------------------------------------------------------------------ push and claim
     async def push(self, message: Message) -> bool:
+        if (plain := self._planner.plain([message])) and await self._run(plain) is True:
+            return True
         [created] = await self._run(self._planner.push_one(message))
         return created
 
@@ -329,6 +331,8 @@ class AsyncRedisBackend(AsyncWaitMixin, AsyncEventsMixin):
         return await self._run(self._planner.push(messages)) if messages else []
 
     async def push_batch_detailed(self, messages: Sequence[Message]) -> list[tuple[bool, str]]:
+        if (plain := self._planner.plain(messages)) and await self._run(plain) is True:
+            return [(True, messages[0].task_id)]
         return await self._run(self._planner.push_detailed(messages)) if messages else []
 
     async def claim(

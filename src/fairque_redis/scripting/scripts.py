@@ -251,6 +251,7 @@ SCRIPTS: Mapping[str, ScriptSpec] = {
     spec.name: spec
     for spec in (
         ScriptSpec("push", allow_oom=False),
+        ScriptSpec("push_plain", allow_oom=False),  # the plain push accelerator (ADR 80)
         ScriptSpec("ingest"),
         ScriptSpec("claim"),
         ScriptSpec("heartbeat"),

@@ -60,6 +60,9 @@ class Call(Generic[T]):
     parse: Callable[[Any], T]
     writes: bool = True
     stores: bool = True
+    #: the script that runs the call when not ``script`` (the plain push, ADR 80: push_plain.lua
+    #: runs it, and its errors and registry entry are push's)
+    runs: str = ""
 
     @property
     def registers(self) -> bool:

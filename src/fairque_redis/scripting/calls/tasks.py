@@ -40,6 +40,10 @@ __all__ = ["TaskCalls", "plain_message"]
 
 log = logging.getLogger("fairque.redis")
 
+#: Pushes sent straight to push.lua after push_plain.lua referred one there (ADR 80): a queue
+#: with limits refers every push, and pays the extra call once in this many.
+PLAIN_PAUSE = 64
+
 
 class TaskCalls(CallsBase):
     """push, claim, cancel."""
@@ -84,6 +88,48 @@ class TaskCalls(CallsBase):
             raise AssertionError("unreachable")  # pragma: no cover
 
         return Call("push", args, parse)
+
+    #: The plain push accelerator is on (ADR 80, switch ``plain_push``; the backend sets it,
+    #: and leaves it off where a write waits for a replica: a referral would wait too).
+    plain_push = False
+    # pushes sent to push.lua directly after push_plain.lua referred one there
+    _plain_skip = 0
+
+    def plain(self, messages: Sequence[Message]) -> Call[bool] | None:
+        """The plain push accelerator's call (ADR 80) for ``messages`` when that is one
+        message without dependency or unique key, not delayed, else None (``plain_push`` off
+        too); a message ``push_one`` refuses raises here as there. ``push_one``'s arguments, run by
+        ``push_plain.lua``; its answer: True (stored), or False when the script referred the
+        push to ``push.lua`` (a condition only the server sees, nothing written): the caller
+        sends it there. Named ``push``: its errors and registry entry are push's. After a
+        referral the next :data:`PLAIN_PAUSE` pushes skip it (a queue with limits refers all)."""
+        if not self.plain_push or len(messages) != 1:
+            return None
+        if self._plain_skip:
+            self._plain_skip -= 1
+            return None
+        message = messages[0]
+        if message.depends_on or message.unique_key:
+            return None
+        if not plain_message(message, self.config.max_payload_bytes):
+            self.check_message(message)  # push_one's check (keep_result, expiry: plain here)
+        fields = _fields(message)
+        if fields[3] > 0:  # delayed: push.lua schedules it
+            return None
+        args = self.header()
+        args.append(1)
+        args += fields
+        return Call("push", args, self._plain_reply, runs="push_plain")
+
+    def _plain_reply(self, reply: Any) -> bool:
+        """push_plain.lua's reply: {1} stored, -1 referred to push.lua (see ``plain``)."""
+        if type(reply) is list and len(reply) == 1 and reply[0] == 1:
+            return True
+        if reply == -1:
+            self._plain_skip = PLAIN_PAUSE
+            return False
+        contract("push", False, reply)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def push_detailed(self, messages: Sequence[Message]) -> Call[list[tuple[bool, str]]]:
         """Per message ``(stored, holder)``: see the port's ``push_batch_detailed``."""
