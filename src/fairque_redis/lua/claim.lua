@@ -4,6 +4,9 @@
   KEYS[1] meta  KEYS[2] stats  KEYS[3] tiers  KEYS[4] delayed  KEYS[5] leases  KEYS[6] dlq
   (derived) task:<id> c:<tenant> n:<tenant> active:<tier> tenant:<t> ts:<t> intake
   intake:bad (first, up to 256 entries of the intake are ingested: _include/intake.lua)
+  KEYS[7] waiters  KEYS[8] hand:<nonce> (optional, both or neither: the claim behind a waiting
+  round's BLPOP, _include/fast/handoff.lua; a round a push took answers {now_ms, -1, the
+  handed reply or nil})
   ARGV[1..7] common header (see _include/core.lua)
   ARGV[8] worker id  ARGV[9] lease ms  ARGV[10] count  ARGV[11] 1 = groups follow, 0 = all
   then (groups) A, A assigned tenant ids, S, S steal tenant ids
@@ -21,8 +24,14 @@
   fq_claim_idle) returns {now_ms, 0} before the queue is opened and checked (ADR 59).
 ]]
 --- @include "_include/claim"
+--- @include "_include/fast/handoff"
 
 local now = fq_now(ARGV[1])
+-- a waiting round's claim (KEYS[7], KEYS[8]: ADR 81): a push may have claimed for it already
+if KEYS[8] ~= nil then
+  local handed = fq_hand_take(KEYS, now)
+  if handed ~= nil then return handed end
+end
 if fq_claim_idle(KEYS, now) then return {now, 0} end
 local q = fq_open(KEYS, ARGV, {meta = true}, now) -- reads meta anyway (q.paused): its type check
 local out = fq_claim(q, ARGV, 8)
