@@ -26,12 +26,12 @@
 --- @include "_include/claim"
 --- @include "_include/fast/handoff"
 
-local now = fq_now(ARGV[1])
 -- a waiting round's claim (KEYS[7], KEYS[8]: ADR 81): a push may have claimed for it already
 if KEYS[8] ~= nil then
-  local handed = fq_hand_take(KEYS, now)
+  local handed = fq_hand_take(KEYS)
   if handed ~= nil then return handed end
 end
+local now = fq_now(ARGV[1])
 if fq_claim_idle(KEYS, now) then return {now, 0} end
 local q = fq_open(KEYS, ARGV, {meta = true}, now) -- reads meta anyway (q.paused): its type check
 local out = fq_claim(q, ARGV, 8)

@@ -66,10 +66,10 @@ end
 
 -- the claim pipelined behind a waiting round's BLPOP (claim.lua, KEYS[7] waiters, KEYS[8] the
 -- round's own list): the round ends here. Still registered: nil (claim as usual). Taken by a
--- push: {now, -1, the handed reply or false when the BLPOP popped it already}
-local function fq_hand_take(keys, now)
+-- push: {0, -1, the handed reply or false when the BLPOP popped it already}
+local function fq_hand_take(keys)
   if FQ_PCALL('HDEL', keys[7], keys[8]) ~= 0 then return nil end
   local blob = FQ_PCALL('LPOP', keys[8])
   if FQ_TYPE(blob) ~= 'string' then blob = false end
-  return {now, -1, blob}
+  return {0, -1, blob}
 end
