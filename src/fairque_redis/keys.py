@@ -33,9 +33,6 @@ key                type    contents
 ``leases``         zset    leased task ids by lease deadline (ms)
 ``dlq``            zset    dead task ids by the time they died (ms)
 ``wake``           list    the wake signal: at most one token, BLPOPped by idle workers
-``waiters``        hash    idle workers' waiting rounds (ADR 81): ``hand:<nonce>`` -> the
-                           arguments of the claim a push makes for that worker
-``hand:<nonce>``   list    a waiting round's own list: the claim a push made for it (ADR 81)
 ``sched``          list    the schedule signal: at most one token, raised when the first due
                            time in ``delayed`` moves earlier (idle workers BLPOP it too)
 ``parked``         zset    tenants held by their rate limit (and ``|queue`` for the queue-wide
@@ -268,15 +265,6 @@ class KeySpace:
     def wake(self) -> str:
         """The wake signal (a list of at most one token); Lua builds it with ``fq_wake_key``."""
         return self.prefix + "wake"
-
-    @property
-    def waiters(self) -> str:
-        """Idle workers' waiting rounds (ADR 81): round's own list -> its claim's arguments."""
-        return self.prefix + "waiters"
-
-    def hand(self, nonce: str) -> str:
-        """A waiting round's own list (ADR 81): a push puts the claim it made for it here."""
-        return self.prefix + "hand:" + nonce
 
     @property
     def intake(self) -> str:

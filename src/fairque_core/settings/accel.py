@@ -35,7 +35,6 @@ NAMES: frozenset[str] = frozenset(
         "functions",  # fairque_redis/scripting/function_library.py: scripts as a function library
         "claim_view",  # lua/_include/fast/claim_view.lua: one read of the active set per claim
         "intake",  # fairque_redis/accel/intake.py: the intake client (push_intake's batching)
-        "wake_handoff",  # lua/_include/fast/handoff.lua: a push hands its task to a waiting worker
     }
 )
 

@@ -126,8 +126,6 @@ class RedisBackend(WaitMixin, EventsMixin):
         self._pipelines_claims = not isinstance(client, RedisCluster) and not (
             self._replicas and self._replicas.waits_after("claim")
         )
-        # an idle worker's wait registers a round a push can hand its claim to (ADR 81)
-        self._handing = self._pipelines_claims and accel.on("wake_handoff")
         # the maxmemory-policy, checked before the first call and watched after (issue 34)
         self.watch = ServerWatch(server_check_interval)
         self._polling = False

@@ -37,6 +37,5 @@ class BackendHost(Protocol):
 
     _polling: bool
     _pipelines_claims: bool
-    _handing: bool  # the hand-off's waiting rounds (ADR 81): on, and the claims pipelined
 
     def _run(self, call: Call[T]) -> T: ...

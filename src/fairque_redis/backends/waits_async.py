@@ -117,31 +117,13 @@ class AsyncWaitMixin(_Host):
         script = self._scripts[call.script]
         anchors = self._planner.anchors
         pipe = self._client.pipeline(transaction=False)
-        hand = self._hand_round(block, call.args) if self._handing else None
-        if hand is None:
-            wc.queue_round(pipe, keys, block, script=script, anchors=anchors, args=call.args)
-            with translate_errors(call.script, writes=True):
-                popped, reply = await pipe.execute(raise_on_error=False)
-        else:  # a waiting round (ADR 81): a push may hand the claim over
-            wc.queue_hand_round(pipe, keys, block, hand, script=script, args=call.args)
-            with translate_errors(call.script, writes=True):
-                registered, popped, reply = await pipe.execute(raise_on_error=False)
-            if isinstance(registered, Exception):  # e.g. an ACL without HSET: today's rounds
-                self._handing, hand, reply = False, None, wc.RESEND  # the claim alone, again
-            else:
-                anchors = hand.keys
-                popped, reply = wc.read_hand_round(hand, keys.wake.encode(), popped, reply)
+        wc.queue_round(pipe, keys, block, script=script, anchors=anchors, args=call.args)
+        with translate_errors(call.script, writes=True):
+            popped, reply = await pipe.execute(raise_on_error=False)
         if wc.claim_missed(reply):  # NOSCRIPT or no function: it did not run; send it alone
             with translate_errors(call.script, writes=True):
                 reply = await script(keys=anchors, args=call.args)
-            if hand is not None:
-                popped, reply = wc.read_hand_round(hand, keys.wake.encode(), popped, reply)
         return wc.read_pop(popped), call.parse(reply)
-
-    def _hand_round(self, block: float, args: Sequence[Any]) -> wc.HandRound | None:
-        clock = self._planner.clock
-        now_ms = clock() * 1000 if clock is not None else wc.wall_ms()
-        return wc.hand_round(self._keys, self._planner.anchors, args, block, now_ms)
 
     async def _poll_wake(self, block: float) -> bool:  # the wait without BLPOP: sleep, LPOP
         await asyncio.sleep(max(0.0, min(block, wc.POLL_SECONDS)))

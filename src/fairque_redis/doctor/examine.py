@@ -90,7 +90,6 @@ _SINGLETON_TYPES = {
     "leases": "zset",
     "dlq": "zset",
     "wake": "list",
-    "waiters": "hash",
     "sched": "list",
     "tenants": "zset",
     "parked": "zset",
@@ -107,7 +106,6 @@ _FAMILY_BUILDERS = {
     "normal": "zset",
     "tenant": "hash",
     "tenant_stats": "hash",
-    "hand": "list",
     "active": "zset",
     # results (ADR 27): end notification, XCom values, unique-key holders
     "done": "list",

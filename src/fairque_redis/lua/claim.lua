@@ -4,9 +4,6 @@
   KEYS[1] meta  KEYS[2] stats  KEYS[3] tiers  KEYS[4] delayed  KEYS[5] leases  KEYS[6] dlq
   (derived) task:<id> c:<tenant> n:<tenant> active:<tier> tenant:<t> ts:<t> intake
   intake:bad (first, up to 256 entries of the intake are ingested: _include/intake.lua)
-  KEYS[7] waiters  KEYS[8] hand:<nonce> (optional, both or neither: the claim behind a waiting
-  round's BLPOP, _include/fast/handoff.lua; a round a push took answers {now_ms, -1, the
-  handed reply or nil})
   ARGV[1..7] common header (see _include/core.lua)
   ARGV[8] worker id  ARGV[9] lease ms  ARGV[10] count  ARGV[11] 1 = groups follow, 0 = all
   then (groups) A, A assigned tenant ids, S, S steal tenant ids
@@ -24,13 +21,7 @@
   fq_claim_idle) returns {now_ms, 0} before the queue is opened and checked (ADR 59).
 ]]
 --- @include "_include/claim"
---- @include "_include/fast/handoff"
 
--- a waiting round's claim (KEYS[7], KEYS[8]: ADR 81): a push may have claimed for it already
-if KEYS[8] ~= nil then
-  local handed = fq_hand_take(KEYS)
-  if handed ~= nil then return handed end
-end
 local now = fq_now(ARGV[1])
 if fq_claim_idle(KEYS, now) then return {now, 0} end
 local q = fq_open(KEYS, ARGV, {meta = true}, now) -- reads meta anyway (q.paused): its type check

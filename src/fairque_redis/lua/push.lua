@@ -25,7 +25,6 @@
   nothing.
 ]]
 --- @include "_include/pushing"
---- @include "_include/fast/handoff"
 
 -- meta: read now (fq_meta, as the push reads it anyway) and so type-checked; every other
 -- queue-wide key the push may write is checked here too, before anything is read, but the
@@ -224,7 +223,5 @@ end
 if stored > 0 then
   q.counters.pushed = (q.counters.pushed or 0) + stored
 end
--- a worker waiting on its own list gets what it would have claimed (ADR 81)
-if q.wake then fq_hand_give(q) end
 fq_close(q)
 return out
