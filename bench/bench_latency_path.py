@@ -131,8 +131,8 @@ def instrument(queue: Any, marks: Marks) -> None:
     worker_loop.WorkerLoop.listener_claimed = timed_listener_claimed  # type: ignore[method-assign]
     dispatch = worker_loop.WorkerLoop._dispatch
 
-    def timed_dispatch(self: Any, now: float) -> Any:
-        slots = dispatch(self, now)
+    def timed_dispatch(self: Any, now: float, *args: Any, **kwargs: Any) -> Any:
+        slots = dispatch(self, now, *args, **kwargs)  # most=1: a handler's thread (ADR 51)
         for slot in slots:
             marks.mark("dispatch", slot.task)
         return slots
