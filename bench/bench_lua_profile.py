@@ -8,7 +8,8 @@ whole call costs; the server binary has no symbols for the Lua interpreter, so t
 which helper of a script spends it. This bench builds a *profiling copy* of this tree's
 scripts in a temporary directory and runs a drain on it:
 
-- every multi-line ``local function fq_*`` of ``lua/_include/`` is rebound, right at its
+- every multi-line ``local function fq_*`` (or table field ``function FQ_X.f``) of
+  ``lua/_include/`` is rebound, right at its
   ``end`` (in the same definition block, so the include resolver keeps it), to a wrapper that
   reads ``os.clock()`` (the server process's CPU time) before and after the call, and adds the
   time to the helper's *inclusive* total and, minus the time of the wrapped helpers it called,
@@ -96,7 +97,8 @@ end
 local function fq_prof_empty() return 0 end
 """
 
-_FUNCTION_RE = re.compile(r"^local function (fq_\w+)\(")
+# a helper, or a field of a helper table (``function FQ_DEPS.enter(``)
+_FUNCTION_RE = re.compile(r"^(?:local function (fq_\w+)|function ([A-Z_]+\.\w+))\(")
 
 
 def instrument(src: Path) -> int:
@@ -115,7 +117,7 @@ def instrument(src: Path) -> int:
         for i, line in enumerate(lines):
             match = _FUNCTION_RE.match(line)
             if match and not re.search(r"\bend\s*$", line) and "fq_prof" not in line:
-                current = match.group(1)
+                current = match.group(1) or match.group(2)
                 continue
             if current is not None and line.startswith("end"):
                 # on the `end` line itself: the resolver ends a block at a line starting with

@@ -85,6 +85,32 @@ def test_resolver_keeps_only_the_definitions_a_script_uses() -> None:
     assert "unused" in resolve("main", _loader(files), shake=False)
 
 
+def test_the_shaker_keeps_a_helper_table_whole_and_what_its_fields_use() -> None:
+    # helpers grouped in a table (one top-level local): a script using one field carries the
+    # table, every field and what the fields use; a script not using the table carries none
+    files = {
+        "main": '--- @include "t"\nreturn T.one()',
+        "other": '--- @include "t"\nreturn 1',
+        "_include/t": (
+            "local function base() return 1 end\n"
+            "local function spare() return 2 end\n"
+            "local T = {}\n"
+            "-- the first field\n"
+            "function T.one()\n  return T.two()\nend\n"
+            "function T.two()\n  return base()\nend"
+        ),
+    }
+    text = resolve("main", _loader(files))
+    assert "local T = {}" in text
+    assert "-- the first field\nfunction T.one()" in text
+    assert "function T.two()\n  return base()\nend" in text
+    assert "local function base()" in text
+    assert "spare" not in text
+    other = resolve("other", _loader(files))
+    assert "T." not in other
+    assert "base" not in other
+
+
 def test_every_script_defines_what_it_uses() -> None:
     # the shaker must never drop a definition a script needs: every fq_ name a flattened script
     # mentions is defined in it (a global would be nil at run time)
@@ -149,7 +175,9 @@ def test_anchor_keys_match_the_keyspace() -> None:
 def test_includes_hold_only_local_definitions(name: str) -> None:
     text = load_source(f"_include/{name}")
     text = re.sub(r"--\[\[.*?\]\]", "", text, flags=re.S)
-    allowed = re.compile(r"^(local function \w+\(|local [A-Z_]+ = |end$|--|$)")
+    allowed = re.compile(
+        r"^(local function \w+\(|function [A-Z_]+\.\w+\(|local [A-Z_]+ = |end$|--|$)"
+    )
     for line in text.splitlines():
         if line and not line[0].isspace():
             assert allowed.match(line), f"_include/{name}.lua: top-level {line!r}"

@@ -24,7 +24,7 @@ elseif r.state == 'scheduled' then
   FQ_CALL('ZREM', q.delayed, id)
   fq_bump(q, r.tenant, 'scheduled', -1)
 elseif r.state == 'started' then
-  fq_record_attempt(q, r.key, 'canceled', '') -- the task's story (record.lua)
+  FQ_REC.record_attempt(q, r.key, 'canceled', '') -- the task's story (record.lua)
   fq_drop_lease(q, r, nil, nil, true)
   if ARGV[9] == '1' then FQ_CALL('HSET', fq_task_key(q, id), 'ct', '1') end
 end
@@ -33,6 +33,6 @@ r.state = 'canceled'
 fq_bump(q, r.tenant, 'canceled', 1)
 fq_event_task(q, 'canceled', id, r.tenant, '', 'canceled')
 fq_close_record(q, r)
-fq_cancel_dependents(q, r)
+FQ_DEPS.cancel_dependents(q, r)
 fq_close(q)
 return 1

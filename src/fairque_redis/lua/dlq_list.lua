@@ -43,7 +43,7 @@ while taken < limit do
         table.insert(out, ids[k])
         for f = 1, ENTRY_FIELDS do table.insert(out, v[f] or '') end
         table.insert(out, ids[k + 1])
-        table.insert(out, fq_record_texts(fq_task_key(q, ids[k]), out)) -- record.lua
+        table.insert(out, FQ_REC.record_texts(fq_task_key(q, ids[k]), out)) -- record.lua
       end
     end
   end

@@ -21,7 +21,7 @@ local n = 0
 for _, id in ipairs(ids) do
   if FQ_CALL('ZREM', q.dlq, id) == 1 then
     n = n + 1
-    fq_ix_drop(q, 'failed', FQ_PCALL('HGET', fq_task_key(q, id), 'u'), id) -- record.lua
+    FQ_REC.ix_drop(q, 'failed', FQ_PCALL('HGET', fq_task_key(q, id), 'u'), id) -- record.lua
     fq_forget(q, id)
   end
 end

@@ -25,7 +25,7 @@ for _, id in ipairs(ids) do
   -- a damaged hash without its tenant cannot be queued: it stays in the DLQ (purge removes it)
   if v[1] ~= false and FQ_CALL('ZREM', q.dlq, id) == 1 then
     n = n + 1
-    fq_ix_drop(q, 'failed', v[1], id) -- the browse indexes (record.lua)
+    FQ_REC.ix_drop(q, 'failed', v[1], id) -- the browse indexes (record.lua)
     FQ_CALL('HSET', key, 'rc', '0', 'rec', '0', 'rs', '')
     FQ_CALL('HDEL', key, 'ft', 'err')
     FQ_CALL('DEL', fq_done_key(q, id)) -- alive again: result waiters must wait anew

@@ -7,7 +7,7 @@
   ARGV[8] task id  ARGV[9] token  ARGV[10] retry delay ms ('' = no retry: DLQ)
   ARGV[11] failure type (failed|expired|poisoned)  ARGV[12] reason
   ARGV[13] the failure record kept with a task that goes to the DLQ (field err; '' = none)
-  Told in the event log (_include/events.lua): failed, then retried or (fq_to_dlq)
+  Told in the event log (_include/events.lua): failed, then retried or (FQ_DEPS.to_dlq)
   dead_lettered.
   Returns: the task's new state ('scheduled' or 'failed'); repeated with the same token while
            the task is still in that state (a lost reply, sent again), that state, no change
@@ -25,7 +25,7 @@ if r ~= nil and (r.state == 'scheduled' or r.state == 'failed') and token ~= '' 
   return r.state
 end
 if r == nil or r.state ~= 'started' or r.token ~= token then return fq_err('LEASE_LOST', id) end
-fq_record_attempt(q, r.key, ARGV[10] ~= '' and 'retried' or 'failed', ARGV[13]) -- record.lua
+FQ_REC.record_attempt(q, r.key, ARGV[10] ~= '' and 'retried' or 'failed', ARGV[13]) -- record.lua
 fq_drop_lease(q, r, nil, nil, true)
 fq_event_task(q, 'failed', id, r.tenant, ARGV[11], ARGV[12])
 if ARGV[10] ~= '' then
@@ -39,7 +39,7 @@ else
   if ARGV[13] ~= nil and ARGV[13] ~= '' then
     FQ_CALL('HSET', fq_task_key(q, id), 'err', ARGV[13])
   end
-  fq_to_dlq(q, r, ARGV[11], ARGV[12])
+  FQ_DEPS.to_dlq(q, r, ARGV[11], ARGV[12])
 end
 fq_close(q)
 return r.state

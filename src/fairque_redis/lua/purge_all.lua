@@ -13,8 +13,8 @@ local q = fq_open(KEYS, ARGV)
 local n = 0
 -- every tenant with ready work is in the tenants index (entered on its first push)
 for _, u in ipairs(FQ_CALL('ZRANGE', fq_tenants_key(q), 0, -1)) do
-  n = n + fq_purge_ready(q, u)
+  n = n + FQ_PURGE.ready(q, u)
 end
-n = n + fq_purge_scheduled(q, nil)
+n = n + FQ_PURGE.scheduled(q, nil)
 fq_close(q)
 return n

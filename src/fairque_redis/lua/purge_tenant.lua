@@ -12,6 +12,6 @@
 
 local q = fq_open(KEYS, ARGV)
 local u = ARGV[8]
-local n = fq_purge_ready(q, u) + fq_purge_scheduled(q, u)
+local n = FQ_PURGE.ready(q, u) + FQ_PURGE.scheduled(q, u)
 fq_close(q)
 return n

@@ -25,12 +25,12 @@ for _, id in ipairs(expired) do
   -- a lease no heartbeat extended (deadline still the claim's) never started: refund its turn
   local dl = FQ_CALL('HMGET', fq_task_key(q, id), 'dl', 'cdl')
   if dl[2] ~= false and dl[1] == dl[2] then fq_refund(q, r.tenant) end
-  fq_record_attempt(q, r.key, 'expired', '') -- the task's story (record.lua)
+  FQ_REC.record_attempt(q, r.key, 'expired', '') -- the task's story (record.lua)
   fq_drop_lease(q, r)
   r.recoveries = r.recoveries + 1
   FQ_CALL('HSET', fq_task_key(q, id), 'rec', fq_int(r.recoveries))
   if r.recoveries > (q.max_recoveries or fq_header(q, 'max_recoveries')) then
-    fq_to_dlq(q, r, 'expired', 'lease expired ' .. fq_int(r.recoveries) .. ' times')
+    FQ_DEPS.to_dlq(q, r, 'expired', 'lease expired ' .. fq_int(r.recoveries) .. ' times')
   else
     fq_bump(q, r.tenant, 'recovered', 1)
     fq_event_task(q, 'retried', id, r.tenant, 'expired', 'lease expired ' .. fq_int(r.recoveries) .. ' times')

@@ -59,6 +59,10 @@ __all__ = [
 _INCLUDE_RE = re.compile(r'^--- @include "([A-Za-z0-9_/]+)"\s*$')
 _DEFINE_RE = re.compile(r"^local (function )?([A-Za-z_]\w*)")
 _WORD_RE = re.compile(r"[A-Za-z_]\w*")
+# a field of a helper table (``function FQ_DEPS.enter(``): a block of the table's name, so a
+# script that uses the table carries all of its fields (the library's top level is near Lua's
+# limit of 200 locals: helpers grouped in a table cost one)
+_FIELD_RE = re.compile(r"^function ([A-Za-z_]\w*)[.:]")
 _ONE_LINE_END_RE = re.compile(r"\bend\s*$")
 
 #: accelerator name -> the includes (bare names) it replaces by their ``_include/fast/`` version
@@ -119,8 +123,9 @@ def load_source(name: str) -> str:
 def _blocks(lines: list[str]) -> list[tuple[str | None, list[str]]]:
     """Split include text into top-level blocks: ``(defined name, lines)``.
 
-    A block is one ``local function NAME(`` ... ``end`` or one ``local NAME = ...`` line, with
-    the comment lines right above it; text outside any definition (a file's docblock) is a
+    A block is one ``local function NAME(`` ... ``end``, one ``local NAME = ...`` line or one
+    ``function NAME.field(`` ... ``end`` (a field of helper table NAME), with the comment lines
+    right above it; text outside any definition (a file's docblock) is a
     block of its own with no name and is dropped by the shaker.
     """
     out: list[tuple[str | None, list[str]]] = []
@@ -133,15 +138,22 @@ def _blocks(lines: list[str]) -> list[tuple[str | None, list[str]]]:
                 current = None
             continue
         match = _DEFINE_RE.match(line)
-        if match is None:
+        field = _FIELD_RE.match(line) if match is None else None
+        if match is None and field is None:
             pending.append(line)
             continue
         block = [*_trailing_comments(pending), line]
         if pending:
             out.append((None, pending))
         pending = []
-        out.append((match.group(2), block))
-        if match.group(1) and not _ONE_LINE_END_RE.search(line):
+        if match is not None:
+            out.append((match.group(2), block))
+            is_function = bool(match.group(1))
+        else:
+            assert field is not None
+            out.append((field.group(1), block))
+            is_function = True
+        if is_function and not _ONE_LINE_END_RE.search(line):
             current = block
     if pending:
         out.append((None, pending))
@@ -213,7 +225,10 @@ def resolve(
             parts += [f"-- ---- include {unit} ----", *lines]
     else:
         blocks = [(unit, blk) for unit, lines in units for blk in _blocks(lines)]
-        defined = {blk[0]: "\n".join(blk[1]) for _, blk in blocks if blk[0] is not None}
+        defined: dict[str, str] = {}
+        for _, (defines, lines) in blocks:
+            if defines is not None:  # a table's fields add to its text
+                defined[defines] = defined.get(defines, "") + "\n".join(lines) + "\n"
         wanted: set[str] = set()
         todo = [w for w in _WORD_RE.findall("\n".join(main)) if w in defined]
         while todo:

@@ -5,7 +5,7 @@
   starts with the content type, a string: `["`. A claim that finds a task at or past its
   expiry, popped from its tenant's queue (claim.lua's lease) or due from `delayed`
   (fq_move_due), moves it to the DLQ as `stale` instead: counted `dead` and `stale`, its
-  dependents canceled as those of any dead parent (fq_to_dlq). No handler runs, no lease, no
+  dependents canceled as those of any dead parent (FQ_DEPS.to_dlq). No handler runs, no lease, no
   token and no `claimed` count is spent on it; the claim's tenant pass is given back when the
   claim ends (fq_claim, FairState.refund).
 ]]
@@ -31,7 +31,7 @@ local function fq_stale(q, id, m)
   if xp == nil or q.now < xp then return false end
   local r = fq_rec(q, id)
   if r == nil then return false end
-  fq_to_dlq(q, r, 'stale', 'not started by its expiry at ' .. fq_int(xp) .. ' ms')
+  FQ_DEPS.to_dlq(q, r, 'stale', 'not started by its expiry at ' .. fq_int(xp) .. ' ms')
   fq_bump(q, r.tenant, 'stale', 1)
   return true
 end

@@ -124,7 +124,7 @@ local function fq_finish(q, argv, at, strict)
   for k = 1, n do
     local id, token, has, result = argv[i], argv[i + 1], argv[i + 2], argv[i + 3]
     local forget
-    has, forget = fq_forget_flag(has) -- ('2' | '3': the record is not kept, ADR 78)
+    has, forget = FQ_FORGET.flag(has) -- ('2' | '3': the record is not kept, ADR 78)
     local nx = FQ_TONUMBER(argv[i + 4])
     local xat = i + 5
     i = i + 5 + 2 * nx
@@ -151,9 +151,9 @@ local function fq_finish(q, argv, at, strict)
         unlease[#unlease + 1] = id
         if forget then
           -- nothing needs it: the record goes (ADR 78), with no story and no index entry
-          fq_forget_record(key)
+          FQ_FORGET.record(key)
         else
-          fq_record_finish(q, key, id, tenant) -- the task's story (record.lua)
+          FQ_REC.record_finish(q, key, id, tenant) -- the task's story (record.lua)
           if has == '1' then
             FQ_CALL('HSET', key, 'st', 'finished', 'exp', exp, 'b', '', 'm', '', 'res', result,
               'wk', '', 'dl', '0')
@@ -183,8 +183,8 @@ local function fq_finish(q, argv, at, strict)
         }
         -- not kept and nothing needs it (ADR 78): deleted after the bookkeeping below,
         -- with no story and no index entry
-        local drop = forget and fq_forget_ok(q, r, nx, kin)
-        if not drop then fq_record_finish(q, key, id, tenant) end -- the task's story
+        local drop = forget and FQ_FORGET.ok(q, r, nx, kin)
+        if not drop then FQ_REC.record_finish(q, key, id, tenant) end -- the task's story
         local fields = {'st', 'finished', 'exp', exp, 'b', '', 'm', ''}
         if has == '1' then
           fields[9] = 'res'
@@ -206,16 +206,16 @@ local function fq_finish(q, argv, at, strict)
         r.state = 'finished'
         fq_bump(q, tenant, 'finished', 1)
         if has == '1' then fq_bump(q, tenant, 'result_bytes', #result) end
-        local kids = kin and fq_release_dependents(q, r) or 0
+        local kids = kin and FQ_DEPS.release_dependents(q, r) or 0
         fq_expire_record(q, r, kids > 0)
         fq_ended(q, r)
-        if drop then fq_forget_record(key) end
+        if drop then FQ_FORGET.record(key) end
       end
       out[k] = 1
     end
   end
   if run_n > 0 then fq_finish_bump(q, run_u, run_n, run_bytes) end
-  fq_ix_flush(q) -- the finished tasks into the browse indexes (record.lua)
+  FQ_REC.ix_flush(q) -- the finished tasks into the browse indexes (record.lua)
   -- the leases of the finished tasks leave in one ZREM (chunked, see FQ_ZREM_CHUNK)
   -- (unleased: fq_finish_checks has ended them, every one a common task's)
   for s = 1, unleased and 0 or #unlease, FQ_ZREM_CHUNK do

@@ -12,7 +12,7 @@
   max_queued, a payload over the header's max payload, a key of its tenant holding another
   type, fields after the tenant that do not read) the entry does not fail the call: the
   message becomes a task record in state failed, in the dead-letter queue with failure type
-  `rejected` and the reason (fq_to_dlq, as a task that fails for good: counted `dead`). An
+  `rejected` and the reason (FQ_DEPS.to_dlq, as a task that fails for good: counted `dead`). An
   entry whose id or tenant does not read, or whose task key holds another type, is moved raw
   to `intake:bad`. The entries are read with LRANGE and popped once they are done (LPOP with
   a count, a command the documented least-rights ACL has): an error half-way (a damaged key
@@ -34,7 +34,7 @@ local function fq_intake_reject(q, pc, key, id, u, ps, dmss, meta, body, why)
   FQ_CALL('HSET', key, 'u', u, 'p', ps, 'b', body, 'm', meta, 'rc', '0',
     'seq', fq_int(fq_next_seq(q)), 'st', 'queued', 'rd', '0', 'due', pc.now_s, 'dms', dmss,
     'rec', '0')
-  fq_to_dlq(q, {id = id, key = key, tenant = u}, FQ_REJECTED, FQ_REJECTED_AT .. why)
+  FQ_DEPS.to_dlq(q, {id = id, key = key, tenant = u}, FQ_REJECTED, FQ_REJECTED_AT .. why)
 end
 
 -- why push would refuse the message of a readable entry now (nil: it may be stored)

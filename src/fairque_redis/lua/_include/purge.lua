@@ -8,8 +8,9 @@
 ]]
 --- @include "deps"
 
+local FQ_PURGE = {}
 -- purge the queued or scheduled task `id`; 1 when purged, 0 otherwise
-local function fq_purge_task(q, id)
+function FQ_PURGE.task(q, id)
   local r = fq_rec(q, id)
   if r == nil then return 0 end
   if r.state == 'queued' then
@@ -25,28 +26,28 @@ local function fq_purge_task(q, id)
   fq_bump(q, r.tenant, 'canceled', 1)
   fq_event_task(q, 'canceled', id, r.tenant, '', 'purged')
   fq_close_record(q, r)
-  fq_cancel_dependents(q, r)
+  FQ_DEPS.cancel_dependents(q, r)
   return 1
 end
 
 -- purge tenant u's ready tasks (critical FIFO, then scored set); returns how many
-local function fq_purge_ready(q, u)
+function FQ_PURGE.ready(q, u)
   local n = 0
   for _, id in ipairs(FQ_CALL('LRANGE', fq_critical_key(q, u), 0, -1)) do
-    n = n + fq_purge_task(q, id)
+    n = n + FQ_PURGE.task(q, id)
   end
   for _, member in ipairs(FQ_CALL('ZRANGE', fq_normal_key(q, u), 0, -1)) do
-    n = n + fq_purge_task(q, FQ_SUB(member, FQ_SEQ_WIDTH + 1))
+    n = n + FQ_PURGE.task(q, FQ_SUB(member, FQ_SEQ_WIDTH + 1))
   end
   return n
 end
 
 -- purge the scheduled tasks of tenant u (of every tenant when u is nil); returns how many
-local function fq_purge_scheduled(q, u)
+function FQ_PURGE.scheduled(q, u)
   local n = 0
   for _, id in ipairs(FQ_CALL('ZRANGE', q.delayed, 0, -1)) do
     if u == nil or FQ_CALL('HGET', fq_task_key(q, id), 'u') == u then
-      n = n + fq_purge_task(q, id)
+      n = n + FQ_PURGE.task(q, id)
     end
   end
   return n

@@ -23,7 +23,7 @@
 local FQ_REC = {attempts = 20, body = 1024, preview = 256}
 
 -- the first add of this call to an index of an expiring state trims it and sets its expiry
-local function fq_ix_trim(q, state, key)
+function FQ_REC.ix_trim(q, state, key)
   if state == 'failed' then return end
   local seen = q.ix_seen
   if seen == nil then
@@ -38,8 +38,8 @@ local function fq_ix_trim(q, state, key)
 end
 
 -- task `id` of tenant u ended in `state` now: into both indexes of that state. With `later`
--- the adds wait in q.ix_later for fq_ix_flush (one ZADD per index for a batch)
-local function fq_ix_add(q, state, u, id, later)
+-- the adds wait in q.ix_later for FQ_REC.ix_flush (one ZADD per index for a batch)
+function FQ_REC.ix_add(q, state, u, id, later)
   for _, key in ipairs({fq_ix_key(q, state, nil), fq_ix_key(q, state, u)}) do
     if later then
       local pending = q.ix_later
@@ -51,19 +51,19 @@ local function fq_ix_add(q, state, u, id, later)
       if adds == nil then
         adds = {}
         pending[key] = adds
-        fq_ix_trim(q, state, key)
+        FQ_REC.ix_trim(q, state, key)
       end
       adds[#adds + 1] = fq_int(q.now)
       adds[#adds + 1] = id
     else
       FQ_CALL('ZADD', key, fq_int(q.now), id)
-      fq_ix_trim(q, state, key)
+      FQ_REC.ix_trim(q, state, key)
     end
   end
 end
 
--- the adds fq_ix_add left for later, one ZADD per index (chunked: unpack has a stack limit)
-local function fq_ix_flush(q)
+-- the adds FQ_REC.ix_add left for later, one ZADD per index (chunked: unpack has a stack limit)
+function FQ_REC.ix_flush(q)
   local pending = q.ix_later
   if pending == nil then return end
   q.ix_later = nil
@@ -76,7 +76,7 @@ end
 
 -- task `id` of tenant u leaves the indexes of `state` (a DLQ entry requeued or purged)
 -- (u not a string: unknown, a damaged record's; the tenant's index is left to its owner)
-local function fq_ix_drop(q, state, u, id)
+function FQ_REC.ix_drop(q, state, u, id)
   FQ_CALL('ZREM', fq_ix_key(q, state, nil), id)
   if FQ_TYPE(u) == 'string' then FQ_CALL('ZREM', fq_ix_key(q, state, u), id) end
 end
@@ -84,7 +84,7 @@ end
 -- the attempt of the lease on the task at `key` ends now with `outcome` (and the failure
 -- record `err`): kept as a<n>; call before the lease's fields are cleared. `extra`: more
 -- field-value pairs for the same HSET (or nil); `v` the record's wk, sa and an when read
-local function fq_record_attempt(q, key, outcome, err, extra, v)
+function FQ_REC.record_attempt(q, key, outcome, err, extra, v)
   v = v or FQ_CALL('HMGET', key, 'wk', 'sa', 'an')
   local n = (FQ_TONUMBER(v[3]) or 0) + 1
   local worker = v[1] or ''
@@ -103,8 +103,8 @@ end
 -- task `id` (tenant u, record at `key`) finishes now: its attempt, its end, its payload kept
 -- (short) or previewed, its metadata kept; into the finished indexes. Call before the finish
 -- writes the record (it empties b and m)
--- (the index adds wait for fq_ix_flush, which fq_finish calls once)
-local function fq_record_finish(q, key, id, u)
+-- (the index adds wait for FQ_REC.ix_flush, which the finish calls once)
+function FQ_REC.record_finish(q, key, id, u)
   local v = FQ_CALL('HMGET', key, 'wk', 'sa', 'an', 'b', 'm')
   local size = v[4] and #v[4] or 0
   local extra = {'en', fq_int(q.now), 'km', v[5] or ''}
@@ -114,19 +114,19 @@ local function fq_record_finish(q, key, id, u)
   else
     extra[5], extra[6] = 'kb', v[4] or ''
   end
-  fq_record_attempt(q, key, 'finished', '', extra, v)
-  fq_ix_add(q, 'finished', u, id, true)
+  FQ_REC.record_attempt(q, key, 'finished', '', extra, v)
+  FQ_REC.ix_add(q, 'finished', u, id, true)
 end
 
--- a task canceled now (r: fq_rec's record): its end, into the canceled indexes
-local function fq_record_canceled(q, r)
+-- a task canceled now (r: the record as task.lua reads it): its end, into the canceled indexes
+function FQ_REC.record_canceled(q, r)
   FQ_CALL('HSET', r.key or fq_task_key(q, r.id), 'en', fq_int(q.now))
-  fq_ix_add(q, 'canceled', r.tenant, r.id)
+  FQ_REC.ix_add(q, 'canceled', r.tenant, r.id)
 end
 
 -- the number of attempts of the task at `key` (appended to `out`), and its kept attempts'
 -- texts, each `<length>:<text>`, oldest first, in one string (ADR 70)
-local function fq_record_texts(key, out)
+function FQ_REC.record_texts(key, out)
   local n = FQ_TONUMBER(FQ_CALL('HGET', key, 'an')) or 0
   table.insert(out, fq_int(n))
   if n == 0 then return '' end

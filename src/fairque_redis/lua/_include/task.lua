@@ -179,7 +179,7 @@ local function fq_expire_record(q, r, with_children)
 end
 
 local function fq_close_record(q, r)
-  fq_record_canceled(q, r) -- (only canceled records close here) record.lua
+  FQ_REC.record_canceled(q, r) -- (only canceled records close here) record.lua
   FQ_CALL('HSET', r.key or fq_task_key(q, r.id), 'exp',
     fq_int(q.now + (q.result_ttl_ms or fq_header(q, 'result_ttl_ms'))))
   fq_expire_record(q, r, true)
