@@ -2,6 +2,7 @@
 
     uv run --no-sync python bench/bench_latency_path.py [--count N] [--poll S] [--rounds N]
     uv run --no-sync python bench/bench_latency_path.py --compare OLD_SRC [--rounds N]
+    uv run --no-sync python bench/bench_latency_path.py --accel-ab wake_handoff [--rounds N]
 
 The latency measurement of ``bench_worker.py`` (a producer process pushes one task every 5 ms
 to an idle thread ``Worker``, cap 10), with time stamps (``perf_counter``, system-wide on
@@ -25,7 +26,9 @@ It patches private methods of this build (or of ``OLD_SRC``'s, which has the sam
 measuring tool, not an API. ``--compare``: both builds, each run in a child process with that
 build on its ``PYTHONPATH``, the order alternating by round; the medians over rounds of each
 step's p50 and p90 are printed. The machine is a shared 2-core VM: read the medians, the
-load averages are printed with them.
+load averages are printed with them. ``--accel-ab NAME``: this build twice, as ``on`` and as
+``off`` (``FAIRQUE_ACCEL_OFF=NAME`` in the child), the same way. With the hand-off of ADR 81
+(``wake_handoff``) the push makes the claim: ``reply`` then ends when the BLPOP's reply is read.
 """
 
 from __future__ import annotations
@@ -128,8 +131,8 @@ def instrument(queue: Any, marks: Marks) -> None:
     worker_loop.WorkerLoop.listener_claimed = timed_listener_claimed  # type: ignore[method-assign]
     dispatch = worker_loop.WorkerLoop._dispatch
 
-    def timed_dispatch(self: Any, now: float) -> Any:
-        slots = dispatch(self, now)
+    def timed_dispatch(self: Any, now: float, *args: Any, **kwargs: Any) -> Any:
+        slots = dispatch(self, now, *args, **kwargs)  # most=1: a handler's thread (ADR 51)
         for slot in slots:
             marks.mark("dispatch", slot.task)
         return slots
@@ -220,6 +223,7 @@ def main() -> None:
     parser.add_argument("--poll", type=float, default=1.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--compare", metavar="OLD_SRC")
+    parser.add_argument("--accel-ab", metavar="NAME", help="this build with NAME on and off")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     opts = parser.parse_args()
     if opts.one:
@@ -227,9 +231,13 @@ def main() -> None:
         print(json.dumps(measure(url, count, poll)))
         return
     builds: dict[str, str | None] = {"this": None}
+    envs: dict[str, dict[str, str]] = {}
     if opts.compare:
         here = str(Path(__file__).resolve().parents[1] / "src")
         builds = {"old": str(Path(opts.compare).resolve()), "new": here}
+    elif opts.accel_ab:
+        builds = {"on": None, "off": None}
+        envs = {"off": {"FAIRQUE_ACCEL_OFF": opts.accel_ab}}
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in builds}
     print(f"cpus={os.cpu_count()} loadavg at start={os.getloadavg()}")
     with EmbeddedValkey() as server:
@@ -238,7 +246,7 @@ def main() -> None:
             for name in names:
                 path = builds[name]
                 spec = json.dumps([server.url, opts.count, opts.poll])
-                got = run_child([__file__, "--one", spec], path)
+                got = run_child([__file__, "--one", spec], path, envs.get(name))
                 runs[name].append(got)
                 print(
                     f"round {round_no + 1} {name}: total p50 {got['total'][0]:.0f} us "
