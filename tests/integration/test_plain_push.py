@@ -5,12 +5,12 @@ writes as push.lua does.
   with every accelerator on, the other with ``plain_push`` off (push.lua for every push), the
   same clock and lease tokens. Hypothesis drives both through the same sequence of pushes
   (plain and not: duplicates, ids another tenant holds, delays, unique keys, dependencies,
-  priorities, bodies over the limit, results not kept, expiries; by ``push`` and by the
-  engine's ``push_batch_detailed``),
-  limits set, tenants paused and resumed, claims and finishes (tenants left without ready work,
-  records with an expiry), the clock moved on, keys damaged (another type, a counter that is
-  not a number) and repaired. After every step the two answers (or errors, type and text) are
-  equal, and so is every key of the queue, byte for byte (``DUMP``). Each damage also alone,
+  priorities, bodies over the limit, results not kept, expiries, limit keys; by ``push`` and
+  by the engine's ``push_batch_detailed``), limits and limits by key set, tenants paused and
+  resumed, claims and finishes (tenants left without ready work, records with an expiry), the
+  clock moved on, keys damaged (another type, a counter that is not a number) and repaired.
+  After every step the two answers (or errors, type and text) are equal, and so is every key
+  of the queue, byte for byte (``DUMP``). Each damage also alone,
   with the plain push run as a Redis Function and by EVALSHA.
 * What it runs: push.lua's commands less one for a tenant with ready work (12 on the server's
   clock, 11 on the test's), push.lua never called, also from the async backend and engine; a
@@ -101,7 +101,7 @@ class Side:
 def _message(draw: Any) -> Message:
     extra = draw(
         st.sampled_from(
-            ["plain"] * 6 + ["delay", "past", "unique", "dep", "big", "nokeep", "expires"]
+            ["plain"] * 6 + ["delay", "past", "unique", "dep", "big", "nokeep", "expires", "keyed"]
         )
     )
     return Message(
@@ -115,6 +115,7 @@ def _message(draw: Any) -> Message:
         depends_on=(draw(st.sampled_from(IDS)),) if extra == "dep" else (),
         keep_result=extra != "nokeep",
         expires_ms=1_800_000_060_000 if extra == "expires" else 0,
+        limit_key="lk" if extra == "keyed" else "",
     )
 
 
@@ -143,9 +144,9 @@ DAMAGES = (
 def steps(draw: Any) -> tuple[Any, ...]:
     kind = draw(
         st.sampled_from(
-            ["push"] * 8
-            + ["engine"] * 4
-            + ["limits", "pause", "resume", "claim"]
+            ["push"] * 10
+            + ["engine"] * 5
+            + ["limits", "keylimits", "pause", "resume", "claim", "claim"]
             + ["finish", "tick", "damage", "repair"]
         )
     )
@@ -153,6 +154,8 @@ def steps(draw: Any) -> tuple[Any, ...]:
         return (kind, _message(draw))
     if kind == "limits":
         return (kind, draw(st.sampled_from(TENANTS)), draw(st.integers(1, 4)))
+    if kind == "keylimits":
+        return (kind, draw(st.integers(1, 2)))
     if kind in ("pause", "resume"):
         return (kind, draw(st.sampled_from(TENANTS)))
     if kind == "claim":
@@ -187,6 +190,8 @@ def _apply(side: Side, step: tuple[Any, ...]) -> Any:
         return backend.push_batch_detailed([step[1]])
     if kind == "limits":
         return backend.set_limits({"max_queued": step[2]}, tenant=step[1])
+    if kind == "keylimits":  # limits by key (ADR 79): meta `klim`, tasks parked by the claim
+        return backend.set_key_limits("lk", max_running=step[1])
     if kind == "pause":
         return backend.pause(step[1])
     if kind == "resume":
