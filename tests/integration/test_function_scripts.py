@@ -265,7 +265,10 @@ def test_at_maxmemory_a_failed_load_runs_the_call_by_evalsha(valkey_server: Any)
         script = backend._scripts["claim"]
         assert script.uses_functions  # not turned off for good
         calls = _calls(raw)
-        assert calls["evalsha"] == 1
+        # by EVALSHA: once when the server's script cache holds it, twice (NOSCRIPT, then the
+        # call after SCRIPT LOAD) when this test runs first on its server
+        assert calls["evalsha"] in (1, 2)
+        assert calls.get("fcall", 0) == 1  # the refused one only
         raw.config_set("maxmemory", before)
         assert backend.claim(worker_id="w") == []  # and the next call loads the library
         calls = _calls(raw)
