@@ -56,9 +56,9 @@ class TaskCalls(CallsBase):
             validate_id(dep, "depends_on")
         if message.unique_key:
             validate_id(message.unique_key, "unique_key")
+            check_duration(message.unique_window, "unique_window")
         if message.limit_key:  # (ADR 79: an id, so the claim's match of the meta finds it)
             validate_id(message.limit_key, "limit_key")
-            check_duration(message.unique_window, "unique_window")
         check_duration(message.delay, "delay", -MAX_EPOCH_SECONDS)
         check_expires_ms(message.expires_ms)
         if not isinstance(message.priority, Priority):
