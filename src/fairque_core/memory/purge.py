@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from fairque_core.domain.enums import TaskState
 from fairque_core.domain.key_limits import scope_key, scope_tenant
-from fairque_core.domain.scoring import weight_of
+from fairque_core.domain.scoring import static_score, weight_of
 from fairque_core.domain.states import TaskEvent
 from fairque_core.domain.validation import validate_id
 from fairque_core.memory.store import ModelStore, TaskRecord, locked
@@ -91,7 +91,13 @@ class OperatorOps(ModelStore):
         tenant = self._tenants.get(tenant_id)
         if tenant is None:
             return 0
-        ids = [*tenant.critical, *(tenant.normal_live[m] for m in sorted(tenant.normal_live))]
+        # critical FIFO, then the scored tasks by score, ties by member (purge.lua's ZRANGE)
+        ranked = sorted(
+            (static_score(rec.message.priority, rec.ready_ms, self._horizon_ms), member, task_id)
+            for member, task_id in tenant.normal_live.items()
+            for rec in (self._records[task_id],)
+        )
+        ids = [*tenant.critical, *(task_id for _, _, task_id in ranked)]
         return sum(self._purge_one(task_id, now) for task_id in ids)
 
     def _purge_parked(self, tenant_id: str | None, now: int) -> int:
