@@ -203,6 +203,12 @@ def test_bad_input_is_refused_typed(backend):
     with pytest.raises(TaskValidationError):
         backend.key_limit_status("a|b")
     assert backend.key_limit_status("k").limits is None
+    for bad in ("a b", 'q"uote', "x|y"):  # a message's key is an id too
+        with pytest.raises(TaskValidationError):
+            backend.push(msg("t1", limit_key=bad))
+        with pytest.raises(TaskValidationError):
+            backend.push_batch([msg("t2"), msg("t3", limit_key=bad)])
+    assert backend.get_state("t2") is None
 
 
 def test_purges_take_parked_tasks_too(backend, backend_kind):

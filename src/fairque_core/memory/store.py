@@ -164,6 +164,8 @@ class ModelStore:
             validate_id(dep, "depends_on")
         if message.unique_key:
             check_duration(message.unique_window, "unique_window")
+        if message.limit_key:  # (ADR 79)
+            validate_id(message.limit_key, "limit_key")
         check_duration(message.delay, "delay", -MAX_EPOCH_SECONDS)
         check_expires_ms(message.expires_ms)
         if len(message.body) > self._config.max_payload_bytes:

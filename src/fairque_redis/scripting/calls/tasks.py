@@ -57,6 +57,8 @@ class TaskCalls(CallsBase):
         if message.unique_key:
             validate_id(message.unique_key, "unique_key")
             check_duration(message.unique_window, "unique_window")
+        if message.limit_key:  # (ADR 79: an id, so the claim's match of the meta finds it)
+            validate_id(message.limit_key, "limit_key")
         check_duration(message.delay, "delay", -MAX_EPOCH_SECONDS)
         check_expires_ms(message.expires_ms)
         if not isinstance(message.priority, Priority):
@@ -241,7 +243,7 @@ class TaskCalls(CallsBase):
 def plain_message(m: Message, limit: int) -> bool:
     """Whether ``check_message`` would pass ``m``, judged on plain types only (a str subclass,
     a dependency, a unique key or an expiry answers False: ``check_message`` then decides)."""
-    task_id, tenant, delay = m.task_id, m.tenant, m.delay
+    task_id, tenant, delay, limit_key = m.task_id, m.tenant, m.delay, m.limit_key
     return (
         (type(delay) is float or type(delay) is int)
         and -MAX_EPOCH_SECONDS <= delay <= MAX_EPOCH_SECONDS  # NaN fails here too
@@ -255,6 +257,14 @@ def plain_message(m: Message, limit: int) -> bool:
         and not m.unique_key
         and m.keep_result is True
         and not m.expires_ms
+        and (
+            limit_key == ""
+            or (
+                type(limit_key) is str
+                and len(limit_key) <= MAX_ID_LENGTH
+                and id_fullmatch(limit_key) is not None
+            )
+        )
         and type(m.priority) is Priority
         and len(m.body) <= limit
     )
