@@ -14,11 +14,6 @@ read that log:
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from flow_workers import Workers, most_at_once, read_log, wait_ends
 
 from fairque_core import FairQueue, Task, TaskState, TenantQueueFullError
 from fairque_redis import connect
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
 
-CHILD = Path(__file__).with_name("flow_child.py")
 SERVERS = [
     "valkey",
     "redis7",
@@ -59,79 +54,14 @@ def queue(target: tuple[str, bool]) -> Iterator[FairQueue]:
         q.close()
 
 
-class Workers:
-    """Worker subprocesses of one test, stopped (SIGTERM, then SIGKILL) by their own pids."""
-
-    def __init__(self, target: tuple[str, bool], queue: str, log: Path) -> None:
-        self.url, self.cluster = target
-        self.queue = queue
-        self.log = log
-        self.procs: list[subprocess.Popen[bytes]] = []
-
-    def start(self, n: int, concurrency: int) -> None:
-        env = {**os.environ, "FAIRQUE_DISABLE_PLUGIN_AUTOLOAD": "1"}
-        for i in range(n):
-            cmd = [sys.executable, str(CHILD), "--url", self.url, "--queue", self.queue]
-            cmd += ["--log", str(self.log), "--id", f"flow-{i}"]
-            cmd += ["--concurrency", str(concurrency)] + (["--cluster"] if self.cluster else [])
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-            self.procs.append(proc)
-        for proc in self.procs:
-            assert proc.stdout is not None
-            line = proc.stdout.readline()
-            assert line.strip() == b"ready", proc.stderr.read() if proc.stderr else line
-
-    def stop(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(5)
-
-
 @pytest.fixture
 def workers(target: tuple[str, bool], queue: FairQueue, tmp_path: Path) -> Iterator[Workers]:
-    w = Workers(target, queue.name, tmp_path / "log.jsonl")
+    url, cluster = target
+    w = Workers(url, queue.name, tmp_path / "log.jsonl", cluster=cluster)
     try:
         yield w
     finally:
         w.stop()
-
-
-def read_log(path: Path) -> list[dict[str, Any]]:
-    """The complete lines the workers wrote so far: a line still being written (no newline
-    yet) is read at the next call."""
-    if not path.exists():
-        return []
-    text = path.read_text()
-    complete = text[: text.rfind("\n") + 1]
-    return [json.loads(line) for line in complete.splitlines() if line.strip()]
-
-
-def wait_ends(path: Path, count: int, timeout: float) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout
-    while True:
-        log = read_log(path)
-        if sum(e["event"] == "end" for e in log) >= count:
-            return log
-        if time.monotonic() > deadline:
-            raise AssertionError(f"only {sum(e['event'] == 'end' for e in log)} of {count} ended")
-        time.sleep(0.05)
-
-
-def most_at_once(log: list[dict[str, Any]], tenants: set[str]) -> int:
-    """The most handlers of ``tenants`` running at the same time (ends before starts on a tie:
-    an end is logged before the finish that frees the slot)."""
-    marks = sorted((e["t"], 0 if e["event"] == "end" else 1) for e in log if e["tenant"] in tenants)
-    running = most = 0
-    for _t, kind in marks:
-        running += 1 if kind else -1
-        most = max(most, running)
-    return most
 
 
 def push(queue: FairQueue, tenant: str, n: int, sleep: float) -> None:

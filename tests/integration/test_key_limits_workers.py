@@ -15,11 +15,6 @@ task, limit key, time); the checks read that log:
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -27,13 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from flow_workers import Workers, most_at_once, wait_ends
 
 from fairque_core import FairQueue, Task
 from fairque_redis import connect
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
 
-CHILD = Path(__file__).with_name("flow_child.py")
 TENANTS = ["t1", "t2", "t3", "t4", "t5"]
 
 
@@ -52,78 +47,13 @@ def queue(url: str) -> Iterator[FairQueue]:
         q.close()
 
 
-class Workers:
-    """Worker subprocesses of one test, stopped (SIGTERM, then SIGKILL) by their own pids."""
-
-    def __init__(self, url: str, queue: str, log: Path) -> None:
-        self.url, self.queue, self.log = url, queue, log
-        self.procs: list[subprocess.Popen[bytes]] = []
-
-    def start(self, n: int, concurrency: int) -> None:
-        env = {**os.environ, "FAIRQUE_DISABLE_PLUGIN_AUTOLOAD": "1"}
-        for i in range(n):
-            cmd = [sys.executable, str(CHILD), "--url", self.url, "--queue", self.queue]
-            cmd += ["--log", str(self.log), "--id", f"keylim-{i}"]
-            cmd += ["--concurrency", str(concurrency)]
-            self.procs.append(
-                subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-            )
-        for proc in self.procs:
-            assert proc.stdout is not None
-            line = proc.stdout.readline()  # the child's "ready": an event, not a sleep
-            assert line.strip() == b"ready", proc.stderr.read() if proc.stderr else line
-
-    def stop(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(5)
-
-
 @pytest.fixture
 def workers(url: str, queue: FairQueue, tmp_path: Path) -> Iterator[Workers]:
-    w = Workers(url, queue.name, tmp_path / "log.jsonl")
+    w = Workers(url, queue.name, tmp_path / "log.jsonl", name="keylim")
     try:
         yield w
     finally:
         w.stop()
-
-
-def read_log(path: Path) -> list[dict[str, Any]]:
-    """The complete lines written so far (a line still being written is read next time)."""
-    if not path.exists():
-        return []
-    text = path.read_text()
-    complete = text[: text.rfind("\n") + 1]
-    return [json.loads(line) for line in complete.splitlines() if line.strip()]
-
-
-def wait_ends(path: Path, count: int, timeout: float) -> list[dict[str, Any]]:
-    """The log once ``count`` handlers have logged their end (polled as the lines come)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        log = read_log(path)
-        ended = sum(e["event"] == "end" for e in log)
-        if ended >= count:
-            return log
-        assert time.monotonic() < deadline, f"only {ended} of {count} ended"
-        time.sleep(0.05)
-
-
-def most_at_once(log: list[dict[str, Any]]) -> int:
-    """The most of ``log``'s handlers running at the same time (an end before a start on a
-    tie: the end is logged before the finish that frees the slot)."""
-    marks = sorted((e["t"], 0 if e["event"] == "end" else 1) for e in log)
-    running = most = 0
-    for _t, kind in marks:
-        running += 1 if kind else -1
-        most = max(most, running)
-    return most
 
 
 def test_one_export_per_tenant_and_the_rest_keep_the_slots(
