@@ -54,7 +54,8 @@ from fairque_redis import connect
 from fairque_redis.servers.embedded import ServerBinaryNotFoundError
 
 # the flow-control acceptance tests' worker process and log helpers (tests/ is on sys.path)
-from integration.test_flow_control import Workers, most_in_window, read_log
+from integration.flow_workers import Workers, read_log
+from integration.test_flow_control import most_in_window
 
 from .invariants import check as check_invariants
 from .invariants import snapshot
@@ -208,7 +209,7 @@ def _f3(
     with server:
         raw = redis.Redis.from_url(server.url)
         queue = connect(server.url, queue=name)
-        workers = Workers((server.url, False), name, log_path)
+        workers = Workers(server.url, name, log_path)
         try:
             queue.set_tenant_limits("A", rate=RATE, burst=BURST)
             started = time.monotonic()

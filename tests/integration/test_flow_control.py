@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flow_workers import Workers, most_at_once, read_log, wait_ends
 
 from fairque_core import FairQueue, Task, TaskState, TenantQueueFullError
 from fairque_redis import connect
+from integration.flow_workers import Workers, most_at_once, read_log, wait_ends
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
 

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flow_workers import Workers, most_at_once, wait_ends
 
 from fairque_core import FairQueue, Task
 from fairque_redis import connect
+from integration.flow_workers import Workers, most_at_once, wait_ends
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
 
