@@ -229,22 +229,28 @@ def encode_result(task_id: str, result: object, limit: int | None = None) -> byt
     """
     if result is None:
         return None
-    try:
-        if type(result) not in _SCALARS:  # keys must be str and nesting bounded, as payloads
-            check_str_keys(result, "$")
-        body = _RESULT_ENCODER.encode(result).encode()
-    except TaskSerializationError as exc:
-        raise TaskSerializationError(f"the result of {task_id}: {exc}") from exc
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise TaskSerializationError(
-            f"the result of {task_id} is not JSON-serializable: {exc}"
-        ) from exc
+    body = _encode_json(task_id, result, "result")
     if limit is not None and len(body) > limit:
         raise TaskSerializationError(
             f"the result of {task_id} is {len(body)} bytes, over the limit of {limit} bytes "
             "(max_payload_bytes)"
         )
     return body
+
+
+def _encode_json(task_id: str, value: object, what: str) -> bytes:
+    """``value`` (a result or a progress value of task ``task_id``) as compact JSON: ``str``
+    keys and nesting bounded as payloads, no NaN; TaskSerializationError naming ``what``."""
+    try:
+        if type(value) not in _SCALARS and value is not None:
+            check_str_keys(value, "$")
+        return _RESULT_ENCODER.encode(value).encode()
+    except TaskSerializationError as exc:
+        raise TaskSerializationError(f"the {what} of {task_id}: {exc}") from exc
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise TaskSerializationError(
+            f"the {what} of {task_id} is not JSON-serializable: {exc}"
+        ) from exc
 
 
 #: How large a progress value may be, encoded (``ctx.set_progress``): it is rewritten on the
@@ -256,16 +262,7 @@ def encode_progress(task_id: str, value: object) -> bytes:
     """A progress value as compact JSON (the rules of a result: ``str`` keys, bounded
     nesting, no NaN), at most :data:`MAX_PROGRESS_BYTES`; TaskSerializationError otherwise.
     None is a value here (``null``): a task can report it has no progress to tell."""
-    try:
-        if type(value) not in _SCALARS and value is not None:
-            check_str_keys(value, "$")
-        body = _RESULT_ENCODER.encode(value).encode()
-    except TaskSerializationError as exc:
-        raise TaskSerializationError(f"the progress of {task_id}: {exc}") from exc
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise TaskSerializationError(
-            f"the progress of {task_id} is not JSON-serializable: {exc}"
-        ) from exc
+    body = _encode_json(task_id, value, "progress")
     if len(body) > MAX_PROGRESS_BYTES:
         raise TaskSerializationError(
             f"the progress of {task_id} is {len(body)} bytes, over {MAX_PROGRESS_BYTES}"
