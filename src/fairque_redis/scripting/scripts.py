@@ -57,12 +57,12 @@ __all__ = [
 ]
 
 _INCLUDE_RE = re.compile(r'^--- @include "([A-Za-z0-9_/]+)"\s*$')
-_DEFINE_RE = re.compile(r"^local (function )?([A-Za-z_]\w*)")
+# a top-level definition: ``local function NAME(``, ``local NAME =``, or a field of a helper
+# table (``function FQ_DEPS.enter(``), a block of the table's name, so a script that uses the
+# table carries all of its fields (the library's top level is near Lua's limit of 200 locals:
+# helpers grouped in a table cost one)
+_DEFINE_RE = re.compile(r"^(?:local (function )?([A-Za-z_]\w*)|(function )([A-Za-z_]\w*)[.:])")
 _WORD_RE = re.compile(r"[A-Za-z_]\w*")
-# a field of a helper table (``function FQ_DEPS.enter(``): a block of the table's name, so a
-# script that uses the table carries all of its fields (the library's top level is near Lua's
-# limit of 200 locals: helpers grouped in a table cost one)
-_FIELD_RE = re.compile(r"^function ([A-Za-z_]\w*)[.:]")
 _ONE_LINE_END_RE = re.compile(r"\bend\s*$")
 
 #: accelerator name -> the includes (bare names) it replaces by their ``_include/fast/`` version
@@ -138,22 +138,16 @@ def _blocks(lines: list[str]) -> list[tuple[str | None, list[str]]]:
                 current = None
             continue
         match = _DEFINE_RE.match(line)
-        field = _FIELD_RE.match(line) if match is None else None
-        if match is None and field is None:
+        if match is None:
             pending.append(line)
             continue
+        local_function, local_name, field_function, table = match.groups()
         block = [*_trailing_comments(pending), line]
         if pending:
             out.append((None, pending))
         pending = []
-        if match is not None:
-            out.append((match.group(2), block))
-            is_function = bool(match.group(1))
-        else:
-            assert field is not None
-            out.append((field.group(1), block))
-            is_function = True
-        if is_function and not _ONE_LINE_END_RE.search(line):
+        out.append((local_name or table, block))
+        if (local_function or field_function) and not _ONE_LINE_END_RE.search(line):
             current = block
     if pending:
         out.append((None, pending))
